@@ -1,0 +1,513 @@
+//! The communicator trait, its request type, typed buffers and strided layouts.
+
+use crate::error::{CommError, Result};
+use num_complex::Complex64;
+
+/// Largest tag available to callers. Tags above it are reserved for the
+/// collectives a backend builds from point-to-point messages.
+pub const MAX_USER_TAG: u32 = (1 << 24) - 1;
+
+/// Reduction operators for [`Communicator::allreduce_f64`] and friends.
+///
+/// Floating-point `Sum` is not associative, so its bits may depend on the rank
+/// count; use [`crate::exact::allreduce_exact_sum`] where the result must not.
+/// Every backend returns the same bits on every rank of one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceOp {
+    /// Element-wise minimum.
+    Min,
+    /// Element-wise maximum.
+    Max,
+    /// Element-wise sum (in rank order for the in-process backend).
+    Sum,
+}
+
+/// A plain-data element type that can travel in messages.
+///
+/// # Safety
+/// Implementors must have no padding and no invalid bit patterns, so that a
+/// slice of them may be viewed as bytes and rebuilt from any bytes.
+pub unsafe trait Elem: Copy + Send + Sync + 'static {}
+// SAFETY: primitive numbers, every bit pattern valid, no padding.
+unsafe impl Elem for u8 {}
+// SAFETY: as above.
+unsafe impl Elem for i32 {}
+// SAFETY: as above.
+unsafe impl Elem for u32 {}
+// SAFETY: as above.
+unsafe impl Elem for i64 {}
+// SAFETY: as above.
+unsafe impl Elem for u64 {}
+// SAFETY: as above.
+unsafe impl Elem for f32 {}
+// SAFETY: as above.
+unsafe impl Elem for f64 {}
+// SAFETY: `Complex<f64>` is `#[repr(C)]` with two f64 fields, no padding.
+unsafe impl Elem for Complex64 {}
+
+/// Views a slice of elements as bytes.
+pub fn as_bytes<T: Elem>(s: &[T]) -> &[u8] {
+    // SAFETY: `Elem` guarantees plain data without padding.
+    unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)) }
+}
+
+/// Views a mutable slice of elements as bytes.
+pub fn as_bytes_mut<T: Elem>(s: &mut [T]) -> &mut [u8] {
+    // SAFETY: `Elem` guarantees every bit pattern is a valid `T`.
+    unsafe {
+        std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(s))
+    }
+}
+
+/// A block of elements inside a buffer, described without packing: the
+/// element `(i, j, k)` with `i < counts[0]`, `j < counts[1]`, `k < counts[2]`
+/// sits at `offset + i * strides[0] + j * strides[1] + k * strides[2]`
+/// (all in elements). Elements travel in that order, `k` fastest.
+///
+/// This is what [`Communicator::alltoallw_bytes`] exchanges: the A2AW
+/// transposition of a strided sub-array (an MPI subarray or nested vector
+/// type) without user packing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Strided {
+    /// Index of the first element.
+    pub offset: usize,
+    /// Number of elements along each of the three nested directions.
+    pub counts: [usize; 3],
+    /// Distance in elements between neighbours along each direction.
+    pub strides: [usize; 3],
+}
+
+impl Strided {
+    /// `len` contiguous elements starting at `offset`.
+    pub fn contiguous(offset: usize, len: usize) -> Self {
+        Strided {
+            offset,
+            counts: [1, 1, len],
+            strides: [0, 0, 1],
+        }
+    }
+
+    /// `count` blocks of `block_len` contiguous elements, `stride` apart.
+    pub fn vector(offset: usize, count: usize, block_len: usize, stride: usize) -> Self {
+        Strided {
+            offset,
+            counts: [1, count, block_len],
+            strides: [0, stride, 1],
+        }
+    }
+
+    /// Number of elements described.
+    pub fn len(&self) -> usize {
+        self.counts.iter().product()
+    }
+
+    /// True when no element is described.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// One past the largest element index touched (0 when empty).
+    pub fn extent(&self) -> usize {
+        if self.is_empty() {
+            return 0;
+        }
+        self.offset
+            + (0..3)
+                .map(|d| (self.counts[d] - 1) * self.strides[d])
+                .sum::<usize>()
+            + 1
+    }
+
+    /// Checks that the layout fits a buffer of `len` elements.
+    pub fn check_fits(&self, len: usize, what: &str) -> Result<()> {
+        if self.extent() > len {
+            return Err(CommError::invalid(format!(
+                "{what}: strided block {self:?} reaches element {} but the buffer holds {len}",
+                self.extent() - 1
+            )));
+        }
+        Ok(())
+    }
+
+    /// Copies the described elements (of `elem` bytes each) out of `src`
+    /// into the contiguous `dst`.
+    pub fn gather_bytes(&self, src: &[u8], elem: usize, dst: &mut [u8]) {
+        let mut p = 0;
+        self.for_each_run(elem, |off, n| {
+            dst[p..p + n].copy_from_slice(&src[off..off + n]);
+            p += n;
+        });
+    }
+
+    /// Copies the contiguous `src` into the described elements of `dst`.
+    pub fn scatter_bytes(&self, src: &[u8], elem: usize, dst: &mut [u8]) {
+        let mut p = 0;
+        self.for_each_run(elem, |off, n| {
+            dst[off..off + n].copy_from_slice(&src[p..p + n]);
+            p += n;
+        });
+    }
+
+    /// Calls `f(byte_offset, byte_len)` for each maximal contiguous run.
+    fn for_each_run(&self, elem: usize, mut f: impl FnMut(usize, usize)) {
+        if self.is_empty() {
+            return;
+        }
+        let [c0, c1, c2] = self.counts;
+        let [s0, s1, s2] = self.strides;
+        if s2 == 1 {
+            for i in 0..c0 {
+                for j in 0..c1 {
+                    f((self.offset + i * s0 + j * s1) * elem, c2 * elem);
+                }
+            }
+        } else {
+            for i in 0..c0 {
+                for j in 0..c1 {
+                    for k in 0..c2 {
+                        f((self.offset + i * s0 + j * s1 + k * s2) * elem, elem);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The state behind a [`Request`]; implemented by each backend.
+pub trait RequestImpl: Send {
+    /// Completes the request if possible without blocking; true when done.
+    fn test(&mut self) -> Result<bool>;
+    /// Blocks until the request completes.
+    fn wait(&mut self) -> Result<()>;
+}
+
+/// A non-blocking send or receive in flight.
+///
+/// The request borrows its buffer for `'a`, so the buffer cannot be touched
+/// or freed while the message may still be moving. Dropping a request that
+/// has not completed waits for it (and ignores its error); call
+/// [`Request::wait`] or [`wait_all`] to see errors.
+pub struct Request<'a> {
+    inner: Option<Box<dyn RequestImpl + 'a>>,
+}
+
+impl std::fmt::Debug for Request<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Request")
+            .field("done", &self.inner.is_none())
+            .finish()
+    }
+}
+
+impl<'a> Request<'a> {
+    /// Wraps a backend request.
+    pub fn new(inner: Box<dyn RequestImpl + 'a>) -> Self {
+        Request { inner: Some(inner) }
+    }
+
+    /// A request that is already complete.
+    pub fn completed() -> Self {
+        Request { inner: None }
+    }
+
+    /// True once the request has completed (after a successful test or wait).
+    pub fn is_done(&self) -> bool {
+        self.inner.is_none()
+    }
+
+    /// Completes the request if that is possible without blocking.
+    pub fn test(&mut self) -> Result<bool> {
+        match &mut self.inner {
+            None => Ok(true),
+            Some(r) => match r.test() {
+                Ok(false) => Ok(false),
+                // A request that completed, or failed, is finished either way.
+                done => {
+                    self.inner = None;
+                    done
+                }
+            },
+        }
+    }
+
+    /// Blocks until the request completes.
+    pub fn wait(&mut self) -> Result<()> {
+        match self.inner.take() {
+            Some(mut r) => r.wait(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Request<'_> {
+    fn drop(&mut self) {
+        if let Some(r) = &mut self.inner {
+            let _ = r.wait();
+        }
+    }
+}
+
+/// Waits for every request; returns the first error after trying them all.
+pub fn wait_all(reqs: &mut [Request<'_>]) -> Result<()> {
+    let mut first = None;
+    for r in reqs.iter_mut() {
+        if let Err(e) = r.wait() {
+            first.get_or_insert(e);
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
+/// A group of ranks that exchange messages: the one abstraction every
+/// mechanism crate talks to.
+///
+/// Byte-level methods are the backend's job; typed wrappers live in
+/// [`CommExt`], implemented for every communicator. All collectives must be
+/// called by every rank of the communicator in the same order.
+pub trait Communicator: Send {
+    /// This rank, in `0..size()`.
+    fn rank(&self) -> usize;
+    /// Number of ranks.
+    fn size(&self) -> usize;
+    /// Short name of the backend (`"in-process"`, `"mpi"`).
+    fn backend(&self) -> &'static str;
+    /// Blocks until every rank has entered.
+    fn barrier(&self) -> Result<()>;
+    /// Collective: ranks with the same `Some(color)` form a new communicator,
+    /// ordered by `(key, old rank)`; `None` opts out and gets `None` back.
+    fn split(&self, color: Option<u32>, key: usize) -> Result<Option<Box<dyn Communicator>>>;
+    /// Starts sending `data` to `dest` with `tag`.
+    fn isend_bytes<'a>(&'a self, dest: usize, tag: u32, data: &'a [u8]) -> Result<Request<'a>>;
+    /// Starts receiving exactly `buf.len()` bytes from `src` with `tag`.
+    fn irecv_bytes<'a>(&'a self, src: usize, tag: u32, buf: &'a mut [u8]) -> Result<Request<'a>>;
+    /// Blocks until one not-yet-complete request completes and returns its
+    /// index, or `None` when all are already complete.
+    fn wait_any(&self, reqs: &mut [Request<'_>]) -> Result<Option<usize>>;
+    /// Personalised all-to-all with per-rank byte counts and displacements.
+    fn alltoallv_bytes(
+        &self,
+        send: &[u8],
+        send_counts: &[usize],
+        send_displs: &[usize],
+        recv: &mut [u8],
+        recv_counts: &[usize],
+        recv_displs: &[usize],
+    ) -> Result<()>;
+    /// Strided all-to-all (A2AW): the block for rank `r` is read from `send`
+    /// through `send_layouts[r]` and lands in `recv` through
+    /// `recv_layouts[r]`; layouts count elements of `elem_size` bytes.
+    fn alltoallw_bytes(
+        &self,
+        send: &[u8],
+        send_layouts: &[Strided],
+        recv: &mut [u8],
+        recv_layouts: &[Strided],
+        elem_size: usize,
+    ) -> Result<()>;
+    /// Gathers `send` from every rank into `recv` at `displs[r]` (`counts[r]`
+    /// bytes from rank `r`) on every rank.
+    fn allgatherv_bytes(
+        &self,
+        send: &[u8],
+        recv: &mut [u8],
+        counts: &[usize],
+        displs: &[usize],
+    ) -> Result<()>;
+    /// Copies `buf` of `root` into `buf` of every rank.
+    fn broadcast_bytes(&self, buf: &mut [u8], root: usize) -> Result<()>;
+    /// Element-wise reduction of `data` over all ranks, in place.
+    fn allreduce_f64(&self, data: &mut [f64], op: ReduceOp) -> Result<()>;
+    /// Element-wise reduction of `data` over all ranks, in place.
+    fn allreduce_i64(&self, data: &mut [i64], op: ReduceOp) -> Result<()>;
+}
+
+fn check_rank(rank: usize, size: usize) -> Result<()> {
+    if rank >= size {
+        return Err(CommError::InvalidRank { rank, size });
+    }
+    Ok(())
+}
+
+/// Validates a destination or source rank; for backends.
+pub fn validate_peer(rank: usize, size: usize) -> Result<()> {
+    check_rank(rank, size)
+}
+
+/// Validates a user tag; for backends.
+pub fn validate_tag(tag: u32) -> Result<()> {
+    if tag > MAX_USER_TAG {
+        return Err(CommError::InvalidTag {
+            tag,
+            max: MAX_USER_TAG,
+        });
+    }
+    Ok(())
+}
+
+/// Validates counts/displacements against a buffer; for backends.
+pub fn validate_v(what: &str, len: usize, counts: &[usize], displs: &[usize], size: usize) -> Result<()> {
+    if counts.len() != size {
+        return Err(CommError::length(format!("{what} counts (one per rank)"), size, counts.len()));
+    }
+    if displs.len() != size {
+        return Err(CommError::length(format!("{what} displacements (one per rank)"), size, displs.len()));
+    }
+    for r in 0..size {
+        if displs[r] + counts[r] > len {
+            return Err(CommError::invalid(format!(
+                "{what}: block of rank {r} covers {}..{} but the buffer holds {len}",
+                displs[r],
+                displs[r] + counts[r]
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Typed convenience methods, available on every [`Communicator`]
+/// (including `dyn Communicator`).
+pub trait CommExt: Communicator {
+    /// Starts sending a typed slice.
+    fn isend<'a, T: Elem>(&'a self, dest: usize, tag: u32, data: &'a [T]) -> Result<Request<'a>> {
+        self.isend_bytes(dest, tag, as_bytes(data))
+    }
+    /// Starts receiving into a typed slice (exactly its length).
+    fn irecv<'a, T: Elem>(&'a self, src: usize, tag: u32, buf: &'a mut [T]) -> Result<Request<'a>> {
+        self.irecv_bytes(src, tag, as_bytes_mut(buf))
+    }
+    /// Blocking send.
+    fn send<T: Elem>(&self, dest: usize, tag: u32, data: &[T]) -> Result<()> {
+        self.isend(dest, tag, data)?.wait()
+    }
+    /// Blocking receive.
+    fn recv<T: Elem>(&self, src: usize, tag: u32, buf: &mut [T]) -> Result<()> {
+        self.irecv(src, tag, buf)?.wait()
+    }
+    /// All-to-all with `block` elements to and from every rank.
+    fn alltoall<T: Elem>(&self, send: &[T], recv: &mut [T], block: usize) -> Result<()> {
+        let p = self.size();
+        if send.len() != p * block {
+            return Err(CommError::length("alltoall send buffer (size * block)", p * block, send.len()));
+        }
+        if recv.len() != p * block {
+            return Err(CommError::length("alltoall receive buffer (size * block)", p * block, recv.len()));
+        }
+        let es = std::mem::size_of::<T>();
+        let counts = vec![block * es; p];
+        let displs: Vec<usize> = (0..p).map(|r| r * block * es).collect();
+        self.alltoallv_bytes(as_bytes(send), &counts, &displs, as_bytes_mut(recv), &counts, &displs)
+    }
+    /// All-to-all with per-rank element counts and displacements.
+    fn alltoallv<T: Elem>(
+        &self,
+        send: &[T],
+        send_counts: &[usize],
+        send_displs: &[usize],
+        recv: &mut [T],
+        recv_counts: &[usize],
+        recv_displs: &[usize],
+    ) -> Result<()> {
+        let es = std::mem::size_of::<T>();
+        let b = |v: &[usize]| v.iter().map(|x| x * es).collect::<Vec<_>>();
+        self.alltoallv_bytes(
+            as_bytes(send),
+            &b(send_counts),
+            &b(send_displs),
+            as_bytes_mut(recv),
+            &b(recv_counts),
+            &b(recv_displs),
+        )
+    }
+    /// Strided all-to-all (A2AW) of typed elements.
+    fn alltoallw<T: Elem>(
+        &self,
+        send: &[T],
+        send_layouts: &[Strided],
+        recv: &mut [T],
+        recv_layouts: &[Strided],
+    ) -> Result<()> {
+        let p = self.size();
+        if send_layouts.len() != p {
+            return Err(CommError::length("alltoallw send layouts (one per rank)", p, send_layouts.len()));
+        }
+        if recv_layouts.len() != p {
+            return Err(CommError::length("alltoallw receive layouts (one per rank)", p, recv_layouts.len()));
+        }
+        for (r, l) in send_layouts.iter().enumerate() {
+            l.check_fits(send.len(), &format!("alltoallw send layout for rank {r}"))?;
+        }
+        for (r, l) in recv_layouts.iter().enumerate() {
+            l.check_fits(recv.len(), &format!("alltoallw receive layout for rank {r}"))?;
+        }
+        self.alltoallw_bytes(
+            as_bytes(send),
+            send_layouts,
+            as_bytes_mut(recv),
+            recv_layouts,
+            std::mem::size_of::<T>(),
+        )
+    }
+    /// Gathers one equal-sized block from every rank, in rank order.
+    fn allgather<T: Elem>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
+        let p = self.size();
+        let n = send.len();
+        if recv.len() != p * n {
+            return Err(CommError::length("allgather receive buffer (size * send length)", p * n, recv.len()));
+        }
+        let es = std::mem::size_of::<T>();
+        let counts = vec![n * es; p];
+        let displs: Vec<usize> = (0..p).map(|r| r * n * es).collect();
+        self.allgatherv_bytes(as_bytes(send), as_bytes_mut(recv), &counts, &displs)
+    }
+    /// Gathers variable-sized blocks (element counts and displacements).
+    fn allgatherv<T: Elem>(&self, send: &[T], recv: &mut [T], counts: &[usize], displs: &[usize]) -> Result<()> {
+        let es = std::mem::size_of::<T>();
+        let b = |v: &[usize]| v.iter().map(|x| x * es).collect::<Vec<_>>();
+        self.allgatherv_bytes(as_bytes(send), as_bytes_mut(recv), &b(counts), &b(displs))
+    }
+    /// Gathers variable-sized blocks whose sizes are not known in advance;
+    /// returns the concatenation in rank order and each rank's count.
+    fn allgather_varying<T: Elem + Default>(&self, send: &[T]) -> Result<(Vec<T>, Vec<usize>)> {
+        let p = self.size();
+        let mut counts = vec![0u64; p];
+        self.allgather(&[send.len() as u64], &mut counts)?;
+        let counts: Vec<usize> = counts.into_iter().map(|c| c as usize).collect();
+        let mut displs = vec![0; p];
+        for r in 1..p {
+            displs[r] = displs[r - 1] + counts[r - 1];
+        }
+        let mut out = vec![T::default(); counts.iter().sum()];
+        self.allgatherv(send, &mut out, &counts, &displs)?;
+        Ok((out, counts))
+    }
+    /// Broadcasts a typed buffer from `root`.
+    fn broadcast<T: Elem>(&self, buf: &mut [T], root: usize) -> Result<()> {
+        self.broadcast_bytes(as_bytes_mut(buf), root)
+    }
+    /// Reduces one value over all ranks.
+    fn allreduce_scalar(&self, x: f64, op: ReduceOp) -> Result<f64> {
+        let mut v = [x];
+        self.allreduce_f64(&mut v, op)?;
+        Ok(v[0])
+    }
+    /// Checks that every rank passed the same value; the error names the
+    /// first rank that disagrees with rank 0.
+    fn check_agree(&self, what: &str, values: &[i64]) -> Result<()> {
+        let p = self.size();
+        let n = values.len();
+        let mut all = vec![0i64; n * p];
+        self.allgather(values, &mut all)?;
+        for r in 1..p {
+            if all[r * n..(r + 1) * n] != all[..n] {
+                return Err(CommError::invalid(format!(
+                    "ranks disagree on {what}: rank 0 has {:?}, rank {r} has {:?}",
+                    &all[..n],
+                    &all[r * n..(r + 1) * n]
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<C: Communicator + ?Sized> CommExt for C {}

@@ -1,0 +1,878 @@
+//! The in-process backend: N ranks as threads of one process.
+//!
+//! This is real message passing, not shared arrays: every rank has a mailbox;
+//! a send copies its bytes into an envelope `(context, source, tag, bytes)`
+//! in the destination's mailbox (eager protocol, so sends complete at once);
+//! a receive matches the oldest envelope with its context, source and tag
+//! (MPI's non-overtaking order). Collectives are built from the same
+//! messages in a separate context, so they never match user messages.
+//! Reductions combine contributions in rank order, so their bits depend only
+//! on the rank count, and every rank gets the same bits.
+//!
+//! **Failure.** [`run`] catches a panic or an `Err` returned by any rank and
+//! marks the world as failed; every pending or later operation on any rank
+//! then returns [`CommError::PeerFailed`] naming the first failed rank. A
+//! receive that waits longer than the deadlock limit (default 300 s,
+//! `COMM_TIMEOUT_SECS` in the environment or [`Options::timeout`]; 0 turns
+//! it off) returns [`CommError::Timeout`]. Nothing waits forever.
+
+use crate::communicator::{validate_peer, validate_tag, validate_v, CommExt, Communicator, ReduceOp, Request, RequestImpl, Strided};
+use crate::error::{CommError, Result};
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Context bit reserved for the collectives' internal messages.
+const COLLECTIVE: u64 = 1 << 63;
+/// Internal tags of the collectives.
+const TAG_GATHER: u32 = 1;
+const TAG_BCAST: u32 = 2;
+const TAG_A2A: u32 = 3;
+const TAG_ALLGATHER: u32 = 4;
+
+struct Envelope {
+    ctx: u64,
+    src: usize,
+    tag: u32,
+    data: Vec<u8>,
+}
+
+#[derive(Default)]
+struct Queue {
+    msgs: VecDeque<Envelope>,
+    /// Bumped on every arrival and on failure, so `wait_any` can sleep
+    /// without missing a wake-up.
+    generation: u64,
+}
+
+#[derive(Default)]
+struct Mailbox {
+    queue: Mutex<Queue>,
+    arrived: Condvar,
+}
+
+struct World {
+    mailboxes: Vec<Mailbox>,
+    failed: AtomicBool,
+    failure: Mutex<Option<(usize, String)>>,
+    timeout: Option<Duration>,
+    pool: Mutex<Vec<Vec<u8>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panicking rank never holds these locks across user code, so a
+    // poisoned lock still guards consistent data.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl World {
+    fn check(&self) -> Result<()> {
+        if self.failed.load(Ordering::Acquire) {
+            let (rank, reason) = lock(&self.failure).clone().unwrap_or((usize::MAX, String::new()));
+            return Err(CommError::PeerFailed { rank, reason });
+        }
+        Ok(())
+    }
+
+    fn fail(&self, rank: usize, reason: String) {
+        {
+            let mut f = lock(&self.failure);
+            if f.is_none() {
+                *f = Some((rank, reason));
+            }
+        }
+        self.failed.store(true, Ordering::Release);
+        for mb in &self.mailboxes {
+            let mut q = lock(&mb.queue);
+            q.generation += 1;
+            mb.arrived.notify_all();
+        }
+    }
+
+    fn buffer(&self, data: &[u8]) -> Vec<u8> {
+        let mut v = lock(&self.pool).pop().unwrap_or_default();
+        v.clear();
+        v.extend_from_slice(data);
+        v
+    }
+
+    fn recycle(&self, v: Vec<u8>) {
+        let mut p = lock(&self.pool);
+        if p.len() < 1024 {
+            p.push(v);
+        }
+    }
+
+    fn post(&self, world_dest: usize, env: Envelope) -> Result<()> {
+        self.check()?;
+        let mb = &self.mailboxes[world_dest];
+        let mut q = lock(&mb.queue);
+        q.msgs.push_back(env);
+        q.generation += 1;
+        mb.arrived.notify_all();
+        Ok(())
+    }
+
+    /// Removes the oldest matching envelope, if any.
+    fn take(q: &mut Queue, ctx: u64, src: usize, tag: u32) -> Option<Envelope> {
+        let i = q.msgs.iter().position(|e| e.ctx == ctx && e.src == src && e.tag == tag)?;
+        q.msgs.remove(i)
+    }
+
+    /// Blocks until a matching envelope arrives.
+    fn wait_take(&self, me: usize, ctx: u64, src: usize, tag: u32) -> Result<Envelope> {
+        let mb = &self.mailboxes[me];
+        let start = Instant::now();
+        let mut q = lock(&mb.queue);
+        loop {
+            self.check()?;
+            if let Some(e) = Self::take(&mut q, ctx, src, tag) {
+                return Ok(e);
+            }
+            q = self.sleep(mb, q, start, me, || format!("a message from rank {src} with tag {tag}"))?;
+        }
+    }
+
+    fn sleep<'m>(
+        &self,
+        mb: &'m Mailbox,
+        q: MutexGuard<'m, Queue>,
+        start: Instant,
+        me: usize,
+        what: impl Fn() -> String,
+    ) -> Result<MutexGuard<'m, Queue>> {
+        match self.timeout {
+            None => Ok(mb.arrived.wait(q).unwrap_or_else(|p| p.into_inner())),
+            Some(limit) => {
+                let left = limit.saturating_sub(start.elapsed());
+                if left.is_zero() {
+                    return Err(CommError::Timeout {
+                        rank: me,
+                        what: what(),
+                        seconds: limit.as_secs(),
+                    });
+                }
+                Ok(mb.arrived.wait_timeout(q, left).unwrap_or_else(|p| p.into_inner()).0)
+            }
+        }
+    }
+}
+
+/// One rank's handle on a group of in-process ranks.
+pub struct LocalComm {
+    world: Arc<World>,
+    ctx: u64,
+    /// World rank of each member.
+    members: Arc<Vec<usize>>,
+    rank: usize,
+    splits: AtomicU64,
+}
+
+impl std::fmt::Debug for LocalComm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalComm")
+            .field("rank", &self.rank)
+            .field("size", &self.members.len())
+            .field("context", &self.ctx)
+            .finish()
+    }
+}
+
+impl LocalComm {
+    fn me(&self) -> usize {
+        self.members[self.rank]
+    }
+
+    fn send_ctx(&self, ctx: u64, dest: usize, tag: u32, data: &[u8]) -> Result<()> {
+        let env = Envelope {
+            ctx,
+            src: self.rank,
+            tag,
+            data: self.world.buffer(data),
+        };
+        self.world.post(self.members[dest], env)
+    }
+
+    fn recv_ctx(&self, ctx: u64, src: usize, tag: u32) -> Result<Vec<u8>> {
+        Ok(self.world.wait_take(self.me(), ctx, src, tag)?.data)
+    }
+
+    fn coll(&self) -> u64 {
+        self.ctx | COLLECTIVE
+    }
+
+    /// Gathers every rank's bytes on rank 0 (in rank order); others get `None`.
+    fn gather_root(&self, data: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
+        if self.rank == 0 {
+            let mut all = Vec::with_capacity(self.size());
+            all.push(data.to_vec());
+            for r in 1..self.size() {
+                all.push(self.recv_ctx(self.coll(), r, TAG_GATHER)?);
+            }
+            Ok(Some(all))
+        } else {
+            self.send_ctx(self.coll(), 0, TAG_GATHER, data)?;
+            Ok(None)
+        }
+    }
+
+    fn bcast_internal(&self, buf: &mut [u8], root: usize) -> Result<()> {
+        if self.rank == root {
+            for r in (0..self.size()).filter(|&r| r != root) {
+                self.send_ctx(self.coll(), r, TAG_BCAST, buf)?;
+            }
+        } else {
+            let v = self.recv_ctx(self.coll(), root, TAG_BCAST)?;
+            if v.len() != buf.len() {
+                return Err(CommError::MessageTruncated {
+                    src: root,
+                    tag: TAG_BCAST,
+                    expected: buf.len(),
+                    got: v.len(),
+                });
+            }
+            buf.copy_from_slice(&v);
+            self.world.recycle(v);
+        }
+        Ok(())
+    }
+
+    fn reduce<T: crate::Elem>(&self, data: &mut [T], f: impl Fn(T, T) -> T) -> Result<()> {
+        let bytes = crate::as_bytes(data);
+        if let Some(all) = self.gather_root(bytes)? {
+            let n = data.len();
+            for (r, part) in all.iter().enumerate().skip(1) {
+                if part.len() != std::mem::size_of_val(data) {
+                    return Err(CommError::length(format!("allreduce length on rank {r}"), n, part.len() / std::mem::size_of::<T>().max(1)));
+                }
+                for (i, x) in data.iter_mut().enumerate() {
+                    // SAFETY: in bounds (checked above); `T: Elem` accepts any bytes.
+                    let y: T = unsafe { std::ptr::read_unaligned(part.as_ptr().cast::<T>().add(i)) };
+                    *x = f(*x, y);
+                }
+            }
+        }
+        self.bcast_internal(crate::as_bytes_mut(data), 0)
+    }
+}
+
+struct RecvReq<'a> {
+    comm: &'a LocalComm,
+    src: usize,
+    tag: u32,
+    buf: &'a mut [u8],
+}
+
+impl RecvReq<'_> {
+    fn deliver(&mut self, e: Envelope) -> Result<()> {
+        if e.data.len() != self.buf.len() {
+            return Err(CommError::MessageTruncated {
+                src: self.src,
+                tag: self.tag,
+                expected: self.buf.len(),
+                got: e.data.len(),
+            });
+        }
+        self.buf.copy_from_slice(&e.data);
+        self.comm.world.recycle(e.data);
+        Ok(())
+    }
+}
+
+impl RequestImpl for RecvReq<'_> {
+    fn test(&mut self) -> Result<bool> {
+        let w = &self.comm.world;
+        w.check()?;
+        let e = {
+            let mut q = lock(&w.mailboxes[self.comm.me()].queue);
+            World::take(&mut q, self.comm.ctx, self.src, self.tag)
+        };
+        match e {
+            Some(e) => self.deliver(e).map(|_| true),
+            None => Ok(false),
+        }
+    }
+
+    fn wait(&mut self) -> Result<()> {
+        let e = self.comm.world.wait_take(self.comm.me(), self.comm.ctx, self.src, self.tag)?;
+        self.deliver(e)
+    }
+}
+
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+impl Communicator for LocalComm {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.members.len()
+    }
+
+    fn backend(&self) -> &'static str {
+        "in-process"
+    }
+
+    fn barrier(&self) -> Result<()> {
+        self.gather_root(&[])?;
+        self.bcast_internal(&mut [], 0)
+    }
+
+    fn split(&self, color: Option<u32>, key: usize) -> Result<Option<Box<dyn Communicator>>> {
+        let seq = self.splits.fetch_add(1, Ordering::Relaxed);
+        let mine = [color.map_or(-1, i64::from), key as i64];
+        let mut all = vec![0i64; 2 * self.size()];
+        self.allgather(&mine, &mut all)?;
+        let Some(color) = color else { return Ok(None) };
+        let mut group: Vec<(i64, usize)> = (0..self.size())
+            .filter(|&r| all[2 * r] == i64::from(color))
+            .map(|r| (all[2 * r + 1], r))
+            .collect();
+        group.sort_unstable();
+        let rank = group.iter().position(|&(_, r)| r == self.rank).expect("member of own colour");
+        let members = group.iter().map(|&(_, r)| self.members[r]).collect();
+        let ctx = mix(mix(self.ctx ^ mix(seq)) ^ u64::from(color)) & !COLLECTIVE;
+        Ok(Some(Box::new(LocalComm {
+            world: self.world.clone(),
+            ctx,
+            members: Arc::new(members),
+            rank,
+            splits: AtomicU64::new(0),
+        })))
+    }
+
+    fn isend_bytes<'a>(&'a self, dest: usize, tag: u32, data: &'a [u8]) -> Result<Request<'a>> {
+        validate_peer(dest, self.size())?;
+        validate_tag(tag)?;
+        self.send_ctx(self.ctx, dest, tag, data)?;
+        Ok(Request::completed())
+    }
+
+    fn irecv_bytes<'a>(&'a self, src: usize, tag: u32, buf: &'a mut [u8]) -> Result<Request<'a>> {
+        validate_peer(src, self.size())?;
+        validate_tag(tag)?;
+        self.world.check()?;
+        Ok(Request::new(Box::new(RecvReq { comm: self, src, tag, buf })))
+    }
+
+    fn wait_any(&self, reqs: &mut [Request<'_>]) -> Result<Option<usize>> {
+        let mb = &self.world.mailboxes[self.me()];
+        let start = Instant::now();
+        loop {
+            let generation = lock(&mb.queue).generation;
+            let mut pending = false;
+            for (i, r) in reqs.iter_mut().enumerate() {
+                if !r.is_done() {
+                    pending = true;
+                    if r.test()? {
+                        return Ok(Some(i));
+                    }
+                }
+            }
+            if !pending {
+                return Ok(None);
+            }
+            let mut q = lock(&mb.queue);
+            while q.generation == generation {
+                self.world.check()?;
+                q = self.world.sleep(mb, q, start, self.me(), || "any of the pending receives".to_string())?;
+            }
+        }
+    }
+
+    fn alltoallv_bytes(
+        &self,
+        send: &[u8],
+        send_counts: &[usize],
+        send_displs: &[usize],
+        recv: &mut [u8],
+        recv_counts: &[usize],
+        recv_displs: &[usize],
+    ) -> Result<()> {
+        let p = self.size();
+        validate_v("alltoallv send", send.len(), send_counts, send_displs, p)?;
+        validate_v("alltoallv receive", recv.len(), recv_counts, recv_displs, p)?;
+        for k in 1..p {
+            let r = (self.rank + k) % p;
+            self.send_ctx(self.coll(), r, TAG_A2A, &send[send_displs[r]..send_displs[r] + send_counts[r]])?;
+        }
+        let me = self.rank;
+        if send_counts[me] != recv_counts[me] {
+            return Err(CommError::length(format!("alltoallv block kept by rank {me}"), recv_counts[me], send_counts[me]));
+        }
+        recv[recv_displs[me]..recv_displs[me] + recv_counts[me]].copy_from_slice(&send[send_displs[me]..send_displs[me] + send_counts[me]]);
+        for k in 1..p {
+            let r = (self.rank + p - k) % p;
+            let v = self.recv_ctx(self.coll(), r, TAG_A2A)?;
+            if v.len() != recv_counts[r] {
+                return Err(CommError::MessageTruncated { src: r, tag: TAG_A2A, expected: recv_counts[r], got: v.len() });
+            }
+            recv[recv_displs[r]..recv_displs[r] + recv_counts[r]].copy_from_slice(&v);
+            self.world.recycle(v);
+        }
+        Ok(())
+    }
+
+    fn alltoallw_bytes(
+        &self,
+        send: &[u8],
+        send_layouts: &[Strided],
+        recv: &mut [u8],
+        recv_layouts: &[Strided],
+        elem_size: usize,
+    ) -> Result<()> {
+        let p = self.size();
+        if send_layouts.len() != p || recv_layouts.len() != p {
+            return Err(CommError::length("alltoallw layouts (one per rank)", p, send_layouts.len().min(recv_layouts.len())));
+        }
+        let mut scratch = Vec::new();
+        for k in 0..p {
+            let r = (self.rank + k) % p;
+            let l = &send_layouts[r];
+            scratch.resize(l.len() * elem_size, 0);
+            l.gather_bytes(send, elem_size, &mut scratch);
+            if r == self.rank {
+                if recv_layouts[r].len() != l.len() {
+                    return Err(CommError::length(format!("alltoallw block kept by rank {r} (elements)"), recv_layouts[r].len(), l.len()));
+                }
+                recv_layouts[r].scatter_bytes(&scratch, elem_size, recv);
+            } else {
+                self.send_ctx(self.coll(), r, TAG_A2A, &scratch)?;
+            }
+        }
+        for k in 1..p {
+            let r = (self.rank + p - k) % p;
+            let v = self.recv_ctx(self.coll(), r, TAG_A2A)?;
+            let l = &recv_layouts[r];
+            if v.len() != l.len() * elem_size {
+                return Err(CommError::MessageTruncated { src: r, tag: TAG_A2A, expected: l.len() * elem_size, got: v.len() });
+            }
+            l.scatter_bytes(&v, elem_size, recv);
+            self.world.recycle(v);
+        }
+        Ok(())
+    }
+
+    fn allgatherv_bytes(&self, send: &[u8], recv: &mut [u8], counts: &[usize], displs: &[usize]) -> Result<()> {
+        let p = self.size();
+        validate_v("allgatherv receive", recv.len(), counts, displs, p)?;
+        let me = self.rank;
+        if counts[me] != send.len() {
+            return Err(CommError::length(format!("allgatherv count for rank {me}"), counts[me], send.len()));
+        }
+        for k in 1..p {
+            self.send_ctx(self.coll(), (me + k) % p, TAG_ALLGATHER, send)?;
+        }
+        recv[displs[me]..displs[me] + counts[me]].copy_from_slice(send);
+        for k in 1..p {
+            let r = (me + p - k) % p;
+            let v = self.recv_ctx(self.coll(), r, TAG_ALLGATHER)?;
+            if v.len() != counts[r] {
+                return Err(CommError::MessageTruncated { src: r, tag: TAG_ALLGATHER, expected: counts[r], got: v.len() });
+            }
+            recv[displs[r]..displs[r] + counts[r]].copy_from_slice(&v);
+            self.world.recycle(v);
+        }
+        Ok(())
+    }
+
+    fn broadcast_bytes(&self, buf: &mut [u8], root: usize) -> Result<()> {
+        validate_peer(root, self.size())?;
+        self.bcast_internal(buf, root)
+    }
+
+    fn allreduce_f64(&self, data: &mut [f64], op: ReduceOp) -> Result<()> {
+        match op {
+            ReduceOp::Min => self.reduce(data, f64::min),
+            ReduceOp::Max => self.reduce(data, f64::max),
+            ReduceOp::Sum => self.reduce(data, |a, b| a + b),
+        }
+    }
+
+    fn allreduce_i64(&self, data: &mut [i64], op: ReduceOp) -> Result<()> {
+        match op {
+            ReduceOp::Min => self.reduce(data, i64::min),
+            ReduceOp::Max => self.reduce(data, i64::max),
+            ReduceOp::Sum => self.reduce(data, i64::wrapping_add),
+        }
+    }
+}
+
+/// How [`run_with`] starts its ranks.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Longest a receive may wait before it is reported as a deadlock
+    /// (`None`: forever; failed peers are reported either way).
+    pub timeout: Option<Duration>,
+    /// Stack size of each rank thread in bytes.
+    pub stack_size: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        let secs = std::env::var("COMM_TIMEOUT_SECS")
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(300);
+        Options {
+            timeout: (secs > 0).then(|| Duration::from_secs(secs)),
+            stack_size: 16 << 20,
+        }
+    }
+}
+
+/// Why an in-process run failed: the first rank to fail and its reason,
+/// and what every rank returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunError {
+    /// The rank that failed first (the root cause).
+    pub rank: usize,
+    /// Its panic message or error.
+    pub reason: String,
+    /// Per rank: `None` if it succeeded, otherwise its error message.
+    pub ranks: Vec<Option<String>>,
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let others = self.ranks.iter().enumerate().filter(|(r, e)| *r != self.rank && e.is_some()).count();
+        write!(f, "rank {} failed: {}", self.rank, self.reason)?;
+        if others > 0 {
+            write!(f, " ({others} other rank(s) stopped because of it)")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for RunError {}
+
+/// The number of ranks to use when none is given: the available cores.
+pub fn default_ranks() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Runs `f` on `n` in-process ranks and returns each rank's result in rank
+/// order, or the first failure. See [`Options`] for the defaults.
+pub fn run<R, E, F>(n: usize, f: F) -> std::result::Result<Vec<R>, RunError>
+where
+    R: Send,
+    E: std::fmt::Display,
+    F: Fn(&dyn Communicator) -> std::result::Result<R, E> + Sync,
+{
+    run_with(&Options::default(), n, f)
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        format!("panicked: {s}")
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        format!("panicked: {s}")
+    } else {
+        "panicked".to_string()
+    }
+}
+
+/// [`run`] with explicit options.
+pub fn run_with<R, E, F>(opts: &Options, n: usize, f: F) -> std::result::Result<Vec<R>, RunError>
+where
+    R: Send,
+    E: std::fmt::Display,
+    F: Fn(&dyn Communicator) -> std::result::Result<R, E> + Sync,
+{
+    if n == 0 {
+        return Err(RunError {
+            rank: 0,
+            reason: "the rank count must be at least 1, got 0".into(),
+            ranks: vec![],
+        });
+    }
+    let world = Arc::new(World {
+        mailboxes: (0..n).map(|_| Mailbox::default()).collect(),
+        failed: AtomicBool::new(false),
+        failure: Mutex::new(None),
+        timeout: opts.timeout,
+        pool: Mutex::new(Vec::new()),
+    });
+    let members = Arc::new((0..n).collect::<Vec<_>>());
+    let outcomes: Vec<std::result::Result<R, String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|r| {
+                let comm = LocalComm {
+                    world: world.clone(),
+                    ctx: 0,
+                    members: members.clone(),
+                    rank: r,
+                    splits: AtomicU64::new(0),
+                };
+                let f = &f;
+                std::thread::Builder::new()
+                    .name(format!("rank-{r}"))
+                    .stack_size(opts.stack_size)
+                    .spawn_scoped(s, move || {
+                        let out = match catch_unwind(AssertUnwindSafe(|| f(&comm))) {
+                            Ok(Ok(v)) => Ok(v),
+                            Ok(Err(e)) => Err(e.to_string()),
+                            Err(p) => Err(panic_message(&*p)),
+                        };
+                        if let Err(e) = &out {
+                            comm.world.fail(r, e.clone());
+                        }
+                        out
+                    })
+                    .expect("spawning a rank thread")
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| Err(panic_message(&*p))))
+            .collect()
+    });
+    let first = lock(&world.failure).clone();
+    match first {
+        None => Ok(outcomes.into_iter().map(|o| o.expect("no failure recorded")).collect()),
+        Some((rank, reason)) => Err(RunError {
+            rank,
+            reason,
+            ranks: outcomes.into_iter().map(|o| o.err()).collect(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wait_all;
+    use num_complex::Complex64;
+
+    #[test]
+    fn matching_by_source_and_tag_in_order() {
+        run(3, |c| {
+            if c.rank() == 0 {
+                // Receive in an order different from the send order.
+                let (mut a, mut b, mut x) = ([0u64; 2], [0u64; 2], [0u64; 1]);
+                let mut reqs = vec![
+                    c.irecv(2, 5, &mut a)?,
+                    c.irecv(1, 5, &mut b)?,
+                    c.irecv(1, 9, &mut x)?,
+                ];
+                wait_all(&mut reqs)?;
+                drop(reqs);
+                assert_eq!((a, b, x), ([20, 21], [10, 11], [19]));
+                // Two messages with the same (source, tag) arrive in order.
+                let (mut m1, mut m2) = ([0.0f64], [0.0f64]);
+                c.recv(1, 3, &mut m1)?;
+                c.recv(1, 3, &mut m2)?;
+                assert_eq!((m1[0], m2[0]), (1.0, 2.0));
+            } else {
+                let r = c.rank() as u64;
+                if r == 1 {
+                    c.send(0, 9, &[19u64])?;
+                    c.send(0, 3, &[1.0f64])?;
+                    c.send(0, 3, &[2.0f64])?;
+                }
+                c.send(0, 5, &[10 * r, 10 * r + 1])?;
+            }
+            Ok::<_, CommError>(())
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn wait_any_returns_completed_requests() {
+        run(4, |c| {
+            if c.rank() == 0 {
+                let mut bufs = [[0u8; 4]; 3];
+                let [b1, b2, b3] = &mut bufs;
+                let mut reqs = vec![c.irecv(1, 0, b1)?, c.irecv(2, 0, b2)?, c.irecv(3, 0, b3)?];
+                let mut seen = vec![];
+                while let Some(i) = c.wait_any(&mut reqs)? {
+                    seen.push(i);
+                }
+                seen.sort_unstable();
+                assert_eq!(seen, vec![0, 1, 2]);
+                drop(reqs);
+                assert_eq!(bufs, [[1; 4], [2; 4], [3; 4]]);
+            } else {
+                c.send(0, 0, &[c.rank() as u8; 4])?;
+            }
+            Ok::<_, CommError>(())
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn collectives() {
+        for p in [1, 2, 3, 5] {
+            run(p, |c| {
+                let r = c.rank();
+                // alltoallv: rank r sends (r + d + 1) complex values to rank d.
+                let sc: Vec<usize> = (0..p).map(|d| r + d + 1).collect();
+                let sd: Vec<usize> = sc.iter().scan(0, |a, &x| { let o = *a; *a += x; Some(o) }).collect();
+                let send: Vec<Complex64> = (0..p).flat_map(|d| (0..r + d + 1).map(move |i| Complex64::new(r as f64, (d * 100 + i) as f64))).collect();
+                let rc: Vec<usize> = (0..p).map(|s| s + r + 1).collect();
+                let rd: Vec<usize> = rc.iter().scan(0, |a, &x| { let o = *a; *a += x; Some(o) }).collect();
+                let mut recv = vec![Complex64::default(); rc.iter().sum()];
+                c.alltoallv(&send, &sc, &sd, &mut recv, &rc, &rd)?;
+                for s in 0..p {
+                    for i in 0..rc[s] {
+                        assert_eq!(recv[rd[s] + i], Complex64::new(s as f64, (r * 100 + i) as f64));
+                    }
+                }
+                // allreduce
+                let mut v = [r as f64, -(r as f64), 1.0];
+                c.allreduce_f64(&mut v, ReduceOp::Sum)?;
+                let s = (p * (p - 1) / 2) as f64;
+                assert_eq!(v, [s, -s, p as f64]);
+                assert_eq!(c.allreduce_scalar(r as f64, ReduceOp::Max)?, (p - 1) as f64);
+                let mut m = [r as i64 - 7];
+                c.allreduce_i64(&mut m, ReduceOp::Min)?;
+                assert_eq!(m[0], -7);
+                // broadcast from the last rank
+                let mut b = [r as u32; 3];
+                c.broadcast(&mut b, p - 1)?;
+                assert_eq!(b, [(p - 1) as u32; 3]);
+                // allgather_varying
+                let mine: Vec<u64> = (0..r as u64).collect();
+                let (all, counts) = c.allgather_varying(&mine)?;
+                assert_eq!(counts, (0..p).collect::<Vec<_>>());
+                assert_eq!(all, (0..p as u64).flat_map(|k| 0..k).collect::<Vec<_>>());
+                c.barrier()?;
+                Ok::<_, CommError>(())
+            })
+            .unwrap();
+        }
+    }
+
+    #[test]
+    fn strided_alltoallw_transposes_without_packing() {
+        // A 2D transpose: rank r holds rows [r*b, (r+1)*b) of an n x n matrix
+        // (row-major) and receives columns [r*b, (r+1)*b) as rows of the transpose.
+        let (p, b) = (3usize, 2usize);
+        let n = p * b;
+        run(p, |c| {
+            let r = c.rank();
+            let local: Vec<f64> = (0..b * n).map(|k| ((r * b + k / n) * n + k % n) as f64).collect();
+            // To rank d: my b rows, columns d*b..(d+1)*b, sent column by column.
+            let send: Vec<Strided> = (0..p)
+                .map(|d| Strided { offset: d * b, counts: [1, b, b], strides: [0, 1, n] })
+                .collect();
+            // From rank s: b x b block, lands in my rows at columns s*b.., row j = column j of source.
+            let recv: Vec<Strided> = (0..p).map(|s| Strided::vector(s * b, b, b, n)).collect();
+            let mut out = vec![0.0; b * n];
+            c.alltoallw(&local, &send, &mut out, &recv)?;
+            for i in 0..b {
+                for j in 0..n {
+                    // out row i = column (r*b + i) of the global matrix.
+                    assert_eq!(out[i * n + j], (j * n + r * b + i) as f64);
+                }
+            }
+            Ok::<_, CommError>(())
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn split_forms_independent_groups() {
+        run(6, |c| {
+            let r = c.rank();
+            let sub = c.split(Some((r % 2) as u32), 10 - r)?.unwrap();
+            assert_eq!(sub.size(), 3);
+            // Keys descend with rank, so the order is reversed.
+            let expect = [4, 5, 2, 3, 0, 1][r] / 2;
+            assert_eq!(sub.rank(), expect);
+            let total = sub.allreduce_scalar(r as f64, ReduceOp::Sum)?;
+            assert_eq!(total, if r % 2 == 0 { 6.0 } else { 9.0 });
+            // User messages on the parent and the child do not mix.
+            let peer = (sub.rank() + 1) % 3;
+            let mut rx = [0u64];
+            let mut req = sub.irecv((sub.rank() + 2) % 3, 1, &mut rx)?;
+            c.send((r + 1) % 6, 1, &[99u64])?;
+            sub.send(peer, 1, &[r as u64])?;
+            req.wait()?;
+            drop(req);
+            let mut px = [0u64];
+            c.recv((r + 5) % 6, 1, &mut px)?;
+            assert_eq!(px[0], 99);
+            assert_eq!(rx[0] % 2, (r % 2) as u64);
+            let none = c.split(if r == 0 { None } else { Some(0) }, 0)?;
+            assert_eq!(none.is_none(), r == 0);
+            Ok::<_, CommError>(())
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn failed_rank_fails_everyone_without_hanging() {
+        let t = Instant::now();
+        let err = run(4, |c| {
+            if c.rank() == 2 {
+                std::thread::sleep(Duration::from_millis(20));
+                return Err(CommError::invalid("bad input on rank 2"));
+            }
+            // The others wait for a message rank 2 will never send.
+            let mut b = [0u8];
+            c.recv(2, 0, &mut b)?;
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(t.elapsed() < Duration::from_secs(10));
+        assert_eq!(err.rank, 2);
+        assert!(err.reason.contains("bad input on rank 2"));
+        for (r, e) in err.ranks.iter().enumerate() {
+            let e = e.as_ref().expect("every rank fails");
+            if r != 2 {
+                assert!(e.contains("rank 2 failed"), "{e}");
+            }
+        }
+        let err = run(3, |c| {
+            if c.rank() == 0 {
+                panic!("boom at step 7");
+            }
+            c.barrier()?;
+            Ok::<_, CommError>(())
+        })
+        .unwrap_err();
+        assert_eq!(err.rank, 0);
+        assert!(err.to_string().contains("boom at step 7"));
+    }
+
+    #[test]
+    fn deadlock_times_out_with_a_message() {
+        let opts = Options { timeout: Some(Duration::from_millis(200)), ..Options::default() };
+        let err = run_with(&opts, 2, |c| {
+            let mut b = [0u8];
+            c.recv(1 - c.rank(), 3, &mut b)
+        })
+        .unwrap_err();
+        assert!(err.reason.contains("deadlocked"), "{}", err.reason);
+    }
+
+    #[test]
+    fn bad_arguments_are_errors() {
+        run(2, |c| {
+            let e = c.isend(2, 0, &[1u8]).unwrap_err();
+            assert_eq!(e, CommError::InvalidRank { rank: 2, size: 2 });
+            assert!(matches!(c.isend(0, crate::MAX_USER_TAG + 1, &[1u8]), Err(CommError::InvalidTag { .. })));
+            // Length mismatch between message and buffer.
+            if c.rank() == 0 {
+                c.send(1, 0, &[1.0f64, 2.0])?;
+            } else {
+                let mut b = [0.0f64];
+                let e = c.recv(0, 0, &mut b).unwrap_err();
+                assert!(matches!(e, CommError::MessageTruncated { expected: 8, got: 16, .. }));
+            }
+            let mut r = vec![0.0; 3];
+            assert!(c.alltoall(&[0.0; 2], &mut r, 1).is_err());
+            Ok::<_, CommError>(())
+        })
+        .unwrap();
+    }
+}
