@@ -30,6 +30,9 @@ impl SplitMix {
     }
 }
 
+/// A summation method under test.
+type Method = fn(&[f64]) -> f64;
+
 fn plain(xs: &[f64]) -> f64 {
     xs.iter().sum()
 }
@@ -69,7 +72,7 @@ fn xsum_large(xs: &[f64]) -> f64 {
 
 /// Median over `samples` samples of the time per element, in ns; each sample
 /// repeats the sum `inner` times.
-fn time(xs: &[f64], f: fn(&[f64]) -> f64, samples: usize, inner: usize) -> f64 {
+fn time(xs: &[f64], f: Method, samples: usize, inner: usize) -> f64 {
     let mut t: Vec<f64> = (0..samples)
         .map(|_| {
             let start = Instant::now();
@@ -86,7 +89,7 @@ fn time(xs: &[f64], f: fn(&[f64]) -> f64, samples: usize, inner: usize) -> f64 {
 fn main() {
     let mut g = SplitMix(0x5eed);
     let all: Vec<f64> = (0..10_000_000).map(|_| g.value()).collect();
-    let methods: [(&str, fn(&[f64]) -> f64); 5] = [
+    let methods: [(&str, Method); 5] = [
         ("plain", plain),
         ("neumaier", neumaier),
         ("exact", exact),

@@ -82,13 +82,23 @@ const OVERFLOW_BIT: u32 = 2098;
 /// Number of additions (each adding less than 2^32 to a limb) after which
 /// carries are propagated. Smaller under test so that the path is exercised.
 const NORMALISE_AFTER: u64 = if cfg!(test) { 1 << 12 } else { 1 << 30 };
-/// Largest block of a slice processed between carry checks.
-const BLOCK: usize = if cfg!(test) { 1 << 10 } else { 1 << 28 };
-/// Number of independent limb arrays `add_slice` spreads a long slice over,
-/// so that consecutive values do not wait on each other's stores.
-const LANES: usize = 4;
-/// Slices shorter than this are added into the accumulator directly.
-const LANE_MIN: usize = 128;
+/// Number of independent copies of each exponent bin in `add_slice`, so that
+/// consecutive values of the same exponent do not wait on each other.
+const LANES: usize = 2;
+/// Values per lane and block: the bins are `u64` sums of 53-bit
+/// significands, so 2^11 of them cannot overflow.
+const BIN_ADDS: usize = 1 << 11;
+/// Values `add_slice` bins before flushing the bins into the limbs.
+const BIN_BLOCK: usize = BIN_ADDS * LANES;
+/// One bin per sign and biased exponent: the top 12 bits of a double.
+const BINS: usize = 1 << 12;
+/// Additions (in units of 2^32 per limb) a flush of the bins amounts to: a
+/// limb receives one chunk below `LANES * 2^32` from each of the 96
+/// exponents whose significands reach it, once per sign.
+const FLUSH_UNITS: u64 = 2 * 96 * LANES as u64;
+/// Slices shorter than this are added value by value (a flush has a fixed
+/// cost of a few hundred operations per 32 exponents touched).
+const BIN_MIN: usize = 256;
 /// Bound on the top limb between operations (keeps merges from overflowing).
 const TOP_BOUND: i64 = 1 << 60;
 /// Bound on the top limb in an encoding, so that 2^20 encodings sum safely.
@@ -96,12 +106,22 @@ const TOP_BOUND_ENCODED: i64 = 1 << 42;
 /// Largest number of encodings that may be summed.
 const MAX_RANKS: usize = 1 << 20;
 
-// The carry-free window must keep every limb below 2^63: at most
-// NORMALISE_AFTER + BLOCK chunks below 2^32 each, plus a normalised limb.
-const _: () = assert!(((1u64 << 30) + (1 << 28) + 1) < (1u64 << 31));
-const _: () = assert!(NORMALISE_AFTER as usize > BLOCK);
+// Between carry propagations a limb holds a canonical part below 2^32 plus
+// at most NORMALISE_AFTER + FLUSH_UNITS chunks below 2^32: keep it below 2^63.
+const _: () = assert!((1u64 << 30) + FLUSH_UNITS + 1 < (1u64 << 31));
+const _: () = assert!(FLUSH_UNITS < 1 << 12);
+// A bin receives at most BIN_ADDS significands below 2^53.
+const _: () = assert!(BIN_ADDS as u128 * ((1u128 << 53) - 1) <= u64::MAX as u128);
 // Encoded limbs below 2^32 (2^42 for the top one) summed 2^20 times fit i64.
 const _: () = assert!((TOP_BOUND_ENCODED as u64) * (MAX_RANKS as u64) < (1u64 << 63));
+
+/// Scratch exponent bins of `add_slice`, all zero between calls.
+type Bins = [[u64; LANES]; BINS];
+
+thread_local! {
+    /// Per-thread bins (64 KiB), allocated on first use and kept zeroed.
+    static SCRATCH: std::cell::RefCell<Vec<[u64; LANES]>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// Flag bits for the non-finite inputs and the sign of zero.
 const F_NAN: u8 = 1;
@@ -263,70 +283,131 @@ impl ExactSum {
         }
         deposit(&mut self.limbs, bits);
         self.units += 1;
-        self.set_flags(if bits == SIGN_BIT { F_NEG_ZERO } else { F_OTHER });
+        debug_assert!(self.units <= NORMALISE_AFTER);
+        self.set_flags(if bits == SIGN_BIT {
+            F_NEG_ZERO
+        } else {
+            F_OTHER
+        });
     }
 
     /// Adds every value of `xs`, exactly; the same state as calling
     /// [`add`](Self::add) for each, but faster.
     ///
-    /// Long slices are spread over several scratch accumulators so that
-    /// consecutive values of similar magnitude do not serialise on the same
-    /// limbs; they are folded into `self` at the end of each block.
+    /// Long slices are first summed into bins, one per sign and exponent
+    /// (in a per-thread scratch buffer of 64 KiB), as plain integer sums of
+    /// significands; every few thousand values the bins are shifted into
+    /// the limbs. The hot loop is branch-free bit manipulation, a handful
+    /// of integer operations and one memory update per value.
     pub fn add_slice(&mut self, xs: &[f64]) {
-        if xs.is_empty() {
+        if xs.len() < BIN_MIN {
+            xs.iter().for_each(|&x| self.add(x));
             return;
         }
+        let done = SCRATCH.try_with(|cell| match cell.try_borrow_mut() {
+            Ok(mut scratch) => {
+                if scratch.is_empty() {
+                    scratch.resize(BINS, [0; LANES]);
+                }
+                let bins: &mut Bins = (&mut scratch[..]).try_into().expect("bins");
+                self.add_binned(xs, bins);
+                true
+            }
+            Err(_) => false,
+        });
+        if done != Ok(true) {
+            // Thread-local storage torn down: the slow path, same result.
+            xs.iter().for_each(|&x| self.add(x));
+        }
+    }
+
+    /// `add_slice` through zeroed `bins`, which it leaves zeroed.
+    fn add_binned(&mut self, xs: &[f64], bins: &mut Bins) {
         // OR of (bits ^ sign bit): zero exactly when every value is -0.0.
         let mut not_neg_zero = 0u64;
-        for block in xs.chunks(BLOCK) {
-            if self.units + block.len() as u64 > NORMALISE_AFTER {
-                self.normalise();
+        for block in xs.chunks(BIN_BLOCK) {
+            // Bit g set: some value of exponent 32 g .. 32 g + 31 was seen.
+            let mut touched = 0u64;
+            let mut bin = |x: f64, lane: usize| {
+                let bits = x.to_bits();
+                not_neg_zero |= bits ^ SIGN_BIT;
+                let sign_exp = (bits >> 52) as usize;
+                let e = (bits >> 52) & 0x7ff;
+                // The implicit bit, for e != 0: bit 11 of e + 0x7ff.
+                let m = (bits & FRAC_MASK) | (((e + 0x7ff) & 0x800) << 41);
+                bins[sign_exp][lane] = bins[sign_exp][lane].wrapping_add(m);
+                touched |= 1 << (e >> 5);
+            };
+            let groups = block.chunks_exact(LANES);
+            // A short block has fewer than BIN_ADDS full groups, so the
+            // remainder still fits in the first lanes.
+            for (lane, &x) in groups.remainder().iter().enumerate() {
+                bin(x, lane);
             }
-            if block.len() < LANE_MIN {
+            for group in groups {
+                let group: &[f64; LANES] = group.try_into().expect("chunks_exact");
+                for (lane, &x) in group.iter().enumerate() {
+                    bin(x, lane);
+                }
+            }
+            if self.flush(bins, touched) {
+                // Infinities or NaNs landed in the exponent-2047 bins:
+                // classify them (rare, so a second pass is fine).
                 for &x in block {
                     let bits = x.to_bits();
-                    not_neg_zero |= bits ^ SIGN_BIT;
                     if is_special(bits) {
                         self.set_flags(special_flag(bits));
-                    } else {
-                        deposit(&mut self.limbs, bits);
-                    }
-                }
-            } else {
-                let mut lanes = [[0i64; LIMBS]; LANES];
-                let quads = block.chunks_exact(LANES);
-                let rest = quads.remainder();
-                for q in quads {
-                    for (lane, &x) in lanes.iter_mut().zip(q) {
-                        let bits = x.to_bits();
-                        not_neg_zero |= bits ^ SIGN_BIT;
-                        if is_special(bits) {
-                            self.set_flags(special_flag(bits));
-                        } else {
-                            deposit(lane, bits);
-                        }
-                    }
-                }
-                for &x in rest {
-                    let bits = x.to_bits();
-                    not_neg_zero |= bits ^ SIGN_BIT;
-                    if is_special(bits) {
-                        self.set_flags(special_flag(bits));
-                    } else {
-                        deposit(&mut self.limbs, bits);
-                    }
-                }
-                // Each lane limb is below len/LANES * 2^32 in magnitude, so
-                // together they count as `block.len()` additions.
-                for lane in &lanes {
-                    for (l, v) in self.limbs[..TOP].iter_mut().zip(lane) {
-                        *l += v;
                     }
                 }
             }
-            self.units += block.len() as u64;
         }
-        self.set_flags(if not_neg_zero == 0 { F_NEG_ZERO } else { F_OTHER });
+        self.set_flags(if not_neg_zero == 0 {
+            F_NEG_ZERO
+        } else {
+            F_OTHER
+        });
+    }
+
+    /// Shifts the bins of the exponent groups in `touched` into the limbs
+    /// and zeroes them. Returns true if the bins of exponent 2047
+    /// (infinities and NaNs) were non-zero; they are zeroed, not added.
+    fn flush(&mut self, bins: &mut Bins, touched: u64) -> bool {
+        if self.units + FLUSH_UNITS > NORMALISE_AFTER {
+            self.normalise();
+        }
+        self.units += FLUSH_UNITS;
+        debug_assert!(self.units <= NORMALISE_AFTER);
+        let mut special = false;
+        for s in [0x7ff, 0xfff] {
+            special |= bins[s].iter().any(|&b| b != 0);
+            bins[s] = [0; LANES];
+        }
+        let mut groups = touched;
+        while groups != 0 {
+            let g = u64::from(groups.trailing_zeros());
+            groups &= groups - 1;
+            for e in 32 * g..(32 * g + 32).min(0x7ff) {
+                // As in `deposit`: the significands' lowest bit has weight
+                // 2^(pos - 1074).
+                let pos = e.max(1) - 1;
+                let k = ((pos >> 5) & 63) as usize;
+                let sh = pos & 31;
+                let mut c = [0i64; 3];
+                for (sign_exp, neg) in [(e as usize, 0i64), (e as usize | 0x800, -1i64)] {
+                    for b in bins[sign_exp].iter_mut() {
+                        let w = u128::from(*b) << sh;
+                        *b = 0;
+                        c[0] += (i64::from(w as u32) ^ neg) - neg;
+                        c[1] += (i64::from((w >> 32) as u32) ^ neg) - neg;
+                        c[2] += (i64::from((w >> 64) as u32) ^ neg) - neg;
+                    }
+                }
+                self.limbs[k] += c[0];
+                self.limbs[k + 1] += c[1];
+                self.limbs[k + 2] += c[2];
+            }
+        }
+        special
     }
 
     /// Adds the state of `other` into `self`, exactly.
@@ -343,6 +424,7 @@ impl ExactSum {
         if self.units > NORMALISE_AFTER {
             self.normalise();
         }
+        debug_assert!(self.units <= NORMALISE_AFTER);
         self.set_flags(other.flags);
     }
 
@@ -576,7 +658,11 @@ mod tests {
         let s = a.sum();
         let mut l = XsumLarge::new();
         l.add_list(xs);
-        assert_eq!(l.sum().to_bits(), s.to_bits(), "xsum variants disagree on {xs:?}");
+        assert_eq!(
+            l.sum().to_bits(),
+            s.to_bits(),
+            "xsum variants disagree on {xs:?}"
+        );
         s
     }
 
@@ -613,7 +699,12 @@ mod tests {
     fn check(xs: &[f64]) -> f64 {
         let got = exact_sum(xs);
         let want = reference(xs);
-        assert!(same(got, want), "exact {got:e} ({:#x}) vs xsum {want:e} ({:#x})", got.to_bits(), want.to_bits());
+        assert!(
+            same(got, want),
+            "exact {got:e} ({:#x}) vs xsum {want:e} ({:#x})",
+            got.to_bits(),
+            want.to_bits()
+        );
         // The one-at-a-time path gives the same state.
         let mut one = ExactSum::new();
         for &x in xs {
@@ -638,7 +729,10 @@ mod tests {
     fn cancellation() {
         assert_eq!(check(&[1e308, 1.0, -1e308]), 1.0);
         assert_eq!(check(&[1e308, 1e308, -1e308]), 1e308);
-        assert_eq!(check(&[f64::MAX, f64::MAX, -f64::MAX, -f64::MAX, 5e-324]), 5e-324);
+        assert_eq!(
+            check(&[f64::MAX, f64::MAX, -f64::MAX, -f64::MAX, 5e-324]),
+            5e-324
+        );
         assert_eq!(check(&[1.0, 1e100, 1.0, -1e100]), 2.0);
         assert_eq!(check(&[0.1, 0.2, -0.3]), p2(-55));
         check(&[0.1, 0.2, 0.3]);
@@ -663,7 +757,12 @@ mod tests {
             g.shuffle(&mut xs);
             check(&xs);
             // Only tiny values: the result is subnormal or just normal.
-            check(&xs.iter().copied().filter(|x| x.abs() < 1e-300).collect::<Vec<_>>());
+            check(
+                &xs.iter()
+                    .copied()
+                    .filter(|x| x.abs() < 1e-300)
+                    .collect::<Vec<_>>(),
+            );
         }
         // Subnormal and boundary results.
         assert_eq!(check(&[p2(-1022), -tiny]), f64::from_bits((1 << 52) - 1));
@@ -711,7 +810,11 @@ mod tests {
             let (lo_part, hi_part) = (h * p2(-30), h - h * p2(-30));
             let xs = [a, hi_part, lo_part];
             let got = check(&xs);
-            let even = if a.to_bits() & 1 == 0 { a } else { f64::from_bits(a.to_bits() + 1) };
+            let even = if a.to_bits() & 1 == 0 {
+                a
+            } else {
+                f64::from_bits(a.to_bits() + 1)
+            };
             assert_eq!(got, even, "{a:e} + {h:e}");
         }
     }
@@ -774,6 +877,23 @@ mod tests {
         c.add(nan);
         c.add(1.0);
         assert!(c.to_f64().is_nan());
+        // Long slices (the binned path), specials anywhere, of either kind.
+        for len in [BIN_MIN, BIN_BLOCK - 1, BIN_BLOCK, 3 * BIN_BLOCK + 1] {
+            for at in [0, len / 2, len - 1] {
+                for (special, want) in [(inf, inf), (-inf, -inf), (nan, nan), (-nan, nan)] {
+                    let mut xs = vec![f64::MAX; len];
+                    xs[at] = special;
+                    let got = exact_sum(&xs);
+                    assert_eq!(got.to_bits(), want.to_bits(), "{special} at {at} of {len}");
+                    xs[len - 1 - at] = -special;
+                    let both = exact_sum(&xs);
+                    assert!(
+                        both.is_nan() || (at == len - 1 - at && both == -special),
+                        "{both}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
@@ -841,7 +961,11 @@ mod tests {
             let mut accs = vec![ExactSum::new(); k];
             let mut start = 0;
             for (i, acc) in accs.iter_mut().enumerate() {
-                let end = if i + 1 == k { ys.len() } else { start + g.below((ys.len() - start) as u64 + 1) as usize };
+                let end = if i + 1 == k {
+                    ys.len()
+                } else {
+                    start + g.below((ys.len() - start) as u64 + 1) as usize
+                };
                 if i % 2 == 0 {
                     acc.add_slice(&ys[start..end]);
                 } else {
@@ -871,9 +995,11 @@ mod tests {
 
     #[test]
     fn encoding_sums_do_not_overflow() {
-        // The worst encoding (every limb at its bound) summed 2^20 times fits.
+        // Encoded limbs stay within the bounds that make 2^20-fold sums safe.
         let mut g = SplitMix(8);
-        let xs: Vec<f64> = (0..3000).map(|i| g.double(if i % 2 == 0 { 0 } else { 1800 }, 1900)).collect();
+        let xs: Vec<f64> = (0..3000)
+            .map(|i| g.double(if i % 2 == 0 { 0 } else { 1800 }, 1900))
+            .collect();
         let mut acc = ExactSum::new();
         acc.add_slice(&xs);
         let mut w = [0i64; ExactSum::WORDS];
@@ -883,18 +1009,58 @@ mod tests {
         assert!(w[LIMBS..].iter().all(|&f| f == 0 || f == 1));
         // 2^20 copies of this encoding decode to 2^20 times the sum, which
         // rounds to 2^20 times the rounded sum (a power-of-two scaling).
-        let scaled: Vec<i64> = w.iter().map(|&x| x.checked_mul(MAX_RANKS as i64).unwrap()).collect();
+        let scaled: Vec<i64> = w
+            .iter()
+            .map(|&x| x.checked_mul(MAX_RANKS as i64).unwrap())
+            .collect();
         let s = acc.to_f64();
         assert!(s.is_finite() && s.abs() < 1e290);
         assert_eq!(ExactSum::decode(&scaled).to_f64(), s * MAX_RANKS as f64);
-        // Many additions of the largest value keep working across carries.
+        // Full bins: the largest significand, BIN_ADDS times per lane, in
+        // one exponent bin of each sign.
+        // (xsum's debug build overflows here; n copies of x sum to x * n,
+        // a single correctly rounded product.)
+        for x in [2.0 - p2(-52), -(2.0 - p2(-52)), 1.0 - p2(-53), f64::MAX] {
+            let n = 3 * BIN_BLOCK + 7;
+            let xs = vec![x; n];
+            assert_eq!(exact_sum(&xs), x * n as f64);
+            let mut one = ExactSum::new();
+            xs.iter().for_each(|&v| one.add(v));
+            assert_eq!(one.to_f64(), x * n as f64);
+            let mut mixed = xs.clone();
+            mixed.extend(vec![-x; n - 1]);
+            assert_eq!(exact_sum(&mixed), x);
+        }
+        // Sums far beyond the f64 range (using the top limb) cancel exactly,
+        // also through encodings.
         let mut big = ExactSum::new();
-        for _ in 0..3 {
+        for _ in 0..10 {
             big.add_slice(&vec![f64::MAX; 10_000]);
         }
-        big.add_slice(&vec![-f64::MAX; 30_000]);
         big.add(1.5);
+        let mut neg = ExactSum::new();
+        neg.add_slice(&vec![-f64::MAX; 100_000]);
+        assert_eq!(
+            (big.to_f64(), neg.to_f64()),
+            (f64::INFINITY, f64::NEG_INFINITY)
+        );
+        let (mut wb, mut wn) = ([0i64; ExactSum::WORDS], [0i64; ExactSum::WORDS]);
+        big.encode(&mut wb);
+        neg.encode(&mut wn);
+        assert!(wb[TOP] > 0 && wn[TOP] < 0);
+        let sum: Vec<i64> = wb.iter().zip(&wn).map(|(a, b)| a + b).collect();
+        assert_eq!(ExactSum::decode(&sum).to_f64(), 1.5);
+        big.merge(&neg);
         assert_eq!(big.to_f64(), 1.5);
+        // The largest possible encoding, summed 2^20 times, still decodes.
+        let mut worst = [LOW32; ExactSum::WORDS];
+        worst[TOP] = TOP_BOUND_ENCODED;
+        worst[LIMBS..].fill(0);
+        let scaled: Vec<i64> = worst
+            .iter()
+            .map(|&x| x.checked_mul(MAX_RANKS as i64).unwrap())
+            .collect();
+        assert_eq!(ExactSum::decode(&scaled).to_f64(), f64::INFINITY);
     }
 
     proptest! {
@@ -941,7 +1107,11 @@ mod tests {
                 let got = distributed(&xs, ranks, round_robin);
                 assert_eq!(got.len(), ranks);
                 for g in got {
-                    assert_eq!(g.to_bits(), want.to_bits(), "{ranks} ranks, round robin {round_robin}");
+                    assert_eq!(
+                        g.to_bits(),
+                        want.to_bits(),
+                        "{ranks} ranks, round robin {round_robin}"
+                    );
                 }
             }
         }

@@ -1,0 +1,228 @@
+//! Fields with ghost layers, local regions, and the pack/unpack abstraction.
+
+use comm::{Elem, IndexBox};
+
+/// A box of **padded local** indices (ghost cells included, so the first
+/// owned cell along axis `d` is at index `ghost[d]`), half-open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Region {
+    /// First index per axis.
+    pub lo: [usize; 3],
+    /// One past the last index per axis.
+    pub hi: [usize; 3],
+}
+
+impl Region {
+    /// Extent per axis.
+    pub fn shape(&self) -> [usize; 3] {
+        [0, 1, 2].map(|d| self.hi[d].saturating_sub(self.lo[d]))
+    }
+
+    /// Number of cells.
+    pub fn len(&self) -> usize {
+        self.shape().iter().product()
+    }
+
+    /// True when the region holds no cell.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// True when padded index `p` lies inside.
+    pub fn contains(&self, p: [usize; 3]) -> bool {
+        (0..3).all(|d| self.lo[d] <= p[d] && p[d] < self.hi[d])
+    }
+}
+
+/// The shape of a field's storage: owned cells, allocated ghost width and
+/// number of components.
+///
+/// **Memory layout.** Each component is one contiguous padded array of
+/// `(n0 + 2 g0) x (n1 + 2 g1) x (n2 + 2 g2)` values, row-major with the
+/// **last axis fastest**; components follow each other (structure of
+/// arrays). The value of component `c` at padded index `(i, j, k)` is at
+/// `c * padded_len + (i * p1 + j) * p2 + k` where `p = n + 2 g`. Owned cell
+/// `(a, b, c)` of the rank's box has padded index `(a + g0, b + g1, c + g2)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FieldLayout {
+    /// Owned cells per axis.
+    pub owned: [usize; 3],
+    /// Allocated ghost layers per axis (on each side).
+    pub ghost: [usize; 3],
+    /// Number of components.
+    pub components: usize,
+}
+
+impl FieldLayout {
+    /// Padded extent per axis.
+    pub fn padded(&self) -> [usize; 3] {
+        [0, 1, 2].map(|d| self.owned[d] + 2 * self.ghost[d])
+    }
+
+    /// Values per component (padded).
+    pub fn padded_len(&self) -> usize {
+        self.padded().iter().product()
+    }
+
+    /// Strides in values of the three axes within one component.
+    pub fn strides(&self) -> [usize; 3] {
+        let p = self.padded();
+        [p[1] * p[2], p[2], 1]
+    }
+
+    /// Linear index of padded index `p` in component `c`.
+    #[inline]
+    pub fn index(&self, c: usize, p: [usize; 3]) -> usize {
+        let s = self.strides();
+        c * self.padded_len() + p[0] * s[0] + p[1] * s[1] + p[2]
+    }
+
+    /// The owned cells as a padded region.
+    pub fn owned_region(&self) -> Region {
+        Region {
+            lo: self.ghost,
+            hi: [0, 1, 2].map(|d| self.ghost[d] + self.owned[d]),
+        }
+    }
+}
+
+/// Storage that halo exchanges can read from and write into.
+///
+/// The exchange never touches memory directly: it asks the storage to pack a
+/// region of one component into a contiguous buffer and to unpack a buffer
+/// into a region. Host fields ([`Field`]) copy rows; a device field can
+/// implement the same two calls with kernels and staging buffers without any
+/// change to the topology or the exchange code.
+pub trait HaloData<T: Elem> {
+    /// The storage's shape.
+    fn layout(&self) -> FieldLayout;
+    /// Copies `region` of component `comp` into `out` (row-major, last axis
+    /// fastest); `out.len() == region.len()`.
+    fn pack(&self, comp: usize, region: &Region, out: &mut [T]);
+    /// Copies `input` into `region` of component `comp`.
+    fn unpack(&mut self, comp: usize, region: &Region, input: &[T]);
+}
+
+/// A host field of one or more components with ghost layers; see
+/// [`FieldLayout`] for the memory layout.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field<T = f64> {
+    layout: FieldLayout,
+    data: Vec<T>,
+}
+
+impl<T: Elem + Default> Field<T> {
+    /// A zero-filled field.
+    pub fn new(layout: FieldLayout) -> Self {
+        Field {
+            layout,
+            data: vec![T::default(); layout.padded_len() * layout.components],
+        }
+    }
+}
+
+impl<T: Elem> Field<T> {
+    /// The layout.
+    pub fn layout(&self) -> FieldLayout {
+        self.layout
+    }
+
+    /// All values, components one after another.
+    pub fn as_slice(&self) -> &[T] {
+        &self.data
+    }
+
+    /// All values, mutable.
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        &mut self.data
+    }
+
+    /// One component's padded array.
+    pub fn component(&self, c: usize) -> &[T] {
+        let n = self.layout.padded_len();
+        &self.data[c * n..(c + 1) * n]
+    }
+
+    /// One component's padded array, mutable.
+    pub fn component_mut(&mut self, c: usize) -> &mut [T] {
+        let n = self.layout.padded_len();
+        &mut self.data[c * n..(c + 1) * n]
+    }
+
+    /// Value of component `c` at padded index `p`.
+    #[inline]
+    pub fn get(&self, c: usize, p: [usize; 3]) -> T {
+        self.data[self.layout.index(c, p)]
+    }
+
+    /// Sets component `c` at padded index `p`.
+    #[inline]
+    pub fn set(&mut self, c: usize, p: [usize; 3], v: T) {
+        let i = self.layout.index(c, p);
+        self.data[i] = v;
+    }
+
+    /// Sets every owned cell of component `c` from its global index,
+    /// given the box this rank owns.
+    pub fn fill_owned(&mut self, c: usize, owned: &IndexBox, mut f: impl FnMut([usize; 3]) -> T) {
+        let g = self.layout.ghost;
+        let r = self.layout.owned_region();
+        for i in r.lo[0]..r.hi[0] {
+            for j in r.lo[1]..r.hi[1] {
+                for k in r.lo[2]..r.hi[2] {
+                    let gi = [i - g[0] + owned.lo[0], j - g[1] + owned.lo[1], k - g[2] + owned.lo[2]];
+                    self.set(c, [i, j, k], f(gi));
+                }
+            }
+        }
+    }
+
+    /// The owned cells of component `c`, row-major (last axis fastest).
+    pub fn owned_values(&self, c: usize) -> Vec<T> {
+        let r = self.layout.owned_region();
+        let mut out = Vec::with_capacity(r.len());
+        let comp = self.component(c);
+        let s = self.layout.strides();
+        for i in r.lo[0]..r.hi[0] {
+            for j in r.lo[1]..r.hi[1] {
+                let o = i * s[0] + j * s[1];
+                out.extend_from_slice(&comp[o + r.lo[2]..o + r.hi[2]]);
+            }
+        }
+        out
+    }
+}
+
+impl<T: Elem> HaloData<T> for Field<T> {
+    fn layout(&self) -> FieldLayout {
+        self.layout
+    }
+
+    fn pack(&self, comp: usize, region: &Region, out: &mut [T]) {
+        let src = self.component(comp);
+        let s = self.layout.strides();
+        let w = region.hi[2] - region.lo[2];
+        let mut p = 0;
+        for i in region.lo[0]..region.hi[0] {
+            for j in region.lo[1]..region.hi[1] {
+                let o = i * s[0] + j * s[1] + region.lo[2];
+                out[p..p + w].copy_from_slice(&src[o..o + w]);
+                p += w;
+            }
+        }
+    }
+
+    fn unpack(&mut self, comp: usize, region: &Region, input: &[T]) {
+        let s = self.layout.strides();
+        let dst = self.component_mut(comp);
+        let w = region.hi[2] - region.lo[2];
+        let mut p = 0;
+        for i in region.lo[0]..region.hi[0] {
+            for j in region.lo[1]..region.hi[1] {
+                let o = i * s[0] + j * s[1] + region.lo[2];
+                dst[o..o + w].copy_from_slice(&input[p..p + w]);
+                p += w;
+            }
+        }
+    }
+}
