@@ -54,9 +54,7 @@ pub fn as_bytes<T: Elem>(s: &[T]) -> &[u8] {
 /// Views a mutable slice of elements as bytes.
 pub fn as_bytes_mut<T: Elem>(s: &mut [T]) -> &mut [u8] {
     // SAFETY: `Elem` guarantees every bit pattern is a valid `T`.
-    unsafe {
-        std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(s))
-    }
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(s)) }
 }
 
 /// A block of elements inside a buffer, described without packing: the
@@ -345,12 +343,26 @@ pub fn validate_tag(tag: u32) -> Result<()> {
 }
 
 /// Validates counts/displacements against a buffer; for backends.
-pub fn validate_v(what: &str, len: usize, counts: &[usize], displs: &[usize], size: usize) -> Result<()> {
+pub fn validate_v(
+    what: &str,
+    len: usize,
+    counts: &[usize],
+    displs: &[usize],
+    size: usize,
+) -> Result<()> {
     if counts.len() != size {
-        return Err(CommError::length(format!("{what} counts (one per rank)"), size, counts.len()));
+        return Err(CommError::length(
+            format!("{what} counts (one per rank)"),
+            size,
+            counts.len(),
+        ));
     }
     if displs.len() != size {
-        return Err(CommError::length(format!("{what} displacements (one per rank)"), size, displs.len()));
+        return Err(CommError::length(
+            format!("{what} displacements (one per rank)"),
+            size,
+            displs.len(),
+        ));
     }
     for r in 0..size {
         if displs[r] + counts[r] > len {
@@ -387,15 +399,30 @@ pub trait CommExt: Communicator {
     fn alltoall<T: Elem>(&self, send: &[T], recv: &mut [T], block: usize) -> Result<()> {
         let p = self.size();
         if send.len() != p * block {
-            return Err(CommError::length("alltoall send buffer (size * block)", p * block, send.len()));
+            return Err(CommError::length(
+                "alltoall send buffer (size * block)",
+                p * block,
+                send.len(),
+            ));
         }
         if recv.len() != p * block {
-            return Err(CommError::length("alltoall receive buffer (size * block)", p * block, recv.len()));
+            return Err(CommError::length(
+                "alltoall receive buffer (size * block)",
+                p * block,
+                recv.len(),
+            ));
         }
         let es = std::mem::size_of::<T>();
         let counts = vec![block * es; p];
         let displs: Vec<usize> = (0..p).map(|r| r * block * es).collect();
-        self.alltoallv_bytes(as_bytes(send), &counts, &displs, as_bytes_mut(recv), &counts, &displs)
+        self.alltoallv_bytes(
+            as_bytes(send),
+            &counts,
+            &displs,
+            as_bytes_mut(recv),
+            &counts,
+            &displs,
+        )
     }
     /// All-to-all with per-rank element counts and displacements.
     fn alltoallv<T: Elem>(
@@ -428,16 +455,27 @@ pub trait CommExt: Communicator {
     ) -> Result<()> {
         let p = self.size();
         if send_layouts.len() != p {
-            return Err(CommError::length("alltoallw send layouts (one per rank)", p, send_layouts.len()));
+            return Err(CommError::length(
+                "alltoallw send layouts (one per rank)",
+                p,
+                send_layouts.len(),
+            ));
         }
         if recv_layouts.len() != p {
-            return Err(CommError::length("alltoallw receive layouts (one per rank)", p, recv_layouts.len()));
+            return Err(CommError::length(
+                "alltoallw receive layouts (one per rank)",
+                p,
+                recv_layouts.len(),
+            ));
         }
         for (r, l) in send_layouts.iter().enumerate() {
             l.check_fits(send.len(), &format!("alltoallw send layout for rank {r}"))?;
         }
         for (r, l) in recv_layouts.iter().enumerate() {
-            l.check_fits(recv.len(), &format!("alltoallw receive layout for rank {r}"))?;
+            l.check_fits(
+                recv.len(),
+                &format!("alltoallw receive layout for rank {r}"),
+            )?;
         }
         self.alltoallw_bytes(
             as_bytes(send),
@@ -452,7 +490,11 @@ pub trait CommExt: Communicator {
         let p = self.size();
         let n = send.len();
         if recv.len() != p * n {
-            return Err(CommError::length("allgather receive buffer (size * send length)", p * n, recv.len()));
+            return Err(CommError::length(
+                "allgather receive buffer (size * send length)",
+                p * n,
+                recv.len(),
+            ));
         }
         let es = std::mem::size_of::<T>();
         let counts = vec![n * es; p];
@@ -460,7 +502,13 @@ pub trait CommExt: Communicator {
         self.allgatherv_bytes(as_bytes(send), as_bytes_mut(recv), &counts, &displs)
     }
     /// Gathers variable-sized blocks (element counts and displacements).
-    fn allgatherv<T: Elem>(&self, send: &[T], recv: &mut [T], counts: &[usize], displs: &[usize]) -> Result<()> {
+    fn allgatherv<T: Elem>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        counts: &[usize],
+        displs: &[usize],
+    ) -> Result<()> {
         let es = std::mem::size_of::<T>();
         let b = |v: &[usize]| v.iter().map(|x| x * es).collect::<Vec<_>>();
         self.allgatherv_bytes(as_bytes(send), as_bytes_mut(recv), &b(counts), &b(displs))

@@ -88,7 +88,9 @@ impl ProcessGrid {
     /// (earlier) axes, keeping contiguous rows long.
     pub fn for_shape(shape: [usize; 3], nranks: usize, periodic: [bool; 3]) -> Result<Self> {
         if nranks == 0 {
-            return Err(CommError::invalid("the rank count must be at least 1, got 0"));
+            return Err(CommError::invalid(
+                "the rank count must be at least 1, got 0",
+            ));
         }
         if let Some(d) = (0..3).find(|&d| shape[d] == 0) {
             return Err(CommError::invalid(format!(
@@ -190,7 +192,11 @@ impl ProcessGrid {
     /// coordinates on every axis where `keep[d]` is false (so `keep =
     /// [false, false, true]` gives the row along axis 2). Ranks in it are
     /// ordered by their coordinates along the kept axes.
-    pub fn sub_comm(&self, comm: &dyn Communicator, keep: [bool; 3]) -> Result<Box<dyn Communicator>> {
+    pub fn sub_comm(
+        &self,
+        comm: &dyn Communicator,
+        keep: [bool; 3],
+    ) -> Result<Box<dyn Communicator>> {
         self.check_comm(comm)?;
         let c = self.coords(comm.rank());
         let mut color = 0usize;
@@ -202,7 +208,8 @@ impl ProcessGrid {
                 color = color * self.dims[d] + c[d];
             }
         }
-        let color = u32::try_from(color).map_err(|_| CommError::invalid("process grid too large"))?;
+        let color =
+            u32::try_from(color).map_err(|_| CommError::invalid("process grid too large"))?;
         comm.split(Some(color), key)?
             .ok_or_else(|| CommError::invalid("split returned no communicator for a member"))
     }
@@ -220,7 +227,10 @@ fn surface(shape: [usize; 3], dims: [usize; 3], periodic: [bool; 3]) -> u128 {
         if dims[d] == 1 {
             continue;
         }
-        let face: u128 = (0..3).filter(|&e| e != d).map(|e| shape[e] as u128).product();
+        let face: u128 = (0..3)
+            .filter(|&e| e != d)
+            .map(|e| shape[e] as u128)
+            .product();
         s += cuts as u128 * face;
     }
     s
@@ -341,17 +351,35 @@ mod tests {
             assert_eq!(g.rank_of(g.coords(r)), r);
         }
         assert_eq!(g.coords(23), [1, 2, 3]);
-        assert_eq!(g.neighbor(g.rank_of([0, 0, 0]), [0, 0, -1]), Some(g.rank_of([0, 0, 3])));
+        assert_eq!(
+            g.neighbor(g.rank_of([0, 0, 0]), [0, 0, -1]),
+            Some(g.rank_of([0, 0, 3]))
+        );
         assert_eq!(g.neighbor(g.rank_of([0, 0, 0]), [0, -1, 0]), None);
-        assert_eq!(g.neighbor(g.rank_of([1, 2, 3]), [1, 0, 1]), Some(g.rank_of([0, 2, 0])));
+        assert_eq!(
+            g.neighbor(g.rank_of([1, 2, 3]), [1, 0, 1]),
+            Some(g.rank_of([0, 2, 0]))
+        );
     }
 
     #[test]
     fn grid_choice_minimises_surface() {
-        assert_eq!(ProcessGrid::for_shape([64, 64, 64], 8, [true; 3]).unwrap().dims(), [2, 2, 2]);
-        assert_eq!(ProcessGrid::for_shape([64, 64, 64], 1, [true; 3]).unwrap().dims(), [1, 1, 1]);
+        assert_eq!(
+            ProcessGrid::for_shape([64, 64, 64], 8, [true; 3])
+                .unwrap()
+                .dims(),
+            [2, 2, 2]
+        );
+        assert_eq!(
+            ProcessGrid::for_shape([64, 64, 64], 1, [true; 3])
+                .unwrap()
+                .dims(),
+            [1, 1, 1]
+        );
         // A thin slab is split along its long axes.
-        let d = ProcessGrid::for_shape([256, 256, 4], 4, [true; 3]).unwrap().dims();
+        let d = ProcessGrid::for_shape([256, 256, 4], 4, [true; 3])
+            .unwrap()
+            .dims();
         assert_eq!(d[2], 1);
         // Brute force check of optimality on odd shapes.
         for (shape, p) in [([30, 17, 12], 6), ([5, 100, 7], 12), ([9, 9, 9], 3)] {
@@ -372,10 +400,14 @@ mod tests {
 
     #[test]
     fn errors_name_the_values() {
-        let e = ProcessGrid::for_shape([2, 2, 1], 5, [true; 3]).unwrap_err().to_string();
+        let e = ProcessGrid::for_shape([2, 2, 1], 5, [true; 3])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("5 ranks") && e.contains("[2, 2, 1]"), "{e}");
         let g = ProcessGrid::new([1, 1, 4], [true; 3]).unwrap();
-        let e = BlockDecomposition::new([8, 8, 3], g).unwrap_err().to_string();
+        let e = BlockDecomposition::new([8, 8, 3], g)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("axis 2") && e.contains("3 cells"), "{e}");
         assert!(ProcessGrid::new([1, 0, 1], [true; 3]).is_err());
     }

@@ -16,7 +16,10 @@
 //! `COMM_TIMEOUT_SECS` in the environment or [`Options::timeout`]; 0 turns
 //! it off) returns [`CommError::Timeout`]. Nothing waits forever.
 
-use crate::communicator::{validate_peer, validate_tag, validate_v, CommExt, Communicator, ReduceOp, Request, RequestImpl, Strided};
+use crate::communicator::{
+    validate_peer, validate_tag, validate_v, CommExt, Communicator, ReduceOp, Request, RequestImpl,
+    Strided,
+};
 use crate::error::{CommError, Result};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -70,7 +73,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl World {
     fn check(&self) -> Result<()> {
         if self.failed.load(Ordering::Acquire) {
-            let (rank, reason) = lock(&self.failure).clone().unwrap_or((usize::MAX, String::new()));
+            let (rank, reason) = lock(&self.failure)
+                .clone()
+                .unwrap_or((usize::MAX, String::new()));
             return Err(CommError::PeerFailed { rank, reason });
         }
         Ok(())
@@ -117,7 +122,10 @@ impl World {
 
     /// Removes the oldest matching envelope, if any.
     fn take(q: &mut Queue, ctx: u64, src: usize, tag: u32) -> Option<Envelope> {
-        let i = q.msgs.iter().position(|e| e.ctx == ctx && e.src == src && e.tag == tag)?;
+        let i = q
+            .msgs
+            .iter()
+            .position(|e| e.ctx == ctx && e.src == src && e.tag == tag)?;
         q.msgs.remove(i)
     }
 
@@ -131,7 +139,9 @@ impl World {
             if let Some(e) = Self::take(&mut q, ctx, src, tag) {
                 return Ok(e);
             }
-            q = self.sleep(mb, q, start, me, || format!("a message from rank {src} with tag {tag}"))?;
+            q = self.sleep(mb, q, start, me, || {
+                format!("a message from rank {src} with tag {tag}")
+            })?;
         }
     }
 
@@ -154,7 +164,11 @@ impl World {
                         seconds: limit.as_secs(),
                     });
                 }
-                Ok(mb.arrived.wait_timeout(q, left).unwrap_or_else(|p| p.into_inner()).0)
+                Ok(mb
+                    .arrived
+                    .wait_timeout(q, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0)
             }
         }
     }
@@ -245,11 +259,16 @@ impl LocalComm {
             let n = data.len();
             for (r, part) in all.iter().enumerate().skip(1) {
                 if part.len() != std::mem::size_of_val(data) {
-                    return Err(CommError::length(format!("allreduce length on rank {r}"), n, part.len() / std::mem::size_of::<T>().max(1)));
+                    return Err(CommError::length(
+                        format!("allreduce length on rank {r}"),
+                        n,
+                        part.len() / std::mem::size_of::<T>().max(1),
+                    ));
                 }
                 for (i, x) in data.iter_mut().enumerate() {
                     // SAFETY: in bounds (checked above); `T: Elem` accepts any bytes.
-                    let y: T = unsafe { std::ptr::read_unaligned(part.as_ptr().cast::<T>().add(i)) };
+                    let y: T =
+                        unsafe { std::ptr::read_unaligned(part.as_ptr().cast::<T>().add(i)) };
                     *x = f(*x, y);
                 }
             }
@@ -296,7 +315,10 @@ impl RequestImpl for RecvReq<'_> {
     }
 
     fn wait(&mut self) -> Result<()> {
-        let e = self.comm.world.wait_take(self.comm.me(), self.comm.ctx, self.src, self.tag)?;
+        let e = self
+            .comm
+            .world
+            .wait_take(self.comm.me(), self.comm.ctx, self.src, self.tag)?;
         self.deliver(e)
     }
 }
@@ -337,7 +359,10 @@ impl Communicator for LocalComm {
             .map(|r| (all[2 * r + 1], r))
             .collect();
         group.sort_unstable();
-        let rank = group.iter().position(|&(_, r)| r == self.rank).expect("member of own colour");
+        let rank = group
+            .iter()
+            .position(|&(_, r)| r == self.rank)
+            .expect("member of own colour");
         let members = group.iter().map(|&(_, r)| self.members[r]).collect();
         let ctx = mix(mix(self.ctx ^ mix(seq)) ^ u64::from(color)) & !COLLECTIVE;
         Ok(Some(Box::new(LocalComm {
@@ -360,7 +385,12 @@ impl Communicator for LocalComm {
         validate_peer(src, self.size())?;
         validate_tag(tag)?;
         self.world.check()?;
-        Ok(Request::new(Box::new(RecvReq { comm: self, src, tag, buf })))
+        Ok(Request::new(Box::new(RecvReq {
+            comm: self,
+            src,
+            tag,
+            buf,
+        })))
     }
 
     fn wait_any(&self, reqs: &mut [Request<'_>]) -> Result<Option<usize>> {
@@ -383,7 +413,9 @@ impl Communicator for LocalComm {
             let mut q = lock(&mb.queue);
             while q.generation == generation {
                 self.world.check()?;
-                q = self.world.sleep(mb, q, start, self.me(), || "any of the pending receives".to_string())?;
+                q = self.world.sleep(mb, q, start, self.me(), || {
+                    "any of the pending receives".to_string()
+                })?;
             }
         }
     }
@@ -402,18 +434,33 @@ impl Communicator for LocalComm {
         validate_v("alltoallv receive", recv.len(), recv_counts, recv_displs, p)?;
         for k in 1..p {
             let r = (self.rank + k) % p;
-            self.send_ctx(self.coll(), r, TAG_A2A, &send[send_displs[r]..send_displs[r] + send_counts[r]])?;
+            self.send_ctx(
+                self.coll(),
+                r,
+                TAG_A2A,
+                &send[send_displs[r]..send_displs[r] + send_counts[r]],
+            )?;
         }
         let me = self.rank;
         if send_counts[me] != recv_counts[me] {
-            return Err(CommError::length(format!("alltoallv block kept by rank {me}"), recv_counts[me], send_counts[me]));
+            return Err(CommError::length(
+                format!("alltoallv block kept by rank {me}"),
+                recv_counts[me],
+                send_counts[me],
+            ));
         }
-        recv[recv_displs[me]..recv_displs[me] + recv_counts[me]].copy_from_slice(&send[send_displs[me]..send_displs[me] + send_counts[me]]);
+        recv[recv_displs[me]..recv_displs[me] + recv_counts[me]]
+            .copy_from_slice(&send[send_displs[me]..send_displs[me] + send_counts[me]]);
         for k in 1..p {
             let r = (self.rank + p - k) % p;
             let v = self.recv_ctx(self.coll(), r, TAG_A2A)?;
             if v.len() != recv_counts[r] {
-                return Err(CommError::MessageTruncated { src: r, tag: TAG_A2A, expected: recv_counts[r], got: v.len() });
+                return Err(CommError::MessageTruncated {
+                    src: r,
+                    tag: TAG_A2A,
+                    expected: recv_counts[r],
+                    got: v.len(),
+                });
             }
             recv[recv_displs[r]..recv_displs[r] + recv_counts[r]].copy_from_slice(&v);
             self.world.recycle(v);
@@ -431,7 +478,11 @@ impl Communicator for LocalComm {
     ) -> Result<()> {
         let p = self.size();
         if send_layouts.len() != p || recv_layouts.len() != p {
-            return Err(CommError::length("alltoallw layouts (one per rank)", p, send_layouts.len().min(recv_layouts.len())));
+            return Err(CommError::length(
+                "alltoallw layouts (one per rank)",
+                p,
+                send_layouts.len().min(recv_layouts.len()),
+            ));
         }
         let mut scratch = Vec::new();
         for k in 0..p {
@@ -441,7 +492,11 @@ impl Communicator for LocalComm {
             l.gather_bytes(send, elem_size, &mut scratch);
             if r == self.rank {
                 if recv_layouts[r].len() != l.len() {
-                    return Err(CommError::length(format!("alltoallw block kept by rank {r} (elements)"), recv_layouts[r].len(), l.len()));
+                    return Err(CommError::length(
+                        format!("alltoallw block kept by rank {r} (elements)"),
+                        recv_layouts[r].len(),
+                        l.len(),
+                    ));
                 }
                 recv_layouts[r].scatter_bytes(&scratch, elem_size, recv);
             } else {
@@ -453,7 +508,12 @@ impl Communicator for LocalComm {
             let v = self.recv_ctx(self.coll(), r, TAG_A2A)?;
             let l = &recv_layouts[r];
             if v.len() != l.len() * elem_size {
-                return Err(CommError::MessageTruncated { src: r, tag: TAG_A2A, expected: l.len() * elem_size, got: v.len() });
+                return Err(CommError::MessageTruncated {
+                    src: r,
+                    tag: TAG_A2A,
+                    expected: l.len() * elem_size,
+                    got: v.len(),
+                });
             }
             l.scatter_bytes(&v, elem_size, recv);
             self.world.recycle(v);
@@ -461,12 +521,22 @@ impl Communicator for LocalComm {
         Ok(())
     }
 
-    fn allgatherv_bytes(&self, send: &[u8], recv: &mut [u8], counts: &[usize], displs: &[usize]) -> Result<()> {
+    fn allgatherv_bytes(
+        &self,
+        send: &[u8],
+        recv: &mut [u8],
+        counts: &[usize],
+        displs: &[usize],
+    ) -> Result<()> {
         let p = self.size();
         validate_v("allgatherv receive", recv.len(), counts, displs, p)?;
         let me = self.rank;
         if counts[me] != send.len() {
-            return Err(CommError::length(format!("allgatherv count for rank {me}"), counts[me], send.len()));
+            return Err(CommError::length(
+                format!("allgatherv count for rank {me}"),
+                counts[me],
+                send.len(),
+            ));
         }
         for k in 1..p {
             self.send_ctx(self.coll(), (me + k) % p, TAG_ALLGATHER, send)?;
@@ -476,7 +546,12 @@ impl Communicator for LocalComm {
             let r = (me + p - k) % p;
             let v = self.recv_ctx(self.coll(), r, TAG_ALLGATHER)?;
             if v.len() != counts[r] {
-                return Err(CommError::MessageTruncated { src: r, tag: TAG_ALLGATHER, expected: counts[r], got: v.len() });
+                return Err(CommError::MessageTruncated {
+                    src: r,
+                    tag: TAG_ALLGATHER,
+                    expected: counts[r],
+                    got: v.len(),
+                });
             }
             recv[displs[r]..displs[r] + counts[r]].copy_from_slice(&v);
             self.world.recycle(v);
@@ -543,7 +618,12 @@ pub struct RunError {
 
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let others = self.ranks.iter().enumerate().filter(|(r, e)| *r != self.rank && e.is_some()).count();
+        let others = self
+            .ranks
+            .iter()
+            .enumerate()
+            .filter(|(r, e)| *r != self.rank && e.is_some())
+            .count();
         write!(f, "rank {} failed: {}", self.rank, self.reason)?;
         if others > 0 {
             write!(f, " ({others} other rank(s) stopped because of it)")?;
@@ -637,7 +717,10 @@ where
     });
     let first = lock(&world.failure).clone();
     match first {
-        None => Ok(outcomes.into_iter().map(|o| o.expect("no failure recorded")).collect()),
+        None => Ok(outcomes
+            .into_iter()
+            .map(|o| o.expect("no failure recorded"))
+            .collect()),
         Some((rank, reason)) => Err(RunError {
             rank,
             reason,
@@ -715,15 +798,36 @@ mod tests {
                 let r = c.rank();
                 // alltoallv: rank r sends (r + d + 1) complex values to rank d.
                 let sc: Vec<usize> = (0..p).map(|d| r + d + 1).collect();
-                let sd: Vec<usize> = sc.iter().scan(0, |a, &x| { let o = *a; *a += x; Some(o) }).collect();
-                let send: Vec<Complex64> = (0..p).flat_map(|d| (0..r + d + 1).map(move |i| Complex64::new(r as f64, (d * 100 + i) as f64))).collect();
+                let sd: Vec<usize> = sc
+                    .iter()
+                    .scan(0, |a, &x| {
+                        let o = *a;
+                        *a += x;
+                        Some(o)
+                    })
+                    .collect();
+                let send: Vec<Complex64> = (0..p)
+                    .flat_map(|d| {
+                        (0..r + d + 1).map(move |i| Complex64::new(r as f64, (d * 100 + i) as f64))
+                    })
+                    .collect();
                 let rc: Vec<usize> = (0..p).map(|s| s + r + 1).collect();
-                let rd: Vec<usize> = rc.iter().scan(0, |a, &x| { let o = *a; *a += x; Some(o) }).collect();
+                let rd: Vec<usize> = rc
+                    .iter()
+                    .scan(0, |a, &x| {
+                        let o = *a;
+                        *a += x;
+                        Some(o)
+                    })
+                    .collect();
                 let mut recv = vec![Complex64::default(); rc.iter().sum()];
                 c.alltoallv(&send, &sc, &sd, &mut recv, &rc, &rd)?;
                 for s in 0..p {
                     for i in 0..rc[s] {
-                        assert_eq!(recv[rd[s] + i], Complex64::new(s as f64, (r * 100 + i) as f64));
+                        assert_eq!(
+                            recv[rd[s] + i],
+                            Complex64::new(s as f64, (r * 100 + i) as f64)
+                        );
                     }
                 }
                 // allreduce
@@ -759,10 +863,16 @@ mod tests {
         let n = p * b;
         run(p, |c| {
             let r = c.rank();
-            let local: Vec<f64> = (0..b * n).map(|k| ((r * b + k / n) * n + k % n) as f64).collect();
+            let local: Vec<f64> = (0..b * n)
+                .map(|k| ((r * b + k / n) * n + k % n) as f64)
+                .collect();
             // To rank d: my b rows, columns d*b..(d+1)*b, sent column by column.
             let send: Vec<Strided> = (0..p)
-                .map(|d| Strided { offset: d * b, counts: [1, b, b], strides: [0, 1, n] })
+                .map(|d| Strided {
+                    offset: d * b,
+                    counts: [1, b, b],
+                    strides: [0, 1, n],
+                })
                 .collect();
             // From rank s: b x b block, lands in my rows at columns s*b.., row j = column j of source.
             let recv: Vec<Strided> = (0..p).map(|s| Strided::vector(s * b, b, b, n)).collect();
@@ -846,7 +956,10 @@ mod tests {
 
     #[test]
     fn deadlock_times_out_with_a_message() {
-        let opts = Options { timeout: Some(Duration::from_millis(200)), ..Options::default() };
+        let opts = Options {
+            timeout: Some(Duration::from_millis(200)),
+            ..Options::default()
+        };
         let err = run_with(&opts, 2, |c| {
             let mut b = [0u8];
             c.recv(1 - c.rank(), 3, &mut b)
@@ -860,14 +973,24 @@ mod tests {
         run(2, |c| {
             let e = c.isend(2, 0, &[1u8]).unwrap_err();
             assert_eq!(e, CommError::InvalidRank { rank: 2, size: 2 });
-            assert!(matches!(c.isend(0, crate::MAX_USER_TAG + 1, &[1u8]), Err(CommError::InvalidTag { .. })));
+            assert!(matches!(
+                c.isend(0, crate::MAX_USER_TAG + 1, &[1u8]),
+                Err(CommError::InvalidTag { .. })
+            ));
             // Length mismatch between message and buffer.
             if c.rank() == 0 {
                 c.send(1, 0, &[1.0f64, 2.0])?;
             } else {
                 let mut b = [0.0f64];
                 let e = c.recv(0, 0, &mut b).unwrap_err();
-                assert!(matches!(e, CommError::MessageTruncated { expected: 8, got: 16, .. }));
+                assert!(matches!(
+                    e,
+                    CommError::MessageTruncated {
+                        expected: 8,
+                        got: 16,
+                        ..
+                    }
+                ));
             }
             let mut r = vec![0.0; 3];
             assert!(c.alltoall(&[0.0; 2], &mut r, 1).is_err());

@@ -65,8 +65,16 @@ impl<T: Elem + Default> Exchanger<T> {
             topo: topo.clone(),
             components,
             channel,
-            send: topo.neighbors().iter().map(|n| vec![T::default(); size(n)]).collect(),
-            recv: topo.neighbors().iter().map(|n| vec![T::default(); size(n)]).collect(),
+            send: topo
+                .neighbors()
+                .iter()
+                .map(|n| vec![T::default(); size(n)])
+                .collect(),
+            recv: topo
+                .neighbors()
+                .iter()
+                .map(|n| vec![T::default(); size(n)])
+                .collect(),
             stats: ExchangeStats::default(),
         })
     }
@@ -150,7 +158,11 @@ impl<T: Elem> Exchanger<T> {
                 // until its request completes and drops it.
                 let slice = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
                 reqs.push(comm.irecv(nb.rank, tag, slice)?);
-                slots.push(RecvSlot { neighbor: i, ptr, len });
+                slots.push(RecvSlot {
+                    neighbor: i,
+                    ptr,
+                    len,
+                });
             }
         }
         for (nb, buf) in topo.neighbors().iter().zip(send.iter_mut()) {
@@ -240,7 +252,10 @@ impl<T: Elem> Pending<'_, T> {
     /// Waits for the messages and unpacks them (each as it arrives) into the
     /// ghost cells of `fields`, which must be the fields given to `post`.
     /// Periodic self-neighbours are copied from the values packed at `post`.
-    pub fn finish<F: HaloData<T> + ?Sized>(mut self, fields: &mut [&mut F]) -> Result<(), HaloError> {
+    pub fn finish<F: HaloData<T> + ?Sized>(
+        mut self,
+        fields: &mut [&mut F],
+    ) -> Result<(), HaloError> {
         let layouts: Vec<FieldLayout> = fields.iter().map(|f| f.layout()).collect();
         if layouts != self.layouts {
             return Err(HaloError::Invalid(format!(
@@ -266,16 +281,21 @@ impl<T: Elem> Pending<'_, T> {
         for nb in nbs.iter().filter(|nb| nb.rank == me) {
             let t = Instant::now();
             let back = nb.offset.map(|x| -x);
-            let j = nbs.iter().position(|m| m.offset == back && m.rank == me).ok_or_else(|| {
-                HaloError::Invalid(format!("no local send region for offset {back:?}"))
-            })?;
+            let j = nbs
+                .iter()
+                .position(|m| m.offset == back && m.rank == me)
+                .ok_or_else(|| {
+                    HaloError::Invalid(format!("no local send region for offset {back:?}"))
+                })?;
             unpack(fields, nb, &self.send[j]);
             unpack_time += t.elapsed();
         }
         let mut wait_time = Duration::ZERO;
         loop {
             let t = Instant::now();
-            let Some(k) = self.comm.wait_any(&mut self.recvs)? else { break };
+            let Some(k) = self.comm.wait_any(&mut self.recvs)? else {
+                break;
+            };
             // A completed request has released its buffer.
             self.recvs[k].wait()?;
             wait_time += t.elapsed();

@@ -170,7 +170,11 @@ impl<T: Elem> Field<T> {
         for i in r.lo[0]..r.hi[0] {
             for j in r.lo[1]..r.hi[1] {
                 for k in r.lo[2]..r.hi[2] {
-                    let gi = [i - g[0] + owned.lo[0], j - g[1] + owned.lo[1], k - g[2] + owned.lo[2]];
+                    let gi = [
+                        i - g[0] + owned.lo[0],
+                        j - g[1] + owned.lo[1],
+                        k - g[2] + owned.lo[2],
+                    ];
                     self.set(c, [i, j, k], f(gi));
                 }
             }

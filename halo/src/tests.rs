@@ -57,7 +57,11 @@ fn check_exchange(
                             let x = p[d] as isize - g[d] as isize + b.lo[d] as isize;
                             if p[d] < g[d] || p[d] >= g[d] + n[d] {
                                 outside += 1;
-                                let dist = if p[d] < g[d] { g[d] - p[d] } else { p[d] + 1 - g[d] - n[d] };
+                                let dist = if p[d] < g[d] {
+                                    g[d] - p[d]
+                                } else {
+                                    p[d] + 1 - g[d] - n[d]
+                                };
                                 if dist > w[d] {
                                     reachable = false;
                                 }
@@ -111,9 +115,15 @@ fn ghost_cells_hold_their_global_cell_for_all_ranks_and_widths() {
             local::run(p, |comm| {
                 for w in 1..=10 {
                     // Uneven split, smallest block exactly `w` on split axes.
-                    let global = [0, 1, 2].map(|d| dims[d] * w + (d + 1) % dims[d].max(2) + usize::from(dims[d] == 1));
+                    let global = [0, 1, 2].map(|d| {
+                        dims[d] * w + (d + 1) % dims[d].max(2) + usize::from(dims[d] == 1)
+                    });
                     for nb in [Neighborhood::Faces, Neighborhood::Full] {
-                        let spec = HaloSpec { ghost: [w + 1; 3], width: [w; 3], neighborhood: nb };
+                        let spec = HaloSpec {
+                            ghost: [w + 1; 3],
+                            width: [w; 3],
+                            neighborhood: nb,
+                        };
                         check_exchange(comm, global, grid, spec, [1, 2])?;
                     }
                 }
@@ -129,10 +139,18 @@ fn non_periodic_axes_and_anisotropic_widths() {
     let grid = ProcessGrid::new([2, 1, 3], [false, true, false]).unwrap();
     local::run(6, |comm| {
         for nb in [Neighborhood::Faces, Neighborhood::Full] {
-            let spec = HaloSpec { ghost: [2, 3, 1], width: [1, 3, 1], neighborhood: nb };
+            let spec = HaloSpec {
+                ghost: [2, 3, 1],
+                width: [1, 3, 1],
+                neighborhood: nb,
+            };
             check_exchange(comm, [5, 4, 7], grid, spec, [1, 1])?;
             // Width zero on an axis: no exchange along it.
-            let spec = HaloSpec { ghost: [2, 1, 1], width: [2, 0, 1], neighborhood: nb };
+            let spec = HaloSpec {
+                ghost: [2, 1, 1],
+                width: [2, 0, 1],
+                neighborhood: nb,
+            };
             check_exchange(comm, [5, 4, 7], grid, spec, [2, 1])?;
         }
         Ok::<_, HaloError>(())
@@ -180,7 +198,11 @@ fn fused_fields_travel_in_one_message_per_neighbor() {
         let mut both: Vec<&mut Field<f64>> = vec![&mut a, &mut b];
         ex.exchange(comm, &mut both)?;
         let s = ex.stats();
-        let remote = topo.neighbors().iter().filter(|n| n.rank != comm.rank()).count();
+        let remote = topo
+            .neighbors()
+            .iter()
+            .filter(|n| n.rank != comm.rank())
+            .count();
         // 2 x 2 x 1 periodic: the two pure-z directions wrap onto the rank
         // itself; the other 24 directions are remote.
         assert_eq!(remote, 24);
@@ -199,7 +221,11 @@ fn fused_fields_travel_in_one_message_per_neighbor() {
 fn interior_and_shell_partition_the_owned_box() {
     let grid = ProcessGrid::new([1, 1, 1], [true; 3]).unwrap();
     local::run(1, |comm| {
-        for (shape, r) in [([9, 7, 12], [2, 1, 3]), ([4, 4, 4], [2, 2, 2]), ([3, 8, 8], [2, 2, 2])] {
+        for (shape, r) in [
+            ([9, 7, 12], [2, 1, 3]),
+            ([4, 4, 4], [2, 2, 2]),
+            ([3, 8, 8], [2, 2, 2]),
+        ] {
             let dec = BlockDecomposition::new(shape, grid)?;
             let topo = Topology::new(comm, &dec, HaloSpec::uniform(3, Neighborhood::Faces))?;
             let owned = topo.layout(1).owned_region();
@@ -216,7 +242,10 @@ fn interior_and_shell_partition_the_owned_box() {
                     }
                 }
             }
-            assert_eq!(count.iter().map(|&c| c as usize).sum::<usize>(), owned.len());
+            assert_eq!(
+                count.iter().map(|&c| c as usize).sum::<usize>(),
+                owned.len()
+            );
             assert!(count.iter().all(|&c| c <= 1));
             // An interior cell's stencil stays inside the owned box.
             for d in 0..3 {
@@ -241,7 +270,9 @@ fn overlapped_exchange_allows_reading_while_in_flight() {
         let mut ex = Exchanger::new(&topo, 1, 0)?;
         let pending = ex.post(comm, &[&u])?;
         let inner = topo.interior([1; 3]);
-        let sum: f64 = (inner.lo[0]..inner.hi[0]).map(|i| u.get(0, [i, 2, 2])).sum();
+        let sum: f64 = (inner.lo[0]..inner.hi[0])
+            .map(|i| u.get(0, [i, 2, 2]))
+            .sum();
         pending.finish(&mut [&mut u])?;
         assert!(sum > 0.0);
         let b = topo.owned();
@@ -263,14 +294,31 @@ fn errors_name_rank_axis_and_sizes() {
     // Every rank reports the same error.
     for e in &err.ranks {
         let e = e.as_ref().unwrap();
-        assert!(e.contains("rank 2 owns 2 cells on axis 0, fewer than the communicated width 3"), "{e}");
+        assert!(
+            e.contains("rank 2 owns 2 cells on axis 0, fewer than the communicated width 3"),
+            "{e}"
+        );
     }
     let e = local::run(1, |comm| {
         let dec = BlockDecomposition::new([4, 4, 4], ProcessGrid::new([1, 1, 1], [true; 3])?)?;
-        Topology::new(comm, &dec, HaloSpec { ghost: [1; 3], width: [1, 2, 1], neighborhood: Neighborhood::Faces }).map(|_| ())
+        Topology::new(
+            comm,
+            &dec,
+            HaloSpec {
+                ghost: [1; 3],
+                width: [1, 2, 1],
+                neighborhood: Neighborhood::Faces,
+            },
+        )
+        .map(|_| ())
     })
     .unwrap_err();
-    assert!(e.reason.contains("width 2 on axis 1 exceeds the allocated ghost width 1"), "{}", e.reason);
+    assert!(
+        e.reason
+            .contains("width 2 on axis 1 exceeds the allocated ghost width 1"),
+        "{}",
+        e.reason
+    );
     // Ranks that disagree: every rank gets the error, nobody hangs.
     let e = local::run(3, |comm| {
         let dec = BlockDecomposition::new([9, 4, 4], ProcessGrid::new([3, 1, 1], [true; 3])?)?;
@@ -278,14 +326,24 @@ fn errors_name_rank_axis_and_sizes() {
         Topology::new(comm, &dec, HaloSpec::uniform(w, Neighborhood::Faces)).map(|_| ())
     })
     .unwrap_err();
-    assert!(e.ranks.iter().all(|r| r.as_ref().is_some_and(|m| m.contains("rank 2 disagrees"))), "{e:?}");
+    assert!(
+        e.ranks
+            .iter()
+            .all(|r| r.as_ref().is_some_and(|m| m.contains("rank 2 disagrees"))),
+        "{e:?}"
+    );
     // A grid that does not match the communicator.
     let e = local::run(2, |comm| {
         let dec = BlockDecomposition::new([9, 4, 4], ProcessGrid::new([3, 1, 1], [true; 3])?)?;
         Topology::new(comm, &dec, HaloSpec::uniform(1, Neighborhood::Faces)).map(|_| ())
     })
     .unwrap_err();
-    assert!(e.reason.contains("holds 3 ranks but the communicator has 2"), "{}", e.reason);
+    assert!(
+        e.reason
+            .contains("holds 3 ranks but the communicator has 2"),
+        "{}",
+        e.reason
+    );
     // A rank that fails mid-exchange: the others get an error, not a hang.
     let e = local::run(4, |comm| {
         let dec = BlockDecomposition::new([8, 8, 8], ProcessGrid::new([4, 1, 1], [true; 3])?)?;
@@ -299,5 +357,9 @@ fn errors_name_rank_axis_and_sizes() {
     })
     .unwrap_err();
     assert_eq!(e.rank, 1);
-    assert!(e.ranks.iter().enumerate().all(|(r, m)| r == 1 || m.as_ref().is_some_and(|m| m.contains("rank 1 failed"))));
+    assert!(e
+        .ranks
+        .iter()
+        .enumerate()
+        .all(|(r, m)| r == 1 || m.as_ref().is_some_and(|m| m.contains("rank 1 failed"))));
 }

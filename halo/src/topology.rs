@@ -77,7 +77,11 @@ impl Topology {
     /// (the ghost cells would need a second neighbour), a process grid that
     /// does not match the communicator, or ranks that disagree on the
     /// specification or the global shape.
-    pub fn new(comm: &dyn Communicator, decomposition: &BlockDecomposition, spec: HaloSpec) -> Result<Self, HaloError> {
+    pub fn new(
+        comm: &dyn Communicator,
+        decomposition: &BlockDecomposition,
+        spec: HaloSpec,
+    ) -> Result<Self, HaloError> {
         let grid = *decomposition.grid();
         grid.check_comm(comm)?;
         let rank = comm.rank();
@@ -152,13 +156,18 @@ impl Topology {
                     if (0..3).any(|d| o[d] != 0 && w[d] == 0) {
                         continue;
                     }
-                    let Some(peer) = grid.neighbor(rank, o) else { continue };
+                    let Some(peer) = grid.neighbor(rank, o) else {
+                        continue;
+                    };
                     let mut send = Region::default();
                     let mut recv = Region::default();
                     for d in 0..3 {
                         let (s, r) = match o[d] {
                             -1 => ((gh[d], gh[d] + w[d]), (gh[d] - w[d], gh[d])),
-                            1 => ((gh[d] + n[d] - w[d], gh[d] + n[d]), (gh[d] + n[d], gh[d] + n[d] + w[d])),
+                            1 => (
+                                (gh[d] + n[d] - w[d], gh[d] + n[d]),
+                                (gh[d] + n[d], gh[d] + n[d] + w[d]),
+                            ),
                             _ => ((gh[d], gh[d] + n[d]), (gh[d], gh[d] + n[d])),
                         };
                         (send.lo[d], send.hi[d]) = s;

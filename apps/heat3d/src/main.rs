@@ -1,1 +1,172 @@
-fn main() {}
+//! `heat3d`: the command-line front end. Defaults < configuration file <
+//! command-line flags.
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use heat3d::config::{Config, Initial, Integrator, Mode, PerAxis};
+use std::path::PathBuf;
+
+/// Heat equation du/dt = D lap(u) on a periodic box with central finite
+/// differences of order 2 to 20, on in-process ranks or under MPI.
+#[derive(Debug, Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    /// TOML configuration file (every key optional; see README).
+    #[arg(short, long)]
+    config: Option<PathBuf>,
+    /// In-process ranks (default: the number of cores). Ignored under mpirun.
+    #[arg(long)]
+    ranks: Option<usize>,
+    /// Cells per axis: N or NXxNYxNZ.
+    #[arg(long, value_parser = parse_triple)]
+    n: Option<[usize; 3]>,
+    /// Stencil order: 2, 4, 6, ..., 20.
+    #[arg(long)]
+    order: Option<usize>,
+    /// Number of steps.
+    #[arg(long)]
+    steps: Option<usize>,
+    /// Step size (default: cfl times the stability limit).
+    #[arg(long)]
+    dt: Option<f64>,
+    /// Fraction of the stability limit when dt is not given.
+    #[arg(long)]
+    cfl: Option<f64>,
+    /// Diffusivity D.
+    #[arg(long)]
+    diffusivity: Option<f64>,
+    /// Exchange mode.
+    #[arg(long, value_enum)]
+    mode: Option<Mode>,
+    /// Time integrator.
+    #[arg(long, value_enum)]
+    integrator: Option<Integrator>,
+    /// Initial condition.
+    #[arg(long, value_enum)]
+    initial: Option<Initial>,
+    /// Process grid PXxPYxPZ (default: smallest halo surface).
+    #[arg(long, value_parser = parse_triple)]
+    grid: Option<[usize; 3]>,
+    /// Steps left out of the timing statistics.
+    #[arg(long)]
+    warmup: Option<usize>,
+    /// Output folder for diagnostics.csv and the VTK files.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Do not write the VTK files.
+    #[arg(long)]
+    no_vtk: bool,
+    /// Write the report as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+fn parse_triple(s: &str) -> Result<[usize; 3], String> {
+    let parts: Vec<&str> = s.split(['x', 'X', ',']).collect();
+    let nums: Result<Vec<usize>, _> = parts.iter().map(|p| p.trim().parse::<usize>()).collect();
+    match nums {
+        Ok(v) if v.len() == 1 => Ok([v[0]; 3]),
+        Ok(v) if v.len() == 3 => Ok([v[0], v[1], v[2]]),
+        _ => Err(format!(
+            "expected N or AxBxC with positive integers, got {s:?}"
+        )),
+    }
+}
+
+fn config(cli: &Cli) -> Result<Config> {
+    let mut c = match &cli.config {
+        Some(p) => Config::from_file(p)?,
+        None => Config::default(),
+    };
+    if let Some(n) = cli.n {
+        c.n = PerAxis::Each(n);
+    }
+    macro_rules! set {
+        ($($f:ident),*) => { $( if let Some(v) = cli.$f { c.$f = v; } )* };
+    }
+    set!(
+        order,
+        steps,
+        cfl,
+        diffusivity,
+        mode,
+        integrator,
+        initial,
+        warmup
+    );
+    if cli.dt.is_some() {
+        c.dt = cli.dt;
+    }
+    if cli.grid.is_some() {
+        c.grid = cli.grid;
+    }
+    if cli.output.is_some() {
+        c.output.dir = cli.output.clone();
+    }
+    if cli.no_vtk {
+        c.output.vtk = false;
+    }
+    Ok(c)
+}
+
+fn finish(cli: &Cli, report: &heat3d::Report) -> Result<()> {
+    println!("{}", report.summary());
+    for f in &report.files {
+        println!("wrote {f}");
+    }
+    if let Some(p) = &cli.json {
+        let text = serde_json::to_string_pretty(report)?;
+        heat3d::output::atomic_write(p, text.as_bytes())?;
+    }
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    match real_main(&cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn under_mpi() -> bool {
+    comm::mpi::is_launched_by_mpirun()
+}
+
+#[cfg(not(feature = "mpi"))]
+fn under_mpi() -> bool {
+    false
+}
+
+fn real_main(cli: &Cli) -> Result<()> {
+    let cfg = config(cli)?;
+    if under_mpi() {
+        #[cfg(feature = "mpi")]
+        {
+            let report =
+                comm::mpi::run(|c| heat3d::run(c, &cfg, !cli.quiet).map(|r| (c.rank(), r)))
+                    .map_err(anyhow::Error::msg)?;
+            if report.0 == 0 {
+                finish(cli, &report.1)?;
+            }
+            return Ok(());
+        }
+    }
+    let ranks = cli.ranks.unwrap_or_else(comm::local::default_ranks);
+    if ranks == 0 {
+        bail!("--ranks must be at least 1, got 0");
+    }
+    let reports = comm::local::run(ranks, |c| {
+        heat3d::run(c, &cfg, !cli.quiet).map_err(|e| format!("{e:#}"))
+    })
+    .map_err(|e| anyhow::anyhow!("{}", e.reason))
+    .context(format!("heat3d failed on {ranks} in-process rank(s)"))?;
+    finish(cli, &reports[0])
+}

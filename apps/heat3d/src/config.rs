@@ -1,0 +1,298 @@
+//! The run configuration: TOML file, command-line overrides, validation.
+
+use crate::stencil;
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// One number for every axis, or one per axis.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PerAxis<T> {
+    /// The same value on every axis.
+    All(T),
+    /// One value per axis.
+    Each([T; 3]),
+}
+
+impl<T: Copy> PerAxis<T> {
+    /// The three values.
+    pub fn get(&self) -> [T; 3] {
+        match *self {
+            PerAxis::All(x) => [x; 3],
+            PerAxis::Each(a) => a,
+        }
+    }
+}
+
+/// Blocking (exchange, then stencil) or overlapped (post, interior, finish, shell).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Exchange, stencil, update.
+    Blocking,
+    /// Post, interior stencil, finish, shell stencil, update.
+    Overlap,
+}
+
+/// The time integrator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Integrator {
+    /// Forward Euler, fused into the stencil sweep (one pass per step).
+    Euler,
+    /// Classical fourth-order Runge-Kutta (four exchanges per step).
+    Rk4,
+}
+
+/// The initial condition, each with an analytic solution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Initial {
+    /// A periodic Gaussian (sum of images) centred in the box.
+    Gaussian,
+    /// A product of sines with the wavenumbers in `modes`.
+    Sines,
+}
+
+/// Output files.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Output {
+    /// Folder for every output file; nothing is written when absent.
+    pub dir: Option<PathBuf>,
+    /// Write the final field as VTK XML image data (one piece per rank plus
+    /// a `.pvti` header).
+    pub vtk: bool,
+    /// Write `diagnostics.csv` (step, time, mean, errors).
+    pub diagnostics: bool,
+}
+
+impl Default for Output {
+    fn default() -> Self {
+        Output {
+            dir: None,
+            vtk: true,
+            diagnostics: true,
+        }
+    }
+}
+
+/// Everything a run needs. Every key is optional in the TOML file; unknown
+/// keys are errors.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Cells per axis.
+    pub n: PerAxis<usize>,
+    /// Box side per axis.
+    pub length: PerAxis<f64>,
+    /// Diffusivity D.
+    pub diffusivity: f64,
+    /// Stencil order (2, 4, ..., 20).
+    pub order: usize,
+    /// Number of steps.
+    pub steps: usize,
+    /// Step size; when absent, `cfl` times the stability limit.
+    pub dt: Option<f64>,
+    /// Fraction of the stability limit used when `dt` is absent, in (0, 1].
+    pub cfl: f64,
+    /// Time integrator.
+    pub integrator: Integrator,
+    /// Blocking or overlapped exchange.
+    pub mode: Mode,
+    /// Process grid; chosen for the smallest halo surface when absent.
+    pub grid: Option<[usize; 3]>,
+    /// Initial condition.
+    pub initial: Initial,
+    /// Wavenumbers of the `sines` initial condition.
+    pub modes: [usize; 3],
+    /// Width of the Gaussian as a fraction of the box side.
+    pub sigma: f64,
+    /// Amplitude of the initial condition (and of the analytic solution).
+    pub amplitude: f64,
+    /// Steps excluded from the timing statistics.
+    pub warmup: usize,
+    /// Diagnostics every this many steps (and at the end).
+    pub diag_every: usize,
+    /// Output files.
+    pub output: Output,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            n: PerAxis::All(64),
+            length: PerAxis::All(1.0),
+            diffusivity: 1.0,
+            order: 2,
+            steps: 200,
+            dt: None,
+            cfl: 0.5,
+            integrator: Integrator::Euler,
+            mode: Mode::Overlap,
+            grid: None,
+            initial: Initial::Gaussian,
+            modes: [1, 1, 1],
+            sigma: 0.08,
+            amplitude: 1.0,
+            warmup: 10,
+            diag_every: 20,
+            output: Output::default(),
+        }
+    }
+}
+
+impl Config {
+    /// Reads a TOML file; unknown keys and wrong types are errors naming the
+    /// key, the line and the column.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read configuration file {}", path.display()))?;
+        Self::from_toml(&text)
+            .with_context(|| format!("invalid configuration file {}", path.display()))
+    }
+
+    /// Parses TOML text.
+    pub fn from_toml(text: &str) -> Result<Self> {
+        Ok(toml::from_str(text)?)
+    }
+
+    /// Cells per axis.
+    pub fn shape(&self) -> [usize; 3] {
+        self.n.get()
+    }
+
+    /// Grid spacing per axis.
+    pub fn spacing(&self) -> [f64; 3] {
+        let (l, n) = (self.length.get(), self.shape());
+        [0, 1, 2].map(|d| l[d] / n[d] as f64)
+    }
+
+    /// The largest stable step size of the chosen order and integrator.
+    pub fn dt_limit(&self) -> Result<f64> {
+        let sym = stencil::max_symbol(self.order).map_err(anyhow::Error::msg)?;
+        let h = self.spacing();
+        let lam: f64 = h.iter().map(|x| sym / (x * x)).sum::<f64>() * self.diffusivity;
+        // Real-axis stability intervals: Euler [-2, 0], RK4 [-2.785293563, 0].
+        let reach = match self.integrator {
+            Integrator::Euler => 2.0,
+            Integrator::Rk4 => 2.785_293_563_405_282,
+        };
+        Ok(reach / lam)
+    }
+
+    /// The step size: `dt` if given, else `cfl` times the limit.
+    pub fn dt(&self) -> Result<f64> {
+        let limit = self.dt_limit()?;
+        Ok(self.dt.unwrap_or(self.cfl * limit))
+    }
+
+    /// Checks every value and says which one is wrong and what is allowed.
+    pub fn validate(&self, ranks: usize) -> Result<()> {
+        let n = self.shape();
+        if let Some(d) = (0..3).find(|&d| n[d] == 0) {
+            bail!("n must be positive on every axis, got {n:?} (axis {d} is 0)");
+        }
+        let l = self.length.get();
+        if let Some(d) = (0..3).find(|&d| !(l[d] > 0.0 && l[d].is_finite())) {
+            bail!(
+                "length must be positive and finite on every axis, got {} on axis {d}",
+                l[d]
+            );
+        }
+        if !(self.diffusivity > 0.0 && self.diffusivity.is_finite()) {
+            bail!(
+                "diffusivity must be positive and finite, got {}",
+                self.diffusivity
+            );
+        }
+        stencil::coefficients(self.order).map_err(anyhow::Error::msg)?;
+        if self.steps == 0 {
+            bail!("steps must be at least 1, got 0");
+        }
+        if !(self.cfl > 0.0 && self.cfl <= 1.0) {
+            bail!("cfl must be in (0, 1], got {}", self.cfl);
+        }
+        let limit = self.dt_limit()?;
+        if let Some(dt) = self.dt {
+            if !(dt > 0.0 && dt.is_finite()) {
+                bail!("dt must be positive and finite, got {dt}");
+            }
+            if dt > limit {
+                bail!(
+                    "dt = {dt} exceeds the stability limit {limit:.6e} of order {} with {:?} at spacing {:?} and D = {}; use dt <= {limit:.6e}",
+                    self.order,
+                    self.integrator,
+                    self.spacing(),
+                    self.diffusivity
+                );
+            }
+        }
+        if ranks == 0 {
+            bail!("ranks must be at least 1, got 0");
+        }
+        let cells: usize = n.iter().product();
+        if ranks > cells {
+            bail!("{ranks} ranks for {cells} cells: every rank needs at least one cell (use at most {cells} ranks)");
+        }
+        if let Some(g) = self.grid {
+            if g.iter().product::<usize>() != ranks {
+                bail!(
+                    "grid {g:?} holds {} ranks but the run has {ranks}",
+                    g.iter().product::<usize>()
+                );
+            }
+        }
+        if self.initial == Initial::Gaussian && !(self.sigma > 0.0 && self.sigma <= 0.2) {
+            bail!("sigma must be in (0, 0.2] (a fraction of the box side, small enough for the image sum), got {}", self.sigma);
+        }
+        if !self.amplitude.is_finite() {
+            bail!("amplitude must be finite, got {}", self.amplitude);
+        }
+        if self.diag_every == 0 {
+            bail!("diag_every must be at least 1, got 0");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn misspelled_keys_are_named_with_their_place() {
+        let e = Config::from_toml("n = 32\nordr = 4\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ordr") && e.contains("line 2"), "{e}");
+        let e = Config::from_toml("[output]\nvtkk = false\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("vtkk"), "{e}");
+        let c = Config::from_toml("n = [8, 16, 32]\norder = 8\nmode = \"blocking\"\n").unwrap();
+        assert_eq!(c.shape(), [8, 16, 32]);
+        assert_eq!(c.mode, Mode::Blocking);
+    }
+
+    #[test]
+    fn invalid_values_are_reported() {
+        let bad = |f: &dyn Fn(&mut Config), want: &str| {
+            let mut c = Config::default();
+            f(&mut c);
+            let e = c.validate(4).unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+        };
+        bad(&|c| c.order = 6 + 1, "valid orders");
+        bad(&|c| c.n = PerAxis::Each([8, 0, 8]), "axis 1 is 0");
+        bad(&|c| c.dt = Some(1.0), "exceeds the stability limit");
+        bad(&|c| c.n = PerAxis::All(1), "at most 1 ranks");
+        bad(&|c| c.cfl = 1.5, "cfl must be in (0, 1]");
+        bad(&|c| c.grid = Some([1, 1, 3]), "holds 3 ranks");
+        let c = Config::default();
+        let limit = c.dt_limit().unwrap();
+        // FD-2, Euler: dt <= h^2 / (6 D) in 3D.
+        assert!((limit - (1.0f64 / 64.0).powi(2) / 6.0).abs() < 1e-15);
+    }
+}

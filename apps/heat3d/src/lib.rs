@@ -1,0 +1,669 @@
+//! Heat3D: `du/dt = D lap(u)` on a periodic box, central finite differences
+//! of order 2 to 20, distributed with `comm` and `halo`.
+//!
+//! A step in `overlap` mode posts the halo exchange of `u`, applies the
+//! fused stencil update to the interior cells (those whose stencil reads no
+//! ghost cell), finishes the exchange, then updates the boundary shell. In
+//! `blocking` mode it exchanges first and sweeps the whole box. Both apply
+//! the same arithmetic to every cell, so their results are bit-identical,
+//! and so are the results for any rank count and process grid.
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod output;
+pub mod stencil;
+
+use anyhow::{bail, Context, Result};
+use comm::{exact, BlockDecomposition, CommExt, Communicator, IndexBox, ProcessGrid, ReduceOp};
+use config::{Config, Initial, Integrator, Mode};
+use halo::{Exchanger, Field, FieldLayout, HaloSpec, Neighborhood, Region, Topology};
+use serde::Serialize;
+use std::io::Write;
+use std::time::Instant;
+use stencil::{all_finite, Sweep};
+
+/// Phase names, in the order of [`PhaseTimes`].
+pub const PHASES: [&str; 5] = ["post", "interior", "wait", "shell", "update"];
+
+/// Median per-step seconds of the slowest rank, per phase and in total.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct PhaseTimes {
+    /// Packing and sending the halo.
+    pub post: f64,
+    /// Stencil on the interior (the whole box in blocking mode).
+    pub interior: f64,
+    /// Waiting for and unpacking the halo.
+    pub wait: f64,
+    /// Stencil on the boundary shell (overlap mode).
+    pub shell: f64,
+    /// Combining stages and swapping buffers.
+    pub update: f64,
+    /// The whole step.
+    pub step: f64,
+}
+
+/// Diagnostics at one step.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Diagnostics {
+    /// Step number.
+    pub step: usize,
+    /// Time.
+    pub time: f64,
+    /// Mean of u (exact global sum, so the same bits for any rank count).
+    pub mean: f64,
+    /// Largest |u - exact|.
+    pub max_error: f64,
+    /// Root mean square of u - exact.
+    pub rms_error: f64,
+}
+
+/// What a run reports (on every rank; identical everywhere).
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The configuration as run.
+    pub config: Config,
+    /// Number of ranks.
+    pub ranks: usize,
+    /// Backend name.
+    pub backend: &'static str,
+    /// Process grid.
+    pub grid: [usize; 3],
+    /// Step size.
+    pub dt: f64,
+    /// The stability limit of the step size.
+    pub dt_limit: f64,
+    /// Diagnostics at the final step.
+    pub last: Diagnostics,
+    /// Per-phase median step times of the slowest rank after warm-up.
+    pub timings: PhaseTimes,
+    /// Steps that entered the timing statistics.
+    pub timed_steps: usize,
+    /// Wall time of the whole stepping loop on rank 0 (seconds).
+    pub wall: f64,
+    /// Cell updates per second per step (global cells / median step).
+    pub cells_per_second: f64,
+    /// Order-independent hash of the global field (see [`field_hash`]).
+    pub hash: u64,
+    /// Files written.
+    pub files: Vec<String>,
+}
+
+/// Per-axis factor of the analytic solution at time `t` on grid points
+/// `x_i = i h`, for the whole global extent of `axis`.
+pub fn profile(cfg: &Config, axis: usize, t: f64) -> Vec<f64> {
+    let n = cfg.shape()[axis];
+    let l = cfg.length.get()[axis];
+    let h = l / n as f64;
+    let d = cfg.diffusivity;
+    match cfg.initial {
+        Initial::Sines => {
+            let k = 2.0 * std::f64::consts::PI * cfg.modes[axis] as f64 / l;
+            let decay = (-d * k * k * t).exp();
+            (0..n).map(|i| decay * (k * i as f64 * h).sin()).collect()
+        }
+        Initial::Gaussian => {
+            // Images at j L for |j| <= 3 keep the truncation below 1e-16 for
+            // sigma <= 0.2 L up to times where the width has doubled.
+            let s0 = (cfg.sigma * l).powi(2);
+            let s = s0 + 2.0 * d * t;
+            let amp = (s0 / s).sqrt();
+            let c = 0.5 * l;
+            (0..n)
+                .map(|i| {
+                    let x = i as f64 * h - c;
+                    (-3i32..=3)
+                        .map(|j| (-(x + j as f64 * l).powi(2) / (2.0 * s)).exp())
+                        .sum::<f64>()
+                        * amp
+                })
+                .collect()
+        }
+    }
+}
+
+/// Fills the owned cells of `u` with the analytic solution at time `t`.
+fn fill_analytic(cfg: &Config, t: f64, owned: &IndexBox, u: &mut Field<f64>) {
+    let p: [Vec<f64>; 3] = [0, 1, 2].map(|d| profile(cfg, d, t));
+    let a = cfg.amplitude;
+    u.fill_owned(0, owned, |[i, j, k]| a * (p[0][i] * p[1][j] * p[2][k]));
+}
+
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// A hash of the global field that depends only on the value at each global
+/// index: the wrapping sum over cells of `mix(mix(index) ^ bits(value))`.
+/// It is what hashing the gathered field would give for comparing runs,
+/// without gathering it: the same for any rank count and process grid, and
+/// different (with overwhelming probability) when any bit of any cell differs.
+pub fn field_hash(comm: &dyn Communicator, topo: &Topology, u: &Field<f64>) -> Result<u64> {
+    let g = topo.decomposition().global();
+    let b = topo.owned();
+    let vals = u.owned_values(0);
+    let s = b.shape();
+    let mut h = 0u64;
+    let mut q = 0;
+    for i in 0..s[0] {
+        for j in 0..s[1] {
+            let row = (((b.lo[0] + i) * g[1] + b.lo[1] + j) * g[2] + b.lo[2]) as u64;
+            for k in 0..s[2] {
+                h = h.wrapping_add(mix(mix(row + k as u64) ^ vals[q].to_bits()));
+                q += 1;
+            }
+        }
+    }
+    // Sum the two 32-bit halves separately so no partial sum overflows.
+    let mut parts = [(h & 0xFFFF_FFFF) as i64, (h >> 32) as i64];
+    comm.allreduce_i64(&mut parts, ReduceOp::Sum)?;
+    Ok((parts[0] as u64).wrapping_add((parts[1] as u64) << 32))
+}
+
+/// Calls `f(offset, len)` for each row of `region`.
+fn rows(layout: &FieldLayout, region: &Region, mut f: impl FnMut(usize, usize)) {
+    let s = layout.strides();
+    let len = region.hi[2] - region.lo[2];
+    for i in region.lo[0]..region.hi[0] {
+        for j in region.lo[1]..region.hi[1] {
+            f(i * s[0] + j * s[1] + region.lo[2], len);
+        }
+    }
+}
+
+/// Per-step phase times of this rank, seconds.
+type StepTimes = [f64; 5];
+
+struct Solver<'c> {
+    comm: &'c dyn Communicator,
+    cfg: Config,
+    topo: Topology,
+    ex: Exchanger<f64>,
+    layout: FieldLayout,
+    u: Field<f64>,
+    a: Field<f64>,
+    b: Field<f64>,
+    c: Field<f64>,
+    euler: Sweep,
+    lap: Sweep,
+    owned: Region,
+    interior: Region,
+    shell: Vec<Region>,
+    dt: f64,
+}
+
+impl<'c> Solver<'c> {
+    fn new(comm: &'c dyn Communicator, cfg: &Config) -> Result<Self> {
+        cfg.validate(comm.size())?;
+        let shape = cfg.shape();
+        let grid = match cfg.grid {
+            Some(g) => ProcessGrid::new(g, [true; 3])?,
+            None => ProcessGrid::for_shape(shape, comm.size(), [true; 3])?,
+        };
+        let dec = BlockDecomposition::new(shape, grid)?;
+        let r = cfg.order / 2;
+        let topo = Topology::new(comm, &dec, HaloSpec::uniform(r, Neighborhood::Faces))
+            .with_context(|| {
+                format!(
+                    "order {} needs {r} ghost layers from each neighbour",
+                    cfg.order
+                )
+            })?;
+        let layout = topo.layout(1);
+        let dt = cfg.dt()?;
+        let h = cfg.spacing();
+        let euler =
+            Sweep::new(cfg.order, h, dt * cfg.diffusivity, true).map_err(anyhow::Error::msg)?;
+        let lap = Sweep::new(cfg.order, h, cfg.diffusivity, false).map_err(anyhow::Error::msg)?;
+        let mut u = Field::new(layout);
+        fill_analytic(cfg, 0.0, &topo.owned(), &mut u);
+        let rk = cfg.integrator == Integrator::Rk4;
+        let scratch = |on: bool| {
+            Field::new(if on {
+                layout
+            } else {
+                FieldLayout {
+                    owned: [0; 3],
+                    ghost: [0; 3],
+                    components: 1,
+                }
+            })
+        };
+        Ok(Solver {
+            comm,
+            cfg: cfg.clone(),
+            ex: Exchanger::new(&topo, 1, 0)?,
+            owned: layout.owned_region(),
+            interior: topo.interior([r; 3]),
+            shell: topo.shell([r; 3]),
+            topo,
+            layout,
+            u,
+            a: Field::new(layout),
+            b: scratch(rk),
+            c: scratch(rk),
+            euler,
+            lap,
+            dt,
+        })
+    }
+
+    /// `dst = sweep(src)` on the owned cells, exchanging `src`'s halo first
+    /// (blocking) or around the interior sweep (overlap).
+    fn apply(
+        comm: &dyn Communicator,
+        ex: &mut Exchanger<f64>,
+        mode: Mode,
+        geometry: (&FieldLayout, &Region, &Region, &[Region]),
+        sweep: &Sweep,
+        src: &mut Field<f64>,
+        dst: &mut Field<f64>,
+        t: &mut StepTimes,
+    ) -> Result<bool> {
+        let (layout, owned, interior, shell) = geometry;
+        let mut finite = true;
+        let t0 = Instant::now();
+        let pending = ex.post(comm, &[&*src])?;
+        let t1 = Instant::now();
+        t[0] += (t1 - t0).as_secs_f64();
+        match mode {
+            Mode::Blocking => {
+                pending.finish(&mut [&mut *src])?;
+                let t2 = Instant::now();
+                t[2] += (t2 - t1).as_secs_f64();
+                finite &= sweep.apply(layout, src.as_slice(), dst.as_mut_slice(), owned);
+                t[1] += t2.elapsed().as_secs_f64();
+            }
+            Mode::Overlap => {
+                finite &= sweep.apply(layout, src.as_slice(), dst.as_mut_slice(), interior);
+                let t2 = Instant::now();
+                t[1] += (t2 - t1).as_secs_f64();
+                pending.finish(&mut [&mut *src])?;
+                let t3 = Instant::now();
+                t[2] += (t3 - t2).as_secs_f64();
+                for r in shell {
+                    finite &= sweep.apply(layout, src.as_slice(), dst.as_mut_slice(), r);
+                }
+                t[3] += t3.elapsed().as_secs_f64();
+            }
+        }
+        Ok(finite)
+    }
+
+    fn step(&mut self, t: &mut StepTimes) -> Result<bool> {
+        let geo = (
+            &self.layout,
+            &self.owned,
+            &self.interior,
+            self.shell.as_slice(),
+        );
+        let mode = self.cfg.mode;
+        match self.cfg.integrator {
+            Integrator::Euler => {
+                let ok = Self::apply(
+                    self.comm,
+                    &mut self.ex,
+                    mode,
+                    geo,
+                    &self.euler,
+                    &mut self.u,
+                    &mut self.a,
+                    t,
+                )?;
+                let t0 = Instant::now();
+                std::mem::swap(&mut self.u, &mut self.a);
+                t[4] += t0.elapsed().as_secs_f64();
+                Ok(ok)
+            }
+            Integrator::Rk4 => {
+                // a = stage argument, b = stage derivative, c = weighted sum.
+                let dt = self.dt;
+                let mut ok = Self::apply(
+                    self.comm,
+                    &mut self.ex,
+                    mode,
+                    geo,
+                    &self.lap,
+                    &mut self.u,
+                    &mut self.b,
+                    t,
+                )?;
+                let t0 = Instant::now();
+                {
+                    let (u, a, b, c) = (
+                        self.u.as_slice(),
+                        self.a.as_mut_slice(),
+                        self.b.as_slice(),
+                        self.c.as_mut_slice(),
+                    );
+                    rows(&self.layout, &self.owned, |o, n| {
+                        for q in o..o + n {
+                            a[q] = u[q] + 0.5 * dt * b[q];
+                            c[q] = b[q];
+                        }
+                    });
+                }
+                t[4] += t0.elapsed().as_secs_f64();
+                for (weight, next) in [(2.0, 0.5 * dt), (2.0, dt)] {
+                    ok &= Self::apply(
+                        self.comm,
+                        &mut self.ex,
+                        mode,
+                        geo,
+                        &self.lap,
+                        &mut self.a,
+                        &mut self.b,
+                        t,
+                    )?;
+                    let t0 = Instant::now();
+                    let (u, a, b, c) = (
+                        self.u.as_slice(),
+                        self.a.as_mut_slice(),
+                        self.b.as_slice(),
+                        self.c.as_mut_slice(),
+                    );
+                    rows(&self.layout, &self.owned, |o, n| {
+                        for q in o..o + n {
+                            a[q] = u[q] + next * b[q];
+                            c[q] += weight * b[q];
+                        }
+                    });
+                    t[4] += t0.elapsed().as_secs_f64();
+                }
+                ok &= Self::apply(
+                    self.comm,
+                    &mut self.ex,
+                    mode,
+                    geo,
+                    &self.lap,
+                    &mut self.a,
+                    &mut self.b,
+                    t,
+                )?;
+                let t0 = Instant::now();
+                let (u, b, c) = (self.u.as_mut_slice(), self.b.as_slice(), self.c.as_slice());
+                rows(&self.layout, &self.owned, |o, n| {
+                    for q in o..o + n {
+                        u[q] += dt / 6.0 * (c[q] + b[q]);
+                    }
+                    ok &= all_finite(&u[o..o + n]);
+                });
+                t[4] += t0.elapsed().as_secs_f64();
+                Ok(ok)
+            }
+        }
+    }
+
+    /// The first non-finite owned cell, as a global index and value.
+    fn find_bad(&self) -> Option<([usize; 3], f64)> {
+        let g = self.layout.ghost;
+        let b = self.topo.owned();
+        let o = self.owned;
+        for i in o.lo[0]..o.hi[0] {
+            for j in o.lo[1]..o.hi[1] {
+                for k in o.lo[2]..o.hi[2] {
+                    let v = self.u.get(0, [i, j, k]);
+                    if !v.is_finite() {
+                        return Some((
+                            [i - g[0] + b.lo[0], j - g[1] + b.lo[1], k - g[2] + b.lo[2]],
+                            v,
+                        ));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    fn diagnostics(&self, step: usize) -> Result<Diagnostics> {
+        let time = step as f64 * self.dt;
+        let mut exact_field = Field::new(self.layout);
+        fill_analytic(&self.cfg, time, &self.topo.owned(), &mut exact_field);
+        let u = self.u.owned_values(0);
+        let e = exact_field.owned_values(0);
+        let mut sum_u = exact::ExactSum::new();
+        sum_u.add_slice(&u);
+        let mut sq = exact::ExactSum::new();
+        let mut max = 0.0f64;
+        for (a, b) in u.iter().zip(&e) {
+            let d = a - b;
+            sq.add(d * d);
+            max = max.max(d.abs());
+        }
+        let sums = exact::allreduce_exact_sums(self.comm, &[sum_u, sq])?;
+        let max = self.comm.allreduce_scalar(max, ReduceOp::Max)?;
+        let n: usize = self.cfg.shape().iter().product();
+        Ok(Diagnostics {
+            step,
+            time,
+            mean: sums[0] / n as f64,
+            max_error: max,
+            rms_error: (sums[1] / n as f64).sqrt(),
+        })
+    }
+
+    fn write_vtk(&self, dir: &std::path::Path) -> Result<Vec<String>> {
+        let rank = self.comm.rank();
+        let whole = IndexBox::from_shape(self.cfg.shape());
+        let own = self.topo.owned();
+        let name = format!("heat3d_r{rank:04}.vti");
+        let bytes = output::vti_piece(
+            &whole,
+            &own,
+            self.cfg.spacing(),
+            "u",
+            &self.u.owned_values(0),
+        );
+        output::atomic_write(&dir.join(&name), &bytes)?;
+        let mine = [own.lo, own.hi]
+            .concat()
+            .iter()
+            .map(|&x| x as u64)
+            .collect::<Vec<_>>();
+        let mut all = vec![0u64; 6 * self.comm.size()];
+        self.comm.allgather(&mine, &mut all)?;
+        let mut files = vec![];
+        if rank == 0 {
+            let pieces: Vec<(IndexBox, String)> = (0..self.comm.size())
+                .map(|r| {
+                    let v = &all[6 * r..6 * r + 6];
+                    let b = IndexBox {
+                        lo: [v[0], v[1], v[2]].map(|x| x as usize),
+                        hi: [v[3], v[4], v[5]].map(|x| x as usize),
+                    };
+                    (b, format!("heat3d_r{r:04}.vti"))
+                })
+                .collect();
+            let path = dir.join("heat3d.pvti");
+            output::atomic_write(
+                &path,
+                output::pvti(&whole, self.cfg.spacing(), "u", &pieces).as_bytes(),
+            )?;
+            files.push(path.display().to_string());
+        }
+        // Nobody reports success before every piece is on disk.
+        self.comm.barrier()?;
+        Ok(files)
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
+/// Runs Heat3D on `comm` (collective). `progress` shows a progress bar on
+/// rank 0 (hidden when stderr is not a terminal).
+pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Report> {
+    let mut s = Solver::new(comm, cfg)?;
+    let rank = comm.rank();
+    let out_dir = cfg.output.dir.clone();
+    if let Some(d) = &out_dir {
+        if rank == 0 {
+            std::fs::create_dir_all(d)
+                .with_context(|| format!("cannot create output folder {}", d.display()))?;
+        }
+        comm.barrier()?;
+    }
+    let mut diag_file = match (&out_dir, rank) {
+        (Some(d), 0) if cfg.output.diagnostics => {
+            let p = d.join("diagnostics.csv");
+            let mut f = std::io::BufWriter::new(
+                std::fs::File::create(&p)
+                    .with_context(|| format!("cannot create {}", p.display()))?,
+            );
+            writeln!(f, "step,time,mean,max_error,rms_error")?;
+            Some((f, p))
+        }
+        _ => None,
+    };
+    let bar = (progress && rank == 0 && cfg.steps >= 50).then(|| {
+        let b = indicatif::ProgressBar::new(cfg.steps as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {pos}/{len} steps  {elapsed} < {eta}  {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    });
+    let mut times: Vec<StepTimes> = Vec::with_capacity(cfg.steps);
+    let mut last = s.diagnostics(0)?;
+    let log = |d: &Diagnostics,
+               f: &mut Option<(std::io::BufWriter<std::fs::File>, std::path::PathBuf)>|
+     -> Result<()> {
+        if let Some((f, _)) = f {
+            writeln!(
+                f,
+                "{},{:e},{:e},{:e},{:e}",
+                d.step, d.time, d.mean, d.max_error, d.rms_error
+            )?;
+            f.flush()?;
+        }
+        Ok(())
+    };
+    log(&last, &mut diag_file)?;
+    let wall = Instant::now();
+    for step in 1..=cfg.steps {
+        let mut t = [0.0; 5];
+        let finite = s.step(&mut t)?;
+        times.push(t);
+        if !finite {
+            let (cell, v) = s.find_bad().unwrap_or(([0; 3], f64::NAN));
+            bail!("non-finite value {v} in the field at step {step} (time {:e}), global cell {cell:?}, rank {rank}", step as f64 * s.dt);
+        }
+        if step % cfg.diag_every == 0 || step == cfg.steps {
+            last = s.diagnostics(step)?;
+            log(&last, &mut diag_file)?;
+            if let Some(b) = &bar {
+                b.set_message(format!("max error {:.3e}", last.max_error));
+            }
+        }
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+    }
+    let wall = wall.elapsed().as_secs_f64();
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    // Median over timed steps of the per-step maximum over ranks.
+    let warm = cfg.warmup.min(cfg.steps.saturating_sub(1));
+    let timed = &times[warm..];
+    let mut flat: Vec<f64> = timed
+        .iter()
+        .flat_map(|t| t.iter().copied().chain([t.iter().sum()]))
+        .collect();
+    comm.allreduce_f64(&mut flat, ReduceOp::Max)?;
+    let col = |c: usize| median(&mut flat.chunks(6).map(|r| r[c]).collect::<Vec<_>>());
+    let timings = PhaseTimes {
+        post: col(0),
+        interior: col(1),
+        wait: col(2),
+        shell: col(3),
+        update: col(4),
+        step: col(5),
+    };
+    let mut files = vec![];
+    if let Some((_, p)) = diag_file {
+        files.push(p.display().to_string());
+    }
+    if let (Some(d), true) = (&out_dir, cfg.output.vtk) {
+        files.extend(s.write_vtk(d)?);
+    }
+    let hash = field_hash(comm, &s.topo, &s.u)?;
+    let mut wall_v = [wall];
+    comm.broadcast(&mut wall_v, 0)?;
+    let cells: usize = cfg.shape().iter().product();
+    Ok(Report {
+        config: cfg.clone(),
+        ranks: comm.size(),
+        backend: comm.backend(),
+        grid: s.topo.decomposition().grid().dims(),
+        dt: s.dt,
+        dt_limit: cfg.dt_limit()?,
+        last,
+        timings,
+        timed_steps: timed.len(),
+        wall: wall_v[0],
+        cells_per_second: if timings.step > 0.0 {
+            cells as f64 / timings.step
+        } else {
+            0.0
+        },
+        hash,
+        files,
+    })
+}
+
+impl Report {
+    /// The human-readable summary printed at the end of a run.
+    pub fn summary(&self) -> String {
+        let c = &self.config;
+        let t = &self.timings;
+        let ms = |x: f64| x * 1e3;
+        format!(
+            "heat3d: {:?} cells, FD order {}, {:?}, {:?} exchange, {} {} rank(s) on grid {:?}\n\
+             steps {}  dt {:.4e} (limit {:.4e})  final time {:.4e}\n\
+             error vs analytic: max {:.4e}  rms {:.4e}  (mean {:.6e})\n\
+             median step of slowest rank over {} steps: {:.3} ms  ({:.3e} cell updates/s)\n\
+             phases (ms): post {:.3}  interior {:.3}  wait {:.3}  shell {:.3}  update {:.3}\n\
+             wall {:.3} s\n\
+             field hash: {:016x}",
+            c.shape(),
+            c.order,
+            c.integrator,
+            c.mode,
+            self.ranks,
+            self.backend,
+            self.grid,
+            c.steps,
+            self.dt,
+            self.dt_limit,
+            self.last.time,
+            self.last.max_error,
+            self.last.rms_error,
+            self.last.mean,
+            self.timed_steps,
+            ms(t.step),
+            self.cells_per_second,
+            ms(t.post),
+            ms(t.interior),
+            ms(t.wait),
+            ms(t.shell),
+            ms(t.update),
+            self.wall,
+            self.hash
+        )
+    }
+}

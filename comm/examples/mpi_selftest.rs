@@ -1,0 +1,733 @@
+//! Self-test of the MPI backend; run it under `mpirun` with any rank count:
+//!
+//! ```text
+//! cargo build -p comm --features mpi --example mpi_selftest
+//! mpirun -np 4 target/debug/examples/mpi_selftest
+//! ```
+//!
+//! Every rank runs every check; a check passes when it passes on all ranks.
+//! Rank 0 prints `mpi selftest: N passed, M failed`; any failure makes every
+//! rank exit non-zero (through `comm::mpi::abort`).
+//!
+//! `mpi_selftest abort` instead checks the failure path of
+//! [`comm::mpi::run`]: rank 1 (or 0 alone) returns an error while the
+//! others wait for a message it never sends; the job must end with
+//! `rank 1 failed: ...` and a non-zero status rather than hang.
+
+use comm::mpi::MpiComm;
+use comm::{wait_all, CommError, CommExt, Communicator, ProcessGrid, ReduceOp, Strided};
+use num_complex::Complex64;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+type TestResult = Result<(), String>;
+
+fn ensure(cond: bool, msg: impl FnOnce() -> String) -> TestResult {
+    if cond {
+        Ok(())
+    } else {
+        Err(msg())
+    }
+}
+
+fn e(err: CommError) -> String {
+    err.to_string()
+}
+
+/// Ring: each rank sends three tagged messages to the next rank and
+/// receives them from the previous one in a different order; two messages
+/// with the same tag arrive in send order.
+fn ring(c: &MpiComm) -> TestResult {
+    let (r, p) = (c.rank(), c.size());
+    let (next, prev) = ((r + 1) % p, (r + p - 1) % p);
+    let (mut a, mut b, mut x) = ([0u64; 3], [0.0f64; 2], [0u8; 5]);
+    let (mut m1, mut m2) = ([0i32], [0i32]);
+    {
+        // Post the receives first, in an order unlike the sends.
+        let mut reqs = vec![
+            c.irecv(prev, 1, &mut a).map_err(e)?,
+            c.irecv(prev, 3, &mut x).map_err(e)?,
+            c.irecv(prev, 2, &mut b).map_err(e)?,
+        ];
+        let s3 = [r as u8, 1, 2, 3, 4];
+        let s2 = [r as f64 + 0.5, -(r as f64)];
+        let s1 = [r as u64, 10 + r as u64, 20 + r as u64];
+        let mut sends = vec![
+            c.isend(next, 3, &s3).map_err(e)?,
+            c.isend(next, 2, &s2).map_err(e)?,
+            c.isend(next, 1, &s1).map_err(e)?,
+        ];
+        wait_all(&mut reqs).map_err(e)?;
+        wait_all(&mut sends).map_err(e)?;
+    }
+    let pr = prev as u64;
+    ensure(a == [pr, 10 + pr, 20 + pr], || {
+        format!("tag 1 payload {a:?}")
+    })?;
+    ensure(b == [prev as f64 + 0.5, -(prev as f64)], || {
+        format!("tag 2 payload {b:?}")
+    })?;
+    ensure(x == [prev as u8, 1, 2, 3, 4], || {
+        format!("tag 3 payload {x:?}")
+    })?;
+    // Non-overtaking: same source and tag arrive in order.
+    let mut r1 = c.irecv(prev, 4, &mut m1).map_err(e)?;
+    c.send(next, 4, &[1i32]).map_err(e)?;
+    c.send(next, 4, &[2i32]).map_err(e)?;
+    r1.wait().map_err(e)?;
+    drop(r1);
+    c.recv(prev, 4, &mut m2).map_err(e)?;
+    ensure((m1[0], m2[0]) == (1, 2), || {
+        format!("same-tag order {m1:?} {m2:?}")
+    })?;
+    // The largest user tag works.
+    let mut t = [0u32];
+    let rq = c.irecv(prev, comm::MAX_USER_TAG, &mut t).map_err(e)?;
+    c.send(next, comm::MAX_USER_TAG, &[7u32]).map_err(e)?;
+    drop(rq);
+    ensure(t[0] == 7, || format!("max tag payload {t:?}"))
+}
+
+/// wait_any: receives from every rank (itself included), completed one by one.
+fn wait_any(c: &MpiComm) -> TestResult {
+    let (r, p) = (c.rank(), c.size());
+    let mut bufs = vec![[0u32; 4]; p];
+    let mut seen = vec![];
+    {
+        let mut reqs = bufs
+            .iter_mut()
+            .enumerate()
+            .map(|(s, b)| c.irecv(s, 11, b))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(e)?;
+        let payloads: Vec<[u32; 4]> = (0..p).map(|d| [r as u32, d as u32, 7, 8]).collect();
+        // Send in reverse order so completions are not simply 0, 1, 2...
+        let mut sends = (0..p)
+            .rev()
+            .map(|d| c.isend(d, 11, &payloads[d]))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(e)?;
+        while let Some(i) = c.wait_any(&mut reqs).map_err(e)? {
+            ensure(reqs[i].is_done(), || {
+                format!("wait_any returned {i} but it is not done")
+            })?;
+            seen.push(i);
+        }
+        wait_all(&mut sends).map_err(e)?;
+        ensure(c.wait_any(&mut reqs).map_err(e)?.is_none(), || {
+            "wait_any on completed requests".into()
+        })?;
+    }
+    seen.sort_unstable();
+    ensure(seen == (0..p).collect::<Vec<_>>(), || {
+        format!("wait_any indices {seen:?}")
+    })?;
+    for (s, b) in bufs.iter().enumerate() {
+        ensure(*b == [s as u32, r as u32, 7, 8], || {
+            format!("payload from {s}: {b:?}")
+        })?;
+    }
+    Ok(())
+}
+
+fn prefix(v: &[usize]) -> Vec<usize> {
+    v.iter()
+        .scan(0, |a, &x| {
+            let o = *a;
+            *a += x;
+            Some(o)
+        })
+        .collect()
+}
+
+/// alltoallv: rank r sends (r + d + 1) complex values to rank d.
+fn alltoallv(c: &MpiComm) -> TestResult {
+    let (r, p) = (c.rank(), c.size());
+    let sc: Vec<usize> = (0..p).map(|d| r + d + 1).collect();
+    let sd = prefix(&sc);
+    let send: Vec<Complex64> = (0..p)
+        .flat_map(|d| (0..r + d + 1).map(move |i| Complex64::new(r as f64, (d * 100 + i) as f64)))
+        .collect();
+    let rc: Vec<usize> = (0..p).map(|s| s + r + 1).collect();
+    // Gaps between the blocks, in reverse rank order.
+    let mut rd = vec![0; p];
+    let mut off = 3;
+    for s in (0..p).rev() {
+        rd[s] = off;
+        off += rc[s] + 2;
+    }
+    let mut recv = vec![Complex64::new(-1.0, -1.0); off];
+    c.alltoallv(&send, &sc, &sd, &mut recv, &rc, &rd)
+        .map_err(e)?;
+    for s in 0..p {
+        for i in 0..rc[s] {
+            let want = Complex64::new(s as f64, (r * 100 + i) as f64);
+            ensure(recv[rd[s] + i] == want, || {
+                format!("block from {s}[{i}] = {}", recv[rd[s] + i])
+            })?;
+        }
+    }
+    ensure(
+        recv[..3].iter().all(|&z| z == Complex64::new(-1.0, -1.0)),
+        || "gap overwritten".into(),
+    )?;
+    // alltoall with equal blocks.
+    let send: Vec<i64> = (0..p * 2).map(|k| (r * 1000 + k) as i64).collect();
+    let mut recv = vec![0i64; p * 2];
+    c.alltoall(&send, &mut recv, 2).map_err(e)?;
+    for s in 0..p {
+        for j in 0..2 {
+            ensure(recv[s * 2 + j] == (s * 1000 + r * 2 + j) as i64, || {
+                format!("alltoall {recv:?}")
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The 2D transpose of local.rs's `strided_alltoallw_transposes_without_packing`.
+fn alltoallw_transpose(c: &MpiComm) -> TestResult {
+    let (r, p) = (c.rank(), c.size());
+    let b = 2usize;
+    let n = p * b;
+    let local: Vec<f64> = (0..b * n)
+        .map(|k| ((r * b + k / n) * n + k % n) as f64)
+        .collect();
+    let send: Vec<Strided> = (0..p)
+        .map(|d| Strided {
+            offset: d * b,
+            counts: [1, b, b],
+            strides: [0, 1, n],
+        })
+        .collect();
+    let recv: Vec<Strided> = (0..p).map(|s| Strided::vector(s * b, b, b, n)).collect();
+    let mut out = vec![0.0; b * n];
+    c.alltoallw(&local, &send, &mut out, &recv).map_err(e)?;
+    for i in 0..b {
+        for j in 0..n {
+            ensure(out[i * n + j] == (j * n + r * b + i) as f64, || {
+                format!("out[{i}][{j}] = {}", out[i * n + j])
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// 3D strided layouts (all three directions, offsets, non-unit innermost
+/// strides, empty blocks) checked against `Strided::gather_bytes` /
+/// `scatter_bytes`, the reference semantics.
+fn alltoallw_3d(c: &MpiComm) -> TestResult {
+    let (r, p) = (c.rank(), c.size());
+    const ES: usize = 12; // an odd element size: 3 x u32
+    const N: usize = 200; // elements per buffer
+    let elem =
+        |src: usize, k: usize| -> [u32; 3] { [src as u32, k as u32, (src * 7919 + k) as u32] };
+    let data = |src: usize| -> Vec<u32> { (0..N).flat_map(|k| elem(src, k)).collect() };
+    // The layout `src` uses to send to `dst`; the receiver uses one with the
+    // same counts (element order), different strides and offsets.
+    let send_layout = |src: usize, dst: usize| -> Strided {
+        let q = (src + 2 * dst) % 4;
+        match q {
+            0 => Strided {
+                offset: 3,
+                counts: [2, 3, 4],
+                strides: [40, 9, 2],
+            },
+            1 => Strided::contiguous(src + dst, 5),
+            2 => Strided {
+                offset: 1,
+                counts: [3, 0, 2],
+                strides: [10, 1, 1],
+            },
+            _ => Strided {
+                offset: 7,
+                counts: [2, 2, 3],
+                strides: [50, 3, 13],
+            },
+        }
+    };
+    let recv_layout = |src: usize, dst: usize| -> Strided {
+        let s = send_layout(src, dst);
+        let [c0, c1, c2] = s.counts;
+        // Block of its own, row-major with padding, placed by source rank.
+        Strided {
+            offset: 1 + (src * 37) % 60,
+            counts: [c0, c1, c2],
+            strides: [c1 * c2 * 2 + 1, c2 + 1, 1],
+        }
+    };
+    let send_l: Vec<Strided> = (0..p).map(|d| send_layout(r, d)).collect();
+    let recv_l: Vec<Strided> = (0..p).map(|s| recv_layout(s, r)).collect();
+    // Disjoint receive regions: shift each source's block past the previous.
+    let mut recv_l = recv_l;
+    let mut base = 0;
+    for l in recv_l.iter_mut() {
+        l.offset = base + l.offset % 5;
+        base = l.extent().max(base) + 1;
+    }
+    let total = base + 3;
+    let send_buf = data(r);
+    let mut recv_buf = vec![u32::MAX; total * 3];
+    c.alltoallw(&send_buf, &send_l, &mut recv_buf, &recv_l)
+        .map_err(e)?;
+    // Reference: gather from each source's data, scatter into my buffer.
+    let mut want = vec![u32::MAX; total * 3];
+    for s in 0..p {
+        let sl = send_layout(s, r);
+        let src = data(s);
+        let mut packed = vec![0u8; sl.len() * ES];
+        sl.gather_bytes(comm::as_bytes(&src), ES, &mut packed);
+        recv_l[s].scatter_bytes(&packed, ES, comm::as_bytes_mut(&mut want));
+    }
+    ensure(recv_buf == want, || {
+        let i = recv_buf
+            .iter()
+            .zip(&want)
+            .position(|(a, b)| a != b)
+            .unwrap_or(0);
+        format!(
+            "first difference at u32 {i}: got {} want {}",
+            recv_buf[i], want[i]
+        )
+    })
+}
+
+/// split: two colours, reversed keys, opt-out with `None`.
+fn split(c: &MpiComm) -> TestResult {
+    let (r, p) = (c.rank(), c.size());
+    let sub = c
+        .split(Some((r % 2) as u32), 1000 - r)
+        .map_err(e)?
+        .ok_or("member got None")?;
+    let members: Vec<usize> = (0..p).filter(|q| q % 2 == r % 2).collect();
+    ensure(sub.size() == members.len(), || {
+        format!("sub size {}", sub.size())
+    })?;
+    // Keys descend with rank: reversed order.
+    let pos = members.iter().position(|&q| q == r).unwrap();
+    ensure(sub.rank() == members.len() - 1 - pos, || {
+        format!("sub rank {}", sub.rank())
+    })?;
+    let total = sub.allreduce_scalar(r as f64, ReduceOp::Sum).map_err(e)?;
+    ensure(total == members.iter().sum::<usize>() as f64, || {
+        format!("sub sum {total}")
+    })?;
+    // Messages on parent and child do not mix (same tag, same peers).
+    let (sr, sp) = (sub.rank(), sub.size());
+    let mut rx = [0u64];
+    let mut px = [0u64];
+    {
+        let mut a = sub.irecv((sr + sp - 1) % sp, 1, &mut rx).map_err(e)?;
+        let mut b = c.irecv((r + p - 1) % p, 1, &mut px).map_err(e)?;
+        c.send((r + 1) % p, 1, &[99u64]).map_err(e)?;
+        sub.send((sr + 1) % sp, 1, &[r as u64]).map_err(e)?;
+        a.wait().map_err(e)?;
+        b.wait().map_err(e)?;
+    }
+    ensure(px[0] == 99 && rx[0] % 2 == (r % 2) as u64, || {
+        format!("parent {px:?} child {rx:?}")
+    })?;
+    let none = c.split(if r == 0 { None } else { Some(5) }, 0).map_err(e)?;
+    ensure(none.is_none() == (r == 0), || "opt-out".into())?;
+    if let Some(s) = none {
+        ensure(s.size() == p - 1 && s.rank() == r - 1, || {
+            format!("rest {}/{}", s.rank(), s.size())
+        })?;
+        s.barrier().map_err(e)?;
+    }
+    // Nested split of a split communicator.
+    let sub2 = sub.split(Some(0), 0).map_err(e)?.ok_or("nested split")?;
+    ensure(sub2.size() == sub.size(), || "nested size".into())?;
+    Ok(())
+}
+
+/// allreduce f64 / i64 with every operator; same bits on every rank.
+fn allreduce(c: &MpiComm) -> TestResult {
+    let (r, p) = (c.rank(), c.size());
+    let mut v = [r as f64, -(r as f64), 1.0];
+    c.allreduce_f64(&mut v, ReduceOp::Sum).map_err(e)?;
+    let s = (p * (p - 1) / 2) as f64;
+    ensure(v == [s, -s, p as f64], || format!("sum {v:?}"))?;
+    ensure(
+        c.allreduce_scalar(r as f64, ReduceOp::Max).map_err(e)? == (p - 1) as f64,
+        || "max".into(),
+    )?;
+    ensure(
+        c.allreduce_scalar(r as f64 + 0.25, ReduceOp::Min)
+            .map_err(e)?
+            == 0.25,
+        || "min".into(),
+    )?;
+    let mut m = [r as i64 - 7, i64::MAX - r as i64, 3];
+    c.allreduce_i64(&mut m, ReduceOp::Min).map_err(e)?;
+    ensure(m == [-7, i64::MAX - (p as i64 - 1), 3], || {
+        format!("i64 min {m:?}")
+    })?;
+    let mut m = [r as i64, -(r as i64)];
+    c.allreduce_i64(&mut m, ReduceOp::Max).map_err(e)?;
+    ensure(m == [p as i64 - 1, 0], || format!("i64 max {m:?}"))?;
+    let mut m = [1i64 << 40, r as i64];
+    c.allreduce_i64(&mut m, ReduceOp::Sum).map_err(e)?;
+    ensure(m == [(p as i64) << 40, (p * (p - 1) / 2) as i64], || {
+        format!("i64 sum {m:?}")
+    })?;
+    // Rounding-sensitive sums: every rank must get the same bits.
+    let mut x: Vec<f64> = (0..1000)
+        .map(|k| ((k * 7 + r * 13) as f64).sin() * 10f64.powi((k % 30) as i32 - 15))
+        .collect();
+    c.allreduce_f64(&mut x, ReduceOp::Sum).map_err(e)?;
+    let bits: Vec<u64> = x.iter().map(|v| v.to_bits()).collect();
+    let mut all = vec![0u64; bits.len() * p];
+    c.allgather(&bits, &mut all).map_err(e)?;
+    for q in 1..p {
+        ensure(
+            all[q * bits.len()..(q + 1) * bits.len()] == all[..bits.len()],
+            || format!("rank {q} got other sum bits"),
+        )?;
+    }
+    // Empty reductions are fine.
+    c.allreduce_f64(&mut [], ReduceOp::Sum).map_err(e)?;
+    Ok(())
+}
+
+fn broadcast(c: &MpiComm) -> TestResult {
+    let (r, p) = (c.rank(), c.size());
+    for root in [0, p - 1, p / 2] {
+        let mut b = [r as u32; 3];
+        c.broadcast(&mut b, root).map_err(e)?;
+        ensure(b == [root as u32; 3], || format!("from {root}: {b:?}"))?;
+    }
+    let mut big: Vec<u8> = (0..100_000)
+        .map(|i| if r == 0 { (i % 251) as u8 } else { 0 })
+        .collect();
+    c.broadcast(&mut big, 0).map_err(e)?;
+    ensure(
+        big.iter().enumerate().all(|(i, &v)| v == (i % 251) as u8),
+        || "big broadcast".into(),
+    )?;
+    let err = c.broadcast(&mut [0u8], p).unwrap_err();
+    ensure(matches!(err, CommError::InvalidRank { .. }), || {
+        format!("bad root: {err}")
+    })
+}
+
+fn allgather(c: &MpiComm) -> TestResult {
+    let (r, p) = (c.rank(), c.size());
+    let mine: Vec<u64> = (0..r as u64).collect();
+    let (all, counts) = c.allgather_varying(&mine).map_err(e)?;
+    ensure(counts == (0..p).collect::<Vec<_>>(), || {
+        format!("counts {counts:?}")
+    })?;
+    ensure(
+        all == (0..p as u64).flat_map(|k| 0..k).collect::<Vec<_>>(),
+        || format!("all {all:?}"),
+    )?;
+    let mut eq = vec![0i32; 2 * p];
+    c.allgather(&[r as i32, -(r as i32)], &mut eq).map_err(e)?;
+    ensure(
+        eq == (0..p as i32).flat_map(|q| [q, -q]).collect::<Vec<_>>(),
+        || format!("{eq:?}"),
+    )?;
+    c.check_agree("a constant", &[42, 7]).map_err(e)?;
+    let differ = c.check_agree("the rank", &[r as i64]);
+    ensure(differ.is_err() == (p > 1), || "check_agree".into())
+}
+
+/// The global data of the exact-sum check: the same 10 000 values for any
+/// rank count, with magnitudes from 1e-300 to 1e300 and exact cancellation of the largest.
+fn exact_data() -> Vec<f64> {
+    let mut s = 0x2545_f491_4f6c_dd1du64;
+    (0..10_000)
+        .map(|k| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let m = (s >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+            if k % 97 == 0 {
+                // Huge values that cancel exactly.
+                1e300 * if k % 2 == 0 { 1.0 } else { -1.0 }
+            } else if k % 89 == 0 {
+                m * 1e-300
+            } else {
+                m * 10f64.powi(((s % 40) as i32) - 20)
+            }
+        })
+        .collect()
+}
+
+fn exact(c: &MpiComm, bits_out: &mut u64) -> TestResult {
+    let (r, p) = (c.rank(), c.size());
+    let data = exact_data();
+    let (lo, n) = comm::grid::block_range(data.len(), p, r);
+    let sum = comm::exact::allreduce_exact_sum(c, &data[lo..lo + n]).map_err(e)?;
+    let want = comm::exact::exact_sum(&data);
+    *bits_out = sum.to_bits();
+    ensure(sum.to_bits() == want.to_bits(), || {
+        format!(
+            "exact sum {sum:e} ({:#018x}) but the serial exact sum is {want:e} ({:#018x})",
+            sum.to_bits(),
+            want.to_bits()
+        )
+    })?;
+    // A different distribution (round-robin) gives the same bits.
+    let mine: Vec<f64> = data.iter().skip(r).step_by(p).copied().collect();
+    let sum2 = comm::exact::allreduce_exact_sum(c, &mine).map_err(e)?;
+    ensure(sum2.to_bits() == want.to_bits(), || {
+        "round-robin distribution differs".into()
+    })
+}
+
+/// A receive buffer of the wrong length: MessageTruncated, both ways.
+fn truncation(c: &MpiComm) -> TestResult {
+    let (r, p) = (c.rank(), c.size());
+    let (next, prev) = ((r + 1) % p, (r + p - 1) % p);
+    // Longer message than buffer.
+    let mut small = [0.0f64; 1];
+    let rq = c.irecv(prev, 21, &mut small).map_err(e)?;
+    c.send(next, 21, &[1.0f64, 2.0]).map_err(e)?;
+    let mut rq = rq;
+    let err = rq.wait().unwrap_err();
+    drop(rq);
+    ensure(
+        matches!(err, CommError::MessageTruncated { src, tag: 21, expected: 8, got: 16 } if src == prev),
+        || format!("longer message: {err:?}"),
+    )?;
+    // Shorter message than buffer.
+    let mut big = [0u8; 16];
+    let mut rq = c.irecv(prev, 22, &mut big).map_err(e)?;
+    c.send(next, 22, &[5u8; 8]).map_err(e)?;
+    let err = rq.wait().unwrap_err();
+    drop(rq);
+    ensure(
+        matches!(
+            err,
+            CommError::MessageTruncated {
+                tag: 22,
+                expected: 16,
+                got: 8,
+                ..
+            }
+        ),
+        || format!("shorter message: {err:?}"),
+    )?;
+    // Truncation found by test() / wait_any too.
+    let mut one = [0u8; 1];
+    let mut reqs = vec![c.irecv(prev, 23, &mut one).map_err(e)?];
+    c.send(next, 23, &[1u8, 2, 3]).map_err(e)?;
+    let err = loop {
+        match c.wait_any(&mut reqs) {
+            Ok(Some(_)) => break None,
+            Ok(None) => break None,
+            Err(err) => break Some(err),
+        }
+    };
+    ensure(
+        matches!(
+            err,
+            Some(CommError::MessageTruncated {
+                expected: 1,
+                got: 3,
+                ..
+            })
+        ),
+        || format!("wait_any: {err:?}"),
+    )?;
+    ensure(reqs[0].is_done(), || "failed request is finished".into())?;
+    Ok(())
+}
+
+/// Argument errors: bad ranks and tags, and (with checks on) collectives
+/// whose sizes disagree between ranks.
+fn bad_arguments(c: &MpiComm) -> TestResult {
+    let (r, p) = (c.rank(), c.size());
+    let err = c.isend(p, 0, &[1u8]).unwrap_err();
+    ensure(err == CommError::InvalidRank { rank: p, size: p }, || {
+        format!("{err:?}")
+    })?;
+    let err = c.isend(0, comm::MAX_USER_TAG + 1, &[1u8]).unwrap_err();
+    ensure(matches!(err, CommError::InvalidTag { .. }), || {
+        format!("{err:?}")
+    })?;
+    let mut b = [0u8];
+    ensure(c.irecv(p + 3, 0, &mut b).is_err(), || {
+        "irecv bad rank".into()
+    })?;
+    let mut out = vec![0.0; 3];
+    ensure(c.alltoall(&[0.0; 2], &mut out, 1).is_err(), || {
+        "alltoall sizes".into()
+    })?;
+    if !c.checks() {
+        return Ok(());
+    }
+    // Every rank expects one byte too many from the rank before it, so
+    // every rank sees a disagreement and none enters the exchange.
+    let send = vec![1u8; p];
+    let mut recv = vec![0u8; p + 1];
+    let counts = vec![1usize; p];
+    let displs: Vec<usize> = (0..p).collect();
+    let mut rc = counts.clone();
+    rc[(r + p - 1) % p] = 2;
+    let err = c
+        .alltoallv_bytes(&send, &counts, &displs, &mut recv, &rc, &displs)
+        .unwrap_err();
+    ensure(matches!(err, CommError::LengthMismatch { .. }), || {
+        format!("alltoallv mismatch: {err:?}")
+    })?;
+    if p > 1 {
+        let mut v = vec![0.0; if r == 0 { 2 } else { 3 }];
+        let err = c.allreduce_f64(&mut v, ReduceOp::Sum).unwrap_err();
+        ensure(matches!(err, CommError::LengthMismatch { .. }), || {
+            format!("allreduce mismatch: {err:?}")
+        })?;
+    }
+    Ok(())
+}
+
+/// cart_create: coordinates, neighbours (MPI_Cart_shift) and use as a
+/// communicator.
+fn cart(c: &MpiComm) -> TestResult {
+    let (r, p) = (c.rank(), c.size());
+    let grid = ProcessGrid::for_shape([12, 10, 8], p, [true, false, true]).map_err(e)?;
+    let cart = c.cart_create(&grid).map_err(e)?;
+    ensure(cart.rank() == r && cart.size() == p, || {
+        format!("cart {cart:?}")
+    })?;
+    for axis in 0..3 {
+        let (mut lo, mut hi) = (0, 0);
+        // SAFETY: a valid Cartesian communicator and out-pointers.
+        let rc =
+            unsafe { mpi::ffi::MPI_Cart_shift(cart.as_raw(), axis as i32, 1, &mut lo, &mut hi) };
+        ensure(rc == 0, || format!("MPI_Cart_shift: {rc}"))?;
+        let conv = |x: i32| (x >= 0).then_some(x as usize);
+        let mut off = [0isize; 3];
+        off[axis] = 1;
+        let up = grid.neighbor(r, off);
+        off[axis] = -1;
+        let down = grid.neighbor(r, off);
+        ensure(conv(hi) == up && conv(lo) == down, || {
+            format!("axis {axis}: MPI ({lo}, {hi}) vs grid ({down:?}, {up:?})")
+        })?;
+    }
+    let rows = grid.sub_comm(&cart, [false, false, true]).map_err(e)?;
+    ensure(rows.size() == grid.dims()[2], || "row size".into())?;
+    let s = cart.allreduce_scalar(1.0, ReduceOp::Sum).map_err(e)?;
+    ensure(s == p as f64, || "cart allreduce".into())?;
+    let wrong = ProcessGrid::new([p + 1, 1, 1], [false; 3]).map_err(e)?;
+    ensure(c.cart_create(&wrong).is_err(), || {
+        "wrong grid size accepted".into()
+    })
+}
+
+fn barrier_and_misc(c: &MpiComm) -> TestResult {
+    c.barrier().map_err(e)?;
+    ensure(c.backend() == "mpi", || c.backend().into())?;
+    ensure(comm::mpi::is_launched_by_mpirun() || c.size() == 1, || {
+        "is_launched_by_mpirun".into()
+    })?;
+    // Zero-length messages.
+    let (r, p) = (c.rank(), c.size());
+    let mut nothing: [u8; 0] = [];
+    let rq = c.irecv((r + p - 1) % p, 30, &mut nothing).map_err(e)?;
+    c.send((r + 1) % p, 30, &[] as &[u8]).map_err(e)?;
+    let mut rq = rq;
+    rq.wait().map_err(e)?;
+    Ok(())
+}
+
+fn abort_mode() -> ! {
+    let res = comm::mpi::run(|c| {
+        let failing = if c.size() > 1 { 1 } else { 0 };
+        if c.rank() == failing {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            return Err(CommError::invalid(format!(
+                "deliberate failure on rank {failing}"
+            )));
+        }
+        let mut b = [0u8];
+        c.recv(failing, 0, &mut b)?;
+        Ok(())
+    });
+    eprintln!("mpi selftest abort mode: run returned {res:?} instead of aborting");
+    std::process::exit(0)
+}
+
+fn main() {
+    if std::env::args().nth(1).as_deref() == Some("abort") {
+        abort_mode();
+    }
+    let universe = comm::mpi::init().unwrap_or_else(|err| {
+        eprintln!("mpi selftest: {err}");
+        std::process::exit(2)
+    });
+    let world = universe.world();
+    let (r, p) = (world.rank(), world.size());
+    if r == 0 {
+        println!(
+            "mpi selftest: {p} rank(s), {universe:?}, checks {}",
+            world.checks()
+        );
+    }
+    let mut exact_bits = 0u64;
+    let tests: Vec<(&str, Box<dyn FnMut(&MpiComm) -> TestResult + '_>)> = vec![
+        ("ring send/recv, out-of-order tags", Box::new(ring)),
+        ("wait_any", Box::new(wait_any)),
+        ("alltoallv varying counts", Box::new(alltoallv)),
+        ("alltoallw 2D transpose", Box::new(alltoallw_transpose)),
+        ("alltoallw 3D strided layouts", Box::new(alltoallw_3d)),
+        ("split", Box::new(split)),
+        ("allreduce", Box::new(allreduce)),
+        ("broadcast", Box::new(broadcast)),
+        ("allgather(_varying)", Box::new(allgather)),
+        (
+            "exact allreduce",
+            Box::new(|c: &MpiComm| exact(c, &mut exact_bits)),
+        ),
+        ("MessageTruncated", Box::new(truncation)),
+        ("bad arguments", Box::new(bad_arguments)),
+        ("cart_create", Box::new(cart)),
+        ("barrier, zero-length messages", Box::new(barrier_and_misc)),
+    ];
+    let (mut passed, mut failed) = (0, 0);
+    for (name, mut t) in tests {
+        let out = match catch_unwind(AssertUnwindSafe(|| t(&world))) {
+            Ok(o) => o,
+            Err(p) => Err(format!(
+                "panicked: {:?}",
+                p.downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or(p.downcast_ref::<&str>().copied())
+            )),
+        };
+        if let Err(msg) = &out {
+            eprintln!("rank {r}: FAIL {name}: {msg}");
+        }
+        let mut bad = [i64::from(out.is_err())];
+        if let Err(err) = world.allreduce_i64(&mut bad, ReduceOp::Sum) {
+            eprintln!("rank {r}: cannot combine results: {err}");
+            comm::mpi::abort(3);
+        }
+        if bad[0] == 0 {
+            passed += 1;
+            if r == 0 {
+                println!("  ok   {name}");
+            }
+        } else {
+            failed += 1;
+            if r == 0 {
+                println!("  FAIL {name} (on {} rank(s))", bad[0]);
+            }
+        }
+    }
+    if r == 0 {
+        println!(
+            "exact sum bits: {exact_bits:#018x} ({})",
+            f64::from_bits(exact_bits)
+        );
+        println!("mpi selftest: {passed} passed, {failed} failed");
+    }
+    if failed > 0 {
+        world.barrier().ok();
+        comm::mpi::abort(1);
+    }
+    drop(world);
+    drop(universe);
+}
