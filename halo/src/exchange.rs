@@ -116,14 +116,17 @@ impl<T: Elem> Exchanger<T> {
         Ok(())
     }
 
-    /// Packs the owned boundary cells of `fields`, sends them, and posts the
-    /// receives. The fields may be read (not changed) while the exchange is
-    /// in flight; their ghost cells are written by [`Pending::finish`], which
-    /// must be given the same fields in the same order.
+    /// Packs the owned boundary cells of `fields`, sends them, posts the
+    /// receives, and fills the ghost cells whose neighbour is this rank
+    /// itself (periodic axes with one rank) by local copies. The fields may
+    /// then be read while the exchange is in flight; the ghost cells that
+    /// come by message are written by [`Pending::finish`], which must be
+    /// given the same fields in the same order. Values are those of the
+    /// owned cells at `post`.
     pub fn post<'a, F: HaloData<T> + ?Sized>(
         &'a mut self,
         comm: &'a dyn Communicator,
-        fields: &[&F],
+        fields: &mut [&mut F],
     ) -> Result<Pending<'a, T>, HaloError> {
         let t0 = Instant::now();
         let layouts: Vec<FieldLayout> = fields.iter().map(|f| f.layout()).collect();
@@ -168,7 +171,7 @@ impl<T: Elem> Exchanger<T> {
         for (nb, buf) in topo.neighbors().iter().zip(send.iter_mut()) {
             let n = nb.send.len();
             let mut p = 0;
-            for f in fields {
+            for f in fields.iter() {
                 for c in 0..f.layout().components {
                     f.pack(c, &nb.send, &mut buf[p..p + n]);
                     p += n;
@@ -186,12 +189,22 @@ impl<T: Elem> Exchanger<T> {
                 stats.values_copied += buf.len() as u64;
             }
         }
+        // Local copies: the self-neighbour in direction `o` receives what this
+        // rank packed for direction `-o`.
+        let nbs = topo.neighbors();
+        for nb in nbs.iter().filter(|nb| nb.rank == me) {
+            let back = nb.offset.map(|x| -x);
+            let j = nbs
+                .iter()
+                .position(|m| m.offset == back)
+                .expect("periodic self-neighbours come in opposite pairs");
+            unpack_into(fields, nb, &send[j]);
+        }
         stats.exchanges += 1;
         stats.post_time += t0.elapsed();
         Ok(Pending {
             comm,
             topo,
-            send,
             layouts,
             recvs: reqs,
             slots,
@@ -208,11 +221,7 @@ impl<T: Elem> Exchanger<T> {
         comm: &dyn Communicator,
         fields: &mut [&mut F],
     ) -> Result<(), HaloError> {
-        let shared: Vec<&F> = fields.iter().map(|f| &**f).collect();
-        // The borrow of `fields` as shared ends before finish takes them mutably,
-        // because post has already packed everything it reads.
-        let pending = self.post(comm, &shared)?;
-        drop(shared);
+        let pending = self.post(comm, fields)?;
         pending.finish(fields)
     }
 }
@@ -222,7 +231,6 @@ impl<T: Elem> Exchanger<T> {
 pub struct Pending<'a, T: Elem> {
     comm: &'a dyn Communicator,
     topo: &'a Topology,
-    send: &'a [Vec<T>],
     layouts: Vec<FieldLayout>,
     recvs: Vec<Request<'a>>,
     slots: Vec<RecvSlot<T>>,
@@ -240,6 +248,23 @@ impl<T: Elem> std::fmt::Debug for Pending<'_, T> {
     }
 }
 
+/// Unpacks one neighbour's buffer (all components of all fields, in order)
+/// into the ghost cells it fills.
+fn unpack_into<T: Elem, F: HaloData<T> + ?Sized>(
+    fields: &mut [&mut F],
+    nb: &crate::Neighbor,
+    buf: &[T],
+) {
+    let n = nb.recv.len();
+    let mut p = 0;
+    for f in fields.iter_mut() {
+        for c in 0..f.layout().components {
+            f.unpack(c, &nb.recv, &buf[p..p + n]);
+            p += n;
+        }
+    }
+}
+
 /// Where the message of one pending receive lands.
 #[derive(Debug)]
 struct RecvSlot<T> {
@@ -251,7 +276,6 @@ struct RecvSlot<T> {
 impl<T: Elem> Pending<'_, T> {
     /// Waits for the messages and unpacks them (each as it arrives) into the
     /// ghost cells of `fields`, which must be the fields given to `post`.
-    /// Periodic self-neighbours are copied from the values packed at `post`.
     pub fn finish<F: HaloData<T> + ?Sized>(
         mut self,
         fields: &mut [&mut F],
@@ -263,33 +287,8 @@ impl<T: Elem> Pending<'_, T> {
                 self.layouts
             )));
         }
-        let me = self.topo.rank();
-        let unpack = |fields: &mut [&mut F], nb: &crate::Neighbor, buf: &[T]| {
-            let n = nb.recv.len();
-            let mut p = 0;
-            for f in fields.iter_mut() {
-                for c in 0..f.layout().components {
-                    f.unpack(c, &nb.recv, &buf[p..p + n]);
-                    p += n;
-                }
-            }
-        };
-        let mut unpack_time = Duration::ZERO;
-        // Local copies first: they need no waiting. The self-neighbour in
-        // direction `o` sent its `-o` region; find that send buffer.
         let nbs = self.topo.neighbors();
-        for nb in nbs.iter().filter(|nb| nb.rank == me) {
-            let t = Instant::now();
-            let back = nb.offset.map(|x| -x);
-            let j = nbs
-                .iter()
-                .position(|m| m.offset == back && m.rank == me)
-                .ok_or_else(|| {
-                    HaloError::Invalid(format!("no local send region for offset {back:?}"))
-                })?;
-            unpack(fields, nb, &self.send[j]);
-            unpack_time += t.elapsed();
-        }
+        let mut unpack_time = Duration::ZERO;
         let mut wait_time = Duration::ZERO;
         loop {
             let t = Instant::now();
@@ -305,7 +304,7 @@ impl<T: Elem> Pending<'_, T> {
             // gone; the buffer is initialised, lives for 'a and nothing else
             // refers to it.
             let buf = unsafe { std::slice::from_raw_parts(slot.ptr.cast_const(), slot.len) };
-            unpack(fields, &nbs[slot.neighbor], buf);
+            unpack_into(fields, &nbs[slot.neighbor], buf);
             unpack_time += t.elapsed();
         }
         let t = Instant::now();

@@ -208,8 +208,19 @@ impl<T: Elem> HaloData<T> for Field<T> {
         let w = region.hi[2] - region.lo[2];
         let mut p = 0;
         for i in region.lo[0]..region.hi[0] {
+            let plane = i * s[0] + region.lo[2];
+            if w == 1 {
+                // Faces normal to the last axis: one value per row; a call
+                // to memcpy per value would dominate.
+                let rows = region.hi[1] - region.lo[1];
+                for (q, j) in (region.lo[1]..region.hi[1]).enumerate() {
+                    out[p + q] = src[plane + j * s[1]];
+                }
+                p += rows;
+                continue;
+            }
             for j in region.lo[1]..region.hi[1] {
-                let o = i * s[0] + j * s[1] + region.lo[2];
+                let o = plane + j * s[1];
                 out[p..p + w].copy_from_slice(&src[o..o + w]);
                 p += w;
             }
@@ -222,8 +233,17 @@ impl<T: Elem> HaloData<T> for Field<T> {
         let w = region.hi[2] - region.lo[2];
         let mut p = 0;
         for i in region.lo[0]..region.hi[0] {
+            let plane = i * s[0] + region.lo[2];
+            if w == 1 {
+                let rows = region.hi[1] - region.lo[1];
+                for (q, j) in (region.lo[1]..region.hi[1]).enumerate() {
+                    dst[plane + j * s[1]] = input[p + q];
+                }
+                p += rows;
+                continue;
+            }
             for j in region.lo[1]..region.hi[1] {
-                let o = i * s[0] + j * s[1] + region.lo[2];
+                let o = plane + j * s[1];
                 dst[o..o + w].copy_from_slice(&input[p..p + w]);
                 p += w;
             }

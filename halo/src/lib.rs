@@ -30,7 +30,7 @@
 //!     u.fill_owned(0, &topo.owned(), |[i, j, k]| (i + 16 * j + 256 * k) as f64);
 //!     let mut ex = Exchanger::new(&topo, 1, 0)?;
 //!     // Overlap: post, work on the interior, finish, then the shell.
-//!     let pending = ex.post(comm, &[&u])?;
+//!     let pending = ex.post(comm, &mut [&mut u])?;
 //!     let interior = topo.interior([2; 3]);
 //!     let _ = (interior, u.get(0, interior.lo)); // ... read u here ...
 //!     pending.finish(&mut [&mut u])?;

@@ -219,24 +219,28 @@ fn fused_fields_travel_in_one_message_per_neighbor() {
 
 #[test]
 fn interior_and_shell_partition_the_owned_box() {
-    let grid = ProcessGrid::new([1, 1, 1], [true; 3]).unwrap();
-    local::run(1, |comm| {
+    // Axes 0 and 2 are split (remote neighbours), axis 1 wraps onto the rank
+    // itself: its ghosts are filled during post, so the interior spans it.
+    let grid = ProcessGrid::new([2, 1, 2], [true; 3]).unwrap();
+    local::run(4, |comm| {
         for (shape, r) in [
-            ([9, 7, 12], [2, 1, 3]),
-            ([4, 4, 4], [2, 2, 2]),
-            ([3, 8, 8], [2, 2, 2]),
+            ([18, 7, 24], [2, 1, 3]),
+            ([8, 8, 8], [2, 2, 2]),
+            ([6, 8, 16], [2, 2, 2]),
         ] {
             let dec = BlockDecomposition::new(shape, grid)?;
             let topo = Topology::new(comm, &dec, HaloSpec::uniform(3, Neighborhood::Faces))?;
-            let owned = topo.layout(1).owned_region();
+            assert_eq!(topo.remote_axes(), [true, false, true]);
+            let l = topo.layout(1);
+            let owned = l.owned_region();
             let inner = topo.interior(r);
             let shell = topo.shell(r);
-            let mut count = vec![0u8; topo.layout(1).padded_len()];
+            let mut count = vec![0u8; l.padded_len()];
             for reg in shell.iter().chain(std::iter::once(&inner)) {
                 for i in reg.lo[0]..reg.hi[0] {
                     for j in reg.lo[1]..reg.hi[1] {
                         for k in reg.lo[2]..reg.hi[2] {
-                            count[topo.layout(1).index(0, [i, j, k])] += 1;
+                            count[l.index(0, [i, j, k])] += 1;
                             assert!(owned.contains([i, j, k]));
                         }
                     }
@@ -247,11 +251,13 @@ fn interior_and_shell_partition_the_owned_box() {
                 owned.len()
             );
             assert!(count.iter().all(|&c| c <= 1));
-            // An interior cell's stencil stays inside the owned box.
-            for d in 0..3 {
-                if !inner.is_empty() {
+            if !inner.is_empty() {
+                // Along remote axes an interior cell's stencil stays inside the
+                // owned box; along the local axis it spans the whole box.
+                for d in [0, 2] {
                     assert!(inner.lo[d] - r[d] >= owned.lo[d] && inner.hi[d] + r[d] <= owned.hi[d]);
                 }
+                assert_eq!((inner.lo[1], inner.hi[1]), (owned.lo[1], owned.hi[1]));
             }
         }
         Ok::<_, HaloError>(())
@@ -268,7 +274,7 @@ fn overlapped_exchange_allows_reading_while_in_flight() {
         let mut u = Field::<f64>::new(topo.layout(1));
         u.fill_owned(0, &topo.owned(), |p| tag(0, p));
         let mut ex = Exchanger::new(&topo, 1, 0)?;
-        let pending = ex.post(comm, &[&u])?;
+        let pending = ex.post(comm, &mut [&mut u])?;
         let inner = topo.interior([1; 3]);
         let sum: f64 = (inner.lo[0]..inner.hi[0])
             .map(|i| u.get(0, [i, 2, 2]))
@@ -353,7 +359,10 @@ fn errors_name_rank_axis_and_sizes() {
         }
         let mut u = Field::<f64>::new(topo.layout(1));
         let mut ex = Exchanger::new(&topo, 1, 0)?;
-        ex.exchange(comm, &mut [&mut u])
+        ex.exchange(comm, &mut [&mut u])?;
+        // Rank 3's neighbours are 2 and 0, so its exchange can succeed; the
+        // barrier needs rank 1.
+        comm.barrier().map_err(HaloError::from)
     })
     .unwrap_err();
     assert_eq!(e.rank, 1);

@@ -225,16 +225,32 @@ impl Topology {
         }
     }
 
+    /// Per axis: true when some neighbour across that axis is another rank,
+    /// so ghost cells across it arrive by message (and only at `finish`).
+    /// Ghosts across the other axes are either copied locally during `post`
+    /// (periodic self-neighbours) or not exchanged (physical boundaries).
+    pub fn remote_axes(&self) -> [bool; 3] {
+        [0, 1, 2].map(|d| {
+            self.neighbors
+                .iter()
+                .any(|nb| nb.offset[d] != 0 && nb.rank != self.rank)
+        })
+    }
+
     /// The owned cells whose stencil of the given radius (per axis) reads no
-    /// ghost cell: they can be updated while the exchange is in flight.
-    /// Empty when the box is thinner than twice the radius.
+    /// ghost cell that is still in flight after `post`: they can be updated
+    /// while the exchange is on the wire. Along axes without a remote
+    /// neighbour the interior spans the whole owned extent. Empty when the
+    /// box is thinner than twice the radius along a remote axis.
     pub fn interior(&self, radius: [usize; 3]) -> Region {
         let g = self.spec.ghost;
         let n = self.owned.shape();
+        let remote = self.remote_axes();
         let mut r = Region::default();
         for d in 0..3 {
-            r.lo[d] = g[d] + radius[d];
-            r.hi[d] = (g[d] + n[d]).saturating_sub(radius[d]).max(r.lo[d]);
+            let rad = if remote[d] { radius[d] } else { 0 };
+            r.lo[d] = g[d] + rad;
+            r.hi[d] = (g[d] + n[d]).saturating_sub(rad).max(r.lo[d]);
         }
         if r.is_empty() {
             // Keep a canonical empty region inside the owned box.

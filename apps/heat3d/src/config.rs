@@ -122,11 +122,11 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            n: PerAxis::All(64),
+            n: PerAxis::All(128),
             length: PerAxis::All(1.0),
             diffusivity: 1.0,
             order: 2,
-            steps: 200,
+            steps: 300,
             dt: None,
             cfl: 0.5,
             integrator: Integrator::Euler,
@@ -293,6 +293,6 @@ mod tests {
         let c = Config::default();
         let limit = c.dt_limit().unwrap();
         // FD-2, Euler: dt <= h^2 / (6 D) in 3D.
-        assert!((limit - (1.0f64 / 64.0).powi(2) / 6.0).abs() < 1e-15);
+        assert!((limit - (1.0f64 / 128.0).powi(2) / 6.0).abs() < 1e-15);
     }
 }

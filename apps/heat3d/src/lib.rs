@@ -265,7 +265,7 @@ impl<'c> Solver<'c> {
         let (layout, owned, interior, shell) = geometry;
         let mut finite = true;
         let t0 = Instant::now();
-        let pending = ex.post(comm, &[&*src])?;
+        let pending = ex.post(comm, &mut [&mut *src])?;
         let t1 = Instant::now();
         t[0] += (t1 - t0).as_secs_f64();
         match mode {

@@ -181,6 +181,26 @@ impl Sweep {
         for i in region.lo[0]..region.hi[0] {
             for j in region.lo[1]..region.hi[1] {
                 let base = i * s[0] + j * s[1] + region.lo[2];
+                if len < 8 {
+                    // Short rows (the shell slabs normal to the last axis):
+                    // plain indexing beats building 4R row slices. Same
+                    // arithmetic in the same order as the long-row path.
+                    for q in base..base + len {
+                        let mut v = c * u[q];
+                        for m in 0..R {
+                            v += w[0][m] * (u[q + (m + 1) * s[0]] + u[q - (m + 1) * s[0]]);
+                        }
+                        for m in 0..R {
+                            v += w[1][m] * (u[q + (m + 1) * s[1]] + u[q - (m + 1) * s[1]]);
+                        }
+                        for m in 0..R {
+                            v += w[2][m] * (u[q + m + 1] + u[q - m - 1]);
+                        }
+                        out[q] = v;
+                    }
+                    finite &= all_finite(&out[base..base + len]);
+                    continue;
+                }
                 let row = &mut out[base..base + len];
                 // Slices for every neighbour row, so the inner loop has no
                 // bounds checks and vectorises.
