@@ -920,6 +920,32 @@ mod tests {
     }
 
     #[test]
+    fn grid_rows_and_columns_are_sub_communicators() {
+        let g = crate::ProcessGrid::new([2, 3, 2], [true; 3]).unwrap();
+        run(12, |c| {
+            let me = g.coords(c.rank());
+            // The row along axis 1: 3 ranks sharing coordinates 0 and 2, ordered by coordinate 1.
+            let row = g.sub_comm(c, [false, true, false])?;
+            assert_eq!((row.size(), row.rank()), (3, me[1]));
+            let mut coords = vec![0u64; 9];
+            row.allgather(&me.map(|x| x as u64), &mut coords)?;
+            for (k, w) in coords.chunks(3).enumerate() {
+                assert_eq!([w[0], w[1], w[2]], [me[0] as u64, k as u64, me[2] as u64]);
+            }
+            // The plane of axes 0 and 2: 4 ranks.
+            let plane = g.sub_comm(c, [true, false, true])?;
+            assert_eq!((plane.size(), plane.rank()), (4, me[0] * 2 + me[2]));
+            let s = plane.allreduce_scalar(c.rank() as f64, ReduceOp::Sum)?;
+            let want: usize = (0..2)
+                .flat_map(|a| (0..2).map(move |b| g.rank_of([a, me[1], b])))
+                .sum();
+            assert_eq!(s, want as f64);
+            Ok::<_, CommError>(())
+        })
+        .unwrap();
+    }
+
+    #[test]
     fn failed_rank_fails_everyone_without_hanging() {
         let t = Instant::now();
         let err = run(4, |c| {
