@@ -150,9 +150,12 @@ fn real_main(cli: &Cli) -> Result<()> {
     if under_mpi() {
         #[cfg(feature = "mpi")]
         {
-            let report =
-                comm::mpi::run(|c| heat3d::run(c, &cfg, !cli.quiet).map(|r| (c.rank(), r)))
-                    .map_err(anyhow::Error::msg)?;
+            let report = comm::mpi::run(|c| {
+                heat3d::run(c, &cfg, !cli.quiet)
+                    .map(|r| (c.rank(), r))
+                    .map_err(|e| format!("{e:#}"))
+            })
+            .map_err(anyhow::Error::msg)?;
             if report.0 == 0 {
                 finish(cli, &report.1)?;
             }
