@@ -29,38 +29,73 @@
 //!
 //! **Errors.** Communicators use `MPI_ERRORS_RETURN`, so MPI errors come
 //! back as [`CommError::Mpi`] (with the library's `MPI_Error_string`)
-//! instead of aborting. A receive whose message is shorter or longer than
-//! the buffer fails with [`CommError::MessageTruncated`], as in the
-//! in-process backend; a longer message only fills the buffer (the rest is
-//! dropped by MPI), and `got` is the length the library reports (Open MPI:
-//! the full message length).
+//! instead of aborting.
 //!
-//! **Collective argument checks.** MPI trusts that every rank passes
-//! matching counts to a collective; a mismatch silently corrupts data or
-//! hangs. With checks on, each collective first exchanges the sizes (one
-//! extra small collective: an alltoall of counts for alltoall(v/w), an
-//! allgather for allgatherv, a broadcast for broadcast, an allreduce for
-//! allreduce) and returns [`CommError::LengthMismatch`] on the rank that
-//! sees the disagreement. Checks are on in debug builds and off in release
-//! builds; `COMM_MPI_CHECKS=1` / `=0` overrides that at [`init`], and
-//! [`MpiComm::set_checks`] per communicator (inherited by `split` and
-//! [`MpiComm::cart_create`]).
+//! **Receives.** A receive from another rank is posted at once with
+//! `MPI_Irecv` straight into the caller's buffer (no copy), so MPI can
+//! match it while this rank is busy elsewhere (inside a blocking send, a
+//! collective, ...) exactly as in C. When it completes, the length MPI
+//! reports (`MPI_Get_elements_x`) must equal the buffer length; a shorter
+//! message, or a longer one (`MPI_ERR_TRUNCATE`), gives
+//! [`CommError::MessageTruncated`] with both lengths, as in the in-process
+//! backend (a shorter message has been written to the start of the buffer).
+//! **Caveat, Open MPI 4.1:** its single-copy (RDMA "get"/"put") path, used
+//! for messages above the eager limit (4 KiB in shared memory), writes a
+//! *longer* message in full, past the end of the receive buffer, before it
+//! reports the truncation. Such a mismatch is a bug in the calling program
+//! (the in-process backend reports it cleanly, so test there first), but
+//! under that library it corrupts memory. The only way around it is to
+//! match a message before giving MPI the buffer (a matched probe), which
+//! would leave the receive invisible to MPI's progress and deadlock common
+//! patterns such as `irecv; send; wait` with large messages, so it is not
+//! done.
 //!
-//! **Large messages.** MPI-3 counts are `int`. Byte counts and
-//! displacements above `i32::MAX` are sent as units of up to 64 KiB (the
-//! largest power of two dividing every count and displacement involved);
-//! reductions and broadcasts are split into chunks. Only sizes that fit
-//! none of these give [`CommError::Invalid`].
+//! **Messages to itself.** Sends from a rank to itself never go through
+//! MPI: they are copied into a mailbox of the communicator (so the send
+//! completes at once) and taken out by the matching receive, in order,
+//! with an exact length check and without touching the buffer on a
+//! mismatch. This sidesteps two more Open MPI 4.1 defects of its `self`
+//! transport: a message longer than the buffer is silently truncated below
+//! about 1 KB and written past the buffer above it.
 //!
-//! **Requests.** [`Communicator::isend_bytes`] and
-//! [`Communicator::irecv_bytes`] hand the caller's buffer to
-//! `MPI_Isend`/`MPI_Irecv` without copying; the [`Request`] waits for the
-//! transfer when dropped, which is what keeps the borrow sound. Do not
-//! `std::mem::forget` an MPI request (or leak it through an `Rc` cycle):
-//! the buffer would be released while MPI may still read or write it.
-//! [`Communicator::wait_any`] polls `MPI_Test` over the pending requests in
-//! turn (the trait's [`Request`] hides the raw handles, so `MPI_Waitany`
-//! cannot be used); each test also drives MPI's progress engine.
+//! **Collective argument checks.** MPI trusts every rank to pass matching
+//! sizes to a collective; when they differ, MPI may hang, corrupt data, or
+//! (Open MPI 4.1) write past a receive buffer. So by default each
+//! collective first checks the sizes: alltoallv / alltoallw / allgatherv
+//! exchange the per-peer sizes (one `MPI_Alltoall` / `MPI_Allgather` of one
+//! `u64` per rank) and then agree on the outcome (one `MPI_Allreduce` of
+//! one integer); broadcast and allreduce agree on the length (and root)
+//! with one `MPI_Allreduce` of two or four integers. On a mismatch *every*
+//! rank returns an error, the one that found it a
+//! [`CommError::LengthMismatch`] naming the values, the others a
+//! [`CommError::Invalid`] naming that rank, and no data moves. This adds
+//! one or two small collectives of latency per call, which matters for
+//! small latency-bound operations; a program that knows its sizes agree
+//! can turn the checks off with `COMM_MPI_CHECKS=0` in the environment
+//! (read by [`init`]) or [`MpiComm::disable_checks`] (inherited by `split`
+//! and [`MpiComm::cart_create`]); mismatched sizes are then undefined
+//! behaviour, as in C. Arguments that are wrong on one rank alone (a
+//! layout that overruns its buffer, a count array of the wrong length) are
+//! part of the agreed outcome in checked mode; without checks that rank
+//! returns early and the others may wait in the collective for ever.
+//!
+//! **Large messages.** MPI-3 counts are `int`. Point-to-point messages of
+//! any length are described by a derived datatype when they exceed
+//! `i32::MAX` bytes. Collective byte counts and displacements above
+//! `i32::MAX` are sent as units of up to 64 KiB (the largest power of two
+//! dividing every count and displacement involved); reductions and
+//! broadcasts are split into chunks. Only sizes that fit none of these
+//! give [`CommError::Invalid`].
+//!
+//! **Requests.** Sends hand the caller's buffer to `MPI_Isend` without
+//! copying, and receives give MPI the caller's buffer directly; the
+//! [`Request`] waits for the transfer when dropped, which is what keeps the
+//! borrow sound. Do not `std::mem::forget` an MPI request (or leak it
+//! through an `Rc` cycle): the buffer would be released while MPI may
+//! still read or write it. [`Communicator::wait_any`] polls the pending
+//! requests in turn (the trait's [`Request`] hides the raw handles, so
+//! `MPI_Waitany` cannot be used, and receives from the rank itself have no
+//! MPI request); each `MPI_Test` also drives MPI's progress engine.
 //!
 //! **Threads.** A communicator may move to another thread (the trait needs
 //! `Send`). With `MPI_THREAD_MULTIPLE` (Open MPI and MPICH provide it) calls
@@ -90,11 +125,14 @@ use crate::grid::ProcessGrid;
 use mpi::environment::Threading;
 use mpi::ffi;
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::os::raw::{c_char, c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
-use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{
+    Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard,
+};
 use std::thread::ThreadId;
 
 // ---------------------------------------------------------------------------
@@ -121,8 +159,10 @@ static FUNNELED: AtomicBool = AtomicBool::new(true);
 static INIT_THREAD: OnceLock<ThreadId> = OnceLock::new();
 /// Largest usable tag: `min(MPI_TAG_UB, MAX_USER_TAG)`.
 static TAG_LIMIT: AtomicU32 = AtomicU32::new(32767);
+/// The self-message mailbox of `MPI_COMM_WORLD`.
+static WORLD_MAILBOX: OnceLock<Arc<Mailbox>> = OnceLock::new();
 /// Default of [`MpiComm::checks`] for new world handles.
-static DEFAULT_CHECKS: AtomicBool = AtomicBool::new(cfg!(debug_assertions));
+static DEFAULT_CHECKS: AtomicBool = AtomicBool::new(true);
 
 thread_local! {
     /// True while this thread holds a [`Guard`], so nested calls (a
@@ -214,6 +254,11 @@ fn byte_type() -> ffi::MPI_Datatype {
     unsafe { ffi::RSMPI_UINT8_T }
 }
 
+fn i64_type() -> ffi::MPI_Datatype {
+    // SAFETY: as in `comm_world`.
+    unsafe { ffi::RSMPI_INT64_T }
+}
+
 fn u64_type() -> ffi::MPI_Datatype {
     // SAFETY: as in `comm_world`.
     unsafe { ffi::RSMPI_UINT64_T }
@@ -261,14 +306,6 @@ fn check(call: &'static str, code: c_int) -> Result<()> {
     } else {
         Err(mpi_error(call, code))
     }
-}
-
-/// The error class of an MPI error code.
-fn error_class(code: c_int) -> c_int {
-    let mut class = code;
-    // SAFETY: plain query with a valid out-pointer.
-    unsafe { ffi::MPI_Error_class(code, &mut class) };
-    class
 }
 
 fn to_int(x: usize, what: &str) -> Result<c_int> {
@@ -367,6 +404,29 @@ impl Dt {
             return Ok(b);
         }
         Dt::contiguous(unit, &b, true)
+    }
+
+    /// A datatype and count describing exactly `n` bytes: `MPI_UINT8_T`
+    /// when `n` fits a C int, else a committed struct of 1 GiB blocks and
+    /// the remainder (the type signature is `n` bytes either way, so it
+    /// matches any other description of `n` bytes).
+    fn exact_bytes(n: usize) -> Result<(Self, c_int)> {
+        if n <= c_int::MAX as usize {
+            return Ok((Dt::predefined(byte_type()), n as c_int));
+        }
+        const BLOCK: usize = 1 << 30;
+        let byte = Dt::predefined(byte_type());
+        let block = Dt::contiguous(BLOCK, &byte, false)?;
+        let blocks = Dt::contiguous(n / BLOCK, &block, false)?;
+        let lens = [1, (n % BLOCK) as c_int];
+        let displs = [0, to_aint(n / BLOCK * BLOCK, "message length")?];
+        let types = [blocks.raw, byte.raw];
+        let mut raw = blocks.raw;
+        // SAFETY: three arrays of two entries each, valid datatypes.
+        let rc = unsafe {
+            ffi::MPI_Type_create_struct(2, lens.as_ptr(), displs.as_ptr(), types.as_ptr(), &mut raw)
+        };
+        Ok((Dt::created("MPI_Type_create_struct", rc, raw, true)?, 1))
     }
 
     /// The committed datatype reading `l` (elements of `elem` bytes) from a
@@ -497,10 +557,8 @@ pub fn init() -> Result<MpiUniverse> {
     let _ = INIT_THREAD.set(std::thread::current().id());
     SERIALIZE.store(threading < Threading::Multiple, Ordering::Relaxed);
     FUNNELED.store(threading < Threading::Serialized, Ordering::Relaxed);
-    match std::env::var("COMM_MPI_CHECKS").as_deref() {
-        Ok("0") | Ok("false") | Ok("off") => DEFAULT_CHECKS.store(false, Ordering::Relaxed),
-        Ok("1") | Ok("true") | Ok("on") => DEFAULT_CHECKS.store(true, Ordering::Relaxed),
-        _ => {}
+    if let Ok("0" | "false" | "off") = std::env::var("COMM_MPI_CHECKS").as_deref() {
+        DEFAULT_CHECKS.store(false, Ordering::Relaxed);
     }
     let u = MpiUniverse {
         universe: Some(universe),
@@ -622,6 +680,12 @@ pub struct MpiComm {
     size: usize,
     owned: bool,
     checks: bool,
+    /// Messages this rank sent to itself (shared by every handle on the
+    /// same MPI communicator: all world handles use one).
+    mailbox: Arc<Mailbox>,
+    /// Not `Sync` whatever the handle type of the MPI library: one
+    /// communicator is used by one thread at a time.
+    _not_sync: PhantomData<Cell<()>>,
 }
 
 // SAFETY: an MPI communicator handle names a process-wide object, not
@@ -652,6 +716,8 @@ impl MpiComm {
             size: 1,
             owned: false,
             checks: DEFAULT_CHECKS.load(Ordering::Relaxed),
+            mailbox: WORLD_MAILBOX.get_or_init(Default::default).clone(),
+            _not_sync: PhantomData,
         };
         if let Ok(g) = enter() {
             // Rank and size of the world cannot fail once MPI is up.
@@ -671,6 +737,8 @@ impl MpiComm {
             size: 1,
             owned: true,
             checks: self.checks,
+            mailbox: Default::default(),
+            _not_sync: PhantomData,
         };
         c.query(g)?;
         // SAFETY: `raw` is a valid communicator; the handler is predefined.
@@ -700,16 +768,29 @@ impl MpiComm {
     }
 
     /// Whether collectives on this communicator check that every rank
-    /// passed matching sizes (see the [module documentation](self)).
+    /// passed matching sizes (on unless `COMM_MPI_CHECKS=0`; see the
+    /// [module documentation](self)).
     pub fn checks(&self) -> bool {
         self.checks
     }
 
-    /// Turns the collective argument checks on or off for this
-    /// communicator (and those later split from it). Every rank must
-    /// choose the same setting.
-    pub fn set_checks(&mut self, on: bool) {
-        self.checks = on;
+    /// Turns the collective size checks back on for this communicator (and
+    /// those later split from it). Every rank must do the same.
+    pub fn enable_checks(&mut self) {
+        self.checks = true;
+    }
+
+    /// Turns the collective size checks off for this communicator (and
+    /// those later split from it), saving one or two small collectives per
+    /// call. Every rank must do the same.
+    ///
+    /// # Safety
+    /// Every later collective on this communicator must receive matching
+    /// sizes on every rank (counts, layouts, lengths, root): MPI does not
+    /// check them, and the MPI library may write past a buffer when they
+    /// differ.
+    pub unsafe fn disable_checks(&mut self) {
+        self.checks = false;
     }
 
     /// Collective: a Cartesian communicator over `grid` (`MPI_Cart_create`
@@ -766,9 +847,13 @@ impl MpiComm {
     }
 
     /// Checked mode: the alltoall of `mine[r]` (what this rank sends to
-    /// `r`); returns what each rank sends to this one.
-    fn exchange_counts(&self, mine: &[usize], _g: &Guard) -> Result<Vec<usize>> {
-        let send: Vec<u64> = mine.iter().map(|&c| c as u64).collect();
+    /// `r`, or `None` when this rank's own arguments are invalid); returns
+    /// what each rank sends to this one (`None` from invalid ranks).
+    fn exchange_counts(&self, mine: Option<&[usize]>, _g: &Guard) -> Result<Vec<Option<usize>>> {
+        let send: Vec<u64> = match mine {
+            Some(m) => m.iter().map(|&c| c as u64).collect(),
+            None => vec![u64::MAX; self.size],
+        };
         let mut recv = vec![0u64; self.size];
         // SAFETY: both buffers hold `size` u64 values, one per rank.
         let rc = unsafe {
@@ -783,7 +868,56 @@ impl MpiComm {
             )
         };
         check("MPI_Alltoall", rc)?;
-        Ok(recv.into_iter().map(|c| c as usize).collect())
+        Ok(recv
+            .into_iter()
+            .map(|c| (c != u64::MAX).then_some(c as usize))
+            .collect())
+    }
+
+    /// Checked mode: makes every rank return an error when any rank found
+    /// one (one `MPI_Allreduce`); a rank without an error of its own gets
+    /// one naming the lowest rank that has.
+    fn agree(&self, what: &str, local: Result<()>, g: &Guard) -> Result<()> {
+        let mut v = [if local.is_ok() {
+            i64::MAX
+        } else {
+            self.rank as i64
+        }];
+        self.allreduce_raw(&mut v, i64_type(), ReduceOp::Min, g)?;
+        match local {
+            Err(e) => Err(e),
+            Ok(()) if v[0] == i64::MAX => Ok(()),
+            Ok(()) => Err(CommError::invalid(format!(
+                "{what}: rank {} passed sizes that do not match its peers' (its own error says how); \
+                 nothing was exchanged",
+                v[0]
+            ))),
+        }
+    }
+
+    /// Checked mode: every rank passed the same `values` (one
+    /// `MPI_Allreduce`); the error names the spread.
+    fn agree_values(&self, what: &str, names: &[&str], values: &[usize], g: &Guard) -> Result<()> {
+        let mut v: Vec<i64> = values
+            .iter()
+            .flat_map(|&x| [x as i64, -(x as i64)])
+            .collect();
+        self.allreduce_raw(&mut v, i64_type(), ReduceOp::Max, g)?;
+        for (i, (name, &x)) in names.iter().zip(values).enumerate() {
+            let (max, min) = (v[2 * i] as usize, (-v[2 * i + 1]) as usize);
+            if min != max {
+                return Err(CommError::length(
+                    format!(
+                        "{what}: {name} on rank {} (the ranks pass values from {min} to {max}; \
+                         nothing was exchanged)",
+                        self.rank
+                    ),
+                    if x != min { min } else { max },
+                    x,
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn allreduce_raw<T: crate::Elem>(
@@ -820,26 +954,6 @@ impl MpiComm {
         }
         Ok(())
     }
-
-    /// Checked mode: every rank passed `len` elements to a reduction.
-    fn check_reduce_len(&self, len: usize, g: &Guard) -> Result<()> {
-        let mut v = [len as i64, -(len as i64)];
-        // SAFETY: predefined datatype handle from the rsmpi shim.
-        let dt = unsafe { ffi::RSMPI_INT64_T };
-        self.allreduce_raw(&mut v, dt, ReduceOp::Max, g)?;
-        let (max, min) = (v[0] as usize, (-v[1]) as usize);
-        if min != len || max != len {
-            return Err(CommError::length(
-                format!(
-                    "allreduce length on rank {} (other ranks pass {min}..={max})",
-                    self.rank
-                ),
-                if min != len { min } else { max },
-                len,
-            ));
-        }
-        Ok(())
-    }
 }
 
 impl Drop for MpiComm {
@@ -856,42 +970,120 @@ impl Drop for MpiComm {
     }
 }
 
-/// A send or receive started by `MPI_Isend` / `MPI_Irecv`.
+/// Messages a rank sent to itself on one communicator: `(tag, bytes)` in
+/// send order.
+#[derive(Default)]
+struct Mailbox {
+    queue: Mutex<VecDeque<(u32, Vec<u8>)>>,
+    arrived: Condvar,
+}
+
+impl Mailbox {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<(u32, Vec<u8>)>> {
+        // Never held across user code: a poisoned lock still guards
+        // consistent data.
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn post(&self, tag: u32, data: &[u8]) {
+        self.lock().push_back((tag, data.to_vec()));
+        self.arrived.notify_all();
+    }
+
+    /// Removes the oldest message with `tag`, blocking for it if `block`.
+    fn take(&self, tag: u32, block: bool) -> Option<Vec<u8>> {
+        let mut q = self.lock();
+        loop {
+            if let Some(i) = q.iter().position(|m| m.0 == tag) {
+                return q.remove(i).map(|m| m.1);
+            }
+            if !block {
+                return None;
+            }
+            q = self.arrived.wait(q).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// What a request is waiting for.
+enum Pending {
+    /// An MPI request: a send, or a receive from another rank (source,
+    /// tag, buffer length).
+    Mpi {
+        raw: ffi::MPI_Request,
+        recv: Option<(usize, u32, usize)>,
+    },
+    /// A receive from the rank itself, served by the mailbox.
+    FromSelf {
+        mailbox: Arc<Mailbox>,
+        src: usize,
+        tag: u32,
+        buf: *mut u8,
+        len: usize,
+    },
+    /// Complete (successfully or not).
+    Done,
+}
+
+/// A send or receive in flight.
 struct MpiRequest<'a> {
-    raw: ffi::MPI_Request,
-    /// For receives: source, tag and buffer length, to check the count.
-    recv: Option<(usize, u32, usize)>,
+    pending: Pending,
     /// The buffer MPI reads or writes stays borrowed while this lives.
     _buf: PhantomData<&'a mut [u8]>,
 }
 
-// SAFETY: as for `MpiComm`: the request handle names a process-wide object
-// and every call goes through `enter()`; the request is used by one thread
-// at a time (`&mut self`).
+// SAFETY: as for `MpiComm`: MPI handles name process-wide objects and every
+// MPI call goes through `enter()`; the mailbox is shared through a mutex;
+// the buffer pointer comes from the (exclusive, for receives) borrow of
+// `'a` that this request represents, and the request is used by one
+// thread at a time (`&mut self`).
 unsafe impl Send for MpiRequest<'_> {}
 
 impl MpiRequest<'_> {
     fn done(&self) -> bool {
-        self.raw == request_null()
+        matches!(self.pending, Pending::Done)
+    }
+
+    /// Delivers a message from the mailbox (exact length or an error; the
+    /// buffer is untouched on a mismatch).
+    fn deliver(&mut self, msg: Vec<u8>) -> Result<()> {
+        let Pending::FromSelf {
+            src, tag, buf, len, ..
+        } = std::mem::replace(&mut self.pending, Pending::Done)
+        else {
+            unreachable!("deliver is only called for receives from self")
+        };
+        if msg.len() != len {
+            return Err(CommError::MessageTruncated {
+                src,
+                tag,
+                expected: len,
+                got: msg.len(),
+            });
+        }
+        // SAFETY: `buf` is the start of the `len`-byte buffer exclusively
+        // borrowed for `'a`, which this request still represents.
+        unsafe { std::ptr::copy_nonoverlapping(msg.as_ptr(), buf, len) };
+        Ok(())
     }
 
     /// Interprets the outcome of a completed MPI_Test / MPI_Wait.
     fn finish(&mut self, call: &'static str, rc: c_int, status: &ffi::MPI_Status) -> Result<()> {
-        // A request that completed, or failed, is finished either way.
-        self.raw = request_null();
-        let Some((src, tag, expected)) = self.recv else {
+        let Pending::Mpi { recv, .. } = std::mem::replace(&mut self.pending, Pending::Done) else {
+            unreachable!("finish is only called for MPI requests")
+        };
+        let Some((src, tag, expected)) = recv else {
             return check(call, rc);
         };
-        let mut got: ffi::MPI_Count = 0;
+        let mut count: ffi::MPI_Count = 0;
         // SAFETY: a status filled by the completing call; byte datatype.
-        let grc = unsafe { ffi::MPI_Get_elements_x(status, byte_type(), &mut got) };
-        let got = if grc == SUCCESS && got >= 0 {
-            Some(got as usize)
-        } else {
-            None
-        };
+        let grc = unsafe { ffi::MPI_Get_elements_x(status, byte_type(), &mut count) };
+        let got = (grc == SUCCESS && count >= 0).then_some(count as usize);
         if rc != SUCCESS {
-            if error_class(rc) == ffi::MPI_ERR_TRUNCATE as c_int {
+            let mut class = rc;
+            // SAFETY: plain query with a valid out-pointer.
+            unsafe { ffi::MPI_Error_class(rc, &mut class) };
+            if class == ffi::MPI_ERR_TRUNCATE as c_int {
                 // Open MPI reports the full length; a library that reports
                 // only the bytes delivered gets `expected + 1` ("longer").
                 let got = got.filter(|&g| g > expected).unwrap_or(expected + 1);
@@ -921,29 +1113,43 @@ impl MpiRequest<'_> {
 
 impl RequestImpl for MpiRequest<'_> {
     fn test(&mut self) -> Result<bool> {
-        if self.done() {
-            return Ok(true);
+        match &mut self.pending {
+            Pending::Done => Ok(true),
+            Pending::FromSelf { mailbox, tag, .. } => match mailbox.take(*tag, false) {
+                Some(msg) => self.deliver(msg).map(|()| true),
+                None => Ok(false),
+            },
+            Pending::Mpi { raw, .. } => {
+                let _g = enter()?;
+                let mut flag: c_int = 0;
+                let mut status = new_status();
+                // SAFETY: a live request handle owned by `self`; valid out-pointers.
+                let rc = unsafe { ffi::MPI_Test(raw, &mut flag, &mut status) };
+                if rc == SUCCESS && flag == 0 {
+                    return Ok(false);
+                }
+                self.finish("MPI_Test", rc, &status).map(|()| true)
+            }
         }
-        let _g = enter()?;
-        let mut flag: c_int = 0;
-        let mut status = new_status();
-        // SAFETY: a live request handle owned by `self`; valid out-pointers.
-        let rc = unsafe { ffi::MPI_Test(&mut self.raw, &mut flag, &mut status) };
-        if rc == SUCCESS && flag == 0 {
-            return Ok(false);
-        }
-        self.finish("MPI_Test", rc, &status).map(|_| true)
     }
 
     fn wait(&mut self) -> Result<()> {
-        if self.done() {
-            return Ok(());
+        match &mut self.pending {
+            Pending::Done => Ok(()),
+            Pending::FromSelf { mailbox, tag, .. } => {
+                let msg = mailbox
+                    .take(*tag, true)
+                    .expect("a blocking take returns a message");
+                self.deliver(msg)
+            }
+            Pending::Mpi { raw, .. } => {
+                let _g = enter()?;
+                let mut status = new_status();
+                // SAFETY: a live request handle owned by `self`; valid out-pointer.
+                let rc = unsafe { ffi::MPI_Wait(raw, &mut status) };
+                self.finish("MPI_Wait", rc, &status)
+            }
         }
-        let _g = enter()?;
-        let mut status = new_status();
-        // SAFETY: a live request handle owned by `self`; valid out-pointer.
-        let rc = unsafe { ffi::MPI_Wait(&mut self.raw, &mut status) };
-        self.finish("MPI_Wait", rc, &status)
     }
 }
 
@@ -951,12 +1157,15 @@ impl Drop for MpiRequest<'_> {
     fn drop(&mut self) {
         // `Request` waits before dropping us, so this only runs when that
         // wait could not reach MPI. After finalisation nothing moves any
-        // more; a request stranded on a thread MPI may not be called from
-        // would leave MPI writing to a released buffer, so stop instead.
-        if !self.done() {
+        // more (and a receive from self holds no MPI state); but a transfer
+        // stranded on a thread MPI may not be called from would leave MPI
+        // using a released buffer, so stop instead.
+        if let Pending::Mpi { .. } = self.pending {
             let _ = self.wait();
             if !self.done() && STATE.load(Ordering::Acquire) == STATE_LIVE {
-                eprintln!("comm::mpi: an MPI request could not be completed before its buffer was released; aborting");
+                eprintln!(
+                    "comm::mpi: an MPI transfer could not be completed before its buffer was released; aborting"
+                );
                 std::process::abort();
             }
         }
@@ -999,20 +1208,25 @@ impl Communicator for MpiComm {
             .map(|c| Box::new(c) as Box<dyn Communicator>))
     }
 
+    /// A send to this rank itself is copied into the communicator's mailbox
+    /// and complete at once; others start `MPI_Isend` on `data`.
     fn isend_bytes<'a>(&'a self, dest: usize, tag: u32, data: &'a [u8]) -> Result<Request<'a>> {
         validate_peer(dest, self.size)?;
         self.check_tag(tag)?;
-        let unit = byte_unit(&[data.len()], "isend")?;
+        if dest == self.rank {
+            self.mailbox.post(tag, data);
+            return Ok(Request::completed());
+        }
         let _g = enter()?;
-        let dt = Dt::bytes(unit)?;
+        let (dt, n) = Dt::exact_bytes(data.len())?;
         let mut raw = request_null();
-        // SAFETY: `data` holds `len / unit` elements of `dt` and stays
+        // SAFETY: `n` elements of `dt` are exactly `data`, which stays
         // borrowed (unmoved, unfreed) until the returned request completes:
         // `Request` waits on drop. `dt` may be freed once the send started.
         let rc = unsafe {
             ffi::MPI_Isend(
                 data.as_ptr().cast::<c_void>(),
-                (data.len() / unit) as c_int,
+                n,
                 dt.raw,
                 dest as c_int,
                 tag as c_int,
@@ -1022,26 +1236,38 @@ impl Communicator for MpiComm {
         };
         check("MPI_Isend", rc)?;
         Ok(Request::new(Box::new(MpiRequest {
-            raw,
-            recv: None,
+            pending: Pending::Mpi { raw, recv: None },
             _buf: PhantomData,
         })))
     }
 
+    /// A receive from another rank starts `MPI_Irecv` into `buf`; one from
+    /// this rank itself waits for its mailbox.
     fn irecv_bytes<'a>(&'a self, src: usize, tag: u32, buf: &'a mut [u8]) -> Result<Request<'a>> {
         validate_peer(src, self.size)?;
         self.check_tag(tag)?;
-        let unit = byte_unit(&[buf.len()], "irecv")?;
+        if src == self.rank {
+            return Ok(Request::new(Box::new(MpiRequest {
+                pending: Pending::FromSelf {
+                    mailbox: self.mailbox.clone(),
+                    src,
+                    tag,
+                    buf: buf.as_mut_ptr(),
+                    len: buf.len(),
+                },
+                _buf: PhantomData,
+            })));
+        }
         let _g = enter()?;
-        let dt = Dt::bytes(unit)?;
+        let (dt, n) = Dt::exact_bytes(buf.len())?;
         let mut raw = request_null();
-        // SAFETY: `buf` holds `len / unit` elements of `dt`; it stays
+        // SAFETY: `n` elements of `dt` are exactly `buf`, which stays
         // mutably borrowed until the returned request completes (`Request`
         // waits on drop), so nothing else touches it meanwhile.
         let rc = unsafe {
             ffi::MPI_Irecv(
                 buf.as_mut_ptr().cast::<c_void>(),
-                (buf.len() / unit) as c_int,
+                n,
                 dt.raw,
                 src as c_int,
                 tag as c_int,
@@ -1051,8 +1277,10 @@ impl Communicator for MpiComm {
         };
         check("MPI_Irecv", rc)?;
         Ok(Request::new(Box::new(MpiRequest {
-            raw,
-            recv: Some((src, tag, buf.len())),
+            pending: Pending::Mpi {
+                raw,
+                recv: Some((src, tag, buf.len())),
+            },
             _buf: PhantomData,
         })))
     }
@@ -1090,40 +1318,46 @@ impl Communicator for MpiComm {
         recv_counts: &[usize],
         recv_displs: &[usize],
     ) -> Result<()> {
-        let p = self.size;
-        validate_v("alltoallv send", send.len(), send_counts, send_displs, p)?;
-        validate_v("alltoallv receive", recv.len(), recv_counts, recv_displs, p)?;
-        let me = self.rank;
-        if send_counts[me] != recv_counts[me] {
-            return Err(CommError::length(
-                format!("alltoallv block kept by rank {me}"),
-                recv_counts[me],
-                send_counts[me],
-            ));
-        }
-        let su = byte_unit(&[send_counts, send_displs].concat(), "alltoallv send")?;
-        let ru = byte_unit(&[recv_counts, recv_displs].concat(), "alltoallv receive")?;
-        let div = |v: &[usize], u: usize| v.iter().map(|&x| (x / u) as c_int).collect::<Vec<_>>();
-        let (sc, sd, rc_, rd) = (
-            div(send_counts, su),
-            div(send_displs, su),
-            div(recv_counts, ru),
-            div(recv_displs, ru),
-        );
-        let g = enter()?;
-        if self.checks {
-            let got = self.exchange_counts(send_counts, &g)?;
-            if let Some(r) = (0..p).find(|&r| got[r] != recv_counts[r]) {
+        let (p, me) = (self.size, self.rank);
+        let local = (|| {
+            validate_v("alltoallv send", send.len(), send_counts, send_displs, p)?;
+            validate_v("alltoallv receive", recv.len(), recv_counts, recv_displs, p)?;
+            if send_counts[me] != recv_counts[me] {
                 return Err(CommError::length(
-                    format!(
-                        "alltoallv: rank {r} sends {} bytes but recv_counts[{r}] on rank {me} is",
-                        got[r]
-                    ),
-                    got[r],
-                    recv_counts[r],
+                    format!("alltoallv block kept by rank {me}"),
+                    recv_counts[me],
+                    send_counts[me],
                 ));
             }
-        }
+            let su = byte_unit(&[send_counts, send_displs].concat(), "alltoallv send")?;
+            let ru = byte_unit(&[recv_counts, recv_displs].concat(), "alltoallv receive")?;
+            Ok((su, ru))
+        })();
+        let g = enter()?;
+        let (su, ru) = if self.checks {
+            let got = self.exchange_counts(local.is_ok().then_some(send_counts), &g)?;
+            let local = local.and_then(|units| {
+                match (0..p).find(|&r| got[r].is_some_and(|c| c != recv_counts[r])) {
+                    Some(r) => Err(CommError::length(
+                        format!(
+                            "alltoallv: recv_counts[{r}] on rank {me} (rank {r} sends {} bytes)",
+                            got[r].unwrap_or(0)
+                        ),
+                        got[r].unwrap_or(0),
+                        recv_counts[r],
+                    )),
+                    None => Ok(units),
+                }
+            });
+            let units = local.as_ref().map_or((1, 1), |&u| u);
+            self.agree("alltoallv", local.map(|_| ()), &g)?;
+            units
+        } else {
+            local?
+        };
+        let div = |v: &[usize], u: usize| v.iter().map(|&x| (x / u) as c_int).collect::<Vec<_>>();
+        let (sc, sd) = (div(send_counts, su), div(send_displs, su));
+        let (rc_, rd) = (div(recv_counts, ru), div(recv_displs, ru));
         let (st, rt) = (Dt::bytes(su)?, Dt::bytes(ru)?);
         // SAFETY: validate_v checked every block against its buffer, and
         // the counts and displacements are exact multiples of the units.
@@ -1151,48 +1385,63 @@ impl Communicator for MpiComm {
         recv_layouts: &[Strided],
         elem_size: usize,
     ) -> Result<()> {
-        let p = self.size;
-        if send_layouts.len() != p || recv_layouts.len() != p {
-            return Err(CommError::length(
-                "alltoallw layouts (one per rank)",
-                p,
-                send_layouts.len().min(recv_layouts.len()),
-            ));
-        }
-        // MPI reads and writes through the layouts: they must fit.
-        if elem_size > 0 {
-            for (r, l) in send_layouts.iter().enumerate() {
-                l.check_fits(
-                    send.len() / elem_size,
-                    &format!("alltoallw send layout for rank {r}"),
-                )?;
-            }
-            for (r, l) in recv_layouts.iter().enumerate() {
-                l.check_fits(
-                    recv.len() / elem_size,
-                    &format!("alltoallw receive layout for rank {r}"),
-                )?;
-            }
-        }
-        let me = self.rank;
-        if recv_layouts[me].len() != send_layouts[me].len() {
-            return Err(CommError::length(
-                format!("alltoallw block kept by rank {me} (elements)"),
-                recv_layouts[me].len(),
-                send_layouts[me].len(),
-            ));
-        }
-        let g = enter()?;
-        if self.checks {
-            let mine: Vec<usize> = send_layouts.iter().map(Strided::len).collect();
-            let got = self.exchange_counts(&mine, &g)?;
-            if let Some(r) = (0..p).find(|&r| got[r] != recv_layouts[r].len()) {
+        let (p, me) = (self.size, self.rank);
+        let local = (|| {
+            if send_layouts.len() != p || recv_layouts.len() != p {
                 return Err(CommError::length(
-                    format!("alltoallw: rank {r} sends {} elements but the receive layout for it on rank {me} holds", got[r]),
-                    got[r],
-                    recv_layouts[r].len(),
+                    "alltoallw layouts (one per rank)",
+                    p,
+                    send_layouts.len().min(recv_layouts.len()),
                 ));
             }
+            // MPI reads and writes through the layouts: they must fit.
+            // (With an element size of 0 nothing is read or written.)
+            if let (Some(ns), Some(nr)) = (
+                send.len().checked_div(elem_size),
+                recv.len().checked_div(elem_size),
+            ) {
+                for (r, l) in send_layouts.iter().enumerate() {
+                    let what = format!("alltoallw send layout for rank {r}");
+                    l.check_fits(ns, &what)?;
+                }
+                for (r, l) in recv_layouts.iter().enumerate() {
+                    let what = format!("alltoallw receive layout for rank {r}");
+                    l.check_fits(nr, &what)?;
+                }
+            }
+            if recv_layouts[me].len() != send_layouts[me].len() {
+                return Err(CommError::length(
+                    format!("alltoallw block kept by rank {me} (elements)"),
+                    recv_layouts[me].len(),
+                    send_layouts[me].len(),
+                ));
+            }
+            Ok(())
+        })();
+        let g = enter()?;
+        if self.checks {
+            // Element counts as sent: an element size of 0 sends nothing.
+            let elems = |l: &Strided| if elem_size == 0 { 0 } else { l.len() };
+            let mine: Option<Vec<usize>> = local
+                .is_ok()
+                .then(|| send_layouts.iter().map(elems).collect());
+            let got = self.exchange_counts(mine.as_deref(), &g)?;
+            let local = local.and_then(|()| {
+                match (0..p).find(|&r| got[r].is_some_and(|c| c != elems(&recv_layouts[r]))) {
+                    Some(r) => Err(CommError::length(
+                        format!(
+                            "alltoallw: elements in the receive layout for rank {r} on rank {me} (rank {r} sends {})",
+                            got[r].unwrap_or(0)
+                        ),
+                        got[r].unwrap_or(0),
+                        elems(&recv_layouts[r]),
+                    )),
+                    None => Ok(()),
+                }
+            });
+            self.agree("alltoallw", local, &g)?;
+        } else {
+            local?;
         }
         let (_skeep, scounts, stypes) = layout_types(send_layouts, elem_size)?;
         let (_rkeep, rcounts, rtypes) = layout_types(recv_layouts, elem_size)?;
@@ -1222,23 +1471,27 @@ impl Communicator for MpiComm {
         counts: &[usize],
         displs: &[usize],
     ) -> Result<()> {
-        let p = self.size;
-        validate_v("allgatherv receive", recv.len(), counts, displs, p)?;
-        let me = self.rank;
-        if counts[me] != send.len() {
-            return Err(CommError::length(
-                format!("allgatherv count for rank {me}"),
-                counts[me],
-                send.len(),
-            ));
-        }
-        let su = byte_unit(&[send.len()], "allgatherv send")?;
-        let ru = byte_unit(&[counts, displs].concat(), "allgatherv receive")?;
-        let rcounts: Vec<c_int> = counts.iter().map(|&c| (c / ru) as c_int).collect();
-        let rdispls: Vec<c_int> = displs.iter().map(|&d| (d / ru) as c_int).collect();
-        let _g = enter()?;
-        if self.checks {
-            let mine = [send.len() as u64];
+        let (p, me) = (self.size, self.rank);
+        let local = (|| {
+            validate_v("allgatherv receive", recv.len(), counts, displs, p)?;
+            if counts[me] != send.len() {
+                return Err(CommError::length(
+                    format!("allgatherv count for rank {me}"),
+                    counts[me],
+                    send.len(),
+                ));
+            }
+            let su = byte_unit(&[send.len()], "allgatherv send")?;
+            let ru = byte_unit(&[counts, displs].concat(), "allgatherv receive")?;
+            Ok((su, ru))
+        })();
+        let g = enter()?;
+        let (su, ru) = if self.checks {
+            let mine = [if local.is_ok() {
+                send.len() as u64
+            } else {
+                u64::MAX
+            }];
             let mut all = vec![0u64; p];
             // SAFETY: one u64 from each rank into `p` slots.
             let rc = unsafe {
@@ -1253,17 +1506,27 @@ impl Communicator for MpiComm {
                 )
             };
             check("MPI_Allgather", rc)?;
-            if let Some(r) = (0..p).find(|&r| all[r] as usize != counts[r]) {
-                return Err(CommError::length(
-                    format!(
-                        "allgatherv: rank {r} sends {} bytes but counts[{r}] on rank {me} is",
-                        all[r]
-                    ),
-                    all[r] as usize,
-                    counts[r],
-                ));
-            }
-        }
+            let local = local.and_then(|units| {
+                match (0..p).find(|&r| all[r] != u64::MAX && all[r] as usize != counts[r]) {
+                    Some(r) => Err(CommError::length(
+                        format!(
+                            "allgatherv: counts[{r}] on rank {me} (rank {r} sends {} bytes)",
+                            all[r]
+                        ),
+                        all[r] as usize,
+                        counts[r],
+                    )),
+                    None => Ok(units),
+                }
+            });
+            let units = local.as_ref().map_or((1, 1), |&u| u);
+            self.agree("allgatherv", local.map(|_| ()), &g)?;
+            units
+        } else {
+            local?
+        };
+        let rcounts: Vec<c_int> = counts.iter().map(|&c| (c / ru) as c_int).collect();
+        let rdispls: Vec<c_int> = displs.iter().map(|&d| (d / ru) as c_int).collect();
         let (st, rt) = (Dt::bytes(su)?, Dt::bytes(ru)?);
         // SAFETY: validate_v checked every block against `recv`; `send`
         // holds the count given; counts are exact multiples of the units.
@@ -1283,32 +1546,16 @@ impl Communicator for MpiComm {
     }
 
     fn broadcast_bytes(&self, buf: &mut [u8], root: usize) -> Result<()> {
-        validate_peer(root, self.size)?;
-        let _g = enter()?;
+        let g = enter()?;
         if self.checks {
-            let mut len = [buf.len() as u64];
-            // SAFETY: one u64 on every rank.
-            let rc = unsafe {
-                ffi::MPI_Bcast(
-                    len.as_mut_ptr().cast::<c_void>(),
-                    1,
-                    u64_type(),
-                    root as c_int,
-                    self.raw,
-                )
-            };
-            check("MPI_Bcast", rc)?;
-            if len[0] as usize != buf.len() {
-                return Err(CommError::length(
-                    format!(
-                        "broadcast buffer on rank {} (root {root} broadcasts {} bytes)",
-                        self.rank, len[0]
-                    ),
-                    len[0] as usize,
-                    buf.len(),
-                ));
-            }
+            self.agree_values(
+                "broadcast",
+                &["buffer length", "root"],
+                &[buf.len(), root],
+                &g,
+            )?;
         }
+        validate_peer(root, self.size)?;
         for chunk in buf.chunks_mut(BCAST_CHUNK) {
             // SAFETY: `chunk` holds the count given (< 2^31 bytes).
             let rc = unsafe {
@@ -1328,7 +1575,7 @@ impl Communicator for MpiComm {
     fn allreduce_f64(&self, data: &mut [f64], op: ReduceOp) -> Result<()> {
         let g = enter()?;
         if self.checks {
-            self.check_reduce_len(data.len(), &g)?;
+            self.agree_values("allreduce", &["length"], &[data.len()], &g)?;
         }
         // SAFETY: predefined datatype handle from the rsmpi shim.
         let dt = unsafe { ffi::RSMPI_DOUBLE };
@@ -1338,7 +1585,7 @@ impl Communicator for MpiComm {
     fn allreduce_i64(&self, data: &mut [i64], op: ReduceOp) -> Result<()> {
         let g = enter()?;
         if self.checks {
-            self.check_reduce_len(data.len(), &g)?;
+            self.agree_values("allreduce", &["length"], &[data.len()], &g)?;
         }
         // SAFETY: predefined datatype handle from the rsmpi shim.
         let dt = unsafe { ffi::RSMPI_INT64_T };
@@ -1372,7 +1619,7 @@ mod tests {
     fn byte_units_for_large_sizes() {
         assert_eq!(byte_unit(&[0, 5, c_int::MAX as usize], "t").unwrap(), 1);
         assert_eq!(byte_unit(&[], "t").unwrap(), 1);
-        assert_eq!(byte_unit(&[0, 3 << 31], "t").unwrap(), 2);
+        assert_eq!(byte_unit(&[0, (1 << 31) + 2], "t").unwrap(), 2);
         assert_eq!(byte_unit(&[1 << 40, 1 << 20], "t").unwrap(), 1 << 16);
         assert!(byte_unit(&[(1 << 31) + 1], "t").is_err());
         assert!(byte_unit(&[1 << 48, 8], "t").is_err());
