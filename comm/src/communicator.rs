@@ -496,9 +496,9 @@ pub trait CommExt: Communicator {
                 recv.len(),
             ));
         }
-        let es = std::mem::size_of::<T>();
-        let counts = vec![n * es; p];
-        let displs: Vec<usize> = (0..p).map(|r| r * n * es).collect();
+        let bytes = std::mem::size_of_val(send);
+        let counts = vec![bytes; p];
+        let displs: Vec<usize> = (0..p).map(|r| r * bytes).collect();
         self.allgatherv_bytes(as_bytes(send), as_bytes_mut(recv), &counts, &displs)
     }
     /// Gathers variable-sized blocks (element counts and displacements).

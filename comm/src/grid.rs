@@ -73,7 +73,7 @@ pub struct ProcessGrid {
 impl ProcessGrid {
     /// A grid with explicit dimensions.
     pub fn new(dims: [usize; 3], periodic: [bool; 3]) -> Result<Self> {
-        if dims.iter().any(|&d| d == 0) {
+        if dims.contains(&0) {
             return Err(CommError::invalid(format!(
                 "process grid {dims:?} has a zero dimension; every dimension must be at least 1"
             )));

@@ -101,6 +101,9 @@ pub trait HaloData<T: Elem> {
     fn pack(&self, comp: usize, region: &Region, out: &mut [T]);
     /// Copies `input` into `region` of component `comp`.
     fn unpack(&mut self, comp: usize, region: &Region, input: &[T]);
+    /// Copies the values of region `src` into region `dst` (same shape,
+    /// disjoint) of component `comp`: the periodic self-neighbour copy.
+    fn copy_region(&mut self, comp: usize, src: &Region, dst: &Region);
 }
 
 /// A host field of one or more components with ghost layers; see
@@ -198,6 +201,24 @@ impl<T: Elem> Field<T> {
 }
 
 impl<T: Elem> HaloData<T> for Field<T> {
+    fn copy_region(&mut self, comp: usize, src: &Region, dst: &Region) {
+        debug_assert_eq!(src.shape(), dst.shape());
+        let s = self.layout.strides();
+        let data = self.component_mut(comp);
+        let w = src.hi[2] - src.lo[2];
+        for (i, di) in (src.lo[0]..src.hi[0]).zip(dst.lo[0]..) {
+            for (j, dj) in (src.lo[1]..src.hi[1]).zip(dst.lo[1]..) {
+                let a = i * s[0] + j * s[1] + src.lo[2];
+                let b = di * s[0] + dj * s[1] + dst.lo[2];
+                if w == 1 {
+                    data[b] = data[a];
+                } else {
+                    data.copy_within(a..a + w, b);
+                }
+            }
+        }
+    }
+
     fn layout(&self) -> FieldLayout {
         self.layout
     }

@@ -213,7 +213,10 @@ impl Sweep {
                     std::array::from_fn(|m| &u[base - (m + 1) * s[1]..base - (m + 1) * s[1] + len]);
                 let yp: [&[f64]; R] =
                     std::array::from_fn(|m| &u[base + (m + 1) * s[1]..base + (m + 1) * s[1] + len]);
-                let zw = &u[base - R..base + len + R];
+                let zm: [&[f64]; R] =
+                    std::array::from_fn(|m| &u[base - (m + 1)..base - (m + 1) + len]);
+                let zp: [&[f64]; R] =
+                    std::array::from_fn(|m| &u[base + (m + 1)..base + (m + 1) + len]);
                 for k in 0..len {
                     let mut v = c * centre[k];
                     for m in 0..R {
@@ -223,7 +226,7 @@ impl Sweep {
                         v += w[1][m] * (yp[m][k] + ym[m][k]);
                     }
                     for m in 0..R {
-                        v += w[2][m] * (zw[R + k + m + 1] + zw[R + k - m - 1]);
+                        v += w[2][m] * (zp[m][k] + zm[m][k]);
                     }
                     row[k] = v;
                 }

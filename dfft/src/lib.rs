@@ -1,0 +1,80 @@
+//! Distributed 3D FFTs on bricks, pencils and slabs.
+//!
+//! - [`Layout`]: a global shape block-decomposed over a process grid, with
+//!   the memory order of each local block; [`Layout::bricks`],
+//!   [`Layout::pencils`] and [`Layout::slabs`] build the usual families.
+//! - [`Reshape`]: a planned move between any two layouts, with one of four
+//!   [`Protocol`]s (alltoall padded to the largest message, alltoallv, p2p,
+//!   pipelined p2p) or `Auto`, which times them on the real plan and keeps
+//!   the fastest. Data a rank keeps never goes through the communicator.
+//! - [`Fft3d`]: complex-to-complex and real-to-complex transforms with
+//!   selectable normalisation, batching, and spectral output either in the
+//!   input layout or transposed (fewer reshapes).
+//!
+//! Every result has the same bits as the single-rank transform: the 1D
+//! transforms run in a fixed axis order and each line goes through the same
+//! 1D plan, whatever the layout, rank count or protocol.
+//!
+//! ```
+//! use comm::local;
+//! use dfft::{Fft3d, Kind, Layout, Options};
+//! use num_complex::Complex64;
+//!
+//! let sums = local::run(2, |comm| {
+//!     let layout = Layout::pencils([8, 6, 4], comm.size(), 2)?;
+//!     let mut plan = Fft3d::new(comm, &layout, Kind::C2C, Options::default())?;
+//!     let x = vec![Complex64::new(1.0, 0.0); plan.input_len()];
+//!     let mut y = vec![Complex64::default(); plan.output_len()];
+//!     let mut scratch = vec![Complex64::default(); plan.scratch_len()];
+//!     plan.forward(comm, &x, &mut y, &mut scratch)?;
+//!     // A constant has all its energy at frequency zero, held by rank 0.
+//!     let back = y.clone();
+//!     let mut z = vec![Complex64::default(); plan.input_len()];
+//!     plan.backward(comm, &back, &mut z, &mut scratch)?;
+//!     assert!(z.iter().all(|v| (v.re - 1.0).abs() < 1e-12));
+//!     Ok::<_, dfft::FftError>(y.iter().map(|v| v.re).sum::<f64>())
+//! })
+//! .unwrap();
+//! assert!((sums.iter().sum::<f64>() - 192.0).abs() < 1e-9);
+//! ```
+#![warn(missing_docs)]
+
+mod fft;
+mod layout;
+mod reshape;
+
+pub use fft::{Fft3d, Kind, Normalization, Options, Output};
+pub use layout::{Layout, LayoutKind};
+pub use reshape::{Protocol, Reshape};
+
+/// What planning or executing a transform can report.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FftError {
+    /// A communication error (including a failed peer).
+    #[error(transparent)]
+    Comm(#[from] comm::CommError),
+    /// More ranks on an axis than it has points.
+    #[error("the process grid puts {ranks} ranks on axis {axis}, which has only {extent} points; use at most {extent} ranks there")]
+    GridTooLarge {
+        /// The axis.
+        axis: usize,
+        /// Ranks requested along it.
+        ranks: usize,
+        /// Its extent.
+        extent: usize,
+    },
+    /// A buffer of the wrong length.
+    #[error("{what} buffer holds {got} elements, the plan needs {expected}")]
+    Buffer {
+        /// Which buffer.
+        what: &'static str,
+        /// Length required.
+        expected: usize,
+        /// Length given.
+        got: usize,
+    },
+    /// Any other invalid request.
+    #[error("{0}")]
+    Invalid(String),
+}
