@@ -1,1 +1,58 @@
-fn main() {}
+//! Project automation, run as `cargo xtask TASK` (an alias in
+//! `.cargo/config.toml` for `cargo run --release --package xtask --`).
+//!
+//! - `cargo xtask bitexact [--mpi] [--orders 2,4,...]`: heat3d gives the same
+//!   field bits for every rank count, process grid, exchange mode and
+//!   backend ([`bitexact`]).
+//! - `cargo xtask bench heat3d [--quick] [--out DIR]`: weak scaling, the
+//!   order sweep against a memory-bandwidth reference, blocking vs overlap;
+//!   tables, `heat3d.json` and `heat3d.png` ([`bench`]).
+//! - `cargo xtask ci`: everything CI checks, in order, stopping at the first
+//!   failure ([`ci`]).
+
+mod bench;
+mod bitexact;
+mod ci;
+mod plot;
+mod stream;
+mod util;
+
+use clap::{Parser, Subcommand};
+
+/// Project automation for the parnum workspace.
+#[derive(Debug, Parser)]
+#[command(name = "xtask", bin_name = "cargo xtask", about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+/// The tasks.
+#[derive(Debug, Subcommand)]
+enum Task {
+    /// heat3d's field hash must not depend on ranks, grid, mode or backend.
+    Bitexact(bitexact::Args),
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        target: bench::Target,
+    },
+    /// What CI runs: fmt, clippy, tests, the MPI self-test, both bitexact suites.
+    Ci(ci::Args),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.task {
+        Task::Bitexact(a) => bitexact::run(a),
+        Task::Bench { target } => bench::run(target),
+        Task::Ci(a) => ci::run(a),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,505 @@
+//! `cargo xtask bench heat3d [--quick] [--out DIR]`: heat3d's performance
+//! in three parts, each printed as a table as it finishes, then written to
+//! `DIR/heat3d.json` (everything) and `DIR/heat3d.png` (the plot, see
+//! [`crate::plot`]). `DIR` defaults to `target/bench/heat3d`.
+//!
+//! 1. **Weak scaling**: a fixed brick per rank (128³, or 64³ with
+//!    `--quick`), 1, 2 and 4 in-process ranks on grids that stack the
+//!    bricks (global size = brick × grid), FD-2, both exchange modes; the
+//!    per-phase medians of heat3d's report and the efficiency t(1)/t(P).
+//! 2. **Order sweep**: orders 2, 4, 8, 12, 20 on one rank at 256³ (128³
+//!    quick), blocking mode (one sweep over the box). Around each run,
+//!    measured by this process half just before and half just after it,
+//!    the stream reference ([`crate::stream`]): reading one f64 array of
+//!    the padded size ((n + order)³ values) and writing another. The ratio step/stream is
+//!    how far the step is from the memory-bandwidth bound; the project's
+//!    goal is FD-2 at 256³ within 1.4×.
+//! 3. **Blocking vs overlap** at 2 and 4 ranks, from the weak-scaling runs:
+//!    step time and exposed wait (the `wait` phase) per mode.
+//!
+//! Every heat3d run uses `--warmup` steps left out of the statistics, and
+//! heat3d reports the median over the timed steps of the slowest rank.
+//! Runs are sequential: the machine has 2 cores, so the 4-rank runs already
+//! oversubscribe it (their efficiency says so).
+
+use crate::stream::{self, Stream};
+use crate::util::{self, HeatReport, Timings};
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// What `cargo xtask bench` can measure.
+#[derive(Debug, clap::Subcommand)]
+pub enum Target {
+    /// The heat3d application: weak scaling, order sweep vs stream, overlap.
+    Heat3d(Args),
+}
+
+/// Options of `cargo xtask bench heat3d`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Smaller sizes (64³ bricks, 128³ sweep) for a run under a minute.
+    #[arg(long)]
+    pub quick: bool,
+    /// Output folder for heat3d.json and heat3d.png
+    /// [default: target/bench/heat3d].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Sizes and step counts of one bench.
+#[derive(Debug, Clone, Copy, Serialize)]
+struct Plan {
+    /// Cells per axis of each rank's brick (weak scaling).
+    brick: usize,
+    /// Steps and warm-up steps of the weak-scaling runs.
+    weak_steps: usize,
+    weak_warmup: usize,
+    /// Cells per axis of the order sweep.
+    sweep_n: usize,
+    /// Steps and warm-up steps of the order sweep runs.
+    sweep_steps: usize,
+    sweep_warmup: usize,
+    /// Timed passes of the stream kernel.
+    stream_reps: usize,
+}
+
+impl Plan {
+    fn new(quick: bool) -> Self {
+        if quick {
+            Plan {
+                brick: 64,
+                weak_steps: 200,
+                weak_warmup: 20,
+                sweep_n: 128,
+                sweep_steps: 40,
+                sweep_warmup: 5,
+                stream_reps: 21,
+            }
+        } else {
+            Plan {
+                brick: 128,
+                weak_steps: 120,
+                weak_warmup: 10,
+                sweep_n: 256,
+                sweep_steps: 24,
+                sweep_warmup: 4,
+                stream_reps: 21,
+            }
+        }
+    }
+}
+
+/// Rank counts and grids of the weak-scaling runs.
+pub const WEAK: [(usize, [usize; 3]); 3] = [(1, [1, 1, 1]), (2, [2, 1, 1]), (4, [2, 2, 1])];
+/// Orders of the sweep.
+pub const ORDERS: [usize; 5] = [2, 4, 8, 12, 20];
+/// Exchange modes.
+pub const MODES: [&str; 2] = ["blocking", "overlap"];
+/// The project's goal: FD-2 step within this factor of the stream time.
+pub const GOAL_RATIO: f64 = 1.4;
+
+/// One weak-scaling run.
+#[derive(Debug, Clone, Serialize)]
+pub struct WeakRun {
+    /// Ranks.
+    pub ranks: usize,
+    /// Process grid.
+    pub grid: [usize; 3],
+    /// Global cells per axis.
+    pub n: [usize; 3],
+    /// Exchange mode.
+    pub mode: &'static str,
+    /// Per-phase medians (seconds).
+    pub timings: Timings,
+    /// Cell updates per second.
+    pub cells_per_second: f64,
+    /// Steps in heat3d's statistics.
+    pub timed_steps: usize,
+    /// t(1) / t(P) for the same mode.
+    pub efficiency: f64,
+}
+
+/// One order of the sweep with its stream reference.
+#[derive(Debug, Clone, Serialize)]
+pub struct OrderRun {
+    /// Stencil order.
+    pub order: usize,
+    /// Padded cells per axis (n + order).
+    pub padded: usize,
+    /// Per-phase medians of the heat3d step (seconds).
+    pub timings: Timings,
+    /// Cell updates per second.
+    pub cells_per_second: f64,
+    /// Steps in heat3d's statistics.
+    pub timed_steps: usize,
+    /// The stream reference over the padded array size.
+    pub stream: Stream,
+    /// Median step / median stream pass.
+    pub ratio: f64,
+    /// Stencil sweep alone (`interior` phase) / stream pass.
+    pub sweep_ratio: f64,
+}
+
+/// Blocking against overlap at one rank count.
+#[derive(Debug, Clone, Serialize)]
+pub struct OverlapRow {
+    /// Ranks.
+    pub ranks: usize,
+    /// Process grid.
+    pub grid: [usize; 3],
+    /// Median step, blocking (seconds).
+    pub blocking_step: f64,
+    /// Exposed wait, blocking (seconds).
+    pub blocking_wait: f64,
+    /// Median step, overlap (seconds).
+    pub overlap_step: f64,
+    /// Exposed wait, overlap (seconds).
+    pub overlap_wait: f64,
+    /// blocking step / overlap step.
+    pub speedup: f64,
+}
+
+/// One heat3d run: ranks, grid, global size, order, mode and step counts.
+#[derive(Debug, Clone, Copy)]
+struct Spec<'a> {
+    ranks: usize,
+    grid: [usize; 3],
+    n: [usize; 3],
+    order: usize,
+    mode: &'a str,
+    steps: usize,
+    warmup: usize,
+}
+
+/// Runs heat3d once (in-process) and reads its report.
+fn heat3d(bin: &Path, dir: &Path, spec: Spec<'_>) -> Result<HeatReport> {
+    let Spec {
+        ranks,
+        grid,
+        n,
+        order,
+        mode,
+        steps,
+        warmup,
+    } = spec;
+    let json = dir.join("run.json");
+    let _ = std::fs::remove_file(&json);
+    let mut cmd = Command::new(bin);
+    cmd.args(["--ranks", &ranks.to_string()])
+        .args(["--grid", &util::triple(grid)])
+        .args(["--n", &util::triple(n)])
+        .args(["--order", &order.to_string()])
+        .args(["--mode", mode])
+        .args(["--integrator", "euler"])
+        .args(["--steps", &steps.to_string()])
+        .args(["--warmup", &warmup.to_string()])
+        .args(["--no-vtk", "-q", "--json"])
+        .arg(&json);
+    let out = util::run_captured(cmd, Duration::from_secs(600))?;
+    if !out.success() {
+        bail!(
+            "heat3d --ranks {ranks} --grid {} --n {} --order {order} --mode {mode} failed: {}\n{}",
+            util::triple(grid),
+            util::triple(n),
+            out.status_text(),
+            out.stderr.trim_end()
+        );
+    }
+    HeatReport::read(&json)
+}
+
+fn ms(s: f64) -> f64 {
+    s * 1e3
+}
+
+/// Part 1: weak scaling.
+fn weak(bin: &Path, dir: &Path, plan: &Plan) -> Result<Vec<WeakRun>> {
+    let b = plan.brick;
+    println!(
+        "\n== weak scaling: {b}^3 cells per rank, FD-2, {} steps ({} warm-up), median ms per step of the slowest rank",
+        plan.weak_steps, plan.weak_warmup
+    );
+    println!(
+        "{:>5} {:<7} {:<13} {:<8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>10} {:>6}",
+        "ranks",
+        "grid",
+        "n",
+        "mode",
+        "post",
+        "interior",
+        "wait",
+        "shell",
+        "update",
+        "step",
+        "Mcells/s",
+        "eff"
+    );
+    let mut runs: Vec<WeakRun> = vec![];
+    for (ranks, grid) in WEAK {
+        for mode in MODES {
+            let n = grid.map(|g| g * b);
+            let r = heat3d(
+                bin,
+                dir,
+                Spec {
+                    ranks,
+                    grid,
+                    n,
+                    order: 2,
+                    mode,
+                    steps: plan.weak_steps,
+                    warmup: plan.weak_warmup,
+                },
+            )?;
+            let t1 = runs
+                .iter()
+                .find(|w| w.ranks == 1 && w.mode == mode)
+                .map_or(r.timings.step, |w| w.timings.step);
+            let run = WeakRun {
+                ranks,
+                grid,
+                n,
+                mode,
+                timings: r.timings,
+                cells_per_second: r.cells_per_second,
+                timed_steps: r.timed_steps,
+                efficiency: if r.timings.step > 0.0 {
+                    t1 / r.timings.step
+                } else {
+                    0.0
+                },
+            };
+            let t = &run.timings;
+            println!(
+                "{:>5} {:<7} {:<13} {:<8} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>9.3} {:>10.1} {:>6.2}",
+                ranks,
+                util::triple(grid),
+                util::triple(n),
+                mode,
+                ms(t.post),
+                ms(t.interior),
+                ms(t.wait),
+                ms(t.shell),
+                ms(t.update),
+                ms(t.step),
+                run.cells_per_second / 1e6,
+                run.efficiency
+            );
+            runs.push(run);
+        }
+    }
+    Ok(runs)
+}
+
+/// Part 2: the order sweep against the stream reference.
+fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<Vec<OrderRun>> {
+    let n = plan.sweep_n;
+    println!(
+        "\n== order sweep: {n}^3 cells, 1 rank, blocking, {} steps ({} warm-up); stream = read + write one f64 array of the padded size, median of {} passes (half before, half after each run)",
+        plan.sweep_steps, plan.sweep_warmup, plan.stream_reps
+    );
+    println!(
+        "{:>5} {:>6} {:>9} {:>9} {:>10} {:>10} {:>8} {:>10} {:>12}",
+        "order",
+        "padded",
+        "step ms",
+        "sweep ms",
+        "Mcells/s",
+        "stream ms",
+        "GB/s",
+        "step/strm",
+        "sweep/strm"
+    );
+    let mut runs = vec![];
+    for order in ORDERS {
+        // The stream passes bracket the heat3d run: half before, half after.
+        let padded = n + order;
+        let elements = padded * padded * padded;
+        let mut times = stream::passes(elements, plan.stream_reps / 2);
+        let r = heat3d(
+            bin,
+            dir,
+            Spec {
+                ranks: 1,
+                grid: [1, 1, 1],
+                n: [n; 3],
+                order,
+                mode: "blocking",
+                steps: plan.sweep_steps,
+                warmup: plan.sweep_warmup,
+            },
+        )?;
+        times.extend(stream::passes(
+            elements,
+            plan.stream_reps - plan.stream_reps / 2,
+        ));
+        let s = Stream::from_passes(elements, &times);
+        let run = OrderRun {
+            order,
+            padded,
+            timings: r.timings,
+            cells_per_second: r.cells_per_second,
+            timed_steps: r.timed_steps,
+            stream: s,
+            ratio: r.timings.step / s.seconds,
+            sweep_ratio: r.timings.interior / s.seconds,
+        };
+        println!(
+            "{:>5} {:>6} {:>9.3} {:>9.3} {:>10.1} {:>10.3} {:>8.2} {:>9.2}x {:>11.2}x",
+            order,
+            padded,
+            ms(run.timings.step),
+            ms(run.timings.interior),
+            run.cells_per_second / 1e6,
+            ms(s.seconds),
+            s.gb_per_s,
+            run.ratio,
+            run.sweep_ratio
+        );
+        runs.push(run);
+    }
+    if let Some(r) = runs.iter().find(|r| r.order == 2) {
+        println!(
+            "goal: FD-2 at {n}^3 within {GOAL_RATIO}x of the stream time: {:.2}x, {}",
+            r.ratio,
+            if r.ratio <= GOAL_RATIO {
+                "met"
+            } else {
+                "NOT met"
+            }
+        );
+    }
+    Ok(runs)
+}
+
+/// Part 3: blocking against overlap, from the weak-scaling runs.
+fn overlap(weak: &[WeakRun]) -> Vec<OverlapRow> {
+    println!("\n== blocking vs overlap (weak-scaling runs above), median ms per step");
+    println!(
+        "{:>5} {:<7} {:>10} {:>10} {:>10} {:>10} {:>8}",
+        "ranks", "grid", "blk step", "blk wait", "ovl step", "ovl wait", "speedup"
+    );
+    let mut rows = vec![];
+    for (ranks, grid) in WEAK.iter().copied().filter(|(r, _)| *r > 1) {
+        let find = |m: &str| weak.iter().find(|w| w.ranks == ranks && w.mode == m);
+        let (Some(b), Some(o)) = (find("blocking"), find("overlap")) else {
+            continue;
+        };
+        let row = OverlapRow {
+            ranks,
+            grid,
+            blocking_step: b.timings.step,
+            blocking_wait: b.timings.wait,
+            overlap_step: o.timings.step,
+            overlap_wait: o.timings.wait,
+            speedup: b.timings.step / o.timings.step,
+        };
+        println!(
+            "{:>5} {:<7} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>7.2}x",
+            ranks,
+            util::triple(grid),
+            ms(row.blocking_step),
+            ms(row.blocking_wait),
+            ms(row.overlap_step),
+            ms(row.overlap_wait),
+            row.speedup
+        );
+        rows.push(row);
+    }
+    rows
+}
+
+/// Runs the heat3d bench.
+pub fn run(target: &Target) -> Result<()> {
+    let Target::Heat3d(args) = target;
+    let start = Instant::now();
+    let plan = Plan::new(args.quick);
+    let out = match &args.out {
+        Some(d) => d.clone(),
+        None => util::target_dir()?.join("bench").join("heat3d"),
+    };
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    let bin = util::build_heat3d(false)?;
+    let dir = util::scratch_dir("bench")?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let load = load_average();
+    println!(
+        "bench heat3d{}: {cores} core(s), load average {}; in-process ranks (threads)",
+        if args.quick { " --quick" } else { "" },
+        load.map_or("unknown".to_string(), |l| format!("{l:.2}"))
+    );
+    if load.is_some_and(|l| l > 0.5) {
+        println!("warning: the machine is busy before the bench starts; times will be noisy");
+    }
+    let weak_runs = weak(&bin, &dir, &plan)?;
+    let order_runs = orders(&bin, &dir, &plan)?;
+    let overlap_rows = overlap(&weak_runs);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let png = out.join("heat3d.png");
+    let plot_labels = crate::plot::draw(&png, &plan_text(&plan), &weak_runs, &order_runs)
+        .with_context(|| format!("cannot draw {}", png.display()))?;
+    let fd2 = order_runs.iter().find(|r| r.order == 2);
+    let brick = [plan.brick; 3];
+    let sweep_n = [plan.sweep_n; 3];
+    let report = json!({
+        "quick": args.quick,
+        "cores": cores,
+        "load_average_before": load,
+        "plan": plan,
+        "weak": {
+            "order": 2,
+            "brick": brick,
+            "efficiency": "t(1) / t(P), same mode",
+            "runs": weak_runs,
+        },
+        "orders": {
+            "n": sweep_n,
+            "ranks": 1,
+            "mode": "blocking",
+            "stream": "dst[i] = s * src[i] over (n + order)^3 f64, single thread, median of the passes (half just before, half just after the heat3d run); bytes = 2 * 8 * padded^3",
+            "runs": order_runs,
+            "goal": {
+                "order": 2,
+                "max_ratio": GOAL_RATIO,
+                "ratio": fd2.map(|r| r.ratio),
+                "met": fd2.map(|r| r.ratio <= GOAL_RATIO),
+                "at_256": plan.sweep_n == 256,
+            },
+        },
+        "overlap": overlap_rows,
+        "plot": { "file": png.file_name().map(|f| f.to_string_lossy().into_owned()), "panels": plot_labels },
+        "seconds": start.elapsed().as_secs_f64(),
+    });
+    let json_path = out.join("heat3d.json");
+    std::fs::write(&json_path, serde_json::to_string_pretty(&report)? + "\n")
+        .with_context(|| format!("cannot write {}", json_path.display()))?;
+    println!(
+        "\nwrote {} and {} ({:.1} s)",
+        json_path.display(),
+        png.display(),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The 1-minute load average (Linux), to flag a busy machine.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn plan_text(plan: &Plan) -> String {
+    format!(
+        "heat3d, FD-2 weak scaling {}^3/rank; order sweep {}^3, 1 rank",
+        plan.brick, plan.sweep_n
+    )
+}

@@ -1,0 +1,268 @@
+//! `cargo xtask ci`: what CI runs once the system packages are installed
+//! (see `.ci/run`), in this order, streaming every command's output and
+//! stopping at the first failure:
+//!
+//! 1. `cargo fmt --all -- --check`
+//! 2. `cargo clippy --workspace --all-targets -- -D warnings`
+//! 3. `cargo test --workspace`
+//! 4. `cargo build -p comm --features mpi --example mpi_selftest`, then the
+//!    self-test under `mpirun -np 1`, `2` and `4` (skipped when
+//!    `comm/examples/mpi_selftest.rs` does not exist)
+//! 5. `cargo xtask bitexact` (in-process suite)
+//! 6. `cargo xtask bitexact --mpi` (MPI suite)
+//!
+//! The two bitexact suites run inside this process (the same code as the
+//! `bitexact` task). At the end it prints the elapsed time of every stage.
+
+use crate::bitexact;
+use crate::util::{self, MPIRUN_FLAGS};
+use anyhow::{bail, Context, Result};
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Short names of the stages, for `--skip`.
+pub const STAGES: [&str; 6] = [
+    "fmt",
+    "clippy",
+    "test",
+    "selftest",
+    "bitexact",
+    "bitexact-mpi",
+];
+
+/// Options of `cargo xtask ci`. CI runs it without any.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Stages to leave out, for local use (comma-separated: fmt, clippy,
+    /// test, selftest, bitexact, bitexact-mpi).
+    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(STAGES))]
+    pub skip: Vec<String>,
+}
+
+/// Longest the MPI self-test may run at one process count (it hangs rather
+/// than fails on a deadlock).
+const SELFTEST_LIMIT: Duration = Duration::from_secs(300);
+
+/// One stage's outcome, for the summary.
+#[derive(Debug)]
+struct Stage {
+    name: String,
+    seconds: f64,
+    ok: bool,
+}
+
+/// Runs the stages in order and keeps the timings.
+#[derive(Debug, Default)]
+struct Pipeline {
+    stages: Vec<Stage>,
+    skipped: Vec<String>,
+}
+
+impl Pipeline {
+    /// Runs one stage; returns its error, if any, after recording it.
+    /// Stages whose short name `key` is in `skip` are only reported.
+    fn stage(
+        &mut self,
+        skip: &[String],
+        key: &str,
+        name: &str,
+        f: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        if skip.iter().any(|s| s == key) {
+            println!("\n==> ci: {name}: skipped (--skip {key})");
+            self.skipped.push(name.to_string());
+            return Ok(());
+        }
+        println!("\n==> ci: {name}");
+        let t = Instant::now();
+        let r = f();
+        let seconds = t.elapsed().as_secs_f64();
+        self.stages.push(Stage {
+            name: name.to_string(),
+            seconds,
+            ok: r.is_ok(),
+        });
+        match &r {
+            Ok(()) => println!("==> ci: {name}: ok ({seconds:.1} s)"),
+            Err(e) => println!("==> ci: {name}: FAILED ({seconds:.1} s): {e:#}"),
+        }
+        r.with_context(|| format!("ci stage `{name}` failed"))
+    }
+
+    fn summary(&self, total: f64) {
+        println!("\nci stages:");
+        for s in &self.stages {
+            println!(
+                "  {:<62} {:>8.1} s  {}",
+                s.name,
+                s.seconds,
+                if s.ok { "ok" } else { "FAILED" }
+            );
+        }
+        for s in &self.skipped {
+            println!("  {s:<62} {:>10}  skipped", "-");
+        }
+        println!("  {:<62} {:>8.1} s", "total", total);
+    }
+}
+
+/// Runs `cargo ARGS` with the output streamed.
+fn cargo(args: &[&str]) -> Result<()> {
+    println!("$ cargo {}", args.join(" "));
+    let status = util::cargo()
+        .args(args)
+        .status()
+        .with_context(|| format!("cannot run cargo {}", args.join(" ")))?;
+    if !status.success() {
+        bail!("`cargo {}` failed with {status}", args.join(" "));
+    }
+    Ok(())
+}
+
+/// Builds the MPI self-test (output streamed) and returns its executable.
+fn build_selftest() -> Result<PathBuf> {
+    let args = [
+        "build",
+        "-p",
+        "comm",
+        "--features",
+        "mpi",
+        "--example",
+        "mpi_selftest",
+    ];
+    println!("$ cargo {}", args.join(" "));
+    let mut child = util::cargo()
+        .args(args)
+        .arg("--message-format=json-render-diagnostics")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("cannot run cargo build")?;
+    let mut exe = None;
+    let stdout = child.stdout.take().context("no stdout from cargo")?;
+    for line in BufReader::new(stdout).lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&line?) else {
+            continue;
+        };
+        if v["reason"] == "compiler-artifact" && v["target"]["name"] == "mpi_selftest" {
+            if let Some(e) = v["executable"].as_str() {
+                exe = Some(PathBuf::from(e));
+            }
+        }
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("`cargo {}` failed with {status}", args.join(" "));
+    }
+    exe.context("cargo reported no mpi_selftest executable")
+}
+
+/// Runs the self-test under `mpirun -np np`, output streamed.
+fn selftest(exe: &PathBuf, np: usize) -> Result<()> {
+    let mut cmd = Command::new("mpirun");
+    cmd.args(MPIRUN_FLAGS)
+        .args(["-np", &np.to_string()])
+        .arg(exe);
+    println!(
+        "$ mpirun {} -np {np} {}",
+        MPIRUN_FLAGS.join(" "),
+        exe.display()
+    );
+    match util::run_streamed(cmd, SELFTEST_LIMIT)? {
+        Some(s) if s.success() => Ok(()),
+        Some(s) => bail!("mpi_selftest with {np} process(es) failed with {s}"),
+        None => bail!(
+            "mpi_selftest with {np} process(es) ran past {} s and was killed",
+            SELFTEST_LIMIT.as_secs()
+        ),
+    }
+}
+
+/// Runs the CI pipeline.
+pub fn run(args: &Args) -> Result<()> {
+    let skip = args.skip.as_slice();
+    let start = Instant::now();
+    let mut p = Pipeline::default();
+    let result = (|| -> Result<()> {
+        p.stage(skip, "fmt", "cargo fmt --all -- --check", || {
+            cargo(&["fmt", "--all", "--", "--check"])
+        })?;
+        p.stage(
+            skip,
+            "clippy",
+            "cargo clippy --workspace --all-targets -- -D warnings",
+            || {
+                cargo(&[
+                    "clippy",
+                    "--workspace",
+                    "--all-targets",
+                    "--",
+                    "-D",
+                    "warnings",
+                ])
+            },
+        )?;
+        p.stage(skip, "test", "cargo test --workspace", || {
+            cargo(&["test", "--workspace"])
+        })?;
+        if util::workspace_root()
+            .join("comm/examples/mpi_selftest.rs")
+            .exists()
+        {
+            let mut exe = PathBuf::new();
+            p.stage(
+                skip,
+                "selftest",
+                "cargo build -p comm --features mpi --example mpi_selftest",
+                || {
+                    exe = build_selftest()?;
+                    Ok(())
+                },
+            )?;
+            for np in [1, 2, 4] {
+                p.stage(
+                    skip,
+                    "selftest",
+                    &format!("mpirun -np {np} mpi_selftest"),
+                    || selftest(&exe, np),
+                )?;
+            }
+        } else {
+            println!(
+                "\n==> ci: comm/examples/mpi_selftest.rs does not exist: MPI self-test skipped"
+            );
+        }
+        p.stage(skip, "bitexact", "cargo xtask bitexact", || {
+            bitexact::run(&bitexact::Args {
+                mpi: false,
+                orders: bitexact::ORDERS.to_vec(),
+                jobs: 2,
+            })
+        })?;
+        p.stage(skip, "bitexact-mpi", "cargo xtask bitexact --mpi", || {
+            bitexact::run(&bitexact::Args {
+                mpi: true,
+                orders: bitexact::ORDERS.to_vec(),
+                jobs: 2,
+            })
+        })?;
+        Ok(())
+    })();
+    p.summary(start.elapsed().as_secs_f64());
+    match &result {
+        Ok(()) => println!(
+            "ci: all {} stages passed in {:.1} s{}",
+            p.stages.len(),
+            start.elapsed().as_secs_f64(),
+            if p.skipped.is_empty() {
+                String::new()
+            } else {
+                format!(" ({} skipped)", p.skipped.len())
+            }
+        ),
+        Err(_) => println!("ci: FAILED"),
+    }
+    result
+}

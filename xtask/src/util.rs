@@ -1,0 +1,301 @@
+//! Shared helpers: where the workspace and its target folder are, building
+//! `heat3d`, running child processes with a time limit, and the part of
+//! heat3d's JSON report the tasks read.
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// The flags that let OpenMPI's `mpirun` run as root and start more ranks
+/// than there are cores.
+pub const MPIRUN_FLAGS: [&str; 2] = ["--allow-run-as-root", "--oversubscribe"];
+
+/// The workspace root (the folder above `xtask/`).
+pub fn workspace_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+/// A `cargo` command (the one that started us, if any) run in the
+/// workspace root.
+pub fn cargo() -> Command {
+    let exe = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+    let mut c = Command::new(exe);
+    c.current_dir(workspace_root());
+    c
+}
+
+/// The workspace's target folder, as cargo sees it (honours
+/// `CARGO_TARGET_DIR` and `build.target-dir`).
+pub fn target_dir() -> Result<PathBuf> {
+    let out = cargo()
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot run `cargo metadata`")?;
+    if !out.status.success() {
+        bail!("`cargo metadata` failed with {}", out.status);
+    }
+    let meta: serde_json::Value =
+        serde_json::from_slice(&out.stdout).context("`cargo metadata` printed invalid JSON")?;
+    let dir = meta["target_directory"]
+        .as_str()
+        .context("`cargo metadata` gave no target_directory")?;
+    Ok(PathBuf::from(dir))
+}
+
+/// A private folder of xtask under the target folder: `target/xtask/NAME`.
+pub fn xtask_dir(name: &str) -> Result<PathBuf> {
+    let d = target_dir()?.join("xtask").join(name);
+    std::fs::create_dir_all(&d).with_context(|| format!("cannot create {}", d.display()))?;
+    Ok(d)
+}
+
+/// A fresh scratch folder for this process: `target/xtask/tmp/LABEL-PID`.
+pub fn scratch_dir(label: &str) -> Result<PathBuf> {
+    let d = xtask_dir("tmp")?.join(format!("{label}-{}", std::process::id()));
+    if d.exists() {
+        std::fs::remove_dir_all(&d).with_context(|| format!("cannot clear {}", d.display()))?;
+    }
+    std::fs::create_dir_all(&d).with_context(|| format!("cannot create {}", d.display()))?;
+    Ok(d)
+}
+
+/// Builds `heat3d` in release (with the `mpi` feature when `mpi`), streaming
+/// cargo's progress, and returns a private copy of the binary
+/// (`target/xtask/bin/heat3d` or `heat3d-mpi`). The copy keeps the runs
+/// independent of later builds that replace `target/release/heat3d` with the
+/// other feature set.
+pub fn build_heat3d(mpi: bool) -> Result<PathBuf> {
+    let mut cmd = cargo();
+    cmd.args([
+        "build",
+        "--release",
+        "-p",
+        "heat3d",
+        "--message-format=json-render-diagnostics",
+    ]);
+    if mpi {
+        cmd.args(["--features", "mpi"]);
+    }
+    let what = if mpi {
+        "cargo build --release -p heat3d --features mpi"
+    } else {
+        "cargo build --release -p heat3d"
+    };
+    eprintln!("$ {what}");
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("cannot run `{what}`"))?;
+    let mut exe = None;
+    let stdout = child.stdout.take().context("no stdout from cargo")?;
+    for line in BufReader::new(stdout).lines() {
+        let line = line?;
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        if v["reason"] == "compiler-artifact" && v["target"]["name"] == "heat3d" {
+            if let Some(e) = v["executable"].as_str() {
+                exe = Some(PathBuf::from(e));
+            }
+        }
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("`{what}` failed with {status}");
+    }
+    let exe = exe.with_context(|| format!("`{what}` reported no heat3d executable"))?;
+    let bin = xtask_dir("bin")?;
+    let name = if mpi { "heat3d-mpi" } else { "heat3d" };
+    let dst = bin.join(name);
+    // Copy then rename, so a copy that is still running elsewhere is not
+    // overwritten in place ("text file busy").
+    let tmp = bin.join(format!(".{name}.{}", std::process::id()));
+    std::fs::copy(&exe, &tmp)
+        .with_context(|| format!("cannot copy {} to {}", exe.display(), tmp.display()))?;
+    std::fs::rename(&tmp, &dst)
+        .with_context(|| format!("cannot move {} to {}", tmp.display(), dst.display()))?;
+    Ok(dst)
+}
+
+/// What a finished child process left.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Its exit status; `None` when it ran past its time limit and was killed.
+    pub status: Option<ExitStatus>,
+    /// Everything it printed on stdout.
+    pub stdout: String,
+    /// Everything it printed on stderr.
+    pub stderr: String,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+}
+
+impl Outcome {
+    /// Whether it exited with status 0 in time.
+    pub fn success(&self) -> bool {
+        self.status.is_some_and(|s| s.success())
+    }
+
+    /// The exit status in words (`exit status: 1`, `timed out`).
+    pub fn status_text(&self) -> String {
+        match self.status {
+            Some(s) => s.to_string(),
+            None => "timed out (killed)".to_string(),
+        }
+    }
+}
+
+fn drain(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut s = Vec::new();
+        if let Some(mut r) = r {
+            let _ = r.read_to_end(&mut s);
+        }
+        String::from_utf8_lossy(&s).into_owned()
+    })
+}
+
+/// Ends `child` after a time-out: SIGTERM first (mpirun forwards it to its
+/// ranks and cleans up), SIGKILL if it is still there 5 seconds later.
+fn terminate(child: &mut Child) {
+    let _ = Command::new("sh")
+        .args(["-c", &format!("kill -TERM {} 2>/dev/null", child.id())])
+        .status();
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(5) {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Runs `cmd` with stdout and stderr captured, killing it after `limit`.
+pub fn run_captured(mut cmd: Command, limit: Duration) -> Result<Outcome> {
+    let start = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot start {cmd:?}"))?;
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break Some(s);
+        }
+        if start.elapsed() > limit {
+            terminate(&mut child);
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    Ok(Outcome {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// Runs `cmd` with its output streamed to ours, killing it after `limit`;
+/// returns the exit status (`None` on time-out).
+pub fn run_streamed(mut cmd: Command, limit: Duration) -> Result<Option<ExitStatus>> {
+    let start = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .spawn()
+        .with_context(|| format!("cannot start {cmd:?}"))?;
+    loop {
+        if let Some(s) = child.try_wait()? {
+            return Ok(Some(s));
+        }
+        if start.elapsed() > limit {
+            terminate(&mut child);
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Per-phase median step times (seconds) from heat3d's report.
+#[derive(Debug, Clone, Copy, Default, Deserialize, serde::Serialize)]
+pub struct Timings {
+    /// Packing and sending the halo.
+    pub post: f64,
+    /// Stencil on the interior (the whole box in blocking mode).
+    pub interior: f64,
+    /// Waiting for and unpacking the halo (the exposed communication).
+    pub wait: f64,
+    /// Stencil on the boundary shell (overlap mode).
+    pub shell: f64,
+    /// Combining stages and swapping buffers.
+    pub update: f64,
+    /// The whole step.
+    pub step: f64,
+}
+
+/// The fields of heat3d's `--json` report that xtask uses.
+#[derive(Debug, Clone, Deserialize)]
+pub struct HeatReport {
+    /// Order-independent hash of the global field.
+    pub hash: u64,
+    /// Number of ranks.
+    pub ranks: usize,
+    /// Backend name (`in-process` or `mpi`).
+    pub backend: String,
+    /// Process grid.
+    pub grid: [usize; 3],
+    /// Per-phase medians.
+    pub timings: Timings,
+    /// Steps in the timing statistics.
+    pub timed_steps: usize,
+    /// Cell updates per second.
+    pub cells_per_second: f64,
+}
+
+impl HeatReport {
+    /// Reads a report that heat3d wrote with `--json`.
+    pub fn read(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("heat3d wrote no report to {}", path.display()))?;
+        serde_json::from_str(&text)
+            .with_context(|| format!("cannot parse heat3d's report {}", path.display()))
+    }
+}
+
+/// `AxBxC` as heat3d's `--n` and `--grid` take it.
+pub fn triple(v: [usize; 3]) -> String {
+    format!("{}x{}x{}", v[0], v[1], v[2])
+}
+
+/// The median of `v` (0 for an empty slice).
+pub fn median(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        0.5 * (s[n / 2 - 1] + s[n / 2])
+    }
+}
+
+/// The last `n` lines of `s`, for error messages.
+pub fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
