@@ -56,6 +56,21 @@ pub struct Options {
     pub normalization: Normalization,
     /// Fields transformed together (one message per peer for all).
     pub batch: usize,
+    /// How the intermediate layouts are chosen.
+    pub selection: Selection,
+}
+
+/// How a plan chooses the layouts between its 1D transforms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Selection {
+    /// Fewest reshapes: a slab that holds the current and the next transform
+    /// axis whole whenever the rank count fits the third axis (one reshape
+    /// serves two transforms), a pencil otherwise; no reshape at all when
+    /// the current layout already holds the axis whole.
+    MinReshape,
+    /// One pencil per transform axis, the classic pencil pipeline (the
+    /// baseline the selection is measured against).
+    Pencils,
 }
 
 impl Default for Options {
@@ -65,6 +80,7 @@ impl Default for Options {
             output: Output::Input,
             normalization: Normalization::Full,
             batch: 1,
+            selection: Selection::MinReshape,
         }
     }
 }
@@ -222,7 +238,10 @@ impl Fft3d {
             let next = axes.get(i + 1).copied();
             let gl = if real_stage { g } else { cglobal };
             if !cur.is_whole(axis) {
-                let to = layout_for(gl, p, axis, next)?;
+                let to = match options.selection {
+                    Selection::MinReshape => layout_for(gl, p, axis, next)?,
+                    Selection::Pencils => layout_for(gl, p, axis, None)?,
+                };
                 if real_stage {
                     steps.push(Step::ReshapeReal {
                         fwd: Reshape::new(comm, &cur, &to, batch, proto)?,

@@ -11,6 +11,26 @@
 //!   selectable normalisation, batching, and spectral output either in the
 //!   input layout or transposed (fewer reshapes).
 //!
+//! **Minimum-reshape selection.** With [`Selection::MinReshape`] (the
+//! default) a plan reshapes only when the next transform axis is not whole,
+//! and then into a slab that also holds the axis after it whole when the
+//! rank count fits the third axis, so one reshape serves two transforms;
+//! [`Output::Transposed`] leaves the spectrum in the last layout. Reshapes
+//! per forward + backward C2C pair on 8 ranks for 64^3 (the same on 32 ranks
+//! for 120 x 120 x 115; `cargo run --release -p dfft --example
+//! reshape_table -- NX NY NZ RANKS` prints it for any case):
+//!
+//! | input layout | pencil pipeline | min-reshape, input layout | min-reshape, transposed |
+//! |---|---|---|---|
+//! | bricks | 8 | 6 | 4 |
+//! | pencils, z whole | 6 | 4 | 2 |
+//! | pencils, x whole | 6 | 4 | 4 |
+//! | slabs, x split | 4 | 4 | 2 |
+//!
+//! The axis order of the 1D transforms is fixed (see [`Fft3d`]), which is
+//! what makes every layout give the same bits; an x-pencil input therefore
+//! still needs two reshapes per transform.
+//!
 //! Every result has the same bits as the single-rank transform: the 1D
 //! transforms run in a fixed axis order and each line goes through the same
 //! 1D plan, whatever the layout, rank count or protocol.
@@ -43,7 +63,7 @@ mod fft;
 mod layout;
 mod reshape;
 
-pub use fft::{Fft3d, Kind, Normalization, Options, Output};
+pub use fft::{Fft3d, Kind, Normalization, Options, Output, Selection};
 pub use layout::{Layout, LayoutKind};
 pub use reshape::{Protocol, Reshape};
 

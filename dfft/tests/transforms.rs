@@ -2,7 +2,9 @@
 //! transform, bit for bit.
 
 use comm::{local, IndexBox};
-use dfft::{Fft3d, FftError, Kind, Layout, Normalization, Options, Output, Protocol, Reshape};
+use dfft::{
+    Fft3d, FftError, Kind, Layout, Normalization, Options, Output, Protocol, Reshape, Selection,
+};
 use num_complex::Complex64;
 
 /// A deterministic value for global point `p` and field `f`.
@@ -279,24 +281,42 @@ fn batched_fields_equal_separate_transforms() {
 }
 
 #[test]
-fn transposed_output_saves_reshapes() {
-    let g = [16, 12, 10];
-    let reshapes = |input: usize, output: Output| {
-        run(
-            g,
-            4,
-            |p| Layout::pencils(g, p, input).unwrap(),
-            Kind::C2C,
-            Options {
-                output,
-                ..Options::default()
-            },
-        )
-        .2
-    };
-    // z-pencils in: one slab reshape serves the y and x transforms.
-    assert_eq!(reshapes(2, Output::Transposed), 1);
-    assert_eq!(reshapes(2, Output::Input), 2);
+fn minimum_reshape_selection_counts() {
+    // Reshapes of a forward + backward pair, as in the table of the crate
+    // docs: (pencil pipeline, min-reshape into the input layout, min-reshape
+    // with transposed output).
+    let g = [64, 64, 64];
+    let counts = local::run(8, |c| {
+        let mut out = vec![];
+        for l in [
+            Layout::bricks(g, 8)?,
+            Layout::pencils(g, 8, 2)?,
+            Layout::pencils(g, 8, 0)?,
+            Layout::slabs(g, 8, 0)?,
+        ] {
+            let n = |selection, output| -> Result<usize, FftError> {
+                Ok(2 * Fft3d::new(
+                    c,
+                    &l,
+                    Kind::C2C,
+                    Options {
+                        selection,
+                        output,
+                        ..Options::default()
+                    },
+                )?
+                .reshapes())
+            };
+            out.push((
+                n(Selection::Pencils, Output::Input)?,
+                n(Selection::MinReshape, Output::Input)?,
+                n(Selection::MinReshape, Output::Transposed)?,
+            ));
+        }
+        Ok::<_, FftError>(out)
+    })
+    .unwrap();
+    assert_eq!(counts[0], vec![(8, 6, 4), (6, 4, 2), (6, 4, 4), (4, 4, 2)]);
 }
 
 #[test]
