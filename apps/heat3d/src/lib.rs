@@ -15,15 +15,19 @@ pub mod stencil;
 
 use anyhow::{bail, Context, Result};
 use comm::{exact, BlockDecomposition, CommExt, Communicator, IndexBox, ProcessGrid, ReduceOp};
-use config::{Config, Initial, Integrator, Mode};
+use config::{Config, Initial, Integrator, Mode, Operator, SpectralStep};
 use halo::{Exchanger, Field, FieldLayout, HaloSpec, Neighborhood, Region, Topology};
+use num_complex::Complex64;
 use serde::Serialize;
 use std::io::Write;
 use std::time::Instant;
 use stencil::{all_finite, Sweep};
 
-/// Phase names, in the order of [`PhaseTimes`].
+/// Phase names of the finite-difference step, in the order of [`PhaseTimes`].
 pub const PHASES: [&str; 5] = ["post", "interior", "wait", "shell", "update"];
+/// Phase names of the spectral step, stored in the same five slots of
+/// [`PhaseTimes`] (`post`, `interior`, `wait`, unused, `update`).
+pub const SPECTRAL_PHASES: [&str; 5] = ["forward", "multiply", "backward", "", "copy"];
 
 /// Median per-step seconds of the slowest rank, per phase and in total.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
@@ -186,6 +190,7 @@ struct Solver<'c> {
     a: Field<f64>,
     b: Field<f64>,
     c: Field<f64>,
+    spectral: Option<Spectral>,
     euler: Sweep,
     lap: Sweep,
     owned: Region,
@@ -203,7 +208,8 @@ impl<'c> Solver<'c> {
             None => ProcessGrid::for_shape(shape, comm.size(), [true; 3])?,
         };
         let dec = BlockDecomposition::new(shape, grid)?;
-        let r = cfg.order / 2;
+        let spectral = cfg.operator == Operator::Spectral;
+        let r = if spectral { 0 } else { cfg.order / 2 };
         let topo = Topology::new(comm, &dec, HaloSpec::uniform(r, Neighborhood::Faces))
             .with_context(|| {
                 format!(
@@ -219,7 +225,12 @@ impl<'c> Solver<'c> {
         let lap = Sweep::new(cfg.order, h, cfg.diffusivity, false).map_err(anyhow::Error::msg)?;
         let mut u = Field::new(layout);
         fill_analytic(cfg, 0.0, &topo.owned(), &mut u);
-        let rk = cfg.integrator == Integrator::Rk4;
+        let rk = cfg.integrator == Integrator::Rk4 && !spectral;
+        let spectral = if spectral {
+            Some(Spectral::new(comm, cfg, &dec, dt)?)
+        } else {
+            None
+        };
         let scratch = |on: bool| {
             Field::new(if on {
                 layout
@@ -241,7 +252,8 @@ impl<'c> Solver<'c> {
             topo,
             layout,
             u,
-            a: Field::new(layout),
+            a: scratch(spectral.is_none()),
+            spectral,
             b: scratch(rk),
             c: scratch(rk),
             euler,
@@ -293,6 +305,9 @@ impl<'c> Solver<'c> {
     }
 
     fn step(&mut self, t: &mut StepTimes) -> Result<bool> {
+        if let Some(sp) = &mut self.spectral {
+            return sp.step(self.comm, &self.layout, &mut self.u, t);
+        }
         let geo = (
             &self.layout,
             &self.owned,
@@ -489,6 +504,116 @@ impl<'c> Solver<'c> {
     }
 }
 
+/// The spectral operator: r2c, multiply each mode by its growth factor,
+/// c2r, on the same block decomposition as the finite differences (the
+/// spectrum stays in the transposed layout between the two transforms).
+struct Spectral {
+    plan: dfft::Fft3d,
+    real: Vec<f64>,
+    spec: Vec<Complex64>,
+    scratch: Vec<Complex64>,
+    factor: Vec<f64>,
+}
+
+impl Spectral {
+    fn new(
+        comm: &dyn Communicator,
+        cfg: &Config,
+        dec: &BlockDecomposition,
+        dt: f64,
+    ) -> Result<Self> {
+        let shape = cfg.shape();
+        let input = dfft::Layout::new(shape, dec.grid().dims(), [0, 1, 2])?;
+        if input.box_of(comm.rank()) != dec.box_of(comm.rank()) {
+            bail!(
+                "the FFT layout and the block decomposition disagree on rank {}",
+                comm.rank()
+            );
+        }
+        let opts = dfft::Options {
+            output: dfft::Output::Transposed,
+            normalization: dfft::Normalization::Full,
+            ..dfft::Options::default()
+        };
+        let plan = dfft::Fft3d::new(comm, &input, dfft::Kind::R2C { halved: 2 }, opts)?;
+        let out = plan.output_layout().clone();
+        let b = out.box_of(comm.rank());
+        let st = out.strides(comm.rank());
+        let l = cfg.length.get();
+        let wave = |d: usize, i: usize| {
+            let n = shape[d];
+            let m = if d == 2 || i <= n / 2 {
+                i as f64
+            } else {
+                i as f64 - n as f64
+            };
+            2.0 * std::f64::consts::PI * m / l[d]
+        };
+        let mut factor = vec![0.0; out.local_len(comm.rank())];
+        for i in b.lo[0]..b.hi[0] {
+            for j in b.lo[1]..b.hi[1] {
+                for k in b.lo[2]..b.hi[2] {
+                    let k2 = wave(0, i).powi(2) + wave(1, j).powi(2) + wave(2, k).powi(2);
+                    let x = cfg.diffusivity * k2 * dt;
+                    let o = (i - b.lo[0]) * st[0] + (j - b.lo[1]) * st[1] + (k - b.lo[2]) * st[2];
+                    factor[o] = match cfg.spectral_step {
+                        SpectralStep::Exact => (-x).exp(),
+                        SpectralStep::Implicit => 1.0 / (1.0 + x),
+                    };
+                }
+            }
+        }
+        Ok(Spectral {
+            real: vec![0.0; plan.input_len()],
+            spec: vec![Complex64::default(); plan.output_len()],
+            scratch: vec![Complex64::default(); plan.scratch_len()],
+            factor,
+            plan,
+        })
+    }
+
+    /// One step; phases: forward transform (with the copy in), multiply,
+    /// backward transform, -, copy out.
+    fn step(
+        &mut self,
+        comm: &dyn Communicator,
+        layout: &FieldLayout,
+        u: &mut Field<f64>,
+        t: &mut StepTimes,
+    ) -> Result<bool> {
+        let t0 = Instant::now();
+        let owned = layout.owned_region();
+        let mut q = 0;
+        rows(layout, &owned, |o, n| {
+            self.real[q..q + n].copy_from_slice(&u.as_slice()[o..o + n]);
+            q += n;
+        });
+        self.plan
+            .forward_r2c(comm, &self.real, &mut self.spec, &mut self.scratch)?;
+        let t1 = Instant::now();
+        for (s, f) in self.spec.iter_mut().zip(&self.factor) {
+            *s *= *f;
+        }
+        let t2 = Instant::now();
+        self.plan
+            .backward_c2r(comm, &self.spec, &mut self.real, &mut self.scratch)?;
+        let t3 = Instant::now();
+        let mut q = 0;
+        let mut ok = true;
+        let data = u.as_mut_slice();
+        rows(layout, &owned, |o, n| {
+            data[o..o + n].copy_from_slice(&self.real[q..q + n]);
+            ok &= all_finite(&data[o..o + n]);
+            q += n;
+        });
+        t[0] += (t1 - t0).as_secs_f64();
+        t[1] += (t2 - t1).as_secs_f64();
+        t[2] += (t3 - t2).as_secs_f64();
+        t[4] += t3.elapsed().as_secs_f64();
+        Ok(ok)
+    }
+}
+
 fn median(v: &mut [f64]) -> f64 {
     if v.is_empty() {
         return 0.0;
@@ -632,18 +757,35 @@ impl Report {
         let c = &self.config;
         let t = &self.timings;
         let ms = |x: f64| x * 1e3;
+        let (method, names) = match c.operator {
+            Operator::Fd => (
+                format!(
+                    "FD order {}, {:?}, {:?} exchange",
+                    c.order, c.integrator, c.mode
+                ),
+                PHASES,
+            ),
+            Operator::Spectral => (
+                format!("spectral, {:?} step", c.spectral_step),
+                SPECTRAL_PHASES,
+            ),
+        };
+        let vals = [t.post, t.interior, t.wait, t.shell, t.update];
+        let phases: Vec<String> = names
+            .iter()
+            .zip(vals)
+            .filter(|(n, _)| !n.is_empty())
+            .map(|(n, v)| format!("{n} {:.3}", ms(v)))
+            .collect();
         format!(
-            "heat3d: {:?} cells, FD order {}, {:?}, {:?} exchange, {} {} rank(s) on grid {:?}\n\
+            "heat3d: {:?} cells, {method}, {} {} rank(s) on grid {:?}\n\
              steps {}  dt {:.4e} (limit {:.4e})  final time {:.4e}\n\
              error vs analytic: max {:.4e}  rms {:.4e}  (mean {:.6e})\n\
              median step of slowest rank over {} steps: {:.3} ms  ({:.3e} cell updates/s)\n\
-             phases (ms): post {:.3}  interior {:.3}  wait {:.3}  shell {:.3}  update {:.3}\n\
+             phases (ms): {}\n\
              wall {:.3} s\n\
              field hash: {:016x}",
             c.shape(),
-            c.order,
-            c.integrator,
-            c.mode,
             self.ranks,
             self.backend,
             self.grid,
@@ -657,11 +799,7 @@ impl Report {
             self.timed_steps,
             ms(t.step),
             self.cells_per_second,
-            ms(t.post),
-            ms(t.interior),
-            ms(t.wait),
-            ms(t.shell),
-            ms(t.update),
+            phases.join("  "),
             self.wall,
             self.hash
         )

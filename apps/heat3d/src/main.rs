@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use heat3d::config::{Config, Initial, Integrator, Mode, PerAxis};
+use heat3d::config::{Config, Initial, Integrator, Mode, Operator, PerAxis, SpectralStep};
 use std::path::PathBuf;
 
 /// Heat equation du/dt = D lap(u) on a periodic box with central finite
@@ -44,6 +44,12 @@ struct Cli {
     /// Initial condition.
     #[arg(long, value_enum)]
     initial: Option<Initial>,
+    /// Spatial operator.
+    #[arg(long, value_enum)]
+    operator: Option<Operator>,
+    /// Time step of the spectral operator.
+    #[arg(long, value_enum)]
+    spectral_step: Option<SpectralStep>,
     /// Process grid PXxPYxPZ (default: smallest halo surface).
     #[arg(long, value_parser = parse_triple)]
     grid: Option<[usize; 3]>,
@@ -95,7 +101,9 @@ fn config(cli: &Cli) -> Result<Config> {
         mode,
         integrator,
         initial,
-        warmup
+        warmup,
+        operator,
+        spectral_step
     );
     if cli.dt.is_some() {
         c.dt = cli.dt;

@@ -182,3 +182,51 @@ fn output_files_are_complete_and_readable() {
     assert_eq!(total, 10 * 8 * 6);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn spectral_operator_is_exact_in_time_and_identical_across_ranks() {
+    use heat3d::config::{Operator, SpectralStep};
+    // sigma = 0.15 L: the Gaussian is resolved to rounding on these grids.
+    let base = Config {
+        n: PerAxis::Each([24, 20, 18]),
+        operator: Operator::Spectral,
+        sigma: 0.15,
+        steps: 20,
+        warmup: 0,
+        ..Config::default()
+    };
+    let one = run(&base, 1);
+    // The integrating factor is exact in time and the Gaussian is resolved.
+    assert!(one.last.max_error < 1e-12, "{}", one.last.max_error);
+    for (ranks, grid) in [(2, None), (3, Some([1, 3, 1])), (4, Some([2, 1, 2]))] {
+        let r = run(
+            &Config {
+                grid,
+                ..base.clone()
+            },
+            ranks,
+        );
+        assert_eq!(r.hash, one.hash, "{ranks} ranks, grid {grid:?}");
+    }
+    // Implicit Euler is first order in time: halving dt halves the error.
+    let imp = |dt: f64| {
+        let steps = (2e-3 / dt).round() as usize;
+        run(
+            &Config {
+                spectral_step: SpectralStep::Implicit,
+                dt: Some(dt),
+                steps,
+                ..base.clone()
+            },
+            2,
+        )
+        .last
+        .max_error
+    };
+    let (e1, e2) = (imp(2e-4), imp(1e-4));
+    let rate = (e1 / e2).log2();
+    assert!(
+        (rate - 1.0).abs() < 0.1,
+        "implicit Euler rate {rate:.3} ({e1:.3e} -> {e2:.3e})"
+    );
+}
