@@ -84,8 +84,10 @@ impl ProcessGrid {
     /// The grid of `nranks` ranks for a global `shape` with the smallest
     /// communication surface (sum over ranks of the faces shared with a
     /// neighbour), among the factorisations that leave no rank empty. Ties go
-    /// to the most balanced grid, then to the one that splits the slower
-    /// (earlier) axes, keeping contiguous rows long.
+    /// to the grid with the fewest ranks along the last axis (the contiguous
+    /// one in row-major storage: its faces are the costliest to pack and
+    /// splitting it shortens every row), then to the most balanced grid,
+    /// then to the one that splits the slower (earlier) axes.
     pub fn for_shape(shape: [usize; 3], nranks: usize, periodic: [bool; 3]) -> Result<Self> {
         if nranks == 0 {
             return Err(CommError::invalid(
@@ -105,15 +107,15 @@ impl ProcessGrid {
                     continue;
                 }
                 let cost = surface(shape, dims, periodic);
-                // Ties: the most balanced grid (cube-like blocks keep edge and
-                // corner halos small), then splitting the slow axes.
+                // Ties: fewest ranks along the last (contiguous) axis, whose
+                // faces are the costliest to pack (one value per row) and
+                // whose split cuts every row short; then the most balanced
+                // grid; then the one that splits the slower axes.
                 let balance = |d: [usize; 3]| d.iter().map(|x| x * x).sum::<usize>();
+                let key = |d: [usize; 3]| (d[2], balance(d), std::cmp::Reverse(d));
                 let better = match best {
                     None => true,
-                    Some((c, bd)) => {
-                        (cost, balance(dims), std::cmp::Reverse(dims))
-                            < (c, balance(bd), std::cmp::Reverse(bd))
-                    }
+                    Some((c, bd)) => (cost, key(dims)) < (c, key(bd)),
                 };
                 if better {
                     best = Some((cost, dims));
@@ -364,8 +366,16 @@ mod tests {
 
     #[test]
     fn grid_choice_minimises_surface() {
+        // Equal surfaces: the last (contiguous) axis stays whole.
         assert_eq!(
             ProcessGrid::for_shape([64, 64, 64], 8, [true; 3])
+                .unwrap()
+                .dims(),
+            [4, 2, 1]
+        );
+        // Without periodicity [2, 2, 2] has the smaller surface.
+        assert_eq!(
+            ProcessGrid::for_shape([64, 64, 64], 8, [false; 3])
                 .unwrap()
                 .dims(),
             [2, 2, 2]

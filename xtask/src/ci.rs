@@ -4,7 +4,8 @@
 //!
 //! 1. `cargo fmt --all -- --check`
 //! 2. `cargo clippy --workspace --all-targets -- -D warnings`
-//! 3. `cargo test --workspace`
+//! 3. `cargo test --workspace`, then `imex` with its system LAPACK
+//!    backend (`--features lapack`: clippy and tests)
 //! 4. `cargo build -p comm --features mpi --example mpi_selftest`, then the
 //!    self-test under `mpirun -np 1`, `2` and `4` (skipped when
 //!    `comm/examples/mpi_selftest.rs` does not exist)
@@ -23,10 +24,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Short names of the stages, for `--skip`.
-pub const STAGES: [&str; 6] = [
+pub const STAGES: [&str; 7] = [
     "fmt",
     "clippy",
     "test",
+    "lapack",
     "selftest",
     "bitexact",
     "bitexact-mpi",
@@ -36,7 +38,7 @@ pub const STAGES: [&str; 6] = [
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
     /// Stages to leave out, for local use (comma-separated: fmt, clippy,
-    /// test, selftest, bitexact, bitexact-mpi).
+    /// test, lapack, selftest, bitexact, bitexact-mpi).
     #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(STAGES))]
     pub skip: Vec<String>,
 }
@@ -207,6 +209,31 @@ pub fn run(args: &Args) -> Result<()> {
         p.stage(skip, "test", "cargo test --workspace", || {
             cargo(&["test", "--workspace"])
         })?;
+        // The system LAPACK backend of `imex` (OpenBLAS), against faer.
+        p.stage(
+            skip,
+            "lapack",
+            "cargo clippy -p imex --all-targets --features lapack -- -D warnings",
+            || {
+                cargo(&[
+                    "clippy",
+                    "-p",
+                    "imex",
+                    "--all-targets",
+                    "--features",
+                    "lapack",
+                    "--",
+                    "-D",
+                    "warnings",
+                ])
+            },
+        )?;
+        p.stage(
+            skip,
+            "lapack",
+            "cargo test -p imex --features lapack",
+            || cargo(&["test", "-p", "imex", "--features", "lapack"]),
+        )?;
         if util::workspace_root()
             .join("comm/examples/mpi_selftest.rs")
             .exists()
