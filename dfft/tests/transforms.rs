@@ -64,6 +64,9 @@ fn assemble(layout: &Layout, parts: &[Vec<Complex64>], batch: usize) -> Vec<Vec<
     out
 }
 
+/// A layout family: the input layout for a given rank count.
+type LayoutFamily = Box<dyn Fn(usize) -> Layout + Sync>;
+
 fn bits(v: &[Complex64]) -> Vec<(u64, u64)> {
     v.iter().map(|c| (c.re.to_bits(), c.im.to_bits())).collect()
 }
@@ -169,7 +172,7 @@ fn c2c_is_bit_identical_for_every_rank_count_layout_and_protocol() {
         Options::default(),
     )
     .0;
-    let families: Vec<(&str, Box<dyn Fn(usize) -> Layout + Sync>)> = vec![
+    let families: Vec<(&str, LayoutFamily)> = vec![
         ("bricks", Box::new(move |p| Layout::bricks(g, p).unwrap())),
         (
             "x-pencils",

@@ -36,6 +36,43 @@ use std::time::{Duration, Instant};
 pub enum Target {
     /// The heat3d application: weak scaling, order sweep vs stream, overlap.
     Heat3d(Args),
+    /// imex: factor and solve of one l-loop, faer vs LAPACK vs dgetrs per m
+    /// (`cargo bench -p imex --bench imex --features lapack`).
+    Imex(CrateArgs),
+    /// chebyshev: DCT-I transforms and derivatives vs dense products
+    /// (`cargo bench -p chebyshev --bench dct`).
+    Chebyshev(CrateArgs),
+    /// comm: exact sum vs plain, Neumaier and xsum
+    /// (`cargo bench -p comm --bench exact_sum`).
+    ExactSum(CrateArgs),
+    /// halo: exchange throughput for widths 1 to 10 vs memcpy
+    /// (`cargo bench -p halo --bench halo_exchange`).
+    Halo(CrateArgs),
+}
+
+/// Options of the benchmarks that live in their crates.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CrateArgs {
+    /// Arguments passed on to the benchmark binary (after `--`).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub rest: Vec<String>,
+}
+
+/// Runs a crate's `harness = false` benchmark with its output streamed.
+fn crate_bench(package: &str, bench: &str, features: &[&str], rest: &[String]) -> Result<()> {
+    let mut cmd = util::cargo();
+    cmd.args(["bench", "-p", package, "--bench", bench]);
+    for f in features {
+        cmd.args(["--features", f]);
+    }
+    cmd.arg("--").args(rest);
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot run cargo bench -p {package}"))?;
+    if !status.success() {
+        anyhow::bail!("cargo bench -p {package} --bench {bench} failed with {status}");
+    }
+    Ok(())
 }
 
 /// Options of `cargo xtask bench heat3d`.
@@ -415,7 +452,13 @@ fn overlap(weak: &[WeakRun]) -> Vec<OverlapRow> {
 
 /// Runs the heat3d bench.
 pub fn run(target: &Target) -> Result<()> {
-    let Target::Heat3d(args) = target;
+    let args = match target {
+        Target::Heat3d(a) => a,
+        Target::Imex(a) => return crate_bench("imex", "imex", &["lapack"], &a.rest),
+        Target::Chebyshev(a) => return crate_bench("chebyshev", "dct", &[], &a.rest),
+        Target::ExactSum(a) => return crate_bench("comm", "exact_sum", &[], &a.rest),
+        Target::Halo(a) => return crate_bench("halo", "halo_exchange", &[], &a.rest),
+    };
     let start = Instant::now();
     let plan = Plan::new(args.quick);
     let out = match &args.out {

@@ -7,6 +7,8 @@
 //! - `cargo xtask bench heat3d [--quick] [--out DIR]`: weak scaling, the
 //!   order sweep against a memory-bandwidth reference, blocking vs overlap;
 //!   tables, `heat3d.json` and `heat3d.png` ([`bench`]).
+//! - `cargo xtask bench imex | chebyshev | exact-sum | halo [-- ARGS]`: the
+//!   benchmarks that live in their crates, with their references.
 //! - `cargo xtask ci`: everything CI checks, in order, stopping at the first
 //!   failure ([`ci`]).
 

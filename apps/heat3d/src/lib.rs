@@ -265,9 +265,7 @@ impl<'c> Solver<'c> {
     /// `dst = sweep(src)` on the owned cells, exchanging `src`'s halo first
     /// (blocking) or around the interior sweep (overlap).
     fn apply(
-        comm: &dyn Communicator,
-        ex: &mut Exchanger<f64>,
-        mode: Mode,
+        (comm, ex, mode): (&dyn Communicator, &mut Exchanger<f64>, Mode),
         geometry: (&FieldLayout, &Region, &Region, &[Region]),
         sweep: &Sweep,
         src: &mut Field<f64>,
@@ -318,9 +316,7 @@ impl<'c> Solver<'c> {
         match self.cfg.integrator {
             Integrator::Euler => {
                 let ok = Self::apply(
-                    self.comm,
-                    &mut self.ex,
-                    mode,
+                    (self.comm, &mut self.ex, mode),
                     geo,
                     &self.euler,
                     &mut self.u,
@@ -336,9 +332,7 @@ impl<'c> Solver<'c> {
                 // a = stage argument, b = stage derivative, c = weighted sum.
                 let dt = self.dt;
                 let mut ok = Self::apply(
-                    self.comm,
-                    &mut self.ex,
-                    mode,
+                    (self.comm, &mut self.ex, mode),
                     geo,
                     &self.lap,
                     &mut self.u,
@@ -363,9 +357,7 @@ impl<'c> Solver<'c> {
                 t[4] += t0.elapsed().as_secs_f64();
                 for (weight, next) in [(2.0, 0.5 * dt), (2.0, dt)] {
                     ok &= Self::apply(
-                        self.comm,
-                        &mut self.ex,
-                        mode,
+                        (self.comm, &mut self.ex, mode),
                         geo,
                         &self.lap,
                         &mut self.a,
@@ -388,9 +380,7 @@ impl<'c> Solver<'c> {
                     t[4] += t0.elapsed().as_secs_f64();
                 }
                 ok &= Self::apply(
-                    self.comm,
-                    &mut self.ex,
-                    mode,
+                    (self.comm, &mut self.ex, mode),
                     geo,
                     &self.lap,
                     &mut self.a,

@@ -21,9 +21,8 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
         std::fs::rename(&tmp, path)
     };
     write()
-        .map_err(|e| {
+        .inspect_err(|_| {
             let _ = std::fs::remove_file(&tmp);
-            e
         })
         .with_context(|| format!("cannot write {}", path.display()))
 }
