@@ -88,6 +88,9 @@ pub struct Report {
     pub cells_per_second: f64,
     /// Order-independent hash of the global field (see [`field_hash`]).
     pub hash: u64,
+    /// The same hash as 16 hex digits (JSON readers that hold numbers as
+    /// doubles lose the low bits of `hash`).
+    pub hash_hex: String,
     /// Files written.
     pub files: Vec<String>,
 }
@@ -737,6 +740,7 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
             0.0
         },
         hash,
+        hash_hex: format!("{hash:016x}"),
         files,
     })
 }
