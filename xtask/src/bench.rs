@@ -42,6 +42,9 @@ pub enum Target {
     /// chebyshev: DCT-I transforms and derivatives vs dense products
     /// (`cargo bench -p chebyshev --bench dct`).
     Chebyshev(CrateArgs),
+    /// heat3d: grid and cost per step each operator needs for a target
+    /// error (FD-2..FD-20 vs spectral, 1e-2 and 1e-8).
+    MethodCost(crate::cost::Args),
     /// comm: exact sum vs plain, Neumaier and xsum
     /// (`cargo bench -p comm --bench exact_sum`).
     ExactSum(CrateArgs),
@@ -458,6 +461,7 @@ pub fn run(target: &Target) -> Result<()> {
         Target::Chebyshev(a) => return crate_bench("chebyshev", "dct", &[], &a.rest),
         Target::ExactSum(a) => return crate_bench("comm", "exact_sum", &[], &a.rest),
         Target::Halo(a) => return crate_bench("halo", "halo_exchange", &[], &a.rest),
+        Target::MethodCost(a) => return crate::cost::run(a),
     };
     let start = Instant::now();
     let plan = Plan::new(args.quick);

@@ -15,6 +15,7 @@
 mod bench;
 mod bitexact;
 mod ci;
+mod cost;
 mod plot;
 mod stream;
 mod util;

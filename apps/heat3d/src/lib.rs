@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod cost;
 pub mod output;
 pub mod stencil;
 

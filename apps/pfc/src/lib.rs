@@ -1,0 +1,633 @@
+//! PFC: the phase-field crystal model in its conserved Swift-Hohenberg form,
+//!
+//! ```text
+//! dpsi/dt = lap[ (r + (1 + lap)^2) psi + psi^3 ],
+//! F = mean over cells of [ psi/2 (r + (1 + lap)^2) psi + psi^4/4 ],
+//! ```
+//!
+//! on a periodic box, distributed through `dfft`. Each rank owns one block
+//! of the real field (`ProcessGrid::for_shape`, `Layout::new(shape, dims,
+//! [0, 1, 2])`); the spectrum stays in the transposed layout of the r2c plan.
+//!
+//! **Step.** Semi-implicit, linear part implicit and `N = psi^3` explicit:
+//!
+//! ```text
+//! psi_hat' = (psi_hat - dt k^2 N_hat) / (1 + dt k^2 (r + (1 - k^2)^2))
+//! ```
+//!
+//! At `k = 0` the factor is exactly 1 and `dt k^2 N_hat` exactly 0, so the
+//! mean density is kept (up to the round-off of one transform pair). The
+//! step is a pure function of `psi`, and every transform gives the same bits
+//! for every rank count (see `dfft`), so runs on any rank count and runs
+//! restarted from a checkpoint (on any rank count) give bit-identical fields.
+#![warn(missing_docs)]
+
+pub mod checkpoint;
+pub mod config;
+
+use anyhow::{bail, Context, Result};
+use comm::{exact, CommExt, Communicator, IndexBox, ProcessGrid, ReduceOp};
+use config::{Config, Initial, BCC_SHELL, LATTICE};
+use heat3d::output;
+use num_complex::Complex64;
+use serde::Serialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// A 64-bit mixing function (splitmix64 finaliser).
+pub fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// A uniform number in [0, 1) from a seed and a global cell index: the same
+/// for every rank count.
+pub fn uniform(seed: u64, index: u64) -> f64 {
+    (mix(mix(seed) ^ mix(index.wrapping_add(0x5851_F42D_4C95_7F2D))) >> 11) as f64
+        / (1u64 << 53) as f64
+}
+
+/// Diagnostics at one step.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Diagnostics {
+    /// Step number (counted from the start of the first run).
+    pub step: u64,
+    /// Time.
+    pub time: f64,
+    /// Free energy per cell (exact global sum: the same bits for every rank
+    /// count).
+    pub free_energy: f64,
+    /// Mean density (exact global sum).
+    pub mean_density: f64,
+}
+
+/// The solver state of one rank (collective methods must be called on every
+/// rank).
+pub struct Solver<'c> {
+    comm: &'c dyn Communicator,
+    cfg: Config,
+    plan: dfft::Fft3d,
+    grid: [usize; 3],
+    block: IndexBox,
+    strides: [usize; 3],
+    psi: Vec<f64>,
+    work: Vec<f64>,
+    spec: Vec<Complex64>,
+    spec_n: Vec<Complex64>,
+    scratch: Vec<Complex64>,
+    /// dt k^2 per mode.
+    dtk2: Vec<f64>,
+    /// 1 / (1 + dt k^2 (r + (1 - k^2)^2)) per mode.
+    inv: Vec<f64>,
+    /// (1 - k^2)^2 per mode.
+    op: Vec<f64>,
+    nonlinear: bool,
+    step: u64,
+    time: f64,
+}
+
+impl std::fmt::Debug for Solver<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Solver")
+            .field("rank", &self.comm.rank())
+            .field("grid", &self.grid)
+            .field("block", &self.block)
+            .field("step", &self.step)
+            .finish()
+    }
+}
+
+impl<'c> Solver<'c> {
+    /// Plans the transforms and sets the initial condition, or reads it from
+    /// the checkpoint `restart` (collective).
+    pub fn new(comm: &'c dyn Communicator, cfg: &Config, restart: Option<&Path>) -> Result<Self> {
+        cfg.validate()?;
+        let shape = cfg.shape();
+        let rank = comm.rank();
+        let grid = ProcessGrid::for_shape(shape, comm.size(), [true; 3])?.dims();
+        let input = dfft::Layout::new(shape, grid, [0, 1, 2])?;
+        let opts = dfft::Options {
+            output: dfft::Output::Transposed,
+            normalization: dfft::Normalization::Full,
+            ..dfft::Options::default()
+        };
+        let plan = dfft::Fft3d::new(comm, &input, dfft::Kind::R2C { halved: 2 }, opts)?;
+        let out = plan.output_layout().clone();
+        let b = out.box_of(rank);
+        let st = out.strides(rank);
+        let l = cfg.length();
+        let wave = |d: usize, i: usize| {
+            let n = shape[d];
+            let m = if d == 2 || i <= n / 2 {
+                i as f64
+            } else {
+                i as f64 - n as f64
+            };
+            2.0 * std::f64::consts::PI * m / l[d]
+        };
+        let len = out.local_len(rank);
+        let (mut dtk2, mut inv, mut op) = (vec![0.0; len], vec![0.0; len], vec![0.0; len]);
+        for i in b.lo[0]..b.hi[0] {
+            for j in b.lo[1]..b.hi[1] {
+                for k in b.lo[2]..b.hi[2] {
+                    let k2 = wave(0, i).powi(2) + wave(1, j).powi(2) + wave(2, k).powi(2);
+                    let o = (i - b.lo[0]) * st[0] + (j - b.lo[1]) * st[1] + (k - b.lo[2]) * st[2];
+                    dtk2[o] = cfg.dt * k2;
+                    inv[o] = 1.0 / (1.0 + cfg.dt * k2 * cfg.symbol(k2));
+                    op[o] = (1.0 - k2) * (1.0 - k2);
+                }
+            }
+        }
+        let mut s = Solver {
+            comm,
+            cfg: cfg.clone(),
+            grid,
+            block: input.box_of(rank),
+            strides: input.strides(rank),
+            psi: vec![0.0; plan.input_len()],
+            work: vec![0.0; plan.input_len()],
+            spec: vec![Complex64::default(); plan.output_len()],
+            spec_n: vec![Complex64::default(); plan.output_len()],
+            scratch: vec![Complex64::default(); plan.scratch_len()],
+            plan,
+            dtk2,
+            inv,
+            op,
+            nonlinear: true,
+            step: 0,
+            time: 0.0,
+        };
+        match restart {
+            Some(path) => {
+                let ck = checkpoint::read(path, shape)?;
+                if ck.physics_hash != cfg.physics_hash() && rank == 0 {
+                    eprintln!(
+                        "warning: checkpoint {} was written with different r, dt or grid; the continuation will not match an uninterrupted run",
+                        path.display()
+                    );
+                }
+                s.step = ck.step;
+                s.time = ck.time;
+                let g = shape;
+                s.set_field(|[i, j, k]| ck.field[(i * g[1] + j) * g[2] + k]);
+            }
+            None => s.set_initial(),
+        }
+        Ok(s)
+    }
+
+    /// Sets the owned cells to `f(global index)`.
+    pub fn set_field(&mut self, f: impl Fn([usize; 3]) -> f64) {
+        let (b, st) = (self.block, self.strides);
+        for i in b.lo[0]..b.hi[0] {
+            for j in b.lo[1]..b.hi[1] {
+                for k in b.lo[2]..b.hi[2] {
+                    let o = (i - b.lo[0]) * st[0] + (j - b.lo[1]) * st[1] + (k - b.lo[2]) * st[2];
+                    self.psi[o] = f([i, j, k]);
+                }
+            }
+        }
+    }
+
+    /// Calls `f(global index, value)` for every owned cell.
+    pub fn for_each(&self, mut f: impl FnMut([usize; 3], f64)) {
+        let (b, st) = (self.block, self.strides);
+        for i in b.lo[0]..b.hi[0] {
+            for j in b.lo[1]..b.hi[1] {
+                for k in b.lo[2]..b.hi[2] {
+                    let o = (i - b.lo[0]) * st[0] + (j - b.lo[1]) * st[1] + (k - b.lo[2]) * st[2];
+                    f([i, j, k], self.psi[o]);
+                }
+            }
+        }
+    }
+
+    fn set_initial(&mut self) {
+        let c = self.cfg.clone();
+        let g = c.shape();
+        let psi0 = c.mean_density;
+        match c.initial {
+            Initial::Noise => self.set_field(|[i, j, k]| {
+                let q = ((i * g[1] + j) * g[2] + k) as u64;
+                psi0 + c.noise_amplitude * (2.0 * uniform(c.seed, q) - 1.0)
+            }),
+            Initial::Seed => {
+                let amp = c.seed_amplitude();
+                let h = c.spacing();
+                let n = c.points_per_period as f64;
+                let centre = c.length().map(|l| 0.5 * l);
+                let radius = c.seed_radius * LATTICE;
+                let width = 0.25 * LATTICE;
+                self.set_field(|idx| {
+                    let x = idx.map(|i| i as f64 * h);
+                    let d = (0..3)
+                        .map(|a| (x[a] - centre[a]).powi(2))
+                        .sum::<f64>()
+                        .sqrt();
+                    let mask = 0.5 * (1.0 - ((d - radius) / width).tanh());
+                    // q_j . x = 2 pi (q_j . idx) / points_per_period, exactly
+                    // periodic on the grid.
+                    let wave: f64 = BCC_SHELL
+                        .iter()
+                        .map(|q| {
+                            let m = (0..3).map(|a| q[a] as f64 * idx[a] as f64).sum::<f64>();
+                            (2.0 * std::f64::consts::PI * m / n).cos()
+                        })
+                        .sum();
+                    psi0 + amp * mask * wave
+                });
+            }
+        }
+    }
+
+    /// Switches the `psi^3` term off or on (for testing the linear part).
+    pub fn set_nonlinear(&mut self, on: bool) {
+        self.nonlinear = on;
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The process grid.
+    pub fn grid(&self) -> [usize; 3] {
+        self.grid
+    }
+
+    /// This rank's block of the real field (global indices).
+    pub fn block(&self) -> IndexBox {
+        self.block
+    }
+
+    /// The current step number.
+    pub fn step_number(&self) -> u64 {
+        self.step
+    }
+
+    /// The current time.
+    pub fn time(&self) -> f64 {
+        self.time
+    }
+
+    /// One semi-implicit step (collective). Returns false when a value is
+    /// not finite.
+    pub fn step(&mut self) -> Result<bool> {
+        self.plan
+            .forward_r2c(self.comm, &self.psi, &mut self.spec, &mut self.scratch)?;
+        if self.nonlinear {
+            for (w, p) in self.work.iter_mut().zip(&self.psi) {
+                *w = p * p * p;
+            }
+            self.plan
+                .forward_r2c(self.comm, &self.work, &mut self.spec_n, &mut self.scratch)?;
+            for (((s, n), a), f) in self
+                .spec
+                .iter_mut()
+                .zip(&self.spec_n)
+                .zip(&self.dtk2)
+                .zip(&self.inv)
+            {
+                *s = (*s - *n * *a) * *f;
+            }
+        } else {
+            for (s, f) in self.spec.iter_mut().zip(&self.inv) {
+                *s *= *f;
+            }
+        }
+        self.plan
+            .backward_c2r(self.comm, &self.spec, &mut self.psi, &mut self.scratch)?;
+        self.step += 1;
+        self.time += self.cfg.dt;
+        let ok = self.psi.iter().all(|v| v.is_finite());
+        let bad = self
+            .comm
+            .allreduce_scalar(if ok { 0.0 } else { 1.0 }, ReduceOp::Max)?;
+        Ok(bad == 0.0)
+    }
+
+    /// Free energy and mean density (collective; exact sums).
+    pub fn diagnostics(&mut self) -> Result<Diagnostics> {
+        self.plan
+            .forward_r2c(self.comm, &self.psi, &mut self.spec, &mut self.scratch)?;
+        for (s, f) in self.spec.iter_mut().zip(&self.op) {
+            *s *= *f;
+        }
+        self.plan
+            .backward_c2r(self.comm, &self.spec, &mut self.work, &mut self.scratch)?;
+        let r = self.cfg.r;
+        let mut energy = exact::ExactSum::new();
+        let mut mass = exact::ExactSum::new();
+        for (p, lp) in self.psi.iter().zip(&self.work) {
+            energy.add(0.5 * p * (r * p + lp) + 0.25 * (p * p) * (p * p));
+            mass.add(*p);
+        }
+        let sums = exact::allreduce_exact_sums(self.comm, &[energy, mass])?;
+        let n = self.cfg.shape().iter().product::<usize>() as f64;
+        Ok(Diagnostics {
+            step: self.step,
+            time: self.time,
+            free_energy: sums[0] / n,
+            mean_density: sums[1] / n,
+        })
+    }
+
+    /// A hash of the global field that depends only on the value at each
+    /// global index (wrapping sum of `mix(mix(index) ^ bits)`): the same for
+    /// any rank count (collective).
+    pub fn field_hash(&self) -> Result<u64> {
+        let g = self.cfg.shape();
+        let mut h = 0u64;
+        self.for_each(|[i, j, k], v| {
+            let q = ((i * g[1] + j) * g[2] + k) as u64;
+            h = h.wrapping_add(mix(mix(q) ^ v.to_bits()));
+        });
+        let mut parts = [(h & 0xFFFF_FFFF) as i64, (h >> 32) as i64];
+        self.comm.allreduce_i64(&mut parts, ReduceOp::Sum)?;
+        Ok((parts[0] as u64).wrapping_add((parts[1] as u64) << 32))
+    }
+
+    /// The global field in row-major order (last axis fastest) on rank 0,
+    /// `None` elsewhere (collective).
+    pub fn gather(&self) -> Result<Option<Vec<f64>>> {
+        const TAG: u32 = 7301;
+        let g = self.cfg.shape();
+        let row_major = |b: &IndexBox, vals: &[f64], out: &mut [f64]| {
+            let s = b.shape();
+            let mut q = 0;
+            for i in b.lo[0]..b.hi[0] {
+                for j in b.lo[1]..b.hi[1] {
+                    let o = (i * g[1] + j) * g[2] + b.lo[2];
+                    out[o..o + s[2]].copy_from_slice(&vals[q..q + s[2]]);
+                    q += s[2];
+                }
+            }
+        };
+        // The input layout is row-major in its block (order [0, 1, 2]).
+        if self.comm.rank() != 0 {
+            self.comm.send(0, TAG, &self.psi)?;
+            return Ok(None);
+        }
+        let layout = self.plan.input_layout().clone();
+        let mut out = vec![0.0; g.iter().product()];
+        row_major(&self.block, &self.psi, &mut out);
+        for r in 1..self.comm.size() {
+            let b = layout.box_of(r);
+            let mut buf = vec![0.0; b.len()];
+            self.comm.recv(r, TAG, &mut buf)?;
+            row_major(&b, &buf, &mut out);
+        }
+        Ok(Some(out))
+    }
+
+    /// Writes the checkpoint `pfc_NNNNNN.chk` into `dir` (collective).
+    pub fn write_checkpoint(&self, dir: &Path) -> Result<Option<PathBuf>> {
+        let field = self.gather()?;
+        let mut path = None;
+        if let Some(f) = field {
+            let p = dir.join(format!("pfc_{:06}.chk", self.step));
+            checkpoint::write(
+                &p,
+                &checkpoint::Checkpoint {
+                    shape: self.cfg.shape(),
+                    step: self.step,
+                    time: self.time,
+                    physics_hash: self.cfg.physics_hash(),
+                    field: f,
+                },
+            )?;
+            path = Some(p);
+        }
+        self.comm.barrier()?;
+        Ok(path)
+    }
+
+    /// Writes `pfc_NNNNNN.pvti` and one `.vti` piece per rank into `dir`
+    /// (collective).
+    pub fn write_vtk(&self, dir: &Path) -> Result<Option<PathBuf>> {
+        let rank = self.comm.rank();
+        let whole = IndexBox::from_shape(self.cfg.shape());
+        let h = self.cfg.spacing();
+        let stem = format!("pfc_{:06}", self.step);
+        let piece = |r: usize| format!("{stem}_r{r:04}.vti");
+        let bytes = output::vti_piece(&whole, &self.block, [h; 3], "psi", &self.psi);
+        output::atomic_write(&dir.join(piece(rank)), &bytes)?;
+        self.comm.barrier()?;
+        let mut path = None;
+        if rank == 0 {
+            let layout = self.plan.input_layout();
+            let pieces: Vec<(IndexBox, String)> = (0..self.comm.size())
+                .map(|r| (layout.box_of(r), piece(r)))
+                .collect();
+            let p = dir.join(format!("{stem}.pvti"));
+            output::atomic_write(&p, output::pvti(&whole, [h; 3], "psi", &pieces).as_bytes())?;
+            path = Some(p);
+        }
+        self.comm.barrier()?;
+        Ok(path)
+    }
+}
+
+/// What a run reports (on every rank; identical everywhere except `wall`
+/// and the timings, which come from rank 0's broadcast).
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The configuration as run.
+    pub config: Config,
+    /// Grid points per axis.
+    pub shape: [usize; 3],
+    /// Number of ranks.
+    pub ranks: usize,
+    /// Backend name.
+    pub backend: &'static str,
+    /// Process grid.
+    pub grid: [usize; 3],
+    /// Amplitude of the seed (0 for noise or a restart).
+    pub seed_amplitude: f64,
+    /// The checkpoint the run started from.
+    pub restart: Option<String>,
+    /// Diagnostics at the first step of this run.
+    pub first: Diagnostics,
+    /// Diagnostics at the final step.
+    pub last: Diagnostics,
+    /// Wall time of the stepping loop (seconds).
+    pub wall: f64,
+    /// Mean time per step (seconds, diagnostics and output included).
+    pub time_per_step: f64,
+    /// Order-independent hash of the global field.
+    pub hash: u64,
+    /// The same hash as 16 hex digits.
+    pub hash_hex: String,
+    /// Files written (on rank 0).
+    pub files: Vec<String>,
+}
+
+impl Report {
+    /// The human-readable summary printed at the end of a run.
+    pub fn summary(&self) -> String {
+        let drift = self.last.mean_density - self.first.mean_density;
+        format!(
+            "pfc: {:?} grid ({:?} BCC periods x {} points), {} {} rank(s) on grid {:?}\n\
+             r {}  psi0 {}  dt {}  steps {} -> {}  final time {:.4}\n\
+             free energy: {:.12e} -> {:.12e}\n\
+             mean density: {:.15e} (drift {:.3e}, relative {:.3e})\n\
+             time per step {:.3} ms  wall {:.3} s\n\
+             field hash: {:016x}",
+            self.shape,
+            self.config.periods.get(),
+            self.config.points_per_period,
+            self.ranks,
+            self.backend,
+            self.grid,
+            self.config.r,
+            self.config.mean_density,
+            self.config.dt,
+            self.first.step,
+            self.last.step,
+            self.last.time,
+            self.first.free_energy,
+            self.last.free_energy,
+            self.last.mean_density,
+            drift,
+            drift / self.first.mean_density.abs().max(f64::MIN_POSITIVE),
+            self.time_per_step * 1e3,
+            self.wall,
+            self.hash
+        )
+    }
+}
+
+type Csv = (std::io::BufWriter<std::fs::File>, PathBuf);
+
+fn log(f: &mut Option<Csv>, d: &Diagnostics) -> Result<()> {
+    if let Some((f, _)) = f {
+        writeln!(
+            f,
+            "{},{:.17e},{:.17e},{:.17e}",
+            d.step, d.time, d.free_energy, d.mean_density
+        )?;
+    }
+    Ok(())
+}
+
+/// Runs PFC on `comm` (collective), from the initial condition or from the
+/// checkpoint `restart`. `progress` shows a progress bar on rank 0.
+pub fn run(
+    comm: &dyn Communicator,
+    cfg: &Config,
+    restart: Option<&Path>,
+    progress: bool,
+) -> Result<Report> {
+    let mut s = Solver::new(comm, cfg, restart)?;
+    let rank = comm.rank();
+    let out = cfg.output.dir.clone();
+    if let Some(d) = &out {
+        let mut ok = [1i64];
+        if rank == 0 && std::fs::create_dir_all(d).is_err() {
+            ok[0] = 0;
+        }
+        comm.allreduce_i64(&mut ok, ReduceOp::Min)?;
+        if ok[0] == 0 {
+            bail!("cannot create output folder {}", d.display());
+        }
+    }
+    let mut csv: Option<Csv> = match (&out, rank) {
+        (Some(d), 0) if cfg.output.diagnostics => {
+            let p = d.join("pfc.csv");
+            let mut f = std::io::BufWriter::new(
+                std::fs::File::create(&p)
+                    .with_context(|| format!("cannot create {}", p.display()))?,
+            );
+            writeln!(f, "step,time,free_energy,mean_density")?;
+            Some((f, p))
+        }
+        _ => None,
+    };
+    let mut files = vec![];
+    let mut keep = |p: Option<PathBuf>| {
+        if let Some(p) = p {
+            files.push(p.display().to_string());
+        }
+    };
+    let first = s.diagnostics()?;
+    log(&mut csv, &first)?;
+    let vtk_every = cfg.output.vtk_every as u64;
+    let ck_every = cfg.output.checkpoint_every as u64;
+    if let (Some(d), true) = (&out, vtk_every > 0) {
+        keep(s.write_vtk(d)?);
+    }
+    let bar = (progress && rank == 0 && cfg.steps >= 50).then(|| {
+        let b = indicatif::ProgressBar::new(cfg.steps as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {pos}/{len} steps  {elapsed} < {eta}  {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    });
+    let mut last = first;
+    let wall = Instant::now();
+    for i in 1..=cfg.steps {
+        if !s.step()? {
+            bail!(
+                "non-finite value in the field at step {} (time {:.4}); reduce dt (now {})",
+                s.step_number(),
+                s.time(),
+                cfg.dt
+            );
+        }
+        let n = s.step_number();
+        if n % cfg.diag_every as u64 == 0 || i == cfg.steps {
+            last = s.diagnostics()?;
+            log(&mut csv, &last)?;
+            if let Some(b) = &bar {
+                b.set_message(format!("F {:.6e}", last.free_energy));
+            }
+        }
+        if let Some(d) = &out {
+            if vtk_every > 0 && (n % vtk_every == 0 || i == cfg.steps) {
+                keep(s.write_vtk(d)?);
+            }
+            if ck_every > 0 && n % ck_every == 0 {
+                keep(s.write_checkpoint(d)?);
+            }
+        }
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+    }
+    let mut wall = [wall.elapsed().as_secs_f64()];
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    comm.broadcast(&mut wall, 0)?;
+    if let Some((mut f, p)) = csv {
+        f.flush()?;
+        files.insert(0, p.display().to_string());
+    }
+    let hash = s.field_hash()?;
+    Ok(Report {
+        config: cfg.clone(),
+        shape: cfg.shape(),
+        ranks: comm.size(),
+        backend: comm.backend(),
+        grid: s.grid(),
+        seed_amplitude: if restart.is_none() && cfg.initial == Initial::Seed {
+            cfg.seed_amplitude()
+        } else {
+            0.0
+        },
+        restart: restart.map(|p| p.display().to_string()),
+        first,
+        last,
+        wall: wall[0],
+        time_per_step: wall[0] / cfg.steps.max(1) as f64,
+        hash,
+        hash_hex: format!("{hash:016x}"),
+        files,
+    })
+}
