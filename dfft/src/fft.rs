@@ -107,7 +107,7 @@ enum Step {
 }
 
 /// Forward and inverse complex plans of one length.
-type C2cPair = (usize, Arc<dyn Fft<f64>>, Arc<dyn Fft<f64>>);
+pub(crate) type C2cPair = (usize, Arc<dyn Fft<f64>>, Arc<dyn Fft<f64>>);
 /// Forward and inverse real plans of the halved axis.
 type R2cPair = (Arc<dyn RealToComplex<f64>>, Arc<dyn ComplexToReal<f64>>);
 
@@ -701,6 +701,30 @@ fn for_lines(layout: &Layout, rank: usize, axis: usize, mut f: impl FnMut(usize)
             f(i * st[a] + j * st[b]);
         }
     }
+}
+
+/// Applies `plan` to every line along `axis` of `batch` fields (for the
+/// derivative plans).
+pub(crate) fn fft_lines_pub(
+    plan: &dyn Fft<f64>,
+    layout: &Layout,
+    rank: usize,
+    axis: usize,
+    batch: usize,
+    data: &mut [Complex64],
+    scratch: &mut [Complex64],
+) {
+    fft_lines(plan, layout, rank, axis, batch, data, scratch)
+}
+
+/// A layout with `axis` whole and contiguous (a pencil, or a slab when no
+/// pencil fits).
+pub(crate) fn layout_for_axis(
+    global: [usize; 3],
+    p: usize,
+    axis: usize,
+) -> Result<Layout, FftError> {
+    layout_for(global, p, axis, None)
 }
 
 /// Applies `plan` to every line along `axis` (whole in `layout`).

@@ -59,10 +59,12 @@
 //! ```
 #![warn(missing_docs)]
 
+mod deriv;
 mod fft;
 mod layout;
 mod reshape;
 
+pub use deriv::{Derivative, Derivatives};
 pub use fft::{Fft3d, Kind, Normalization, Options, Output, Selection};
 pub use layout::{Layout, LayoutKind};
 pub use reshape::{Protocol, Reshape};
