@@ -1,0 +1,156 @@
+//! `pfc`: the command-line front end. Defaults < configuration file <
+//! command-line flags.
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use pfc::config::{Config, Initial, PerAxis};
+use std::path::PathBuf;
+
+/// Phase-field crystal model (conserved Swift-Hohenberg) on a periodic box,
+/// semi-implicit spectral steps through distributed FFTs on in-process ranks.
+#[derive(Debug, Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    /// TOML configuration file (every key optional; see examples/pfc.toml).
+    #[arg(short, long)]
+    config: Option<PathBuf>,
+    /// In-process ranks (default: the number of cores).
+    #[arg(long)]
+    ranks: Option<usize>,
+    /// BCC lattice periods per axis: N or NXxNYxNZ.
+    #[arg(long, value_parser = parse_triple)]
+    periods: Option<[usize; 3]>,
+    /// Grid points per lattice period.
+    #[arg(long)]
+    points_per_period: Option<usize>,
+    /// Undercooling parameter r.
+    #[arg(long, allow_hyphen_values = true)]
+    r: Option<f64>,
+    /// Mean density psi0.
+    #[arg(long, allow_hyphen_values = true)]
+    mean_density: Option<f64>,
+    /// Step size.
+    #[arg(long, allow_hyphen_values = true)]
+    dt: Option<f64>,
+    /// Number of steps.
+    #[arg(long)]
+    steps: Option<usize>,
+    /// Initial condition.
+    #[arg(long, value_enum)]
+    initial: Option<Initial>,
+    /// Noise generator seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Seed radius in lattice periods.
+    #[arg(long)]
+    seed_radius: Option<f64>,
+    /// Diagnostics every this many steps.
+    #[arg(long)]
+    diag_every: Option<usize>,
+    /// VTK snapshot every this many steps (0: none).
+    #[arg(long)]
+    vtk_every: Option<usize>,
+    /// Checkpoint every this many steps (0: none).
+    #[arg(long)]
+    checkpoint_every: Option<usize>,
+    /// Continue from this checkpoint (any rank count).
+    #[arg(long)]
+    restart: Option<PathBuf>,
+    /// Output folder.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Write the report as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+fn parse_triple(s: &str) -> Result<[usize; 3], String> {
+    let nums: Result<Vec<usize>, _> = s
+        .split(['x', 'X', ','])
+        .map(|p| p.trim().parse::<usize>())
+        .collect();
+    match nums {
+        Ok(v) if v.len() == 1 => Ok([v[0]; 3]),
+        Ok(v) if v.len() == 3 => Ok([v[0], v[1], v[2]]),
+        _ => Err(format!("expected N or AxBxC with integers, got {s:?}")),
+    }
+}
+
+fn config(cli: &Cli) -> Result<Config> {
+    let mut c = match &cli.config {
+        Some(p) => Config::from_file(p)?,
+        None => Config::default(),
+    };
+    if let Some(p) = cli.periods {
+        c.periods = PerAxis::Each(p);
+    }
+    macro_rules! set {
+        ($($f:ident),*) => { $( if let Some(v) = cli.$f { c.$f = v; } )* };
+    }
+    set!(
+        points_per_period,
+        r,
+        mean_density,
+        dt,
+        steps,
+        initial,
+        seed,
+        seed_radius,
+        diag_every
+    );
+    if let Some(v) = cli.vtk_every {
+        c.output.vtk_every = v;
+    }
+    if let Some(v) = cli.checkpoint_every {
+        c.output.checkpoint_every = v;
+    }
+    if cli.output.is_some() {
+        c.output.dir = cli.output.clone();
+    }
+    c.validate()?;
+    Ok(c)
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    match real_main(&cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main(cli: &Cli) -> Result<()> {
+    let cfg = config(cli)?;
+    if let Some(p) = &cli.restart {
+        if !p.is_file() {
+            bail!("checkpoint file {} does not exist", p.display());
+        }
+    }
+    let ranks = cli.ranks.unwrap_or_else(comm::local::default_ranks);
+    if ranks == 0 {
+        bail!("--ranks must be at least 1, got 0");
+    }
+    let reports = comm::local::run(ranks, |c| {
+        pfc::run(c, &cfg, cli.restart.as_deref(), !cli.quiet).map_err(|e| format!("{e:#}"))
+    })
+    .map_err(|e| anyhow::anyhow!("{}", e.reason))
+    .context(format!("pfc failed on {ranks} in-process rank(s)"))?;
+    let report = &reports[0];
+    println!("{}", report.summary());
+    for f in &report.files {
+        if !cli.quiet {
+            println!("wrote {f}");
+        }
+    }
+    if let Some(p) = &cli.json {
+        let text = serde_json::to_string_pretty(report)?;
+        heat3d::output::atomic_write(p, text.as_bytes())?;
+    }
+    Ok(())
+}
