@@ -132,6 +132,20 @@ fn real_main(cli: &Cli) -> Result<()> {
             bail!("checkpoint file {} does not exist", p.display());
         }
     }
+    #[cfg(feature = "mpi")]
+    if comm::mpi::is_launched_by_mpirun() {
+        let (rank, report) = comm::mpi::run(|c| {
+            pfc::run(c, &cfg, cli.restart.as_deref(), !cli.quiet)
+                .map(|r| (c.rank(), r))
+                .map_err(|e| format!("{e:#}"))
+        })
+        .map_err(anyhow::Error::msg)?;
+        return if rank == 0 {
+            finish(cli, &report)
+        } else {
+            Ok(())
+        };
+    }
     let ranks = cli.ranks.unwrap_or_else(comm::local::default_ranks);
     if ranks == 0 {
         bail!("--ranks must be at least 1, got 0");
@@ -141,7 +155,11 @@ fn real_main(cli: &Cli) -> Result<()> {
     })
     .map_err(|e| anyhow::anyhow!("{}", e.reason))
     .context(format!("pfc failed on {ranks} in-process rank(s)"))?;
-    let report = &reports[0];
+    finish(cli, &reports[0])
+}
+
+/// Prints the summary and writes the JSON report (rank 0).
+fn finish(cli: &Cli, report: &pfc::Report) -> Result<()> {
     println!("{}", report.summary());
     for f in &report.files {
         if !cli.quiet {
