@@ -1,0 +1,195 @@
+//! Spherical harmonic transforms (SHT) on Gauss-Legendre grids, in the
+//! SHTns/MagIC convention, serial or parallel over the order `m`.
+//!
+//! - [`gauss_legendre`]: Gauss-Legendre nodes and weights (Newton in
+//!   `theta` on the Legendre recurrence), accurate to rounding for thousands
+//!   of nodes.
+//! - [`normalized_legendre`]: the orthonormal associated Legendre functions
+//!   at one point.
+//! - [`Sht`]: a plan for one grid (`Ntheta` Gauss latitudes, `Nphi`
+//!   equispaced longitudes) and one truncation `lmax`, with the full scalar
+//!   [`synthesis`](Sht::synthesis) / [`analysis`](Sht::analysis) on batches
+//!   of fields, and the two steps separately so a distributed code can put a
+//!   transpose between them: the Legendre step for all `m`
+//!   ([`legendre_synthesis`](Sht::legendre_synthesis),
+//!   [`legendre_analysis`](Sht::legendre_analysis)) or for one `m`
+//!   ([`legendre_synthesis_m`](Sht::legendre_synthesis_m),
+//!   [`legendre_analysis_m`](Sht::legendre_analysis_m)), and the phi FFT step
+//!   ([`phi_synthesis`](Sht::phi_synthesis), [`phi_analysis`](Sht::phi_analysis)).
+//!
+//! # Convention
+//!
+//! Orthonormal spherical harmonics **without** the Condon-Shortley phase:
+//!
+//! ```text
+//! Y_lm(theta, phi) = N_lm P_l^m(cos theta) e^{i m phi},
+//! N_lm = sqrt( (2l+1)/(4 pi) * (l-m)!/(l+m)! ),
+//! P_l^m(x) = (1 - x^2)^{m/2} d^m/dx^m P_l(x)      (no (-1)^m),
+//! ```
+//!
+//! so `∫ Y_lm conj(Y_l'm') dΩ = δ_ll' δ_mm'`, `Y_10 = sqrt(3/(4 pi)) cos theta`
+//! and `Y_11 = sqrt(3/(8 pi)) sin theta e^{i phi}` (positive at `phi = 0`).
+//! A real field is stored by its coefficients with `m >= 0` only:
+//!
+//! ```text
+//! f(theta, phi) = sum_{l=0}^{lmax} [ f_l0 Y_l0 + 2 Re sum_{m=1}^{min(l,mmax)} f_lm Y_lm ],
+//! f_lm = ∫ f conj(Y_lm) dΩ,
+//! ```
+//!
+//! which is the full complex expansion with `f_{l,-m} = conj(f_lm)` (as in
+//! SHTns with orthonormal harmonics). The imaginary part of the `m = 0`
+//! coefficients is ignored by synthesis and comes out zero from analysis.
+//!
+//! # Data layout
+//!
+//! - Coefficients of one field: `nlm = (lmax+1)(lmax+2)/2` complex values,
+//!   **m-major**: all `l = 0..=lmax` for `m = 0`, then `l = 1..=lmax` for
+//!   `m = 1`, ...; `(l, m)` is at [`Sht::lm_index`]`(l, m) = m_offset(m) + l - m`.
+//!   A batch of fields is field after field.
+//! - Grid of one field: `Ntheta * Nphi` reals, **theta-major**: row `j`
+//!   (colatitude `theta_j`, north to south, `x_j = cos theta_j` decreasing)
+//!   holds `phi_k = 2 pi k / Nphi`, `k = 0..Nphi`. A batch is field after field.
+//! - Fourier-Legendre intermediate (between the two steps): for each
+//!   `m = 0..=mmax`, for each field, `Ntheta` complex values
+//!   `F_m(theta_j) = sum_l f_lm Pbar_lm(cos theta_j)`, index
+//!   `(m * nfields + field) * Ntheta + j`, so that each `m` is one contiguous block.
+//!
+//! # Algorithm
+//!
+//! The Legendre functions are never tabulated: for each `m` and each
+//! northern latitude the normalised three-term recurrence in `l` runs from the
+//! sectoral value `Pbar_mm`, kept in an extended exponent (`val * 2^(-280 k)`)
+//! so that `sin^m theta` does not underflow near the poles for large `m`;
+//! values below `2^-280` are skipped, and so are whole blocks of latitudes
+//! nearer the pole than the first block (going from the equator) where all
+//! values are. Eight latitudes advance together through the recurrence
+//! (independent chains, vectorised). The southern latitudes follow from the
+//! parity `Pbar_lm(-x) = (-1)^(l+m) Pbar_lm(x)`. With
+//! [`Parallelism::Rayon`] the orders `m` (and the phi rows) are spread over
+//! rayon's pool; each output is computed by the same sequence of operations
+//! as in serial, so the results are bit-identical.
+//!
+//! # Example
+//!
+//! ```
+//! use num_complex::Complex64;
+//! use sht::{Parallelism, Sht};
+//!
+//! let sht = Sht::new(16, None)?; // Nphi = 32, lmax = ceil(2*16/3) = 11
+//! let mut coeffs = vec![Complex64::new(0.0, 0.0); sht.nlm()];
+//! coeffs[sht.lm_index(1, 0)] = Complex64::new(1.0, 0.0); // Y_10
+//! let mut grid = vec![0.0; sht.ntheta() * sht.nphi()];
+//! sht.synthesis(&coeffs, &mut grid, Parallelism::None)?;
+//! let y10 = (3.0 / (4.0 * std::f64::consts::PI)).sqrt() * sht.cos_theta()[0];
+//! assert!((grid[0] - y10).abs() < 1e-14);
+//!
+//! let mut back = vec![Complex64::new(0.0, 0.0); sht.nlm()];
+//! sht.analysis(&grid, &mut back, Parallelism::None)?;
+//! assert!((back[sht.lm_index(1, 0)].re - 1.0).abs() < 1e-14);
+//! # Ok::<(), sht::ShtError>(())
+//! ```
+#![warn(missing_docs)]
+
+mod gauss;
+mod legendre;
+mod transform;
+
+pub use gauss::gauss_legendre;
+pub use legendre::normalized_legendre;
+pub use transform::Sht;
+
+/// Where the transforms run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Parallelism {
+    /// On the calling thread.
+    #[default]
+    None,
+    /// Over the orders `m` (Legendre step) and the latitude rows (phi step)
+    /// on rayon's current pool. Bit-identical to [`Parallelism::None`].
+    Rayon,
+}
+
+/// Errors of this crate.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum ShtError {
+    /// Fewer than two latitudes.
+    #[error("ntheta = {ntheta} is too small: need at least 2 latitudes")]
+    TooFewLatitudes {
+        /// The value given.
+        ntheta: usize,
+    },
+    /// `lmax` outside `0..=ntheta-1`.
+    #[error("lmax = {lmax} is out of range: a Gauss grid of ntheta = {ntheta} allows 0 <= lmax <= {}", ntheta - 1)]
+    LmaxOutOfRange {
+        /// The value given.
+        lmax: usize,
+        /// The number of latitudes.
+        ntheta: usize,
+    },
+    /// `nphi` is odd.
+    #[error("nphi = {nphi} is odd: the number of longitudes must be even")]
+    OddNphi {
+        /// The value given.
+        nphi: usize,
+    },
+    /// `nphi` too small to hold orders up to `mmax` without aliasing.
+    #[error("nphi = {nphi} is too small for mmax = {mmax}: need nphi >= {}", 2 * (mmax + 1))]
+    NphiTooSmall {
+        /// The value given.
+        nphi: usize,
+        /// The largest order.
+        mmax: usize,
+    },
+    /// Order `m` above `mmax`.
+    #[error("order m = {m} is out of range: 0 <= m <= {mmax}")]
+    OrderOutOfRange {
+        /// The value given.
+        m: usize,
+        /// The largest order.
+        mmax: usize,
+    },
+    /// A buffer of the wrong length.
+    #[error("{what} has length {got}, expected {expected}")]
+    Length {
+        /// Which buffer.
+        what: &'static str,
+        /// The length required.
+        expected: usize,
+        /// The length given.
+        got: usize,
+    },
+    /// A batch buffer whose length is not a positive multiple of one field.
+    #[error("{what} has length {got}, expected a positive multiple of {unit} (one field)")]
+    BatchLength {
+        /// Which buffer.
+        what: &'static str,
+        /// The length of one field.
+        unit: usize,
+        /// The length given.
+        got: usize,
+    },
+    /// An error reported by the FFT library.
+    #[error("FFT failed: {0}")]
+    Fft(String),
+}
+
+pub(crate) fn check_len(what: &'static str, got: usize, expected: usize) -> Result<(), ShtError> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(ShtError::Length {
+            what,
+            expected,
+            got,
+        })
+    }
+}
+
+/// The number of fields in a batch buffer of length `got`, `unit` per field.
+pub(crate) fn batch(what: &'static str, got: usize, unit: usize) -> Result<usize, ShtError> {
+    if unit > 0 && got > 0 && got % unit == 0 {
+        Ok(got / unit)
+    } else {
+        Err(ShtError::BatchLength { what, unit, got })
+    }
+}

@@ -1,0 +1,507 @@
+//! The transform plan.
+
+use std::f64::consts::PI;
+use std::fmt;
+use std::sync::Arc;
+
+use num_complex::Complex64;
+use rayon::prelude::*;
+use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
+
+use crate::legendre::{coefficients, run_block, sectoral, LANES};
+use crate::{batch, check_len, gauss_legendre, Parallelism, ShtError};
+
+const ZERO: Complex64 = Complex64::new(0.0, 0.0);
+
+/// A spherical harmonic transform plan: a Gauss-Legendre grid of `ntheta`
+/// latitudes and `nphi` longitudes, and the truncation `lmax = mmax`.
+///
+/// Holds the grid, the sectoral start values `Pbar_mm` for the northern
+/// latitudes (`(mmax+1) * ceil(ntheta/2)` values, no `l` table) and the
+/// phi FFT plans. See the crate docs for the convention and the layouts.
+pub struct Sht {
+    ntheta: usize,
+    nphi: usize,
+    lmax: usize,
+    nnorth: usize,
+    theta: Vec<f64>,
+    x: Vec<f64>,
+    w: Vec<f64>,
+    pmm_val: Vec<f64>,
+    pmm_k: Vec<i32>,
+    r2c: Arc<dyn RealToComplex<f64>>,
+    c2r: Arc<dyn ComplexToReal<f64>>,
+}
+
+impl fmt::Debug for Sht {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sht")
+            .field("ntheta", &self.ntheta)
+            .field("nphi", &self.nphi)
+            .field("lmax", &self.lmax)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sht {
+    /// A plan with `nphi = 2 ntheta` and `lmax` given or, with `None`,
+    /// `ceil(2 ntheta / 3)` (at most `ntheta - 1`).
+    ///
+    /// Errors: `ntheta < 2`, `lmax > ntheta - 1`.
+    pub fn new(ntheta: usize, lmax: Option<usize>) -> Result<Self, ShtError> {
+        Self::with_nphi(ntheta, 2 * ntheta, lmax)
+    }
+
+    /// A plan with an explicit even `nphi >= 2 (lmax + 1)`.
+    ///
+    /// Errors: `ntheta < 2`, `lmax > ntheta - 1`, odd `nphi`, `nphi` too small.
+    pub fn with_nphi(ntheta: usize, nphi: usize, lmax: Option<usize>) -> Result<Self, ShtError> {
+        if ntheta < 2 {
+            return Err(ShtError::TooFewLatitudes { ntheta });
+        }
+        let lmax = lmax.unwrap_or_else(|| (2 * ntheta).div_ceil(3).min(ntheta - 1));
+        if lmax >= ntheta {
+            return Err(ShtError::LmaxOutOfRange { lmax, ntheta });
+        }
+        if nphi % 2 != 0 {
+            return Err(ShtError::OddNphi { nphi });
+        }
+        if nphi < 2 * (lmax + 1) {
+            return Err(ShtError::NphiTooSmall { nphi, mmax: lmax });
+        }
+        let (theta, x, w) = gauss_legendre(ntheta);
+        let nnorth = ntheta.div_ceil(2);
+        let mut pmm_val = vec![0.0; (lmax + 1) * nnorth];
+        let mut pmm_k = vec![0; (lmax + 1) * nnorth];
+        for j in 0..nnorth {
+            let mut m = 0;
+            sectoral(lmax, theta[j].sin(), |v, k| {
+                pmm_val[m * nnorth + j] = v;
+                pmm_k[m * nnorth + j] = k;
+                m += 1;
+            });
+        }
+        let mut planner = RealFftPlanner::<f64>::new();
+        let r2c = planner.plan_fft_forward(nphi);
+        let c2r = planner.plan_fft_inverse(nphi);
+        Ok(Self {
+            ntheta,
+            nphi,
+            lmax,
+            nnorth,
+            theta,
+            x,
+            w,
+            pmm_val,
+            pmm_k,
+            r2c,
+            c2r,
+        })
+    }
+
+    /// Number of latitudes.
+    pub fn ntheta(&self) -> usize {
+        self.ntheta
+    }
+    /// Number of longitudes.
+    pub fn nphi(&self) -> usize {
+        self.nphi
+    }
+    /// Largest degree.
+    pub fn lmax(&self) -> usize {
+        self.lmax
+    }
+    /// Largest order (equal to `lmax`).
+    pub fn mmax(&self) -> usize {
+        self.lmax
+    }
+    /// Number of coefficients of one field, `(lmax+1)(lmax+2)/2`.
+    pub fn nlm(&self) -> usize {
+        (self.lmax + 1) * (self.lmax + 2) / 2
+    }
+    /// Index of the first coefficient (`l = m`) of order `m`.
+    pub fn m_offset(&self, m: usize) -> usize {
+        m * (self.lmax + 1) - m * m.saturating_sub(1) / 2
+    }
+    /// Index of `(l, m)` in the m-major layout, `m <= l <= lmax`.
+    pub fn lm_index(&self, l: usize, m: usize) -> usize {
+        self.m_offset(m) + l - m
+    }
+    /// Colatitudes `theta_j` (north to south).
+    pub fn theta(&self) -> &[f64] {
+        &self.theta
+    }
+    /// `cos theta_j`, the Gauss nodes (decreasing).
+    pub fn cos_theta(&self) -> &[f64] {
+        &self.x
+    }
+    /// Gauss weights `w_j` (sum 2).
+    pub fn weights(&self) -> &[f64] {
+        &self.w
+    }
+    /// Longitude `phi_k = 2 pi k / nphi`.
+    pub fn phi(&self, k: usize) -> f64 {
+        2.0 * PI * k as f64 / self.nphi as f64
+    }
+    /// Length of the Fourier-Legendre intermediate of one field, `(mmax+1) ntheta`.
+    pub fn spectral_len(&self) -> usize {
+        (self.lmax + 1) * self.ntheta
+    }
+
+    /// Scalar synthesis of a batch: `coeffs` (`nfields * nlm`) to `grid`
+    /// (`nfields * ntheta * nphi`).
+    pub fn synthesis(
+        &self,
+        coeffs: &[Complex64],
+        grid: &mut [f64],
+        par: Parallelism,
+    ) -> Result<(), ShtError> {
+        let nf = batch("coeffs", coeffs.len(), self.nlm())?;
+        check_len("grid", grid.len(), nf * self.ntheta * self.nphi)?;
+        let mut spec = vec![ZERO; nf * self.spectral_len()];
+        self.legendre_synthesis(coeffs, &mut spec, par)?;
+        self.phi_synthesis(&spec, grid, par)
+    }
+
+    /// Scalar analysis of a batch: `grid` (`nfields * ntheta * nphi`) to
+    /// `coeffs` (`nfields * nlm`).
+    pub fn analysis(
+        &self,
+        grid: &[f64],
+        coeffs: &mut [Complex64],
+        par: Parallelism,
+    ) -> Result<(), ShtError> {
+        let nf = batch("grid", grid.len(), self.ntheta * self.nphi)?;
+        check_len("coeffs", coeffs.len(), nf * self.nlm())?;
+        let mut spec = vec![ZERO; nf * self.spectral_len()];
+        self.phi_analysis(grid, &mut spec, par)?;
+        self.legendre_analysis(&spec, coeffs, par)
+    }
+
+    /// Legendre step of synthesis for all `m`: `coeffs` (`nfields * nlm`)
+    /// to the Fourier-Legendre intermediate `spec` (`nfields * spectral_len()`).
+    pub fn legendre_synthesis(
+        &self,
+        coeffs: &[Complex64],
+        spec: &mut [Complex64],
+        par: Parallelism,
+    ) -> Result<(), ShtError> {
+        let nf = batch("coeffs", coeffs.len(), self.nlm())?;
+        check_len("spec", spec.len(), nf * self.spectral_len())?;
+        let (nlm, lmax) = (self.nlm(), self.lmax);
+        let one = |(m, out): (usize, &mut [Complex64])| {
+            let nl = lmax - m + 1;
+            let off = self.m_offset(m);
+            let mut cm = Vec::with_capacity(nf * nl);
+            for f in 0..nf {
+                cm.extend_from_slice(&coeffs[f * nlm + off..f * nlm + off + nl]);
+            }
+            self.synth_kernel(m, nf, &cm, out);
+        };
+        let chunk = nf * self.ntheta;
+        match par {
+            Parallelism::None => spec.chunks_mut(chunk).enumerate().for_each(one),
+            Parallelism::Rayon => spec
+                .par_chunks_mut(chunk)
+                .enumerate()
+                .with_max_len(1)
+                .for_each(one),
+        }
+        Ok(())
+    }
+
+    /// Legendre step of analysis for all `m`: the intermediate `spec`
+    /// (`nfields * spectral_len()`, phi-analysed) to `coeffs` (`nfields * nlm`).
+    pub fn legendre_analysis(
+        &self,
+        spec: &[Complex64],
+        coeffs: &mut [Complex64],
+        par: Parallelism,
+    ) -> Result<(), ShtError> {
+        let nf = batch("spec", spec.len(), self.spectral_len())?;
+        check_len("coeffs", coeffs.len(), nf * self.nlm())?;
+        let chunk = nf * self.ntheta;
+        let one = |(m, input): (usize, &[Complex64])| {
+            let mut out = vec![ZERO; nf * (self.lmax - m + 1)];
+            self.anal_kernel(m, nf, input, &mut out);
+            out
+        };
+        let per_m: Vec<Vec<Complex64>> = match par {
+            Parallelism::None => spec.chunks(chunk).enumerate().map(one).collect(),
+            Parallelism::Rayon => spec
+                .par_chunks(chunk)
+                .enumerate()
+                .with_max_len(1)
+                .map(one)
+                .collect(),
+        };
+        let nlm = self.nlm();
+        for (m, out) in per_m.iter().enumerate() {
+            let nl = self.lmax - m + 1;
+            let off = self.m_offset(m);
+            for f in 0..nf {
+                coeffs[f * nlm + off..f * nlm + off + nl]
+                    .copy_from_slice(&out[f * nl..(f + 1) * nl]);
+            }
+        }
+        Ok(())
+    }
+
+    /// Legendre synthesis for one order `m` and a batch of fields:
+    /// `coeffs_l` holds, field after field, `f_lm` for `l = m..=lmax`;
+    /// `out_theta` receives, field after field, `F_m(theta_j)` for all `ntheta` latitudes.
+    pub fn legendre_synthesis_m(
+        &self,
+        m: usize,
+        coeffs_l: &[Complex64],
+        out_theta: &mut [Complex64],
+    ) -> Result<(), ShtError> {
+        if m > self.lmax {
+            return Err(ShtError::OrderOutOfRange { m, mmax: self.lmax });
+        }
+        let nf = batch("coeffs_l", coeffs_l.len(), self.lmax - m + 1)?;
+        check_len("out_theta", out_theta.len(), nf * self.ntheta)?;
+        self.synth_kernel(m, nf, coeffs_l, out_theta);
+        Ok(())
+    }
+
+    /// Legendre analysis for one order `m` and a batch of fields: from
+    /// `in_theta` (field after field, `F_m(theta_j)` as given by
+    /// [`phi_analysis`](Self::phi_analysis)) to `coeffs_l` (field after field,
+    /// `f_lm` for `l = m..=lmax`).
+    pub fn legendre_analysis_m(
+        &self,
+        m: usize,
+        in_theta: &[Complex64],
+        coeffs_l: &mut [Complex64],
+    ) -> Result<(), ShtError> {
+        if m > self.lmax {
+            return Err(ShtError::OrderOutOfRange { m, mmax: self.lmax });
+        }
+        let nf = batch("in_theta", in_theta.len(), self.ntheta)?;
+        check_len("coeffs_l", coeffs_l.len(), nf * (self.lmax - m + 1))?;
+        self.anal_kernel(m, nf, in_theta, coeffs_l);
+        Ok(())
+    }
+
+    /// Phi step of synthesis: the intermediate `spec` to `grid`
+    /// (`f = F_0 + 2 Re sum_{m>0} F_m e^{i m phi}` on every row, by a c2r FFT).
+    pub fn phi_synthesis(
+        &self,
+        spec: &[Complex64],
+        grid: &mut [f64],
+        par: Parallelism,
+    ) -> Result<(), ShtError> {
+        let nf = batch("spec", spec.len(), self.spectral_len())?;
+        check_len("grid", grid.len(), nf * self.ntheta * self.nphi)?;
+        let (nt, nh) = (self.ntheta, self.nphi / 2 + 1);
+        let one = |(row, out): (usize, &mut [f64])| -> Result<(), ShtError> {
+            let (f, j) = (row / nt, row % nt);
+            let mut buf = vec![ZERO; nh];
+            for m in 0..=self.lmax {
+                buf[m] = spec[(m * nf + f) * nt + j];
+            }
+            buf[0].im = 0.0;
+            let mut scratch = vec![ZERO; self.c2r.get_scratch_len()];
+            self.c2r
+                .process_with_scratch(&mut buf, out, &mut scratch)
+                .map_err(|e| ShtError::Fft(e.to_string()))
+        };
+        match par {
+            Parallelism::None => grid.chunks_mut(self.nphi).enumerate().try_for_each(one),
+            Parallelism::Rayon => grid.par_chunks_mut(self.nphi).enumerate().try_for_each(one),
+        }
+    }
+
+    /// Phi step of analysis: `grid` to the intermediate `spec`, by an r2c FFT
+    /// per row: `F_m(theta_j) = (1/nphi) sum_k f(theta_j, phi_k) e^{-i m phi_k}`.
+    pub fn phi_analysis(
+        &self,
+        grid: &[f64],
+        spec: &mut [Complex64],
+        par: Parallelism,
+    ) -> Result<(), ShtError> {
+        let nf = batch("grid", grid.len(), self.ntheta * self.nphi)?;
+        check_len("spec", spec.len(), nf * self.spectral_len())?;
+        let (nt, nh, mm) = (self.ntheta, self.nphi / 2 + 1, self.lmax + 1);
+        let scale = 1.0 / self.nphi as f64;
+        let one = |row: &[f64]| -> Result<Vec<Complex64>, ShtError> {
+            let mut inp = row.to_vec();
+            let mut buf = vec![ZERO; nh];
+            let mut scratch = vec![ZERO; self.r2c.get_scratch_len()];
+            self.r2c
+                .process_with_scratch(&mut inp, &mut buf, &mut scratch)
+                .map_err(|e| ShtError::Fft(e.to_string()))?;
+            buf.truncate(mm);
+            buf.iter_mut().for_each(|b| *b *= scale);
+            Ok(buf)
+        };
+        let rows: Vec<Vec<Complex64>> = match par {
+            Parallelism::None => grid.chunks(self.nphi).map(one).collect::<Result<_, _>>()?,
+            Parallelism::Rayon => grid
+                .par_chunks(self.nphi)
+                .map(one)
+                .collect::<Result<_, _>>()?,
+        };
+        for (row, vals) in rows.iter().enumerate() {
+            let (f, j) = (row / nt, row % nt);
+            for (m, v) in vals.iter().enumerate() {
+                spec[(m * nf + f) * nt + j] = *v;
+            }
+        }
+        Ok(())
+    }
+
+    /// Gathers the block of northern latitudes starting at `jb` for order `m`
+    /// (lanes past the last latitude get `Pbar_mm = 0`, so they stay zero).
+    fn block(&self, m: usize, jb: usize) -> ([f64; LANES], [f64; LANES], [i32; LANES]) {
+        let nn = self.nnorth;
+        let (mut x, mut p, mut k) = ([0.0; LANES], [0.0; LANES], [0; LANES]);
+        for q in 0..LANES.min(nn - jb) {
+            x[q] = self.x[jb + q];
+            p[q] = self.pmm_val[m * nn + jb + q];
+            k[q] = self.pmm_k[m * nn + jb + q];
+        }
+        (x, p, k)
+    }
+
+    /// `out[f * ntheta + j] = sum_l cm[f * nl + l - m] Pbar_lm(x_j)`.
+    fn synth_kernel(&self, m: usize, nf: usize, cm: &[Complex64], out: &mut [Complex64]) {
+        let (nt, nn) = (self.ntheta, self.nnorth);
+        let nl = self.lmax - m + 1;
+        let mut ab = Vec::with_capacity(nl);
+        coefficients(self.lmax, m, &mut ab);
+        // acc.0 / acc.1: real / imaginary parts, index (parity * nf + field), lanes.
+        let mut acc = (vec![[0.0; LANES]; 2 * nf], vec![[0.0; LANES]; 2 * nf]);
+        // From the equator to the pole; once a whole block is negligible, so
+        // are all blocks nearer the pole (smaller sin^m theta), which stay zero.
+        out.iter_mut().for_each(|o| *o = ZERO);
+        for jb in (0..nn).step_by(LANES).rev() {
+            acc.0
+                .iter_mut()
+                .chain(acc.1.iter_mut())
+                .for_each(|a| *a = [0.0; LANES]);
+            let (x, p, k) = self.block(m, jb);
+            let live = run_block(
+                &x,
+                &p,
+                &k,
+                &ab,
+                &mut acc,
+                |acc, q, i, p| {
+                    let base = (i & 1) * nf;
+                    for f in 0..nf {
+                        let c = cm[f * nl + i];
+                        acc.0[base + f][q] += c.re * p;
+                        acc.1[base + f][q] += c.im * p;
+                    }
+                },
+                |acc, i, p| {
+                    let base = (i & 1) * nf;
+                    for f in 0..nf {
+                        let c = cm[f * nl + i];
+                        let (re, im) = (&mut acc.0[base + f], &mut acc.1[base + f]);
+                        for q in 0..LANES {
+                            re[q] += c.re * p[q];
+                            im[q] += c.im * p[q];
+                        }
+                    }
+                },
+            );
+            if !live {
+                break;
+            }
+            for q in 0..LANES.min(nn - jb) {
+                let j = jb + q;
+                let js = nt - 1 - j;
+                for f in 0..nf {
+                    let e = Complex64::new(acc.0[f][q], acc.1[f][q]);
+                    let o = Complex64::new(acc.0[nf + f][q], acc.1[nf + f][q]);
+                    out[f * nt + j] = e + o;
+                    if js != j {
+                        out[f * nt + js] = e - o;
+                    }
+                }
+            }
+        }
+    }
+
+    /// `out[f * nl + l - m] = 2 pi sum_j w_j F[f * ntheta + j] Pbar_lm(x_j)`.
+    fn anal_kernel(&self, m: usize, nf: usize, input: &[Complex64], out: &mut [Complex64]) {
+        let (nt, nn) = (self.ntheta, self.nnorth);
+        let nl = self.lmax - m + 1;
+        let mut ab = Vec::with_capacity(nl);
+        coefficients(self.lmax, m, &mut ab);
+        // sd.0 / sd.1: real / imaginary parts of the weighted sums (parity 0)
+        // and differences (parity 1), index (parity * nf + field), lanes;
+        // sd.2 / sd.3: per-lane partial results, index (field * nl + l - m),
+        // summed over the lanes at the end (no dependency chain across l).
+        let mut sd = (
+            vec![[0.0; LANES]; 2 * nf],
+            vec![[0.0; LANES]; 2 * nf],
+            vec![[0.0; LANES]; nf * nl],
+            vec![[0.0; LANES]; nf * nl],
+        );
+        // From the equator to the pole, up to the first negligible block (as in synthesis).
+        for jb in (0..nn).step_by(LANES).rev() {
+            sd.0.iter_mut()
+                .chain(sd.1.iter_mut())
+                .for_each(|a| *a = [0.0; LANES]);
+            for q in 0..LANES.min(nn - jb) {
+                let j = jb + q;
+                let js = nt - 1 - j;
+                let wj = 2.0 * PI * self.w[j];
+                for f in 0..nf {
+                    let a = input[f * nt + j];
+                    let (s, d) = if js != j {
+                        let b = input[f * nt + js];
+                        ((a + b) * wj, (a - b) * wj)
+                    } else {
+                        (a * wj, ZERO)
+                    };
+                    sd.0[f][q] = s.re;
+                    sd.1[f][q] = s.im;
+                    sd.0[nf + f][q] = d.re;
+                    sd.1[nf + f][q] = d.im;
+                }
+            }
+            let (x, p, k) = self.block(m, jb);
+            let live = run_block(
+                &x,
+                &p,
+                &k,
+                &ab,
+                &mut sd,
+                |sd, q, i, p| {
+                    let base = (i & 1) * nf;
+                    for f in 0..nf {
+                        sd.2[f * nl + i][q] += sd.0[base + f][q] * p;
+                        sd.3[f * nl + i][q] += sd.1[base + f][q] * p;
+                    }
+                },
+                |sd, i, p| {
+                    let base = (i & 1) * nf;
+                    for f in 0..nf {
+                        let (re, im) = (sd.0[base + f], sd.1[base + f]);
+                        let (ore, oim) = (&mut sd.2[f * nl + i], &mut sd.3[f * nl + i]);
+                        for q in 0..LANES {
+                            ore[q] += re[q] * p[q];
+                            oim[q] += im[q] * p[q];
+                        }
+                    }
+                },
+            );
+            if !live {
+                break;
+            }
+        }
+        for (o, (re, im)) in out.iter_mut().zip(sd.2.iter().zip(&sd.3)) {
+            let (mut sr, mut si) = (0.0, 0.0);
+            for q in 0..LANES {
+                sr += re[q];
+                si += im[q];
+            }
+            *o = Complex64::new(sr, si);
+        }
+    }
+}

@@ -1,0 +1,378 @@
+use std::f64::consts::PI;
+
+use num_complex::Complex64;
+use sht::{gauss_legendre, normalized_legendre, Parallelism, Sht, ShtError};
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn random_coeffs(sht: &Sht, nf: usize, seed: u64) -> Vec<Complex64> {
+    let mut r = Rng(seed);
+    let mut c = vec![Complex64::new(0.0, 0.0); nf * sht.nlm()];
+    for f in 0..nf {
+        for m in 0..=sht.lmax() {
+            for l in m..=sht.lmax() {
+                let im = if m == 0 { 0.0 } else { r.next() - 0.5 };
+                c[f * sht.nlm() + sht.lm_index(l, m)] = Complex64::new(r.next() - 0.5, im);
+            }
+        }
+    }
+    c
+}
+
+/// Independent evaluation: the unnormalised recurrence
+/// `(l-m) P_l^m = (2l-1) x P_{l-1}^m - (l+m-1) P_{l-2}^m`, `P_m^m = (2m-1)!! s^m`,
+/// times `N_lm` from the factorial ratio.
+fn direct_plm(l: usize, m: usize, theta: f64) -> f64 {
+    let (x, s) = (theta.cos(), theta.sin());
+    let mut pmm = 1.0;
+    for k in 1..=m {
+        pmm *= (2 * k - 1) as f64 * s;
+    }
+    let (mut p0, mut p1) = (0.0, pmm);
+    for ll in m + 1..=l {
+        let p2 = ((2 * ll - 1) as f64 * x * p1 - (ll + m - 1) as f64 * p0) / (ll - m) as f64;
+        p0 = p1;
+        p1 = p2;
+    }
+    let mut ratio = 1.0; // (l-m)!/(l+m)!
+    for k in l - m + 1..=l + m {
+        ratio /= k as f64;
+    }
+    ((2 * l + 1) as f64 / (4.0 * PI) * ratio).sqrt() * p1
+}
+
+fn max_rel(a: &[Complex64], b: &[Complex64]) -> f64 {
+    let scale = b.iter().map(|z| z.norm()).fold(0.0, f64::max);
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).norm())
+        .fold(0.0, f64::max)
+        / scale
+}
+
+#[test]
+fn gauss_small_known_values() {
+    let (_, x, w) = gauss_legendre(2);
+    assert!((x[0] - 1.0 / 3f64.sqrt()).abs() < 3e-16 && (w[0] - 1.0).abs() < 2e-16);
+    let (_, x, w) = gauss_legendre(3);
+    assert!((x[0] - 0.6f64.sqrt()).abs() < 2e-16 && x[1] == 0.0);
+    assert!((w[0] - 5.0 / 9.0).abs() < 2e-16 && (w[1] - 8.0 / 9.0).abs() < 2e-16);
+    let (_, x, w) = gauss_legendre(5);
+    let x2 = (5.0 - 2.0 * (10.0f64 / 7.0).sqrt()).sqrt() / 3.0;
+    let w2 = (322.0 + 13.0 * 70f64.sqrt()) / 900.0;
+    assert!((x[3] + x2).abs() < 2e-16 && (w[3] - w2).abs() < 4e-16);
+    assert!((w[2] - 128.0 / 225.0).abs() < 4e-16);
+}
+
+#[test]
+fn gauss_exact_symmetric_and_large() {
+    for n in [2usize, 3, 7, 16, 33] {
+        let (_, x, w) = gauss_legendre(n);
+        for j in 0..n {
+            assert_eq!(x[j], -x[n - 1 - j]);
+            assert_eq!(w[j], w[n - 1 - j]);
+        }
+        for k in 0..2 * n {
+            let q: f64 = x.iter().zip(&w).map(|(x, w)| w * x.powi(k as i32)).sum();
+            let exact = if k % 2 == 1 {
+                0.0
+            } else {
+                2.0 / (k as f64 + 1.0)
+            };
+            assert!((q - exact).abs() < 1e-14, "n {n} k {k}: {q} vs {exact}");
+        }
+    }
+    for n in [1024usize, 4096] {
+        let (th, x, w) = gauss_legendre(n);
+        let sum: f64 = w.iter().sum();
+        assert!((sum - 2.0).abs() < 4e-15, "n {n}: sum {sum}");
+        assert!(x.windows(2).all(|p| p[0] > p[1]) && th[0] > 0.0);
+        // Orthogonality of Legendre polynomials up to degree 2n - 1 products.
+        for (l1, l2) in [(n - 1, n - 1), (n - 1, n - 3), (n / 2, n / 2), (3, 3)] {
+            let q: f64 = x
+                .iter()
+                .zip(&w)
+                .map(|(&x, &w)| {
+                    let p = |l: usize| {
+                        let (mut a, mut b) = (1.0, x);
+                        for k in 2..=l {
+                            let c = ((2 * k - 1) as f64 * x * b - (k - 1) as f64 * a) / k as f64;
+                            a = b;
+                            b = c;
+                        }
+                        if l == 0 {
+                            1.0
+                        } else {
+                            b
+                        }
+                    };
+                    w * p(l1) * p(l2)
+                })
+                .sum();
+            let exact = if l1 == l2 {
+                2.0 / (2 * l1 + 1) as f64
+            } else {
+                0.0
+            };
+            assert!(
+                (q - exact).abs() < 1e-13,
+                "n {n} ({l1},{l2}): {q} vs {exact}"
+            );
+        }
+    }
+}
+
+#[test]
+fn convention_y10_y11() {
+    let sht = Sht::new(8, Some(3)).unwrap();
+    let mut c = vec![Complex64::new(0.0, 0.0); sht.nlm()];
+    c[sht.lm_index(1, 1)] = Complex64::new(0.5, 0.0); // f = 2 Re(0.5 Y_11) = Re Y_11
+    let mut g = vec![0.0; 8 * 16];
+    sht.synthesis(&c, &mut g, Parallelism::None).unwrap();
+    for j in 0..8 {
+        let th = sht.theta()[j];
+        let y11 = (3.0 / (8.0 * PI)).sqrt() * th.sin();
+        assert!(g[j * 16] > 0.0 && (g[j * 16] - y11).abs() < 1e-15);
+        let y = y11 * sht.phi(3).cos();
+        assert!((g[j * 16 + 3] - y).abs() < 1e-15);
+    }
+    let mut p = vec![0.0; 3];
+    normalized_legendre(3, 1, 0.3, &mut p).unwrap();
+    assert!((p[0] - (3.0 / (8.0 * PI)).sqrt() * 0.3f64.sin()).abs() < 1e-16);
+    normalized_legendre(3, 0, 0.3, &mut [0.0; 4]).unwrap();
+    let mut q = vec![0.0; 4];
+    normalized_legendre(3, 0, 0.3, &mut q).unwrap();
+    assert!((q[1] - (3.0 / (4.0 * PI)).sqrt() * 0.3f64.cos()).abs() < 1e-16);
+}
+
+#[test]
+fn legendre_matches_direct_at_random_points() {
+    let mut r = Rng(7);
+    for _ in 0..50 {
+        let th = r.next() * PI;
+        for m in 0..=30 {
+            let mut p = vec![0.0; 31 - m];
+            normalized_legendre(30, m, th, &mut p).unwrap();
+            for l in m..=30 {
+                let d = direct_plm(l, m, th);
+                assert!(
+                    (p[l - m] - d).abs() < 1e-12 * d.abs().max(1.0),
+                    "l {l} m {m} th {th}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn synthesis_matches_direct_on_both_hemispheres() {
+    // lmax 30, odd ntheta (equator node) and even.
+    for nt in [31usize, 46] {
+        let sht = Sht::new(nt, Some(30)).unwrap();
+        let c = random_coeffs(&sht, 1, 3);
+        let mut g = vec![0.0; nt * sht.nphi()];
+        sht.synthesis(&c, &mut g, Parallelism::None).unwrap();
+        let mut r = Rng(11);
+        for j in 0..nt {
+            for _ in 0..3 {
+                let k = (r.next() * sht.nphi() as f64) as usize;
+                let (th, ph) = (sht.theta()[j], sht.phi(k));
+                let mut f = 0.0;
+                for m in 0..=30 {
+                    for l in m..=30 {
+                        let y = Complex64::from_polar(direct_plm(l, m, th), m as f64 * ph);
+                        let t = (c[sht.lm_index(l, m)] * y).re;
+                        f += if m == 0 { t } else { 2.0 * t };
+                    }
+                }
+                assert!((g[j * sht.nphi() + k] - f).abs() < 1e-12, "nt {nt} j {j}");
+            }
+        }
+        // Per-m Legendre call: southern values equal the direct evaluation (parity).
+        for m in [0usize, 1, 7, 30] {
+            let mut cl = vec![Complex64::new(0.0, 0.0); 31 - m];
+            for l in m..=30 {
+                cl.fill(Complex64::new(0.0, 0.0));
+                cl[l - m] = Complex64::new(1.0, 0.0);
+                let mut out = vec![Complex64::new(0.0, 0.0); nt];
+                sht.legendre_synthesis_m(m, &cl, &mut out).unwrap();
+                for j in nt / 2..nt {
+                    let d = direct_plm(l, m, sht.theta()[j]);
+                    assert!(
+                        (out[j].re - d).abs() < 1e-12 && out[j].im == 0.0,
+                        "south l {l} m {m} j {j}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn roundtrip(nt: usize, lmax: usize, nf: usize) -> f64 {
+    let sht = Sht::new(nt, Some(lmax)).unwrap();
+    let c = random_coeffs(&sht, nf, lmax as u64);
+    let mut g = vec![0.0; nf * nt * sht.nphi()];
+    sht.synthesis(&c, &mut g, Parallelism::None).unwrap();
+    let mut b = vec![Complex64::new(0.0, 0.0); c.len()];
+    sht.analysis(&g, &mut b, Parallelism::None).unwrap();
+    max_rel(&b, &c)
+}
+
+#[test]
+fn roundtrip_lmax_31_127_511() {
+    for (nt, lmax, nf) in [
+        (32, 31, 3),
+        (48, 31, 1),
+        (193, 127, 2),
+        (128, 127, 1),
+        (512, 511, 1),
+    ] {
+        let e = roundtrip(nt, lmax, nf);
+        assert!(e < 1e-12, "nt {nt} lmax {lmax}: {e:e}");
+    }
+}
+
+#[test]
+fn high_order_near_poles_no_underflow() {
+    // lmax 1023 on a 1024 grid: sin^m(theta_0) underflows without the scaling.
+    let sht = Sht::new(1024, Some(1023)).unwrap();
+    let m = 1000;
+    let mut cl = vec![Complex64::new(0.0, 0.0); 1024 - m];
+    cl[1023 - m] = Complex64::new(1.0, 0.0);
+    let mut out = vec![Complex64::new(0.0, 0.0); 1024];
+    sht.legendre_synthesis_m(m, &cl, &mut out).unwrap();
+    let mut back = vec![Complex64::new(0.0, 0.0); 1024 - m];
+    // phi_analysis scales by 1/nphi; legendre_analysis_m expects F_m directly.
+    sht.legendre_analysis_m(m, &out, &mut back).unwrap();
+    for (i, b) in back.iter().enumerate() {
+        let e = if i == 1023 - m { 1.0 } else { 0.0 };
+        assert!((b.re - e).abs() < 1e-12 && b.im.abs() < 1e-12, "i {i}: {b}");
+    }
+    assert!(out.iter().all(|z| z.re.is_finite()));
+    // The recurrence near the pole: Pbar_{l,m} at theta = 1e-3 is tiny but finite.
+    let mut p = vec![0.0; 1024 - m];
+    normalized_legendre(1023, m, 1.4, &mut p).unwrap();
+    assert!(
+        p.iter().all(|v| v.is_finite()) && p[1023 - m].abs() > 1e-3,
+        "{p:?}"
+    );
+    normalized_legendre(1023, m, 0.3, &mut p).unwrap(); // far below 2^-280: zero
+    assert!(p.iter().all(|v| *v == 0.0));
+}
+
+#[test]
+fn parallel_is_bitwise_serial() {
+    let sht = Sht::new(96, Some(63)).unwrap();
+    let c = random_coeffs(&sht, 3, 5);
+    let mut g1 = vec![0.0; 3 * 96 * 192];
+    let mut g2 = g1.clone();
+    sht.synthesis(&c, &mut g1, Parallelism::None).unwrap();
+    sht.synthesis(&c, &mut g2, Parallelism::Rayon).unwrap();
+    assert!(g1.iter().zip(&g2).all(|(a, b)| a.to_bits() == b.to_bits()));
+    let mut b1 = vec![Complex64::new(0.0, 0.0); c.len()];
+    let mut b2 = b1.clone();
+    sht.analysis(&g1, &mut b1, Parallelism::None).unwrap();
+    sht.analysis(&g1, &mut b2, Parallelism::Rayon).unwrap();
+    assert!(b1
+        .iter()
+        .zip(&b2)
+        .all(|(a, b)| a.re.to_bits() == b.re.to_bits() && a.im.to_bits() == b.im.to_bits()));
+    // The batch equals field-by-field.
+    let mut g3 = vec![0.0; 96 * 192];
+    sht.synthesis(&c[sht.nlm()..2 * sht.nlm()], &mut g3, Parallelism::None)
+        .unwrap();
+    assert!(g3
+        .iter()
+        .zip(&g1[96 * 192..])
+        .all(|(a, b)| a.to_bits() == b.to_bits()));
+}
+
+#[test]
+fn errors() {
+    assert_eq!(
+        Sht::new(16, Some(16)).unwrap_err(),
+        ShtError::LmaxOutOfRange {
+            lmax: 16,
+            ntheta: 16
+        }
+    );
+    assert!(Sht::new(16, Some(16))
+        .unwrap_err()
+        .to_string()
+        .contains("0 <= lmax <= 15"));
+    assert_eq!(
+        Sht::with_nphi(16, 33, None).unwrap_err(),
+        ShtError::OddNphi { nphi: 33 }
+    );
+    assert_eq!(
+        Sht::with_nphi(16, 20, Some(15)).unwrap_err(),
+        ShtError::NphiTooSmall { nphi: 20, mmax: 15 }
+    );
+    assert_eq!(
+        Sht::new(1, None).unwrap_err(),
+        ShtError::TooFewLatitudes { ntheta: 1 }
+    );
+    let sht = Sht::new(16, None).unwrap();
+    assert_eq!(sht.lmax(), 11);
+    assert_eq!(sht.nphi(), 32);
+    let mut g = vec![0.0; 10];
+    let c = vec![Complex64::new(0.0, 0.0); sht.nlm()];
+    assert!(matches!(
+        sht.synthesis(&c, &mut g, Parallelism::None),
+        Err(ShtError::Length { .. })
+    ));
+    assert!(matches!(
+        sht.synthesis(&c[1..], &mut g, Parallelism::None),
+        Err(ShtError::BatchLength { .. })
+    ));
+    let mut o = vec![Complex64::new(0.0, 0.0); 16];
+    assert!(matches!(
+        sht.legendre_synthesis_m(12, &c[..1], &mut o),
+        Err(ShtError::OrderOutOfRange { m: 12, mmax: 11 })
+    ));
+    assert!(normalized_legendre(3, 4, 0.1, &mut [0.0]).is_err());
+}
+
+#[test]
+fn per_m_steps_compose_to_the_full_transform() {
+    let sht = Sht::new(40, None).unwrap();
+    let nf = 2;
+    let c = random_coeffs(&sht, nf, 9);
+    let mut g = vec![0.0; nf * 40 * 80];
+    sht.synthesis(&c, &mut g, Parallelism::None).unwrap();
+    let mut full = vec![Complex64::new(0.0, 0.0); c.len()];
+    sht.analysis(&g, &mut full, Parallelism::None).unwrap();
+    let mut spec = vec![Complex64::new(0.0, 0.0); nf * sht.spectral_len()];
+    sht.phi_analysis(&g, &mut spec, Parallelism::None).unwrap();
+    let mut g2 = vec![0.0; g.len()];
+    for m in 0..=sht.lmax() {
+        let block = &spec[m * nf * 40..(m + 1) * nf * 40];
+        let nl = sht.lmax() - m + 1;
+        let mut cl = vec![Complex64::new(0.0, 0.0); nf * nl];
+        sht.legendre_analysis_m(m, block, &mut cl).unwrap();
+        for f in 0..nf {
+            let o = f * sht.nlm() + sht.m_offset(m);
+            assert_eq!(&cl[f * nl..(f + 1) * nl], &full[o..o + nl]);
+        }
+        let mut back = vec![Complex64::new(0.0, 0.0); nf * 40];
+        sht.legendre_synthesis_m(m, &cl, &mut back).unwrap();
+        spec[m * nf * 40..(m + 1) * nf * 40].copy_from_slice(&back);
+    }
+    sht.phi_synthesis(&spec, &mut g2, Parallelism::None)
+        .unwrap();
+    let err = g
+        .iter()
+        .zip(&g2)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    assert!(err < 1e-12, "{err:e}");
+}
