@@ -503,78 +503,11 @@ impl Fft3d {
         let (bufs, line) = scratch.split_at_mut(2 * w);
         let (a, b) = bufs.split_at_mut(w);
         let mut work = [a, b];
-        let mut cur = 0;
         match src {
             Source::Complex(x) => work[0][..x.len()].copy_from_slice(x),
             Source::Real(x) => as_real(work[0])[..x.len()].copy_from_slice(x),
         }
-        let batch = self.options.batch;
-        for step in &mut self.steps {
-            match step {
-                Step::Reshape { fwd, .. } => {
-                    let (n_in, n_out) = (fwd.input_len(), fwd.output_len());
-                    let [x, y] = &mut work;
-                    let (from, to) = if cur == 0 {
-                        (&**x, &mut **y)
-                    } else {
-                        (&**y, &mut **x)
-                    };
-                    fwd.execute(comm, &from[..n_in], &mut to[..n_out])?;
-                    cur = 1 - cur;
-                }
-                Step::ReshapeReal { fwd, .. } => {
-                    let (n_in, n_out) = (fwd.input_len(), fwd.output_len());
-                    let [x, y] = &mut work;
-                    let (from, to) = if cur == 0 {
-                        (&mut **x, &mut **y)
-                    } else {
-                        (&mut **y, &mut **x)
-                    };
-                    fwd.execute(comm, &as_real(from)[..n_in], &mut as_real(to)[..n_out])?;
-                    cur = 1 - cur;
-                }
-                Step::Fft { axis, layout } => {
-                    let plan = self
-                        .plans
-                        .c2c(layout.global()[*axis], FftDirection::Forward)
-                        .clone();
-                    fft_lines(
-                        &*plan,
-                        layout,
-                        self.rank,
-                        *axis,
-                        batch,
-                        &mut work[cur][..layout.local_len(self.rank) * batch],
-                        line,
-                    );
-                }
-                Step::Rfft {
-                    axis,
-                    real,
-                    complex,
-                } => {
-                    let (f, _) = self.plans.r2c.as_ref().expect("planned");
-                    let [x, y] = &mut work;
-                    let (from, to) = if cur == 0 {
-                        (&mut **x, &mut **y)
-                    } else {
-                        (&mut **y, &mut **x)
-                    };
-                    rfft_lines(
-                        &**f,
-                        real,
-                        complex,
-                        self.rank,
-                        *axis,
-                        batch,
-                        as_real(from),
-                        to,
-                        line,
-                    )?;
-                    cur = 1 - cur;
-                }
-            }
-        }
+        let cur = self.run_steps(comm, true, &mut work, line)?;
         let n = output.len();
         output.copy_from_slice(&work[cur][..n]);
         let s = match self.options.normalization {
@@ -601,75 +534,8 @@ impl Fft3d {
         let (bufs, line) = scratch.split_at_mut(2 * w);
         let (a, b) = bufs.split_at_mut(w);
         let mut work = [a, b];
-        let mut cur = 0;
         work[0][..input.len()].copy_from_slice(input);
-        let batch = self.options.batch;
-        for step in self.steps.iter_mut().rev() {
-            match step {
-                Step::Reshape { bwd, .. } => {
-                    let (n_in, n_out) = (bwd.input_len(), bwd.output_len());
-                    let [x, y] = &mut work;
-                    let (from, to) = if cur == 0 {
-                        (&**x, &mut **y)
-                    } else {
-                        (&**y, &mut **x)
-                    };
-                    bwd.execute(comm, &from[..n_in], &mut to[..n_out])?;
-                    cur = 1 - cur;
-                }
-                Step::ReshapeReal { bwd, .. } => {
-                    let (n_in, n_out) = (bwd.input_len(), bwd.output_len());
-                    let [x, y] = &mut work;
-                    let (from, to) = if cur == 0 {
-                        (&mut **x, &mut **y)
-                    } else {
-                        (&mut **y, &mut **x)
-                    };
-                    bwd.execute(comm, &as_real(from)[..n_in], &mut as_real(to)[..n_out])?;
-                    cur = 1 - cur;
-                }
-                Step::Fft { axis, layout } => {
-                    let plan = self
-                        .plans
-                        .c2c(layout.global()[*axis], FftDirection::Inverse)
-                        .clone();
-                    fft_lines(
-                        &*plan,
-                        layout,
-                        self.rank,
-                        *axis,
-                        batch,
-                        &mut work[cur][..layout.local_len(self.rank) * batch],
-                        line,
-                    );
-                }
-                Step::Rfft {
-                    axis,
-                    real,
-                    complex,
-                } => {
-                    let (_, b) = self.plans.r2c.as_ref().expect("planned");
-                    let [x, y] = &mut work;
-                    let (from, to) = if cur == 0 {
-                        (&mut **x, &mut **y)
-                    } else {
-                        (&mut **y, &mut **x)
-                    };
-                    irfft_lines(
-                        &**b,
-                        real,
-                        complex,
-                        self.rank,
-                        *axis,
-                        batch,
-                        from,
-                        as_real(to),
-                        line,
-                    )?;
-                    cur = 1 - cur;
-                }
-            }
-        }
+        let cur = self.run_steps(comm, false, &mut work, line)?;
         let s = match self.options.normalization {
             Normalization::None => 1.0,
             Normalization::Full => 1.0 / self.global_len() as f64,
@@ -683,6 +549,76 @@ impl Fft3d {
             }
         }
         Ok(cur * w)
+    }
+
+    /// Runs the steps in order (`forward`) or in reverse with the inverse of
+    /// each, starting from `work[0]`; returns the index of the work buffer
+    /// that holds the result.
+    fn run_steps(
+        &mut self,
+        comm: &dyn Communicator,
+        forward: bool,
+        work: &mut [&mut [Complex64]; 2],
+        line: &mut [Complex64],
+    ) -> Result<usize, FftError> {
+        let batch = self.options.batch;
+        let rank = self.rank;
+        let dir = if forward {
+            FftDirection::Forward
+        } else {
+            FftDirection::Inverse
+        };
+        let mut cur = 0;
+        let count = self.steps.len();
+        for i in 0..count {
+            let step = &mut self.steps[if forward { i } else { count - 1 - i }];
+            let [x, y] = &mut *work;
+            let (from, to) = if cur == 0 {
+                (&mut **x, &mut **y)
+            } else {
+                (&mut **y, &mut **x)
+            };
+            match step {
+                Step::Reshape { fwd, bwd } => {
+                    let r = if forward { fwd } else { bwd };
+                    let (n_in, n_out) = (r.input_len(), r.output_len());
+                    r.execute(comm, &from[..n_in], &mut to[..n_out])?;
+                    cur = 1 - cur;
+                }
+                Step::ReshapeReal { fwd, bwd } => {
+                    let r = if forward { fwd } else { bwd };
+                    let (n_in, n_out) = (r.input_len(), r.output_len());
+                    r.execute(comm, &as_real(from)[..n_in], &mut as_real(to)[..n_out])?;
+                    cur = 1 - cur;
+                }
+                Step::Fft { axis, layout } => {
+                    let plan = self.plans.c2c(layout.global()[*axis], dir).clone();
+                    let n = layout.local_len(rank) * batch;
+                    fft_lines(&*plan, layout, rank, *axis, batch, &mut from[..n], line);
+                }
+                Step::Rfft {
+                    axis,
+                    real,
+                    complex,
+                } => {
+                    let (f, b) = self.plans.r2c.as_ref().expect("planned");
+                    let lines = RealLines {
+                        real,
+                        complex,
+                        rank,
+                        axis: *axis,
+                        batch,
+                    };
+                    if forward {
+                        lines.forward(&**f, as_real(from), to, line)?;
+                    } else {
+                        lines.backward(&**b, from, as_real(to), line)?;
+                    }
+                    cur = 1 - cur;
+                }
+            }
+        }
+        Ok(cur)
     }
 }
 
@@ -763,86 +699,108 @@ fn fft_lines(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn rfft_lines(
-    plan: &dyn RealToComplex<f64>,
-    real: &Layout,
-    complex: &Layout,
+/// The lines along the halved axis of a real-to-complex step: the same
+/// line in the real and in the complex layout.
+struct RealLines<'a> {
+    real: &'a Layout,
+    complex: &'a Layout,
     rank: usize,
     axis: usize,
     batch: usize,
-    input: &mut [f64],
-    output: &mut [Complex64],
-    scratch: &mut [Complex64],
-) -> Result<(), FftError> {
-    let n = real.global()[axis];
-    let m = complex.global()[axis];
-    let (rs, cs) = (real.strides(rank), complex.strides(rank));
-    let (rlen, clen) = (real.local_len(rank), complex.local_len(rank));
-    let (sh, rest) = scratch.split_at_mut(plan.get_scratch_len());
-    let (cline, rest) = rest.split_at_mut(m);
-    let rline = &mut as_real(rest)[..n];
-    let s = real.local_shape(rank);
-    let (a, b) = others(axis);
-    for f in 0..batch {
-        for i in 0..s[a] {
-            for j in 0..s[b] {
-                let ro = f * rlen + i * rs[a] + j * rs[b];
-                let co = f * clen + i * cs[a] + j * cs[b];
-                for k in 0..n {
-                    rline[k] = input[ro + k * rs[axis]];
-                }
-                plan.process_with_scratch(rline, cline, sh)
-                    .map_err(|e| FftError::Invalid(e.to_string()))?;
-                for k in 0..m {
-                    output[co + k * cs[axis]] = cline[k];
-                }
-            }
-        }
-    }
-    Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn irfft_lines(
-    plan: &dyn ComplexToReal<f64>,
-    real: &Layout,
-    complex: &Layout,
-    rank: usize,
-    axis: usize,
-    batch: usize,
-    input: &mut [Complex64],
-    output: &mut [f64],
-    scratch: &mut [Complex64],
-) -> Result<(), FftError> {
-    let n = real.global()[axis];
-    let m = complex.global()[axis];
-    let (rs, cs) = (real.strides(rank), complex.strides(rank));
-    let (rlen, clen) = (real.local_len(rank), complex.local_len(rank));
-    let (sh, rest) = scratch.split_at_mut(plan.get_scratch_len());
-    let (cline, rest) = rest.split_at_mut(m);
-    let rline = &mut as_real(rest)[..n];
-    let s = real.local_shape(rank);
-    let (a, b) = others(axis);
-    for f in 0..batch {
-        for i in 0..s[a] {
-            for j in 0..s[b] {
-                let ro = f * rlen + i * rs[a] + j * rs[b];
-                let co = f * clen + i * cs[a] + j * cs[b];
-                for k in 0..m {
-                    cline[k] = input[co + k * cs[axis]];
-                }
-                cline[0].im = 0.0;
-                if n % 2 == 0 {
-                    cline[m - 1].im = 0.0;
-                }
-                plan.process_with_scratch(cline, rline, sh)
-                    .map_err(|e| FftError::Invalid(e.to_string()))?;
-                for k in 0..n {
-                    output[ro + k * rs[axis]] = rline[k];
+impl RealLines<'_> {
+    /// Calls `f(real_offset, real_stride, complex_offset, complex_stride)`
+    /// for every line of every field.
+    fn each(
+        &self,
+        mut f: impl FnMut(usize, usize, usize, usize) -> Result<(), FftError>,
+    ) -> Result<(), FftError> {
+        let (rs, cs) = (
+            self.real.strides(self.rank),
+            self.complex.strides(self.rank),
+        );
+        let (rlen, clen) = (
+            self.real.local_len(self.rank),
+            self.complex.local_len(self.rank),
+        );
+        let s = self.real.local_shape(self.rank);
+        let (a, b) = others(self.axis);
+        for fld in 0..self.batch {
+            for i in 0..s[a] {
+                for j in 0..s[b] {
+                    let ro = fld * rlen + i * rs[a] + j * rs[b];
+                    let co = fld * clen + i * cs[a] + j * cs[b];
+                    f(ro, rs[self.axis], co, cs[self.axis])?;
                 }
             }
         }
+        Ok(())
     }
-    Ok(())
+
+    /// Splits the line scratch into the plan's scratch, a complex line and
+    /// a real line.
+    fn split<'s>(
+        &self,
+        need: usize,
+        scratch: &'s mut [Complex64],
+    ) -> (&'s mut [Complex64], &'s mut [Complex64], &'s mut [f64]) {
+        let n = self.real.global()[self.axis];
+        let m = self.complex.global()[self.axis];
+        let (sh, rest) = scratch.split_at_mut(need);
+        let (cline, rest) = rest.split_at_mut(m);
+        (sh, cline, &mut as_real(rest)[..n])
+    }
+
+    /// Real-to-complex transform of every line of `input` into `output`.
+    fn forward(
+        &self,
+        plan: &dyn RealToComplex<f64>,
+        input: &mut [f64],
+        output: &mut [Complex64],
+        scratch: &mut [Complex64],
+    ) -> Result<(), FftError> {
+        let (sh, cline, rline) = self.split(plan.get_scratch_len(), scratch);
+        self.each(|ro, rst, co, cst| {
+            for (k, v) in rline.iter_mut().enumerate() {
+                *v = input[ro + k * rst];
+            }
+            plan.process_with_scratch(rline, cline, sh)
+                .map_err(|e| FftError::Invalid(e.to_string()))?;
+            for (k, v) in cline.iter().enumerate() {
+                output[co + k * cst] = *v;
+            }
+            Ok(())
+        })
+    }
+
+    /// Complex-to-real transform of every line of `input` into `output`; the
+    /// imaginary parts that must vanish (zero and Nyquist frequencies) are
+    /// ignored.
+    fn backward(
+        &self,
+        plan: &dyn ComplexToReal<f64>,
+        input: &mut [Complex64],
+        output: &mut [f64],
+        scratch: &mut [Complex64],
+    ) -> Result<(), FftError> {
+        let n = self.real.global()[self.axis];
+        let (sh, cline, rline) = self.split(plan.get_scratch_len(), scratch);
+        self.each(|ro, rst, co, cst| {
+            for (k, v) in cline.iter_mut().enumerate() {
+                *v = input[co + k * cst];
+            }
+            let m = cline.len();
+            cline[0].im = 0.0;
+            if n % 2 == 0 {
+                cline[m - 1].im = 0.0;
+            }
+            plan.process_with_scratch(cline, rline, sh)
+                .map_err(|e| FftError::Invalid(e.to_string()))?;
+            for (k, v) in rline.iter().enumerate() {
+                output[ro + k * rst] = *v;
+            }
+            Ok(())
+        })
+    }
 }
