@@ -169,14 +169,37 @@ impl Default for Config {
     }
 }
 
+/// Reads a TOML configuration file into `T`; unknown keys and wrong types
+/// are errors naming the key, the line and the column (shared by the apps).
+pub fn read_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read configuration file {}", path.display()))?;
+    toml::from_str(&text)
+        .map_err(anyhow::Error::from)
+        .with_context(|| format!("invalid configuration file {}", path.display()))
+}
+
+/// Parses `N` or `AxBxC` (also `A,B,C`) into three positive integers: the
+/// command-line form of per-axis sizes and process grids.
+pub fn parse_triple(s: &str) -> Result<[usize; 3], String> {
+    let nums: Result<Vec<usize>, _> = s
+        .split(['x', 'X', ','])
+        .map(|p| p.trim().parse::<usize>())
+        .collect();
+    match nums {
+        Ok(v) if v.len() == 1 => Ok([v[0]; 3]),
+        Ok(v) if v.len() == 3 => Ok([v[0], v[1], v[2]]),
+        _ => Err(format!(
+            "expected N or AxBxC with positive integers, got {s:?}"
+        )),
+    }
+}
+
 impl Config {
     /// Reads a TOML file; unknown keys and wrong types are errors naming the
     /// key, the line and the column.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read configuration file {}", path.display()))?;
-        Self::from_toml(&text)
-            .with_context(|| format!("invalid configuration file {}", path.display()))
+        read_toml(path)
     }
 
     /// Parses TOML text.
@@ -306,6 +329,28 @@ mod tests {
         let c = Config::from_toml("n = [8, 16, 32]\norder = 8\nmode = \"blocking\"\n").unwrap();
         assert_eq!(c.shape(), [8, 16, 32]);
         assert_eq!(c.mode, Mode::Blocking);
+    }
+
+    #[test]
+    fn triples_and_files() {
+        assert_eq!(parse_triple("8"), Ok([8; 3]));
+        assert_eq!(parse_triple("4x2X1"), Ok([4, 2, 1]));
+        assert!(parse_triple("4x2").unwrap_err().contains("AxBxC"));
+        let dir = std::env::temp_dir().join(format!("heat3d-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("c.toml");
+        std::fs::write(&p, "n = 16\nsteps = 0.5\n").unwrap();
+        let e = format!("{:#}", Config::from_file(&p).unwrap_err());
+        assert!(
+            e.contains("c.toml") && e.contains("steps") && e.contains("line 2"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            Config::from_file(&dir.join("missing.toml")).unwrap_err()
+        );
+        assert!(e.contains("cannot read configuration file"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

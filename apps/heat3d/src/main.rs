@@ -18,7 +18,7 @@ struct Cli {
     #[arg(long)]
     ranks: Option<usize>,
     /// Cells per axis: N or NXxNYxNZ.
-    #[arg(long, value_parser = parse_triple)]
+    #[arg(long, value_parser = heat3d::config::parse_triple)]
     n: Option<[usize; 3]>,
     /// Stencil order: 2, 4, 6, ..., 20.
     #[arg(long)]
@@ -51,7 +51,7 @@ struct Cli {
     #[arg(long, value_enum)]
     spectral_step: Option<SpectralStep>,
     /// Process grid PXxPYxPZ (default: smallest halo surface).
-    #[arg(long, value_parser = parse_triple)]
+    #[arg(long, value_parser = heat3d::config::parse_triple)]
     grid: Option<[usize; 3]>,
     /// Steps left out of the timing statistics.
     #[arg(long)]
@@ -68,18 +68,6 @@ struct Cli {
     /// No progress bar.
     #[arg(short, long)]
     quiet: bool,
-}
-
-fn parse_triple(s: &str) -> Result<[usize; 3], String> {
-    let parts: Vec<&str> = s.split(['x', 'X', ',']).collect();
-    let nums: Result<Vec<usize>, _> = parts.iter().map(|p| p.trim().parse::<usize>()).collect();
-    match nums {
-        Ok(v) if v.len() == 1 => Ok([v[0]; 3]),
-        Ok(v) if v.len() == 3 => Ok([v[0], v[1], v[2]]),
-        _ => Err(format!(
-            "expected N or AxBxC with positive integers, got {s:?}"
-        )),
-    }
 }
 
 fn config(cli: &Cli) -> Result<Config> {

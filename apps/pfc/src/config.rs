@@ -7,7 +7,7 @@
 //! of length `2 pi sqrt(2) / a = 1`). The box holds `periods[d]` cubic cells
 //! per axis with `points_per_period` grid points each.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 pub use heat3d::config::PerAxis;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -110,10 +110,7 @@ impl Config {
     /// Reads a TOML file; unknown keys and wrong types are errors naming the
     /// key and the line.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read configuration file {}", path.display()))?;
-        Self::from_toml(&text)
-            .with_context(|| format!("invalid configuration file {}", path.display()))
+        heat3d::config::read_toml(path)
     }
 
     /// Parses TOML text.

@@ -18,7 +18,7 @@ struct Cli {
     #[arg(long)]
     ranks: Option<usize>,
     /// BCC lattice periods per axis: N or NXxNYxNZ.
-    #[arg(long, value_parser = parse_triple)]
+    #[arg(long, value_parser = heat3d::config::parse_triple)]
     periods: Option<[usize; 3]>,
     /// Grid points per lattice period.
     #[arg(long)]
@@ -65,18 +65,6 @@ struct Cli {
     /// No progress bar.
     #[arg(short, long)]
     quiet: bool,
-}
-
-fn parse_triple(s: &str) -> Result<[usize; 3], String> {
-    let nums: Result<Vec<usize>, _> = s
-        .split(['x', 'X', ','])
-        .map(|p| p.trim().parse::<usize>())
-        .collect();
-    match nums {
-        Ok(v) if v.len() == 1 => Ok([v[0]; 3]),
-        Ok(v) if v.len() == 3 => Ok([v[0], v[1], v[2]]),
-        _ => Err(format!("expected N or AxBxC with integers, got {s:?}")),
-    }
 }
 
 fn config(cli: &Cli) -> Result<Config> {
