@@ -3,6 +3,8 @@
 
 use std::f64::consts::PI;
 
+use num_complex::Complex64;
+
 /// Scaling unit of the extended exponent: `2^280`.
 pub(crate) const BIG: f64 = 1.942668892225729e84; // 2^280
 /// `2^-280`.
@@ -24,19 +26,28 @@ pub(crate) fn sectoral(mmax: usize, sin_theta: f64, mut push: impl FnMut(f64, i3
     }
 }
 
-/// Recurrence coefficients for order `m`: entry `i` (for `l = m + 1 + i`)
-/// is `[a_lm, b_lm]` with `Pbar_lm = a_lm (x Pbar_{l-1,m} - b_lm Pbar_{l-2,m})`,
-/// `a_lm = sqrt((4 l^2 - 1) / (l^2 - m^2))`, `b_lm = 1 / a_{l-1,m}`.
-pub(crate) fn coefficients(lmax: usize, m: usize, out: &mut Vec<[f64; 2]>) {
+/// Recurrence coefficients for order `m`: entry `i` (for `l = m + 1 + i`,
+/// up to `l = lend`) is `[alpha_lm, beta_lm]` with
+/// `Pbar_lm = (alpha_lm x) Pbar_{l-1,m} + beta_lm Pbar_{l-2,m}`, evaluated as
+/// one fused multiply-add ([`step`]); `alpha_lm = sqrt((4 l^2 - 1) / (l^2 - m^2))`,
+/// `beta_lm = -alpha_lm / alpha_{l-1,m}` (`beta_{m+1,m} = 0`).
+pub(crate) fn coefficients(lend: usize, m: usize, out: &mut Vec<[f64; 2]>) {
     out.clear();
     let mf = m as f64;
-    for l in m + 1..=lmax {
+    for l in m + 1..=lend {
         let lf = l as f64;
         let a = ((4.0 * lf * lf - 1.0) / ((lf - mf) * (lf + mf))).sqrt();
         let l1 = lf - 1.0;
         let b = ((l1 - mf) * (l1 + mf) / (4.0 * l1 * l1 - 1.0)).sqrt();
-        out.push([a, b]);
+        out.push([a, -a * b]);
     }
+}
+
+/// One step of the recurrence: `Pbar_l` from `p1 = Pbar_{l-1}` and
+/// `p0 = Pbar_{l-2}`. The same operations (and so the same bits) everywhere.
+#[inline(always)]
+pub(crate) fn step(ab: [f64; 2], x: f64, p1: f64, p0: f64) -> f64 {
+    (ab[0] * x).mul_add(p1, ab[1] * p0)
 }
 
 /// Runs the recurrence in `l` from the sectoral value `p_start * BIG^-k_start`
@@ -44,7 +55,6 @@ pub(crate) fn coefficients(lmax: usize, m: usize, out: &mut Vec<[f64; 2]>) {
 /// the value is back in the unscaled range. While scaled (`k >= 1`) the stored
 /// value stays below 1 in magnitude, so the true value is below `2^-280` and
 /// is skipped as negligible.
-#[inline(always)]
 pub(crate) fn run(
     x: f64,
     p_start: f64,
@@ -61,8 +71,7 @@ pub(crate) fn run(
         if i == n {
             return;
         }
-        let [a, b] = ab[i];
-        let p2 = a * (x * p1 - b * p0);
+        let p2 = step(ab[i], x, p1, p0);
         p0 = p1;
         p1 = p2;
         i += 1;
@@ -97,12 +106,9 @@ pub fn normalized_legendre(
     Ok(())
 }
 
-/// Lanes of latitudes run together by [`run_block`].
-pub(crate) const LANES: usize = 8;
-
 /// The index `i = l - m` at which the scaled recurrence from
 /// `(p_start, k_start)` reaches the unscaled range, with `(p_{i-1}, p_i)`
-/// there; `None` if it does not within `l <= lmax` (`ab.len() = lmax - m`).
+/// there; `None` if it does not within `ab` (`l <= m + ab.len()`).
 #[inline(always)]
 fn unscaled_start(
     x: f64,
@@ -115,8 +121,7 @@ fn unscaled_start(
         if i == ab.len() {
             return None;
         }
-        let [a, b] = ab[i];
-        let p2 = a * (x * p1 - b * p0);
+        let p2 = step(ab[i], x, p1, p0);
         p0 = p1;
         p1 = p2;
         i += 1;
@@ -129,59 +134,394 @@ fn unscaled_start(
     Some((i, p0, p1))
 }
 
-/// [`run`] for [`LANES`] latitudes at once: the scaled start of each lane
-/// runs alone (calling `visit1(state, lane, l - m, p)`) up to the first index where
-/// all lanes are unscaled; from there the lanes advance together
-/// (calling `visitn(state, l - m, &p)`), which breaks the recurrence's dependency
-/// chain and vectorises. Every value is computed by the same operations as
-/// in [`run`].
-/// Returns whether any lane had a non-negligible value.
+/// What the Legendre kernels need for one order `m`.
+#[derive(Clone, Copy)]
+pub(crate) struct Order<'a> {
+    /// Recurrence coefficients for `l = m + 1..=lend` (see [`coefficients`]);
+    /// the kernels cover `l = m..=lend`, `ab.len() + 1` degrees.
+    pub ab: &'a [[f64; 2]],
+    /// Northern nodes `x_j = cos theta_j`, `j < ceil(ntheta / 2)`.
+    pub x: &'a [f64],
+    /// Sectoral start `Pbar_mm(x_j) = pv[j] * BIG^-pk[j]`.
+    pub pv: &'a [f64],
+    /// Exponents of the sectoral start.
+    pub pk: &'a [i32],
+    /// Gauss weights of the northern nodes times `2 pi`.
+    pub w2pi: &'a [f64],
+    /// Number of latitudes (both hemispheres).
+    pub nt: usize,
+}
+
+/// Width of the per-lane partial sums of analysis: fixed, so that the
+/// summation order (and so the bits) does not depend on the block width.
+const PART: usize = 8;
+
+/// The SIMD instruction set the kernels were compiled for, chosen once at
+/// run time. Every variant computes every value by the same sequence of
+/// IEEE operations (fused multiply-adds included: without hardware FMA
+/// `mul_add` is the correctly rounded library call), so the results are
+/// bit-identical whichever is chosen; only the speed differs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Simd {
+    /// AVX-512F + FMA: 16 latitudes per block.
+    Avx512,
+    /// AVX2 + FMA: 8 latitudes per block.
+    Avx2,
+    /// Portable code, 8 latitudes per block.
+    Generic,
+}
+
+impl Simd {
+    /// The best set this CPU supports.
+    pub(crate) fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                return Simd::Avx512;
+            }
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                return Simd::Avx2;
+            }
+        }
+        Simd::Generic
+    }
+}
+
+/// Legendre synthesis for one order: for each of the `nf` fields,
+/// `out[f * nt + j] = sum_{i} c[f * nd + i] Pbar_{m+i,m}(x_j)` over the
+/// `nd = ab.len() + 1` degrees, both hemispheres (parity).
+pub(crate) fn synth(simd: Simd, o: &Order<'_>, nf: usize, c: &[Complex64], out: &mut [Complex64]) {
+    match simd {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Simd::detect` found AVX-512F and FMA on this CPU.
+        Simd::Avx512 => unsafe { synth_avx512(o, nf, c, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Simd::detect` found AVX2 and FMA on this CPU.
+        Simd::Avx2 => unsafe { synth_avx2(o, nf, c, out) },
+        _ => synth_impl::<8>(o, nf, c, out),
+    }
+}
+
+/// Legendre analysis for one order: for each of the `nf` fields,
+/// `out[f * nd + i] = sum_j 2 pi w_j F[f * nt + j] Pbar_{m+i,m}(x_j)`.
+pub(crate) fn anal(
+    simd: Simd,
+    o: &Order<'_>,
+    nf: usize,
+    input: &[Complex64],
+    out: &mut [Complex64],
+) {
+    match simd {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Simd::detect` found AVX-512F and FMA on this CPU.
+        Simd::Avx512 => unsafe { anal_avx512(o, nf, input, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Simd::detect` found AVX2 and FMA on this CPU.
+        Simd::Avx2 => unsafe { anal_avx2(o, nf, input, out) },
+        _ => anal_impl::<8>(o, nf, input, out),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+unsafe fn synth_avx512(o: &Order<'_>, nf: usize, c: &[Complex64], out: &mut [Complex64]) {
+    synth_impl::<16>(o, nf, c, out)
+}
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn synth_avx2(o: &Order<'_>, nf: usize, c: &[Complex64], out: &mut [Complex64]) {
+    synth_impl::<8>(o, nf, c, out)
+}
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+unsafe fn anal_avx512(o: &Order<'_>, nf: usize, input: &[Complex64], out: &mut [Complex64]) {
+    anal_impl::<16>(o, nf, input, out)
+}
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn anal_avx2(o: &Order<'_>, nf: usize, input: &[Complex64], out: &mut [Complex64]) {
+    anal_impl::<8>(o, nf, input, out)
+}
+
+/// The latitudes of the block starting at northern row `jb`: nodes, and the
+/// start of each lane's unscaled recurrence (`None`: negligible throughout).
+/// Lanes past the last row stay `None`.
 #[inline(always)]
-pub(crate) fn run_block<S>(
-    x: &[f64; LANES],
-    p_start: &[f64; LANES],
-    k_start: &[i32; LANES],
-    ab: &[[f64; 2]],
-    state: &mut S,
-    visit1: impl Fn(&mut S, usize, usize, f64),
-    visitn: impl Fn(&mut S, usize, &[f64; LANES]),
-) -> bool {
+#[allow(clippy::type_complexity)]
+fn block_start<const L: usize>(
+    o: &Order<'_>,
+    jb: usize,
+) -> ([f64; L], [Option<(usize, f64, f64)>; L]) {
+    let nq = L.min(o.x.len() - jb);
+    let mut x = [0.0; L];
+    let mut st = [None; L];
+    for q in 0..nq {
+        x[q] = o.x[jb + q];
+        st[q] = unscaled_start(x[q], o.pv[jb + q], o.pk[jb + q], o.ab);
+    }
+    (x, st)
+}
+
+/// Advances the `L` lanes one degree.
+#[inline(always)]
+fn step_lanes<const L: usize>(ab: [f64; 2], x: &[f64; L], p0: &mut [f64; L], p1: &mut [f64; L]) {
+    for q in 0..L {
+        let p2 = step(ab, x[q], p1[q], p0[q]);
+        p0[q] = p1[q];
+        p1[q] = p2;
+    }
+}
+
+#[inline(always)]
+fn synth_impl<const L: usize>(o: &Order<'_>, nf: usize, c: &[Complex64], out: &mut [Complex64]) {
+    let nd = o.ab.len() + 1;
+    let nt = o.nt;
+    out.iter_mut().for_each(|v| *v = Complex64::new(0.0, 0.0));
+    let mut f = 0;
+    while f < nf {
+        if nf - f >= 2 {
+            synth_group::<L, 2>(o, &c[f * nd..(f + 2) * nd], &mut out[f * nt..(f + 2) * nt]);
+            f += 2;
+        } else {
+            synth_group::<L, 1>(o, &c[f * nd..(f + 1) * nd], &mut out[f * nt..(f + 1) * nt]);
+            f += 1;
+        }
+    }
+}
+
+/// Accumulates `acc[g] += c[g][i] * p` (real and imaginary parts) for the `G` fields.
+#[inline(always)]
+fn accumulate<const L: usize, const G: usize>(
+    acc: &mut [[[f64; L]; 2]; G],
+    c: &[Complex64],
+    nd: usize,
+    i: usize,
+    p: &[f64; L],
+) {
+    for g in 0..G {
+        let cc = c[g * nd + i];
+        for q in 0..L {
+            acc[g][0][q] = cc.re.mul_add(p[q], acc[g][0][q]);
+            acc[g][1][q] = cc.im.mul_add(p[q], acc[g][1][q]);
+        }
+    }
+}
+
+/// Synthesis of `G` fields (`c`: `G * nd`, `out`: `G * nt`, zeroed) over
+/// blocks of `L` northern latitudes, from the equator to the pole; the
+/// recurrence is shared by the `G` fields. Every lane sees the same
+/// operations whatever `L` and `G` (the results do not depend on them).
+#[inline(always)]
+fn synth_group<const L: usize, const G: usize>(
+    o: &Order<'_>,
+    c: &[Complex64],
+    out: &mut [Complex64],
+) {
+    let (nn, nt, ab) = (o.x.len(), o.nt, o.ab);
     let n = ab.len();
-    let starts: [Option<(usize, f64, f64)>; LANES] =
-        std::array::from_fn(|q| unscaled_start(x[q], p_start[q], k_start[q], ab));
-    let Some(i0) = starts.iter().flatten().map(|s| s.0).max() else {
-        return false;
-    };
-    let mut p0 = [0.0; LANES];
-    let mut p1 = [0.0; LANES];
-    for q in 0..LANES {
-        // Lanes that never leave the scaled range stay zero.
-        let Some((mut i, mut a0, mut a1)) = starts[q] else {
-            continue;
+    let nd = n + 1;
+    for jb in (0..nn).step_by(L).rev() {
+        let (x, st) = block_start::<L>(o, jb);
+        // Once a whole block is negligible, so are all blocks nearer the
+        // pole (smaller sin^m theta): they stay zero.
+        let Some(i0) = st.iter().flatten().map(|s| s.0).max() else {
+            break;
         };
-        while i < i0 {
-            visit1(state, q, i, a1);
-            let [a, b] = ab[i];
-            let a2 = a * (x[q] * a1 - b * a0);
-            a0 = a1;
-            a1 = a2;
+        // Accumulators by parity of i = l - m: [0] even (symmetric about
+        // the equator), [1] odd (antisymmetric).
+        let mut acc = [[[[0.0; L]; 2]; G]; 2];
+        let mut p0 = [0.0; L];
+        let mut p1 = [0.0; L];
+        // Each lane alone up to i0, where all lanes are unscaled.
+        for q in 0..L {
+            let Some((mut i, mut a0, mut a1)) = st[q] else {
+                continue;
+            };
+            while i < i0 {
+                let par = i & 1;
+                for g in 0..G {
+                    let cc = c[g * nd + i];
+                    acc[par][g][0][q] = cc.re.mul_add(a1, acc[par][g][0][q]);
+                    acc[par][g][1][q] = cc.im.mul_add(a1, acc[par][g][1][q]);
+                }
+                let a2 = step(ab[i], x[q], a1, a0);
+                a0 = a1;
+                a1 = a2;
+                i += 1;
+            }
+            p0[q] = a0;
+            p1[q] = a1;
+        }
+        // All lanes together, two degrees per turn so that the parity of
+        // each accumulator is fixed.
+        let (pa, pb) = (i0 & 1, 1 - (i0 & 1));
+        let mut a = acc[pa];
+        let mut b = acc[pb];
+        let mut i = i0;
+        loop {
+            accumulate::<L, G>(&mut a, c, nd, i, &p1);
+            if i == n {
+                break;
+            }
+            step_lanes::<L>(ab[i], &x, &mut p0, &mut p1);
+            i += 1;
+            accumulate::<L, G>(&mut b, c, nd, i, &p1);
+            if i == n {
+                break;
+            }
+            step_lanes::<L>(ab[i], &x, &mut p0, &mut p1);
             i += 1;
         }
-        p0[q] = a0;
-        p1[q] = a1;
+        acc[pa] = a;
+        acc[pb] = b;
+        for q in 0..L.min(nn - jb) {
+            let j = jb + q;
+            let js = nt - 1 - j;
+            for g in 0..G {
+                let e = Complex64::new(acc[0][g][0][q], acc[0][g][1][q]);
+                let d = Complex64::new(acc[1][g][0][q], acc[1][g][1][q]);
+                out[g * nt + j] = e + d;
+                if js != j {
+                    out[g * nt + js] = e - d;
+                }
+            }
+        }
     }
-    let mut i = i0;
-    loop {
-        visitn(state, i, &p1);
-        if i == n {
-            return true;
+}
+
+#[inline(always)]
+fn anal_impl<const L: usize>(o: &Order<'_>, nf: usize, input: &[Complex64], out: &mut [Complex64]) {
+    let nd = o.ab.len() + 1;
+    let nt = o.nt;
+    // Per-lane partial sums, index (field * nd + i), [re, im] x PART lanes.
+    let mut part = vec![[[0.0; PART]; 2]; 2 * nd];
+    let mut f = 0;
+    while f < nf {
+        let g = if nf - f >= 2 { 2 } else { 1 };
+        part.iter_mut().for_each(|p| *p = [[0.0; PART]; 2]);
+        if g == 2 {
+            anal_group::<L, 2>(o, &input[f * nt..(f + 2) * nt], &mut part);
+        } else {
+            anal_group::<L, 1>(o, &input[f * nt..(f + 1) * nt], &mut part);
         }
-        let [a, b] = ab[i];
-        for q in 0..LANES {
-            let p2 = a * (x[q] * p1[q] - b * p0[q]);
-            p0[q] = p1[q];
-            p1[q] = p2;
+        for (k, p) in part[..g * nd].iter().enumerate() {
+            let (mut sr, mut si) = (0.0, 0.0);
+            for r in 0..PART {
+                sr += p[0][r];
+                si += p[1][r];
+            }
+            out[f * nd + k] = Complex64::new(sr, si);
         }
-        i += 1;
+        f += g;
+    }
+}
+
+/// Adds `sd * p` of the `L` lanes to the `PART` partial sums, the lane
+/// `q + PART h` of the block into partial `q`, highest `h` first (the
+/// order the 8-lane blocks nearer the equator would give).
+#[inline(always)]
+fn deposit<const L: usize, const G: usize>(
+    part: &mut [[[f64; PART]; 2]],
+    sd: &[[[f64; L]; 2]; G],
+    nd: usize,
+    i: usize,
+    p: &[f64; L],
+) {
+    for g in 0..G {
+        let d = &mut part[g * nd + i];
+        for h in (0..L / PART).rev() {
+            for r in 0..PART {
+                let q = h * PART + r;
+                d[0][r] = sd[g][0][q].mul_add(p[q], d[0][r]);
+                d[1][r] = sd[g][1][q].mul_add(p[q], d[1][r]);
+            }
+        }
+    }
+}
+
+/// Analysis of `G` fields (`input`: `G * nt`) into the partial sums
+/// `part[g * nd + i]`, over blocks of `L` northern latitudes from the
+/// equator to the pole. The partial sum of lane `r` receives the rows
+/// `j = r mod PART` in decreasing `j`, whatever `L`.
+#[inline(always)]
+fn anal_group<const L: usize, const G: usize>(
+    o: &Order<'_>,
+    input: &[Complex64],
+    part: &mut [[[f64; PART]; 2]],
+) {
+    let (nn, nt, ab) = (o.x.len(), o.nt, o.ab);
+    let n = ab.len();
+    let nd = n + 1;
+    for jb in (0..nn).step_by(L).rev() {
+        let (x, st) = block_start::<L>(o, jb);
+        let Some(i0) = st.iter().flatten().map(|s| s.0).max() else {
+            break;
+        };
+        // Weighted sums (even i) and differences (odd i) of the two
+        // hemispheres, [parity][field][re, im][lane].
+        let mut sd = [[[[0.0; L]; 2]; G]; 2];
+        for q in 0..L.min(nn - jb) {
+            let j = jb + q;
+            let js = nt - 1 - j;
+            let wj = o.w2pi[j];
+            for g in 0..G {
+                let a = input[g * nt + j];
+                let (s, d) = if js != j {
+                    let b = input[g * nt + js];
+                    ((a + b) * wj, (a - b) * wj)
+                } else {
+                    (a * wj, Complex64::new(0.0, 0.0))
+                };
+                sd[0][g][0][q] = s.re;
+                sd[0][g][1][q] = s.im;
+                sd[1][g][0][q] = d.re;
+                sd[1][g][1][q] = d.im;
+            }
+        }
+        let mut p0 = [0.0; L];
+        let mut p1 = [0.0; L];
+        // Each lane alone up to i0, highest lane group first (see `deposit`).
+        for h in (0..L / PART).rev() {
+            for r in 0..PART {
+                let q = h * PART + r;
+                let Some((mut i, mut a0, mut a1)) = st[q] else {
+                    continue;
+                };
+                while i < i0 {
+                    let par = i & 1;
+                    for g in 0..G {
+                        let d = &mut part[g * nd + i];
+                        d[0][r] = sd[par][g][0][q].mul_add(a1, d[0][r]);
+                        d[1][r] = sd[par][g][1][q].mul_add(a1, d[1][r]);
+                    }
+                    let a2 = step(ab[i], x[q], a1, a0);
+                    a0 = a1;
+                    a1 = a2;
+                    i += 1;
+                }
+                p0[q] = a0;
+                p1[q] = a1;
+            }
+        }
+        let (sa, sb) = (sd[i0 & 1], sd[1 - (i0 & 1)]);
+        let mut i = i0;
+        loop {
+            deposit::<L, G>(part, &sa, nd, i, &p1);
+            if i == n {
+                break;
+            }
+            step_lanes::<L>(ab[i], &x, &mut p0, &mut p1);
+            i += 1;
+            deposit::<L, G>(part, &sb, nd, i, &p1);
+            if i == n {
+                break;
+            }
+            step_lanes::<L>(ab[i], &x, &mut p0, &mut p1);
+            i += 1;
+        }
     }
 }

@@ -8,7 +8,7 @@ use num_complex::Complex64;
 use rayon::prelude::*;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 
-use crate::legendre::{coefficients, run_block, sectoral, LANES};
+use crate::legendre::{anal, coefficients, sectoral, synth, Order, Simd};
 use crate::{batch, check_len, gauss_legendre, Parallelism, ShtError};
 
 const ZERO: Complex64 = Complex64::new(0.0, 0.0);
@@ -17,8 +17,9 @@ const ZERO: Complex64 = Complex64::new(0.0, 0.0);
 /// latitudes and `nphi` longitudes, and the truncation `lmax = mmax`.
 ///
 /// Holds the grid, the sectoral start values `Pbar_mm` for the northern
-/// latitudes (`(mmax+1) * ceil(ntheta/2)` values, no `l` table) and the
-/// phi FFT plans. See the crate docs for the convention and the layouts.
+/// latitudes (`(mmax+1) * ceil(ntheta/2)` values), the recurrence
+/// coefficients of every order up to `l = lmax + 1` (`~ lmax^2 / 2` pairs,
+/// no table over the latitudes) and the phi FFT plans. See the crate docs for the convention and the layouts.
 pub struct Sht {
     ntheta: usize,
     nphi: usize,
@@ -29,6 +30,11 @@ pub struct Sht {
     w: Vec<f64>,
     pmm_val: Vec<f64>,
     pmm_k: Vec<i32>,
+    w2pi: Vec<f64>,
+    sin_theta: Vec<f64>,
+    rec: Vec<[f64; 2]>,
+    rec_off: Vec<usize>,
+    simd: Simd,
     r2c: Arc<dyn RealToComplex<f64>>,
     c2r: Arc<dyn ComplexToReal<f64>>,
 }
@@ -81,6 +87,19 @@ impl Sht {
                 m += 1;
             });
         }
+        // Recurrence coefficients of each order, up to lmax + 1 (the vector
+        // transforms need one degree more).
+        let mut rec = Vec::new();
+        let mut rec_off = Vec::with_capacity(lmax + 2);
+        let mut ab = Vec::new();
+        for m in 0..=lmax {
+            rec_off.push(rec.len());
+            coefficients(lmax + 1, m, &mut ab);
+            rec.extend_from_slice(&ab);
+        }
+        rec_off.push(rec.len());
+        let w2pi = w[..nnorth].iter().map(|w| 2.0 * PI * w).collect();
+        let sin_theta = theta.iter().map(|t| t.sin()).collect();
         let mut planner = RealFftPlanner::<f64>::new();
         let r2c = planner.plan_fft_forward(nphi);
         let c2r = planner.plan_fft_inverse(nphi);
@@ -94,6 +113,11 @@ impl Sht {
             w,
             pmm_val,
             pmm_k,
+            w2pi,
+            sin_theta,
+            rec,
+            rec_off,
+            simd: Simd::detect(),
             r2c,
             c2r,
         })
@@ -196,7 +220,7 @@ impl Sht {
             for f in 0..nf {
                 cm.extend_from_slice(&coeffs[f * nlm + off..f * nlm + off + nl]);
             }
-            self.synth_kernel(m, nf, &cm, out);
+            self.synth_kernel(m, lmax, nf, &cm, out);
         };
         let chunk = nf * self.ntheta;
         match par {
@@ -223,7 +247,7 @@ impl Sht {
         let chunk = nf * self.ntheta;
         let one = |(m, input): (usize, &[Complex64])| {
             let mut out = vec![ZERO; nf * (self.lmax - m + 1)];
-            self.anal_kernel(m, nf, input, &mut out);
+            self.anal_kernel(m, self.lmax, nf, input, &mut out);
             out
         };
         let per_m: Vec<Vec<Complex64>> = match par {
@@ -261,7 +285,7 @@ impl Sht {
         }
         let nf = batch("coeffs_l", coeffs_l.len(), self.lmax - m + 1)?;
         check_len("out_theta", out_theta.len(), nf * self.ntheta)?;
-        self.synth_kernel(m, nf, coeffs_l, out_theta);
+        self.synth_kernel(m, self.lmax, nf, coeffs_l, out_theta);
         Ok(())
     }
 
@@ -280,7 +304,7 @@ impl Sht {
         }
         let nf = batch("in_theta", in_theta.len(), self.ntheta)?;
         check_len("coeffs_l", coeffs_l.len(), nf * (self.lmax - m + 1))?;
-        self.anal_kernel(m, nf, in_theta, coeffs_l);
+        self.anal_kernel(m, self.lmax, nf, in_theta, coeffs_l);
         Ok(())
     }
 
@@ -352,156 +376,48 @@ impl Sht {
         Ok(())
     }
 
-    /// Gathers the block of northern latitudes starting at `jb` for order `m`
-    /// (lanes past the last latitude get `Pbar_mm = 0`, so they stay zero).
-    fn block(&self, m: usize, jb: usize) -> ([f64; LANES], [f64; LANES], [i32; LANES]) {
+    /// The kernels' view of order `m`, degrees `l = m..=lend` (`lend <= lmax + 1`).
+    fn order(&self, m: usize, lend: usize) -> Order<'_> {
         let nn = self.nnorth;
-        let (mut x, mut p, mut k) = ([0.0; LANES], [0.0; LANES], [0; LANES]);
-        for q in 0..LANES.min(nn - jb) {
-            x[q] = self.x[jb + q];
-            p[q] = self.pmm_val[m * nn + jb + q];
-            k[q] = self.pmm_k[m * nn + jb + q];
-        }
-        (x, p, k)
-    }
-
-    /// `out[f * ntheta + j] = sum_l cm[f * nl + l - m] Pbar_lm(x_j)`.
-    fn synth_kernel(&self, m: usize, nf: usize, cm: &[Complex64], out: &mut [Complex64]) {
-        let (nt, nn) = (self.ntheta, self.nnorth);
-        let nl = self.lmax - m + 1;
-        let mut ab = Vec::with_capacity(nl);
-        coefficients(self.lmax, m, &mut ab);
-        // acc.0 / acc.1: real / imaginary parts, index (parity * nf + field), lanes.
-        let mut acc = (vec![[0.0; LANES]; 2 * nf], vec![[0.0; LANES]; 2 * nf]);
-        // From the equator to the pole; once a whole block is negligible, so
-        // are all blocks nearer the pole (smaller sin^m theta), which stay zero.
-        out.iter_mut().for_each(|o| *o = ZERO);
-        for jb in (0..nn).step_by(LANES).rev() {
-            acc.0
-                .iter_mut()
-                .chain(acc.1.iter_mut())
-                .for_each(|a| *a = [0.0; LANES]);
-            let (x, p, k) = self.block(m, jb);
-            let live = run_block(
-                &x,
-                &p,
-                &k,
-                &ab,
-                &mut acc,
-                |acc, q, i, p| {
-                    let base = (i & 1) * nf;
-                    for f in 0..nf {
-                        let c = cm[f * nl + i];
-                        acc.0[base + f][q] += c.re * p;
-                        acc.1[base + f][q] += c.im * p;
-                    }
-                },
-                |acc, i, p| {
-                    let base = (i & 1) * nf;
-                    for f in 0..nf {
-                        let c = cm[f * nl + i];
-                        let (re, im) = (&mut acc.0[base + f], &mut acc.1[base + f]);
-                        for q in 0..LANES {
-                            re[q] += c.re * p[q];
-                            im[q] += c.im * p[q];
-                        }
-                    }
-                },
-            );
-            if !live {
-                break;
-            }
-            for q in 0..LANES.min(nn - jb) {
-                let j = jb + q;
-                let js = nt - 1 - j;
-                for f in 0..nf {
-                    let e = Complex64::new(acc.0[f][q], acc.1[f][q]);
-                    let o = Complex64::new(acc.0[nf + f][q], acc.1[nf + f][q]);
-                    out[f * nt + j] = e + o;
-                    if js != j {
-                        out[f * nt + js] = e - o;
-                    }
-                }
-            }
+        let off = self.rec_off[m];
+        Order {
+            ab: &self.rec[off..off + lend - m],
+            x: &self.x[..nn],
+            pv: &self.pmm_val[m * nn..(m + 1) * nn],
+            pk: &self.pmm_k[m * nn..(m + 1) * nn],
+            w2pi: &self.w2pi,
+            nt: self.ntheta,
         }
     }
 
-    /// `out[f * nl + l - m] = 2 pi sum_j w_j F[f * ntheta + j] Pbar_lm(x_j)`.
-    fn anal_kernel(&self, m: usize, nf: usize, input: &[Complex64], out: &mut [Complex64]) {
-        let (nt, nn) = (self.ntheta, self.nnorth);
-        let nl = self.lmax - m + 1;
-        let mut ab = Vec::with_capacity(nl);
-        coefficients(self.lmax, m, &mut ab);
-        // sd.0 / sd.1: real / imaginary parts of the weighted sums (parity 0)
-        // and differences (parity 1), index (parity * nf + field), lanes;
-        // sd.2 / sd.3: per-lane partial results, index (field * nl + l - m),
-        // summed over the lanes at the end (no dependency chain across l).
-        let mut sd = (
-            vec![[0.0; LANES]; 2 * nf],
-            vec![[0.0; LANES]; 2 * nf],
-            vec![[0.0; LANES]; nf * nl],
-            vec![[0.0; LANES]; nf * nl],
-        );
-        // From the equator to the pole, up to the first negligible block (as in synthesis).
-        for jb in (0..nn).step_by(LANES).rev() {
-            sd.0.iter_mut()
-                .chain(sd.1.iter_mut())
-                .for_each(|a| *a = [0.0; LANES]);
-            for q in 0..LANES.min(nn - jb) {
-                let j = jb + q;
-                let js = nt - 1 - j;
-                let wj = 2.0 * PI * self.w[j];
-                for f in 0..nf {
-                    let a = input[f * nt + j];
-                    let (s, d) = if js != j {
-                        let b = input[f * nt + js];
-                        ((a + b) * wj, (a - b) * wj)
-                    } else {
-                        (a * wj, ZERO)
-                    };
-                    sd.0[f][q] = s.re;
-                    sd.1[f][q] = s.im;
-                    sd.0[nf + f][q] = d.re;
-                    sd.1[nf + f][q] = d.im;
-                }
-            }
-            let (x, p, k) = self.block(m, jb);
-            let live = run_block(
-                &x,
-                &p,
-                &k,
-                &ab,
-                &mut sd,
-                |sd, q, i, p| {
-                    let base = (i & 1) * nf;
-                    for f in 0..nf {
-                        sd.2[f * nl + i][q] += sd.0[base + f][q] * p;
-                        sd.3[f * nl + i][q] += sd.1[base + f][q] * p;
-                    }
-                },
-                |sd, i, p| {
-                    let base = (i & 1) * nf;
-                    for f in 0..nf {
-                        let (re, im) = (sd.0[base + f], sd.1[base + f]);
-                        let (ore, oim) = (&mut sd.2[f * nl + i], &mut sd.3[f * nl + i]);
-                        for q in 0..LANES {
-                            ore[q] += re[q] * p[q];
-                            oim[q] += im[q] * p[q];
-                        }
-                    }
-                },
-            );
-            if !live {
-                break;
-            }
-        }
-        for (o, (re, im)) in out.iter_mut().zip(sd.2.iter().zip(&sd.3)) {
-            let (mut sr, mut si) = (0.0, 0.0);
-            for q in 0..LANES {
-                sr += re[q];
-                si += im[q];
-            }
-            *o = Complex64::new(sr, si);
-        }
+    /// `sin theta_j` of all latitudes.
+    pub(crate) fn sin_theta(&self) -> &[f64] {
+        &self.sin_theta
+    }
+
+    /// Legendre synthesis of order `m` over `l = m..=lend` for `nf` fields:
+    /// `out[f * ntheta + j] = sum_l cm[f * (lend - m + 1) + l - m] Pbar_lm(x_j)`.
+    pub(crate) fn synth_kernel(
+        &self,
+        m: usize,
+        lend: usize,
+        nf: usize,
+        cm: &[Complex64],
+        out: &mut [Complex64],
+    ) {
+        synth(self.simd, &self.order(m, lend), nf, cm, out);
+    }
+
+    /// Legendre analysis of order `m` over `l = m..=lend` for `nf` fields:
+    /// `out[f * (lend - m + 1) + l - m] = 2 pi sum_j w_j F[f * ntheta + j] Pbar_lm(x_j)`.
+    pub(crate) fn anal_kernel(
+        &self,
+        m: usize,
+        lend: usize,
+        nf: usize,
+        input: &[Complex64],
+        out: &mut [Complex64],
+    ) {
+        anal(self.simd, &self.order(m, lend), nf, input, out);
     }
 }
