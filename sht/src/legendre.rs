@@ -110,7 +110,7 @@ pub fn normalized_legendre(
 /// `(p_start, k_start)` reaches the unscaled range, with `(p_{i-1}, p_i)`
 /// there; `None` if it does not within `ab` (`l <= m + ab.len()`).
 #[inline(always)]
-fn unscaled_start(
+pub(crate) fn unscaled_start(
     x: f64,
     p_start: f64,
     k_start: i32,
@@ -142,14 +142,33 @@ pub(crate) struct Order<'a> {
     pub ab: &'a [[f64; 2]],
     /// Northern nodes `x_j = cos theta_j`, `j < ceil(ntheta / 2)`.
     pub x: &'a [f64],
-    /// Sectoral start `Pbar_mm(x_j) = pv[j] * BIG^-pk[j]`.
-    pub pv: &'a [f64],
-    /// Exponents of the sectoral start.
-    pub pk: &'a [i32],
+    /// Where each northern node's recurrence leaves the scaled range
+    /// (see [`Start`]), computed once per plan up to `l = lmax + 1`.
+    pub start: &'a [Start],
     /// Gauss weights of the northern nodes times `2 pi`.
     pub w2pi: &'a [f64],
     /// Number of latitudes (both hemispheres).
     pub nt: usize,
+}
+
+/// The unscaled start of the recurrence of one order at one node:
+/// `Pbar_{m+i-1,m} = p[0]`, `Pbar_{m+i,m} = p[1]` with `i = i`; all lower
+/// degrees are negligible (below `2^-280`). `i = u32::MAX`: negligible for
+/// every degree of the plan.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Start {
+    /// First degree index `l - m` in the unscaled range.
+    pub i: u32,
+    /// The two values there.
+    pub p: [f64; 2],
+}
+
+impl Start {
+    /// No unscaled value up to the plan's last degree.
+    pub(crate) const NONE: Start = Start {
+        i: u32::MAX,
+        p: [0.0; 2],
+    };
 }
 
 /// Width of the per-lane partial sums of analysis: fixed, so that the
@@ -247,32 +266,39 @@ unsafe fn anal_avx2(o: &Order<'_>, nf: usize, input: &[Complex64], out: &mut [Co
     anal_impl::<8>(o, nf, input, out)
 }
 
-/// The latitudes of the block starting at northern row `jb`: nodes, and the
-/// start of each lane's unscaled recurrence (`None`: negligible throughout).
-/// Lanes past the last row stay `None`.
+/// The latitudes of the block starting at northern row `jb`: nodes, and
+/// the starts of the lanes with a non-negligible value up to `l = m + n`,
+/// sorted by degree (`(i, lane)`, `count` of them), and the smallest such `i`.
 #[inline(always)]
-#[allow(clippy::type_complexity)]
-fn block_start<const L: usize>(
-    o: &Order<'_>,
-    jb: usize,
-) -> ([f64; L], [Option<(usize, f64, f64)>; L]) {
+fn block_start<const L: usize>(o: &Order<'_>, jb: usize) -> ([f64; L], [(usize, usize); L], usize) {
+    let n = o.ab.len();
     let nq = L.min(o.x.len() - jb);
     let mut x = [0.0; L];
-    let mut st = [None; L];
+    let mut ev = [(usize::MAX, 0usize); L];
+    let mut count = 0;
     for q in 0..nq {
         x[q] = o.x[jb + q];
-        st[q] = unscaled_start(x[q], o.pv[jb + q], o.pk[jb + q], o.ab);
+        let i = o.start[jb + q].i as usize;
+        if i <= n {
+            // Insertion by degree, then lane.
+            let mut k = count;
+            while k > 0 && ev[k - 1].0 > i {
+                ev[k] = ev[k - 1];
+                k -= 1;
+            }
+            ev[k] = (i, q);
+            count += 1;
+        }
     }
-    (x, st)
+    (x, ev, count)
 }
 
-/// Advances the `L` lanes one degree.
+/// Advances the `L` lanes one degree: `p0 <- step(p1, p0)` (the caller
+/// swaps the roles of the two arrays every other degree, no copies).
 #[inline(always)]
-fn step_lanes<const L: usize>(ab: [f64; 2], x: &[f64; L], p0: &mut [f64; L], p1: &mut [f64; L]) {
+fn step_lanes<const L: usize>(ab: [f64; 2], x: &[f64; L], p1: &[f64; L], p0: &mut [f64; L]) {
     for q in 0..L {
-        let p2 = step(ab, x[q], p1[q], p0[q]);
-        p0[q] = p1[q];
-        p1[q] = p2;
+        p0[q] = step(ab, x[q], p1[q], p0[q]);
     }
 }
 
@@ -325,55 +351,48 @@ fn synth_group<const L: usize, const G: usize>(
     let n = ab.len();
     let nd = n + 1;
     for jb in (0..nn).step_by(L).rev() {
-        let (x, st) = block_start::<L>(o, jb);
+        let (x, ev, ne) = block_start::<L>(o, jb);
         // Once a whole block is negligible, so are all blocks nearer the
         // pole (smaller sin^m theta): they stay zero.
-        let Some(i0) = st.iter().flatten().map(|s| s.0).max() else {
+        if ne == 0 {
             break;
-        };
+        }
+        let i0 = ev[0].0;
         // Accumulators by parity of i = l - m: [0] even (symmetric about
         // the equator), [1] odd (antisymmetric).
         let mut acc = [[[[0.0; L]; 2]; G]; 2];
+        // All lanes together from the first start, two degrees per turn so
+        // that the parity of each accumulator is fixed; a lane joins at its
+        // own start (before, its values are zero and add exact zeros).
         let mut p0 = [0.0; L];
         let mut p1 = [0.0; L];
-        // Each lane alone up to i0, where all lanes are unscaled.
-        for q in 0..L {
-            let Some((mut i, mut a0, mut a1)) = st[q] else {
-                continue;
-            };
-            while i < i0 {
-                let par = i & 1;
-                for g in 0..G {
-                    let cc = c[g * nd + i];
-                    acc[par][g][0][q] = cc.re.mul_add(a1, acc[par][g][0][q]);
-                    acc[par][g][1][q] = cc.im.mul_add(a1, acc[par][g][1][q]);
-                }
-                let a2 = step(ab[i], x[q], a1, a0);
-                a0 = a1;
-                a1 = a2;
-                i += 1;
-            }
-            p0[q] = a0;
-            p1[q] = a1;
-        }
-        // All lanes together, two degrees per turn so that the parity of
-        // each accumulator is fixed.
         let (pa, pb) = (i0 & 1, 1 - (i0 & 1));
         let mut a = acc[pa];
         let mut b = acc[pb];
         let mut i = i0;
+        let mut e = 0;
         loop {
+            while e < ne && ev[e].0 == i {
+                let st = o.start[jb + ev[e].1].p;
+                (p0[ev[e].1], p1[ev[e].1]) = (st[0], st[1]);
+                e += 1;
+            }
             accumulate::<L, G>(&mut a, c, nd, i, &p1);
             if i == n {
                 break;
             }
-            step_lanes::<L>(ab[i], &x, &mut p0, &mut p1);
+            step_lanes::<L>(ab[i], &x, &p1, &mut p0);
             i += 1;
-            accumulate::<L, G>(&mut b, c, nd, i, &p1);
+            while e < ne && ev[e].0 == i {
+                let st = o.start[jb + ev[e].1].p;
+                (p1[ev[e].1], p0[ev[e].1]) = (st[0], st[1]);
+                e += 1;
+            }
+            accumulate::<L, G>(&mut b, c, nd, i, &p0);
             if i == n {
                 break;
             }
-            step_lanes::<L>(ab[i], &x, &mut p0, &mut p1);
+            step_lanes::<L>(ab[i], &x, &p0, &mut p1);
             i += 1;
         }
         acc[pa] = a;
@@ -457,10 +476,11 @@ fn anal_group<const L: usize, const G: usize>(
     let n = ab.len();
     let nd = n + 1;
     for jb in (0..nn).step_by(L).rev() {
-        let (x, st) = block_start::<L>(o, jb);
-        let Some(i0) = st.iter().flatten().map(|s| s.0).max() else {
+        let (x, ev, ne) = block_start::<L>(o, jb);
+        if ne == 0 {
             break;
-        };
+        }
+        let i0 = ev[0].0;
         // Weighted sums (even i) and differences (odd i) of the two
         // hemispheres, [parity][field][re, im][lane].
         let mut sd = [[[[0.0; L]; 2]; G]; 2];
@@ -482,46 +502,106 @@ fn anal_group<const L: usize, const G: usize>(
                 sd[1][g][1][q] = d.im;
             }
         }
+        // All lanes together from the first start (see `synth_group`).
         let mut p0 = [0.0; L];
         let mut p1 = [0.0; L];
-        // Each lane alone up to i0, highest lane group first (see `deposit`).
-        for h in (0..L / PART).rev() {
-            for r in 0..PART {
-                let q = h * PART + r;
-                let Some((mut i, mut a0, mut a1)) = st[q] else {
-                    continue;
-                };
-                while i < i0 {
-                    let par = i & 1;
-                    for g in 0..G {
-                        let d = &mut part[g * nd + i];
-                        d[0][r] = sd[par][g][0][q].mul_add(a1, d[0][r]);
-                        d[1][r] = sd[par][g][1][q].mul_add(a1, d[1][r]);
-                    }
-                    let a2 = step(ab[i], x[q], a1, a0);
-                    a0 = a1;
-                    a1 = a2;
-                    i += 1;
-                }
-                p0[q] = a0;
-                p1[q] = a1;
-            }
-        }
         let (sa, sb) = (sd[i0 & 1], sd[1 - (i0 & 1)]);
         let mut i = i0;
+        let mut e = 0;
         loop {
+            while e < ne && ev[e].0 == i {
+                let st = o.start[jb + ev[e].1].p;
+                (p0[ev[e].1], p1[ev[e].1]) = (st[0], st[1]);
+                e += 1;
+            }
             deposit::<L, G>(part, &sa, nd, i, &p1);
             if i == n {
                 break;
             }
-            step_lanes::<L>(ab[i], &x, &mut p0, &mut p1);
+            step_lanes::<L>(ab[i], &x, &p1, &mut p0);
             i += 1;
-            deposit::<L, G>(part, &sb, nd, i, &p1);
+            while e < ne && ev[e].0 == i {
+                let st = o.start[jb + ev[e].1].p;
+                (p1[ev[e].1], p0[ev[e].1]) = (st[0], st[1]);
+                e += 1;
+            }
+            deposit::<L, G>(part, &sb, nd, i, &p0);
             if i == n {
                 break;
             }
-            step_lanes::<L>(ab[i], &x, &mut p0, &mut p1);
+            step_lanes::<L>(ab[i], &x, &p0, &mut p1);
             i += 1;
         }
     }
+}
+
+/// The [`Start`] of every order `m <= mmax` at every northern node, index
+/// `m * x.len() + j`, for degrees up to `lend`; `rec`/`rec_off` hold the
+/// recurrence coefficients of each order (up to `lend`). From the equator
+/// to the pole: once a node is negligible for every degree, so are the
+/// nodes nearer the pole (smaller `sin^m theta`), which are not computed.
+pub(crate) fn starts(
+    simd: Simd,
+    x: &[f64],
+    sin_theta: &[f64],
+    mmax: usize,
+    rec: &[[f64; 2]],
+    rec_off: &[usize],
+) -> Vec<Start> {
+    match simd {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Simd::detect` found FMA on this CPU.
+        Simd::Avx512 | Simd::Avx2 => unsafe { starts_fma(x, sin_theta, mmax, rec, rec_off) },
+        _ => starts_impl(x, sin_theta, mmax, rec, rec_off),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+unsafe fn starts_fma(
+    x: &[f64],
+    sin_theta: &[f64],
+    mmax: usize,
+    rec: &[[f64; 2]],
+    rec_off: &[usize],
+) -> Vec<Start> {
+    starts_impl(x, sin_theta, mmax, rec, rec_off)
+}
+
+#[inline(always)]
+fn starts_impl(
+    x: &[f64],
+    sin_theta: &[f64],
+    mmax: usize,
+    rec: &[[f64; 2]],
+    rec_off: &[usize],
+) -> Vec<Start> {
+    let nn = x.len();
+    let mut pv = vec![0.0; (mmax + 1) * nn];
+    let mut pk = vec![0; (mmax + 1) * nn];
+    for j in 0..nn {
+        let mut m = 0;
+        sectoral(mmax, sin_theta[j], |v, k| {
+            pv[m * nn + j] = v;
+            pk[m * nn + j] = k;
+            m += 1;
+        });
+    }
+    let mut out = vec![Start::NONE; (mmax + 1) * nn];
+    for m in 0..=mmax {
+        let ab = &rec[rec_off[m]..rec_off[m + 1]];
+        for j in (0..nn).rev() {
+            let k = m * nn + j;
+            match unscaled_start(x[j], pv[k], pk[k], ab) {
+                Some((i, p0, p1)) => {
+                    out[k] = Start {
+                        i: i as u32,
+                        p: [p0, p1],
+                    }
+                }
+                None => break,
+            }
+        }
+    }
+    out
 }

@@ -8,7 +8,7 @@ use num_complex::Complex64;
 use rayon::prelude::*;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 
-use crate::legendre::{anal, coefficients, sectoral, synth, Order, Simd};
+use crate::legendre::{anal, coefficients, starts, synth, Order, Simd, Start};
 use crate::{batch, check_len, gauss_legendre, Parallelism, ShtError};
 
 const ZERO: Complex64 = Complex64::new(0.0, 0.0);
@@ -16,8 +16,9 @@ const ZERO: Complex64 = Complex64::new(0.0, 0.0);
 /// A spherical harmonic transform plan: a Gauss-Legendre grid of `ntheta`
 /// latitudes and `nphi` longitudes, and the truncation `lmax = mmax`.
 ///
-/// Holds the grid, the sectoral start values `Pbar_mm` for the northern
-/// latitudes (`(mmax+1) * ceil(ntheta/2)` values), the recurrence
+/// Holds the grid, for every order and northern latitude the degree where
+/// the recurrence leaves the negligible range and its two values there
+/// (`(mmax+1) * ceil(ntheta/2)` entries), the recurrence
 /// coefficients of every order up to `l = lmax + 1` (`~ lmax^2 / 2` pairs,
 /// no table over the latitudes) and the phi FFT plans. See the crate docs for the convention and the layouts.
 pub struct Sht {
@@ -28,8 +29,7 @@ pub struct Sht {
     theta: Vec<f64>,
     x: Vec<f64>,
     w: Vec<f64>,
-    pmm_val: Vec<f64>,
-    pmm_k: Vec<i32>,
+    start: Vec<Start>,
     w2pi: Vec<f64>,
     sin_theta: Vec<f64>,
     rec: Vec<[f64; 2]>,
@@ -77,16 +77,6 @@ impl Sht {
         }
         let (theta, x, w) = gauss_legendre(ntheta);
         let nnorth = ntheta.div_ceil(2);
-        let mut pmm_val = vec![0.0; (lmax + 1) * nnorth];
-        let mut pmm_k = vec![0; (lmax + 1) * nnorth];
-        for j in 0..nnorth {
-            let mut m = 0;
-            sectoral(lmax, theta[j].sin(), |v, k| {
-                pmm_val[m * nnorth + j] = v;
-                pmm_k[m * nnorth + j] = k;
-                m += 1;
-            });
-        }
         // Recurrence coefficients of each order, up to lmax + 1 (the vector
         // transforms need one degree more).
         let mut rec = Vec::new();
@@ -99,7 +89,16 @@ impl Sht {
         }
         rec_off.push(rec.len());
         let w2pi = w[..nnorth].iter().map(|w| 2.0 * PI * w).collect();
-        let sin_theta = theta.iter().map(|t| t.sin()).collect();
+        let sin_theta: Vec<f64> = theta.iter().map(|t| t.sin()).collect();
+        let simd = Simd::detect();
+        let start = starts(
+            simd,
+            &x[..nnorth],
+            &sin_theta[..nnorth],
+            lmax,
+            &rec,
+            &rec_off,
+        );
         let mut planner = RealFftPlanner::<f64>::new();
         let r2c = planner.plan_fft_forward(nphi);
         let c2r = planner.plan_fft_inverse(nphi);
@@ -111,13 +110,12 @@ impl Sht {
             theta,
             x,
             w,
-            pmm_val,
-            pmm_k,
+            start,
             w2pi,
             sin_theta,
             rec,
             rec_off,
-            simd: Simd::detect(),
+            simd,
             r2c,
             c2r,
         })
@@ -383,8 +381,7 @@ impl Sht {
         Order {
             ab: &self.rec[off..off + lend - m],
             x: &self.x[..nn],
-            pv: &self.pmm_val[m * nn..(m + 1) * nn],
-            pk: &self.pmm_k[m * nn..(m + 1) * nn],
+            start: &self.start[m * nn..(m + 1) * nn],
             w2pi: &self.w2pi,
             nt: self.ntheta,
         }
