@@ -17,6 +17,15 @@
 //!   [`legendre_analysis_m`](Sht::legendre_analysis_m)), and the phi FFT step
 //!   ([`phi_synthesis`](Sht::phi_synthesis), [`phi_analysis`](Sht::phi_analysis)).
 //!
+//! - [`DistSht`]: the distributed transforms on a `Pi_r x Pi_theta` grid
+//!   of ranks (the 1d scheme with `Pi_theta = 1`, the 2d scheme otherwise):
+//!   orders `m` dealt snake-like over the theta ranks ([`snake_orders`]),
+//!   the theta transposition between the Legendre and the phi steps, the
+//!   `l` transposition to the layout holding all radial points of a set of
+//!   `(l, m)` ([`snake_degrees`], [`Decomposition`]), each by P2P, A2AV,
+//!   A2AW or A2AP ([`Algorithm`], `Auto` measured at plan time) with a
+//!   queue length; bit-identical to the serial transform.
+//!
 //! # Convention
 //!
 //! Orthonormal spherical harmonics **without** the Condon-Shortley phase:
@@ -90,9 +99,16 @@
 //! ```
 #![warn(missing_docs)]
 
+mod dist;
+mod exchange;
 mod gauss;
 mod legendre;
+mod snake;
 mod transform;
+
+pub use dist::{DistConfig, DistError, DistSht, Timing, Transposition};
+pub use exchange::Algorithm;
+pub use snake::{snake, snake_degrees, snake_orders, Decomposition};
 
 pub use gauss::gauss_legendre;
 pub use legendre::normalized_legendre;

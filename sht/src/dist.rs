@@ -1,0 +1,866 @@
+//! Distributed transforms on a `Pi_r x Pi_theta` process grid: the 1d
+//! scheme (`Pi_theta = 1`, radial levels distributed, whole spheres per
+//! rank) and the 2d scheme (radial levels x latitudes), with the theta
+//! transposition between the Legendre and the phi steps and the `l`
+//! transposition between the level layout and the lm layout.
+//!
+//! # Layouts (per rank `(ir, it)`, see [`Decomposition`])
+//!
+//! - **grid**: field after field, for each own level, for each own latitude
+//!   (contiguous block), `nphi` reals: index `((f * nr_loc + r) * ntheta_loc
+//!   + j) * nphi + k`.
+//! - **level layout**: field after field, for each own level, the
+//!   coefficients of the tuples [`DistSht::level_tuples`] (all `(l, m)` with
+//!   `m` one of the rank's orders): index `(f * nr_loc + r) * n_tuples + i`.
+//! - **lm layout**: field after field, for each tuple of
+//!   [`DistSht::lm_tuples`], all `nr` radial points: index
+//!   `(f * n_lm + i) * nr + r`.
+//!
+//! With one rank the grid and the level layout are the serial [`Sht`]
+//! layouts of a batch of `nfields * nr` fields (field-major, level minor).
+//!
+//! # Bit-identity
+//!
+//! Each output is computed by the same floating-point operations as in the
+//! serial transform: the Legendre step for order `m` is
+//! [`Sht::legendre_synthesis_m`] / [`Sht::legendre_analysis_m`] (whose
+//! fields do not interact), the 1d scheme calls [`Sht::synthesis`] /
+//! [`Sht::analysis`] on whole spheres, and the phi step of the 2d scheme
+//! runs the same real FFT of `nphi` points on the same row values as
+//! [`Sht::phi_synthesis`] / [`Sht::phi_analysis`] (zero-padded orders, the
+//! imaginary part of `m = 0` cleared; scaled by `1/nphi` after the forward
+//! transform). Transpositions only move values.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use comm::{CommError, CommExt, Communicator, ProcessGrid, ReduceOp, Strided};
+use num_complex::Complex64;
+use rayon::prelude::*;
+use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
+
+use crate::exchange::{exchange, Algorithm, Scratch};
+use crate::snake::Decomposition;
+use crate::{batch, check_len, Parallelism, Sht, ShtError};
+
+const ZERO: Complex64 = Complex64::new(0.0, 0.0);
+const TAG_THETA: u32 = 0x5A1;
+const TAG_L: u32 = 0x5A2;
+
+/// Errors of the distributed transforms.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DistError {
+    /// An error of the serial plan (grid parameters, buffer lengths).
+    #[error(transparent)]
+    Sht(#[from] ShtError),
+    /// An error of the communicator.
+    #[error(transparent)]
+    Comm(#[from] CommError),
+    /// More ranks along one grid axis than the problem can give work to.
+    #[error("{what} = {value} is out of range: {reason} allow 1 <= {what} <= {max}")]
+    TooManyRanks {
+        /// Which grid dimension (`pi_r`, `pi_theta`).
+        what: &'static str,
+        /// The value given.
+        value: usize,
+        /// The largest value allowed.
+        max: usize,
+        /// What limits it.
+        reason: String,
+    },
+    /// The process grid does not hold the communicator's ranks.
+    #[error("process grid pi_r x pi_theta = {pi_r} x {pi_theta} holds {} ranks but the communicator has {size}", pi_r * pi_theta)]
+    GridMismatch {
+        /// Radial ranks.
+        pi_r: usize,
+        /// Theta ranks.
+        pi_theta: usize,
+        /// Ranks of the communicator.
+        size: usize,
+    },
+    /// Any other invalid argument.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Which transposition a timing belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transposition {
+    /// Between the Legendre step (all latitudes, own orders) and the phi
+    /// step (own latitudes, all orders), among the theta ranks of one level block.
+    Theta,
+    /// Between the level layout and the lm layout, among the radial ranks
+    /// of one theta block.
+    L,
+}
+
+/// One measurement of a transposition algorithm.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    /// The transposition.
+    pub transposition: Transposition,
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// Median seconds of one round trip (there and back) of the measured
+    /// fields, the slowest rank's.
+    pub seconds: f64,
+}
+
+/// Parameters of a distributed transform; all ranks must pass the same.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DistConfig {
+    /// Gauss latitudes.
+    pub ntheta: usize,
+    /// Longitudes (even, at least `2 (lmax + 1)`).
+    pub nphi: usize,
+    /// Truncation; `None` for the default of [`Sht::new`].
+    pub lmax: Option<usize>,
+    /// Radial levels.
+    pub nr: usize,
+    /// Ranks along the radial levels.
+    pub pi_r: usize,
+    /// Ranks along the latitudes (1: the 1d scheme).
+    pub pi_theta: usize,
+    /// Scalar fields moved per transposition call (a vector field counts
+    /// three); a batch of more fields is transposed in chunks of this many.
+    pub queue: usize,
+    /// Algorithm of the theta transposition.
+    pub theta_algorithm: Algorithm,
+    /// Algorithm of the `l` transposition.
+    pub l_algorithm: Algorithm,
+    /// Threads for the Legendre and phi steps (bit-identical either way).
+    pub parallelism: Parallelism,
+}
+
+impl DistConfig {
+    /// `nphi = 2 ntheta`, default `lmax`, queue length 1, both algorithms
+    /// [`Algorithm::Auto`], no threads.
+    pub fn new(ntheta: usize, nr: usize, pi_r: usize, pi_theta: usize) -> Self {
+        Self {
+            ntheta,
+            nphi: 2 * ntheta,
+            lmax: None,
+            nr,
+            pi_r,
+            pi_theta,
+            queue: 1,
+            theta_algorithm: Algorithm::Auto,
+            l_algorithm: Algorithm::Auto,
+            parallelism: Parallelism::None,
+        }
+    }
+
+    fn encode(&self) -> Vec<i64> {
+        let alg = |a: Algorithm| match a {
+            Algorithm::P2p => 0,
+            Algorithm::A2av => 1,
+            Algorithm::A2aw => 2,
+            Algorithm::A2ap => 3,
+            Algorithm::Auto => 4,
+        };
+        vec![
+            self.ntheta as i64,
+            self.nphi as i64,
+            self.lmax.map_or(-1, |l| l as i64),
+            self.nr as i64,
+            self.pi_r as i64,
+            self.pi_theta as i64,
+            self.queue as i64,
+            alg(self.theta_algorithm),
+            alg(self.l_algorithm),
+        ]
+    }
+}
+
+/// A distributed spherical harmonic transform plan for one rank of a
+/// `Pi_r x Pi_theta` grid (rank `ir * pi_theta + it` at grid position
+/// `(ir, it)`). Built collectively by [`DistSht::new`]; holds its
+/// sub-communicators, index tables and buffers.
+pub struct DistSht {
+    sht: Sht,
+    dec: Decomposition,
+    ir: usize,
+    it: usize,
+    theta_comm: Box<dyn Communicator>,
+    radial_comm: Box<dyn Communicator>,
+    queue: usize,
+    theta_alg: Algorithm,
+    l_alg: Algorithm,
+    par: Parallelism,
+    timings: Vec<Timing>,
+    nrl: usize,
+    ntl: usize,
+    ntup: usize,
+    nlm: usize,
+    /// Per own order index: level-layout position of `(l, m)`, `l = m..=lmax`.
+    lvl_pos: Vec<Vec<usize>>,
+    /// Level-layout position of each serial m-major index (1d scheme).
+    serial_pos: Vec<usize>,
+    serial_identity: bool,
+    /// Slot of each order in the phi-side buffer (grouped by theta rank).
+    slot: Vec<usize>,
+    /// Per theta rank: first slot and number of its orders.
+    slot0: Vec<usize>,
+    nm: Vec<usize>,
+    /// Per theta rank: its latitude block.
+    lat: Vec<(usize, usize)>,
+    /// Per radial rank: its level block, and its tuple group `(start, len)`.
+    lev: Vec<(usize, usize)>,
+    group: Vec<(usize, usize)>,
+    /// A2AP slots for one field.
+    theta_pad1: usize,
+    l_pad1: usize,
+    r2c: Arc<dyn RealToComplex<f64>>,
+    c2r: Arc<dyn ComplexToReal<f64>>,
+    a: Vec<Complex64>,
+    b: Vec<Complex64>,
+    cm: Vec<Complex64>,
+    ser: Vec<Complex64>,
+    rows: Vec<Complex64>,
+    scratch: Scratch,
+}
+
+impl std::fmt::Debug for DistSht {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DistSht")
+            .field("sht", &self.sht)
+            .field("grid", &[self.dec.pi_r(), self.dec.pi_theta()])
+            .field("coords", &[self.ir, self.it])
+            .field("queue", &self.queue)
+            .field("theta_algorithm", &self.theta_alg)
+            .field("l_algorithm", &self.l_alg)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DistSht {
+    /// Builds the plan (collective over `comm`, which must hold
+    /// `pi_r * pi_theta` ranks). With [`Algorithm::Auto`] the algorithms
+    /// are timed here on `queue` fields and the fastest kept.
+    ///
+    /// Errors, the same on every rank: ranks passing different
+    /// configurations; the serial plan's (`lmax >= ntheta`, odd `nphi`,
+    /// ...); a grid that does not match the communicator; more theta ranks
+    /// than latitudes or orders; more radial ranks than levels or than the
+    /// degrees holding tuples on a theta rank; `queue = 0`.
+    pub fn new(comm: &dyn Communicator, cfg: &DistConfig) -> Result<Self, DistError> {
+        comm.check_agree("the distributed SHT configuration", &cfg.encode())?;
+        let sht = Sht::with_nphi(cfg.ntheta, cfg.nphi, cfg.lmax)?;
+        if cfg.queue == 0 {
+            return Err(DistError::Invalid(
+                "queue = 0 is out of range: at least 1 field per transposition".into(),
+            ));
+        }
+        if cfg.pi_r * cfg.pi_theta != comm.size() {
+            return Err(DistError::GridMismatch {
+                pi_r: cfg.pi_r,
+                pi_theta: cfg.pi_theta,
+                size: comm.size(),
+            });
+        }
+        let lmax = sht.lmax();
+        let dec = Decomposition::new(lmax, cfg.ntheta, cfg.nr, cfg.pi_r, cfg.pi_theta)?;
+        let grid = ProcessGrid::new([cfg.pi_r, cfg.pi_theta, 1], [false; 3])?;
+        let [ir, it, _] = grid.coords(comm.rank());
+        let theta_comm = grid.sub_comm(comm, [false, true, false])?;
+        let radial_comm = grid.sub_comm(comm, [true, false, false])?;
+        let (pr, pt) = (cfg.pi_r, cfg.pi_theta);
+
+        let tuples = dec.level_tuples(it);
+        let orders = dec.orders(it).to_vec();
+        let mut lvl_pos: Vec<Vec<usize>> = orders.iter().map(|&m| vec![0; lmax - m + 1]).collect();
+        let mut oi = vec![usize::MAX; lmax + 1];
+        for (i, &m) in orders.iter().enumerate() {
+            oi[m] = i;
+        }
+        for (p, &(l, m)) in tuples.iter().enumerate() {
+            lvl_pos[oi[m]][l - m] = p;
+        }
+        let serial_pos: Vec<usize> = if pt == 1 {
+            (0..=lmax)
+                .flat_map(|m| (m..=lmax).map(move |l| (l, m)))
+                .map(|(l, m)| lvl_pos[m][l - m])
+                .collect()
+        } else {
+            vec![]
+        };
+        let serial_identity = serial_pos.iter().enumerate().all(|(k, &p)| k == p);
+        let mut slot = vec![0; lmax + 1];
+        let (mut slot0, mut nm) = (vec![0; pt], vec![0; pt]);
+        let mut s = 0;
+        for t in 0..pt {
+            slot0[t] = s;
+            nm[t] = dec.orders(t).len();
+            for &m in dec.orders(t) {
+                slot[m] = s;
+                s += 1;
+            }
+        }
+        let lat: Vec<(usize, usize)> = (0..pt).map(|t| dec.latitudes(t)).collect();
+        let lev: Vec<(usize, usize)> = (0..pr).map(|r| dec.levels(r)).collect();
+        let group: Vec<(usize, usize)> = (0..pr)
+            .map(|r| (dec.group_start(r, it), dec.lm_tuples(r, it).len()))
+            .collect();
+        let nrl = lev[ir].1;
+        let ntl = lat[it].1;
+        // A2AP slots: the largest block of one field over all ranks.
+        let nt = cfg.ntheta;
+        let theta_local = (0..pt)
+            .map(|t| (nm[it] * lat[t].1).max(nm[t] * ntl))
+            .max()
+            .unwrap_or(0)
+            * nrl;
+        let l_local = (0..pr)
+            .map(|r| (nrl * group[r].1).max(lev[r].1 * group[ir].1))
+            .max()
+            .unwrap_or(0);
+        let mut pads = [theta_local as f64, l_local as f64];
+        comm.allreduce_f64(&mut pads, ReduceOp::Max)?;
+        let mut planner = RealFftPlanner::<f64>::new();
+        let r2c = planner.plan_fft_forward(cfg.nphi);
+        let c2r = planner.plan_fft_inverse(cfg.nphi);
+        let q = cfg.queue;
+        let mut plan = Self {
+            ntup: tuples.len(),
+            nlm: group[ir].1,
+            a: vec![ZERO; nm[it] * q * nrl * nt],
+            b: vec![ZERO; (lmax + 1) * q * nrl * ntl],
+            cm: vec![ZERO; q * nrl * (lmax + 1)],
+            ser: vec![],
+            rows: vec![ZERO; (lmax + 1) * q * nrl * ntl],
+            sht,
+            dec,
+            ir,
+            it,
+            theta_comm,
+            radial_comm,
+            queue: q,
+            theta_alg: cfg.theta_algorithm,
+            l_alg: cfg.l_algorithm,
+            par: cfg.parallelism,
+            timings: vec![],
+            nrl,
+            ntl,
+            lvl_pos,
+            serial_pos,
+            serial_identity,
+            slot,
+            slot0,
+            nm,
+            lat,
+            lev,
+            group,
+            theta_pad1: pads[0] as usize,
+            l_pad1: pads[1] as usize,
+            r2c,
+            c2r,
+            scratch: Scratch::default(),
+        };
+        if plan.theta_alg == Algorithm::Auto {
+            plan.theta_alg = if pt == 1 {
+                // The 1d scheme has no theta transposition.
+                Algorithm::A2aw
+            } else {
+                plan.tune(Transposition::Theta)?
+            };
+        }
+        if plan.l_alg == Algorithm::Auto {
+            plan.l_alg = plan.tune(Transposition::L)?;
+        }
+        Ok(plan)
+    }
+
+    fn tune(&mut self, which: Transposition) -> Result<Algorithm, DistError> {
+        let mut best = (f64::INFINITY, Algorithm::A2aw);
+        for alg in Algorithm::ALL {
+            let t = self.measure(which, alg, self.queue, 3)?;
+            self.timings.push(Timing {
+                transposition: which,
+                algorithm: alg,
+                seconds: t,
+            });
+            if t < best.0 {
+                best = (t, alg);
+            }
+        }
+        Ok(best.1)
+    }
+
+    /// Collective: times `nfields` fields (in chunks of the queue length)
+    /// through one transposition and back with `alg`, `reps` times after
+    /// one warm-up; returns the median, the largest over all ranks (so
+    /// every rank gets the same number). The data are zeros in the plan's
+    /// own buffers; the layouts are the plan's.
+    pub fn measure(
+        &mut self,
+        which: Transposition,
+        alg: Algorithm,
+        nfields: usize,
+        reps: usize,
+    ) -> Result<f64, DistError> {
+        if alg == Algorithm::Auto {
+            return Err(DistError::Invalid(
+                "measure needs a concrete algorithm, not auto".into(),
+            ));
+        }
+        let (level, lm) = (
+            vec![ZERO; nfields * self.level_len()],
+            vec![ZERO; nfields * self.lm_len()],
+        );
+        let mut times = Vec::with_capacity(reps);
+        let once = |s: &mut Self| -> Result<(), DistError> {
+            match which {
+                Transposition::Theta => {
+                    for f0 in (0..nfields).step_by(s.queue) {
+                        let nb = s.queue.min(nfields - f0) * s.nrl;
+                        s.theta_move(alg, nb, true)?;
+                        s.theta_move(alg, nb, false)?;
+                    }
+                }
+                Transposition::L => {
+                    let mut lm2 = lm.clone();
+                    let mut level2 = level.clone();
+                    s.l_move(alg, &level, &mut lm2, nfields)?;
+                    s.l_back(alg, &lm, &mut level2, nfields)?;
+                }
+            }
+            Ok(())
+        };
+        once(self)?;
+        for _ in 0..reps.max(1) {
+            self.theta_comm.barrier()?;
+            self.radial_comm.barrier()?;
+            let t = Instant::now();
+            once(self)?;
+            times.push(t.elapsed().as_secs_f64());
+        }
+        times.sort_by(f64::total_cmp);
+        let t = times[times.len() / 2];
+        let t = self.theta_comm.allreduce_scalar(t, ReduceOp::Max)?;
+        Ok(self.radial_comm.allreduce_scalar(t, ReduceOp::Max)?)
+    }
+
+    /// The serial plan (grid, truncation, coefficient indexing).
+    pub fn sht(&self) -> &Sht {
+        &self.sht
+    }
+    /// The decomposition over all ranks.
+    pub fn decomposition(&self) -> &Decomposition {
+        &self.dec
+    }
+    /// This rank's grid position `(ir, it)`.
+    pub fn coords(&self) -> (usize, usize) {
+        (self.ir, self.it)
+    }
+    /// Own radial levels `(start, count)`.
+    pub fn levels(&self) -> (usize, usize) {
+        self.lev[self.ir]
+    }
+    /// Own latitudes `(start, count)`.
+    pub fn latitudes(&self) -> (usize, usize) {
+        self.lat[self.it]
+    }
+    /// Own orders `m`, ascending.
+    pub fn orders(&self) -> &[usize] {
+        self.dec.orders(self.it)
+    }
+    /// Tuples `(l, m)` of one level in the level layout, in order.
+    pub fn level_tuples(&self) -> &[(usize, usize)] {
+        self.dec.level_tuples(self.it)
+    }
+    /// Tuples `(l, m)` of the lm layout, in order.
+    pub fn lm_tuples(&self) -> &[(usize, usize)] {
+        self.dec.lm_tuples(self.ir, self.it)
+    }
+    /// Grid values of one field on this rank: `nr_loc * ntheta_loc * nphi`.
+    pub fn grid_len(&self) -> usize {
+        self.nrl * self.ntl * self.sht.nphi()
+    }
+    /// Level-layout coefficients of one field: `nr_loc * level_tuples().len()`.
+    pub fn level_len(&self) -> usize {
+        self.nrl * self.ntup
+    }
+    /// Lm-layout coefficients of one field: `lm_tuples().len() * nr`.
+    pub fn lm_len(&self) -> usize {
+        self.nlm * self.dec.nr()
+    }
+    /// Queue length (fields per transposition call).
+    pub fn queue(&self) -> usize {
+        self.queue
+    }
+    /// The theta transposition's algorithm (the winner under `Auto`).
+    pub fn theta_algorithm(&self) -> Algorithm {
+        self.theta_alg
+    }
+    /// The `l` transposition's algorithm (the winner under `Auto`).
+    pub fn l_algorithm(&self) -> Algorithm {
+        self.l_alg
+    }
+    /// The times measured by `Auto` (empty without it).
+    pub fn timings(&self) -> &[Timing] {
+        &self.timings
+    }
+
+    /// Theta-transposition layouts for `nb` batch entries (fields x own
+    /// levels): the Legendre side `[order][b][ntheta]` and the phi side
+    /// `[slot][b][ntheta_loc]`.
+    fn theta_layouts(&self, nb: usize) -> (Vec<Strided>, Vec<Strided>) {
+        let nt = self.sht.ntheta();
+        let nm_me = self.nm[self.it];
+        let legendre = self
+            .lat
+            .iter()
+            .map(|&(t0, tl)| Strided {
+                offset: t0,
+                counts: [nm_me, nb, tl],
+                strides: [nb * nt, nt, 1],
+            })
+            .collect();
+        let phi = (0..self.lat.len())
+            .map(|t| Strided::contiguous(self.slot0[t] * nb * self.ntl, self.nm[t] * nb * self.ntl))
+            .collect();
+        (legendre, phi)
+    }
+
+    /// Moves `a` (Legendre side) to `b` (phi side) when `forward`, else back.
+    fn theta_move(&mut self, alg: Algorithm, nb: usize, forward: bool) -> Result<(), DistError> {
+        let (leg, phi) = self.theta_layouts(nb);
+        let pad = self.theta_pad1 * (nb / self.nrl);
+        let (a_len, b_len) = (
+            self.nm[self.it] * nb * self.sht.ntheta(),
+            (self.sht.lmax() + 1) * nb * self.ntl,
+        );
+        if forward {
+            exchange(
+                &*self.theta_comm,
+                alg,
+                TAG_THETA,
+                &self.a[..a_len],
+                &leg,
+                &mut self.b[..b_len],
+                &phi,
+                pad,
+                &mut self.scratch,
+            )
+        } else {
+            exchange(
+                &*self.theta_comm,
+                alg,
+                TAG_THETA,
+                &self.b[..b_len],
+                &phi,
+                &mut self.a[..a_len],
+                &leg,
+                pad,
+                &mut self.scratch,
+            )
+        }
+    }
+
+    /// `l`-transposition layouts for `nf` fields: the level side and the lm side.
+    fn l_layouts(&self, nf: usize) -> (Vec<Strided>, Vec<Strided>) {
+        let (nrl, ntup, nlm, nr) = (self.nrl, self.ntup, self.nlm, self.dec.nr());
+        let level = self
+            .group
+            .iter()
+            .map(|&(g0, gl)| Strided {
+                offset: g0,
+                counts: [nf, nrl, gl],
+                strides: [nrl * ntup, ntup, 1],
+            })
+            .collect();
+        let lm = self
+            .lev
+            .iter()
+            .map(|&(r0, rl)| Strided {
+                offset: r0,
+                counts: [nf, rl, nlm],
+                strides: [nlm * nr, 1, nr],
+            })
+            .collect();
+        (level, lm)
+    }
+
+    fn l_move(
+        &mut self,
+        alg: Algorithm,
+        level: &[Complex64],
+        lm: &mut [Complex64],
+        nf: usize,
+    ) -> Result<(), DistError> {
+        let (ll, ml) = (self.level_len(), self.lm_len());
+        for f0 in (0..nf).step_by(self.queue) {
+            let q = self.queue.min(nf - f0);
+            let (lev, lml) = self.l_layouts(q);
+            exchange(
+                &*self.radial_comm,
+                alg,
+                TAG_L,
+                &level[f0 * ll..(f0 + q) * ll],
+                &lev,
+                &mut lm[f0 * ml..(f0 + q) * ml],
+                &lml,
+                self.l_pad1 * q,
+                &mut self.scratch,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn l_back(
+        &mut self,
+        alg: Algorithm,
+        lm: &[Complex64],
+        level: &mut [Complex64],
+        nf: usize,
+    ) -> Result<(), DistError> {
+        let (ll, ml) = (self.level_len(), self.lm_len());
+        for f0 in (0..nf).step_by(self.queue) {
+            let q = self.queue.min(nf - f0);
+            let (lev, lml) = self.l_layouts(q);
+            exchange(
+                &*self.radial_comm,
+                alg,
+                TAG_L,
+                &lm[f0 * ml..(f0 + q) * ml],
+                &lml,
+                &mut level[f0 * ll..(f0 + q) * ll],
+                &lev,
+                self.l_pad1 * q,
+                &mut self.scratch,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// `l` transposition: the level layout (`nfields * level_len()`) to the
+    /// lm layout (`nfields * lm_len()`). Collective over the radial ranks.
+    pub fn to_lm(&mut self, level: &[Complex64], lm: &mut [Complex64]) -> Result<(), DistError> {
+        let nf = batch("level", level.len(), self.level_len())?;
+        check_len("lm", lm.len(), nf * self.lm_len())?;
+        self.l_move(self.l_alg, level, lm, nf)
+    }
+
+    /// `l` transposition back: the lm layout to the level layout.
+    pub fn from_lm(&mut self, lm: &[Complex64], level: &mut [Complex64]) -> Result<(), DistError> {
+        let nf = batch("lm", lm.len(), self.lm_len())?;
+        check_len("level", level.len(), nf * self.level_len())?;
+        self.l_back(self.l_alg, lm, level, nf)
+    }
+
+    /// Scalar synthesis of a batch: `coeffs` in the level layout
+    /// (`nfields * level_len()`) to `grid` (`nfields * grid_len()`).
+    /// Collective over the theta ranks of this rank's level block.
+    pub fn synthesis(&mut self, coeffs: &[Complex64], grid: &mut [f64]) -> Result<(), DistError> {
+        let nf = batch("coeffs", coeffs.len(), self.level_len())?;
+        check_len("grid", grid.len(), nf * self.grid_len())?;
+        if self.dec.pi_theta() == 1 {
+            if self.serial_identity {
+                return Ok(self.sht.synthesis(coeffs, grid, self.par)?);
+            }
+            let (nlm, ntup) = (self.sht.nlm(), self.ntup);
+            let nbt = nf * self.nrl;
+            self.ser.resize(nbt * nlm, ZERO);
+            for b in 0..nbt {
+                for (k, &p) in self.serial_pos.iter().enumerate() {
+                    self.ser[b * nlm + k] = coeffs[b * ntup + p];
+                }
+            }
+            return Ok(self.sht.synthesis(&self.ser, grid, self.par)?);
+        }
+        let (ll, gl) = (self.level_len(), self.grid_len());
+        for f0 in (0..nf).step_by(self.queue) {
+            let q = self.queue.min(nf - f0);
+            let nb = q * self.nrl;
+            self.legendre_synth_chunk(&coeffs[f0 * ll..(f0 + q) * ll], nb)?;
+            self.theta_move(self.theta_alg, nb, true)?;
+            self.phi_synth_chunk(&mut grid[f0 * gl..(f0 + q) * gl], nb)?;
+        }
+        Ok(())
+    }
+
+    /// Scalar analysis of a batch: `grid` (`nfields * grid_len()`) to
+    /// `coeffs` in the level layout (`nfields * level_len()`).
+    /// Collective over the theta ranks of this rank's level block.
+    pub fn analysis(&mut self, grid: &[f64], coeffs: &mut [Complex64]) -> Result<(), DistError> {
+        let nf = batch("grid", grid.len(), self.grid_len())?;
+        check_len("coeffs", coeffs.len(), nf * self.level_len())?;
+        if self.dec.pi_theta() == 1 {
+            if self.serial_identity {
+                return Ok(self.sht.analysis(grid, coeffs, self.par)?);
+            }
+            let (nlm, ntup) = (self.sht.nlm(), self.ntup);
+            let nbt = nf * self.nrl;
+            self.ser.resize(nbt * nlm, ZERO);
+            self.sht.analysis(grid, &mut self.ser, self.par)?;
+            for b in 0..nbt {
+                for (k, &p) in self.serial_pos.iter().enumerate() {
+                    coeffs[b * ntup + p] = self.ser[b * nlm + k];
+                }
+            }
+            return Ok(());
+        }
+        let (ll, gl) = (self.level_len(), self.grid_len());
+        for f0 in (0..nf).step_by(self.queue) {
+            let q = self.queue.min(nf - f0);
+            let nb = q * self.nrl;
+            self.phi_anal_chunk(&grid[f0 * gl..(f0 + q) * gl], nb)?;
+            self.theta_move(self.theta_alg, nb, false)?;
+            self.legendre_anal_chunk(&mut coeffs[f0 * ll..(f0 + q) * ll], nb)?;
+        }
+        Ok(())
+    }
+
+    /// Legendre synthesis of the own orders for `nb` batch entries into `a`.
+    fn legendre_synth_chunk(&mut self, coeffs: &[Complex64], nb: usize) -> Result<(), DistError> {
+        let (nt, ntup, lmax) = (self.sht.ntheta(), self.ntup, self.sht.lmax());
+        let orders = self.dec.orders(self.it);
+        let (sht, lvl_pos) = (&self.sht, &self.lvl_pos);
+        let one = |cm: &mut Vec<Complex64>, (i, out): (usize, &mut [Complex64])| {
+            let m = orders[i];
+            cm.clear();
+            for b in 0..nb {
+                cm.extend(lvl_pos[i].iter().map(|&p| coeffs[b * ntup + p]));
+            }
+            sht.legendre_synthesis_m(m, cm, out)
+        };
+        let a = &mut self.a[..orders.len() * nb * nt];
+        match self.par {
+            Parallelism::None => {
+                let cm = &mut self.cm;
+                a.chunks_mut(nb * nt)
+                    .enumerate()
+                    .try_for_each(|x| one(cm, x))?;
+            }
+            Parallelism::Rayon => a
+                .par_chunks_mut(nb * nt)
+                .enumerate()
+                .with_max_len(1)
+                .try_for_each_init(|| Vec::with_capacity(nb * (lmax + 1)), |cm, x| one(cm, x))?,
+        }
+        Ok(())
+    }
+
+    /// Legendre analysis of the own orders from `a` for `nb` batch entries.
+    fn legendre_anal_chunk(
+        &mut self,
+        coeffs: &mut [Complex64],
+        nb: usize,
+    ) -> Result<(), DistError> {
+        let (nt, ntup, lmax) = (self.sht.ntheta(), self.ntup, self.sht.lmax());
+        // The synthesis step leaves `cm` cleared; give it its full length.
+        self.cm.resize(nb * (lmax + 1), ZERO);
+        let orders = self.dec.orders(self.it);
+        let a = &self.a[..orders.len() * nb * nt];
+        let (sht, lvl_pos) = (&self.sht, &self.lvl_pos);
+        let put = |coeffs: &mut [Complex64], i: usize, cm: &[Complex64]| {
+            let nl = lvl_pos[i].len();
+            for b in 0..nb {
+                for (k, &p) in lvl_pos[i].iter().enumerate() {
+                    coeffs[b * ntup + p] = cm[b * nl + k];
+                }
+            }
+        };
+        match self.par {
+            Parallelism::None => {
+                for (i, &m) in orders.iter().enumerate() {
+                    let cm = &mut self.cm[..nb * (lmax - m + 1)];
+                    sht.legendre_analysis_m(m, &a[i * nb * nt..(i + 1) * nb * nt], cm)?;
+                    put(coeffs, i, cm);
+                }
+            }
+            Parallelism::Rayon => {
+                let per: Vec<Vec<Complex64>> = a
+                    .par_chunks(nb * nt)
+                    .zip(orders.par_iter())
+                    .with_max_len(1)
+                    .map(|(input, &m)| {
+                        let mut cm = vec![ZERO; nb * (lmax - m + 1)];
+                        sht.legendre_analysis_m(m, input, &mut cm).map(|()| cm)
+                    })
+                    .collect::<Result<_, _>>()?;
+                for (i, cm) in per.iter().enumerate() {
+                    put(coeffs, i, cm);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Phi synthesis of the own latitudes from `b` (`nb` batch entries).
+    fn phi_synth_chunk(&mut self, grid: &mut [f64], nb: usize) -> Result<(), DistError> {
+        let (ntl, nphi, lmax) = (self.ntl, self.sht.nphi(), self.sht.lmax());
+        let (b, slot, c2r) = (&self.b, &self.slot, &self.c2r);
+        let init = || (vec![ZERO; nphi / 2 + 1], vec![ZERO; c2r.get_scratch_len()]);
+        type Bufs = (Vec<Complex64>, Vec<Complex64>);
+        let one = |s: &mut Bufs, (row, out): (usize, &mut [f64])| -> Result<(), ShtError> {
+            let (bb, j) = (row / ntl, row % ntl);
+            let (buf, scr) = s;
+            buf.iter_mut().for_each(|x| *x = ZERO);
+            for m in 0..=lmax {
+                buf[m] = b[(slot[m] * nb + bb) * ntl + j];
+            }
+            buf[0].im = 0.0;
+            c2r.process_with_scratch(buf, out, scr)
+                .map_err(|e| ShtError::Fft(e.to_string()))
+        };
+        match self.par {
+            Parallelism::None => {
+                let mut s = init();
+                grid.chunks_mut(nphi)
+                    .enumerate()
+                    .try_for_each(|x| one(&mut s, x))?
+            }
+            Parallelism::Rayon => grid
+                .par_chunks_mut(nphi)
+                .enumerate()
+                .try_for_each_init(init, one)?,
+        }
+        Ok(())
+    }
+
+    /// Phi analysis of the own latitudes into `b` (`nb` batch entries).
+    fn phi_anal_chunk(&mut self, grid: &[f64], nb: usize) -> Result<(), DistError> {
+        let (ntl, nphi, mm) = (self.ntl, self.sht.nphi(), self.sht.lmax() + 1);
+        let scale = 1.0 / nphi as f64;
+        let r2c = &self.r2c;
+        let rows = &mut self.rows[..nb * ntl * mm];
+        let init = || {
+            (
+                vec![0.0; nphi],
+                vec![ZERO; nphi / 2 + 1],
+                vec![ZERO; r2c.get_scratch_len()],
+            )
+        };
+        type Bufs = (Vec<f64>, Vec<Complex64>, Vec<Complex64>);
+        let one = |s: &mut Bufs, (row, out): (&[f64], &mut [Complex64])| -> Result<(), ShtError> {
+            let (inp, buf, scr) = s;
+            inp.copy_from_slice(row);
+            r2c.process_with_scratch(inp, buf, scr)
+                .map_err(|e| ShtError::Fft(e.to_string()))?;
+            for m in 0..mm {
+                out[m] = buf[m] * scale;
+            }
+            Ok(())
+        };
+        match self.par {
+            Parallelism::None => {
+                let mut s = init();
+                grid.chunks(nphi)
+                    .zip(rows.chunks_mut(mm))
+                    .try_for_each(|x| one(&mut s, x))?
+            }
+            Parallelism::Rayon => grid
+                .par_chunks(nphi)
+                .zip(rows.par_chunks_mut(mm))
+                .try_for_each_init(init, one)?,
+        }
+        for (row, vals) in rows.chunks(mm).enumerate() {
+            let (bb, j) = (row / ntl, row % ntl);
+            for (m, v) in vals.iter().enumerate() {
+                self.b[(self.slot[m] * nb + bb) * ntl + j] = *v;
+            }
+        }
+        Ok(())
+    }
+}
