@@ -1,0 +1,142 @@
+//! The exact bottom solve: a dense Cholesky factorisation of the coarsest
+//! operator, assembled in global order and applied identically on every
+//! rank of the communicator that holds the bottom level.
+
+use crate::problem::{Boundary, Poisson};
+use crate::MgError;
+use comm::{CommExt, Communicator, IndexBox};
+use halo::Field;
+
+/// The factorised bottom operator.
+#[derive(Debug)]
+pub(crate) struct Bottom {
+    /// Lower Cholesky factor, row-major `m x m`.
+    chol: Vec<f64>,
+    m: usize,
+    global: [usize; 3],
+    /// Every rank's box on the bottom level, in rank order.
+    boxes: Vec<IndexBox>,
+}
+
+impl Bottom {
+    /// Assembles and factorises level `level` (global shape `global`).
+    pub fn new(
+        problem: &Poisson,
+        level: usize,
+        global: [usize; 3],
+        boxes: Vec<IndexBox>,
+    ) -> Result<Self, MgError> {
+        let g = global;
+        let m = g[0] * g[1] * g[2];
+        let h = problem.h().map(|x| x * (1u64 << level) as f64);
+        let ih2 = h.map(|x| 1.0 / (x * x));
+        let faces = problem.faces();
+        let idx = |p: [usize; 3]| (p[0] * g[1] + p[1]) * g[2] + p[2];
+        let mut a = vec![0.0; m * m];
+        for i in 0..g[0] {
+            for j in 0..g[1] {
+                for k in 0..g[2] {
+                    let p = [i, j, k];
+                    let row = idx(p);
+                    for d in 0..3 {
+                        for side in [0usize, 1] {
+                            let q = p[d] as i64 + if side == 0 { -1 } else { 1 };
+                            let mut face = p.map(|x| x as i64);
+                            face[d] += side as i64;
+                            let w = problem.beta(level, d, face) * ih2[d];
+                            if q < 0 || q >= g[d] as i64 {
+                                match faces[d][side] {
+                                    Boundary::Dirichlet => {
+                                        a[row * m + row] += 2.0 * w;
+                                        continue;
+                                    }
+                                    Boundary::Neumann => continue,
+                                    Boundary::Periodic => {}
+                                }
+                            }
+                            let q = (q + g[d] as i64) as usize % g[d];
+                            let mut pn = p;
+                            pn[d] = q;
+                            a[row * m + row] += w;
+                            a[row * m + idx(pn)] -= w;
+                        }
+                    }
+                }
+            }
+        }
+        if problem.is_singular() {
+            // A + s e eᵀ: for a zero-mean rhs, the zero-mean solution.
+            let dmax = (0..m).map(|r| a[r * m + r]).fold(0.0, f64::max);
+            let sh = dmax.max(1.0) / m as f64;
+            a.iter_mut().for_each(|x| *x += sh);
+        }
+        for j in 0..m {
+            let mut d = a[j * m + j];
+            for k in 0..j {
+                d -= a[j * m + k] * a[j * m + k];
+            }
+            if d <= 0.0 || !d.is_finite() {
+                return Err(MgError::Invalid(format!(
+                    "the bottom matrix ({g:?} cells) is not positive definite (pivot {j} = {d})"
+                )));
+            }
+            let d = d.sqrt();
+            a[j * m + j] = d;
+            for i in j + 1..m {
+                let mut v = a[i * m + j];
+                for k in 0..j {
+                    v -= a[i * m + k] * a[j * m + k];
+                }
+                a[i * m + j] = v / d;
+            }
+        }
+        Ok(Bottom {
+            chol: a,
+            m,
+            global,
+            boxes,
+        })
+    }
+
+    /// Solves `A u = f`: gathers `f`'s owned values in global order on
+    /// `comm`, solves on every rank, writes this rank's block into `u`
+    /// (ghosts zeroed). `f` and `u` hold this rank's box `boxes[rank]`.
+    pub fn solve(&self, comm: &dyn Communicator, f: &Field, u: &mut Field) -> Result<(), MgError> {
+        let mine = f.owned_values(0);
+        let (all, counts) = comm.allgather_varying(&mine)?;
+        let g = self.global;
+        let mut b = vec![0.0; self.m];
+        let mut off = 0;
+        for (bx, &c) in self.boxes.iter().zip(&counts) {
+            let mut t = off;
+            for i in bx.lo[0]..bx.hi[0] {
+                for j in bx.lo[1]..bx.hi[1] {
+                    for k in bx.lo[2]..bx.hi[2] {
+                        b[(i * g[1] + j) * g[2] + k] = all[t];
+                        t += 1;
+                    }
+                }
+            }
+            off += c;
+        }
+        let (l, m) = (&self.chol, self.m);
+        for i in 0..m {
+            let mut v = b[i];
+            for k in 0..i {
+                v -= l[i * m + k] * b[k];
+            }
+            b[i] = v / l[i * m + i];
+        }
+        for i in (0..m).rev() {
+            let mut v = b[i];
+            for k in i + 1..m {
+                v -= l[k * m + i] * b[k];
+            }
+            b[i] = v / l[i * m + i];
+        }
+        u.as_mut_slice().fill(0.0);
+        let owned = self.boxes[comm.rank()];
+        u.fill_owned(0, &owned, |[i, j, k]| b[(i * g[1] + j) * g[2] + k]);
+        Ok(())
+    }
+}

@@ -1,0 +1,1228 @@
+//! The hierarchy: levels, their decompositions, the V-cycle and the solvers.
+
+use crate::bottom::Bottom;
+use crate::level::{self, BoxGeom, Stencil};
+use crate::problem::{Boundary, Poisson};
+use crate::transfer::redistribute;
+use crate::{LevelStats, MgError, MgOptions, SolveReport};
+use comm::exact::{allreduce_exact_sums, ExactSum};
+use comm::{BlockDecomposition, Communicator, IndexBox, ProcessGrid};
+use halo::{Exchanger, Field, FieldLayout, HaloSpec, Neighborhood, Region, Topology};
+use std::time::Instant;
+
+/// Channels of the exchangers (one communicator may carry several levels'
+/// messages; each kind gets its own channel).
+const CH_FACES: u16 = 0;
+const CH_CHILD: u16 = 1;
+const CH_CA: u16 = 2;
+const CH_CA_F: u16 = 3;
+
+/// The coarser level laid out on this level's ranks: where restriction
+/// writes and prolongation reads.
+#[derive(Debug)]
+struct Child {
+    geom: BoxGeom,
+    layout: FieldLayout,
+    ex_full: Exchanger<f64>,
+    /// Every rank's box (on this level's ranks).
+    boxes: Vec<IndexBox>,
+    f: Field,
+    u: Field,
+}
+
+/// This rank's part of one level.
+#[derive(Debug)]
+struct Work {
+    geom: BoxGeom,
+    layout: FieldLayout,
+    stencil: Stencil,
+    /// Faces, width 1.
+    ex: Exchanger<f64>,
+    /// Communication-avoiding exchangers (full neighbourhood, width 2): `u`,
+    /// and `u` with `f`.
+    ca: Option<(Exchanger<f64>, Exchanger<f64>)>,
+    /// Owned cells reading no ghost in flight (1-cell stencil).
+    interior: Region,
+    /// Owned cells plus a 1-cell ring on every side with a neighbour.
+    grown: Region,
+    u: Field,
+    f: Field,
+    r: Field,
+    /// Whether `f`'s ghost ring is current (communication-avoiding mode).
+    f_ghosts: bool,
+    child: Option<Child>,
+}
+
+/// One level: its global shape, ranks and (on member ranks) its data.
+#[derive(Debug)]
+struct Level {
+    global: [usize; 3],
+    /// Communicator: 0 = the caller's, `k` = `subs[k - 1]`.
+    group: usize,
+    boxes: Vec<IndexBox>,
+    work: Option<Work>,
+    stats: LevelStats,
+}
+
+/// A multigrid hierarchy for one [`Poisson`] problem on one decomposition.
+///
+/// Every method taking a communicator must be given the communicator the
+/// hierarchy was built on.
+pub struct Hierarchy {
+    problem: Poisson,
+    opts: MgOptions,
+    /// Smoothing levels (all levels but the bottom; the fine level alone
+    /// when the hierarchy has one level).
+    levels: Vec<Level>,
+    nlevels: usize,
+    bottom: Option<Bottom>,
+    bottom_stats: LevelStats,
+    subs: Vec<Box<dyn Communicator>>,
+    rank: usize,
+}
+
+impl std::fmt::Debug for Hierarchy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hierarchy")
+            .field("problem", &self.problem)
+            .field("opts", &self.opts)
+            .field("levels", &self.level_stats())
+            .field("sub_communicators", &self.subs.len())
+            .finish()
+    }
+}
+
+fn comm_of<'a>(
+    outer: &'a dyn Communicator,
+    subs: &'a [Box<dyn Communicator>],
+    group: usize,
+) -> &'a dyn Communicator {
+    if group == 0 {
+        outer
+    } else {
+        subs[group - 1].as_ref()
+    }
+}
+
+/// Whether every block of `shape` on `grid` is even and at least 2.
+fn even_blocks(
+    shape: [usize; 3],
+    grid: ProcessGrid,
+) -> Result<Option<(usize, usize, usize)>, MgError> {
+    let dec = BlockDecomposition::new(shape, grid)?;
+    for r in 0..grid.size() {
+        let s = dec.box_of(r).shape();
+        if let Some(d) = (0..3).find(|&d| s[d] < 2 || s[d] % 2 != 0) {
+            return Ok(Some((r, d, s[d])));
+        }
+    }
+    Ok(None)
+}
+
+/// The grid a coarse smoothing level runs on, given its parent's.
+fn coarse_grid(shape: [usize; 3], parent: ProcessGrid, below: usize) -> ProcessGrid {
+    let cells: usize = shape.iter().product();
+    let ok = |g: ProcessGrid| {
+        matches!(even_blocks(shape, g), Ok(None)) && (cells / g.size() >= below || g.size() == 1)
+    };
+    if ok(parent) {
+        return parent;
+    }
+    for p in (1..parent.size()).rev() {
+        if let Ok(g) = ProcessGrid::for_shape(shape, p, parent.periodic()) {
+            if ok(g) {
+                return g;
+            }
+        }
+    }
+    ProcessGrid::new([1, 1, 1], parent.periodic()).expect("a 1x1x1 grid is valid")
+}
+
+fn boxes_of(dec: &BlockDecomposition, p: usize) -> Vec<IndexBox> {
+    (0..p).map(|r| dec.box_of(r)).collect()
+}
+
+impl Hierarchy {
+    /// The deepest hierarchy (number of levels, finest included) the global
+    /// `shape` allows: halving while every extent is even.
+    pub fn max_levels(shape: [usize; 3]) -> usize {
+        let mut s = shape;
+        let mut l = 1;
+        while s.iter().all(|&x| x >= 2 && x % 2 == 0) {
+            s = s.map(|x| x / 2);
+            l += 1;
+        }
+        l
+    }
+
+    /// Builds the hierarchy collectively on `comm` with `levels` levels
+    /// (finest included; `levels = 1` solves the fine grid densely).
+    ///
+    /// # Errors
+    /// [`MgError::Depth`] if the global shape cannot be halved that often,
+    /// [`MgError::Decomposition`] if a fine block is odd,
+    /// [`MgError::BottomTooLarge`], [`MgError::Invalid`] for zero levels,
+    /// bad options, bad face coefficients or a grid whose periodicity
+    /// differs from the boundary conditions, and the halo and communicator
+    /// errors (for example a grid that does not match `comm`). All ranks
+    /// return the same error.
+    pub fn new(
+        comm: &dyn Communicator,
+        grid: ProcessGrid,
+        problem: &Poisson,
+        levels: usize,
+        opts: MgOptions,
+    ) -> Result<Self, MgError> {
+        if levels == 0 {
+            return Err(MgError::Invalid(
+                "the hierarchy needs at least 1 level, got 0".into(),
+            ));
+        }
+        check_options(&opts)?;
+        if opts.pre_sweeps + opts.post_sweeps == 0 && levels > 1 {
+            return Err(MgError::Invalid(
+                "a V-cycle needs at least one pre- or post-sweep".into(),
+            ));
+        }
+        if grid.periodic() != problem.periodic() {
+            return Err(MgError::Invalid(format!(
+                "process grid periodicity {:?} differs from the boundary conditions {:?}",
+                grid.periodic(),
+                problem.faces()
+            )));
+        }
+        if grid.size() != comm.size() {
+            return Err(MgError::Invalid(format!(
+                "the process grid has {} ranks, the communicator {}",
+                grid.size(),
+                comm.size()
+            )));
+        }
+        problem.check_coefficient()?;
+        let max_levels = Self::max_levels(problem.shape);
+        let mut shapes = vec![problem.shape];
+        for l in 1..levels {
+            let s = shapes[l - 1];
+            if let Some(axis) = (0..3).find(|&d| s[d] < 2 || s[d] % 2 != 0) {
+                return Err(MgError::Depth {
+                    level: l - 1,
+                    global: s,
+                    axis,
+                    extent: s[axis],
+                    max_levels,
+                });
+            }
+            shapes.push(s.map(|x| x / 2));
+        }
+        let bshape = shapes[levels - 1];
+        let cells: usize = bshape.iter().product();
+        if cells > opts.max_bottom_cells {
+            return Err(MgError::BottomTooLarge {
+                global: bshape,
+                cells,
+                max: opts.max_bottom_cells,
+            });
+        }
+        if levels > 1 {
+            if let Some((rank, axis, extent)) = even_blocks(problem.shape, grid)? {
+                return Err(MgError::Decomposition {
+                    rank,
+                    axis,
+                    extent,
+                    global: problem.shape,
+                });
+            }
+        }
+        let nsmooth = (levels - 1).max(1);
+        let mut grids = vec![grid];
+        for l in 1..nsmooth {
+            grids.push(coarse_grid(shapes[l], grids[l - 1], opts.agglomerate_below));
+        }
+        let me = comm.rank();
+        let mut subs: Vec<Box<dyn Communicator>> = Vec::new();
+        // Level l's communicator index on member ranks, None elsewhere.
+        let mut groups: Vec<Option<usize>> = vec![Some(0)];
+        for l in 1..nsmooth {
+            let (p_old, p_new) = (grids[l - 1].size(), grids[l].size());
+            let Some(parent_group) = groups[l - 1] else {
+                groups.push(None);
+                continue;
+            };
+            if p_new == p_old {
+                groups.push(Some(parent_group));
+                continue;
+            }
+            // Every member of the parent communicator takes part in the
+            // split; the first p_new ranks form the new one.
+            let parent = comm_of(comm, &subs, parent_group);
+            match parent.split(if me < p_new { Some(0) } else { None }, me)? {
+                Some(c) => {
+                    subs.push(c);
+                    groups.push(Some(subs.len()));
+                }
+                None => groups.push(None),
+            }
+        }
+        let mut lvls = Vec::with_capacity(nsmooth);
+        for l in 0..nsmooth {
+            let g = grids[l];
+            let dec = BlockDecomposition::new(shapes[l], g)?;
+            let boxes = boxes_of(&dec, g.size());
+            let ca_wanted = if l == 0 {
+                opts.comm_avoiding.fine
+            } else {
+                opts.comm_avoiding.coarse
+            };
+            let ca =
+                ca_wanted && levels > 1 && boxes.iter().all(|b| b.shape().iter().all(|&e| e >= 4));
+            let work = match groups[l] {
+                None => None,
+                Some(gr) => {
+                    let c = comm_of(comm, &subs, gr);
+                    let child = if levels > 1 {
+                        Some((shapes[l + 1], g))
+                    } else {
+                        None
+                    };
+                    Some(Work::new(c, problem, l, &dec, ca, child)?)
+                }
+            };
+            lvls.push(Level {
+                global: shapes[l],
+                group: groups[l].unwrap_or(usize::MAX),
+                boxes,
+                work,
+                stats: LevelStats {
+                    global: shapes[l],
+                    ranks: g.size(),
+                    comm_avoiding: ca,
+                    ..LevelStats::default()
+                },
+            });
+        }
+        // The bottom lives on the last smoothing level's ranks (as its
+        // child), or is the fine level itself.
+        let last = &lvls[nsmooth - 1];
+        let bottom = match &last.work {
+            None => None,
+            Some(w) => {
+                let boxes = match &w.child {
+                    Some(c) => c.boxes.clone(),
+                    None => last.boxes.clone(),
+                };
+                Some(Bottom::new(problem, levels - 1, bshape, boxes)?)
+            }
+        };
+        let bottom_stats = LevelStats {
+            global: bshape,
+            ranks: grids[nsmooth - 1].size(),
+            ..LevelStats::default()
+        };
+        Ok(Hierarchy {
+            problem: problem.clone(),
+            opts,
+            levels: lvls,
+            nlevels: levels,
+            bottom,
+            bottom_stats,
+            subs,
+            rank: me,
+        })
+    }
+
+    /// The problem.
+    pub fn problem(&self) -> &Poisson {
+        &self.problem
+    }
+
+    /// The options.
+    pub fn options(&self) -> &MgOptions {
+        &self.opts
+    }
+
+    /// Changes the run-time options (sweeps, omega, tolerance, iteration
+    /// limit, overlap).
+    ///
+    /// # Errors
+    /// [`MgError::Invalid`] if a build-time option (`max_bottom_cells`,
+    /// `comm_avoiding`, `agglomerate_below`) differs, or for invalid values.
+    pub fn set_options(&mut self, opts: MgOptions) -> Result<(), MgError> {
+        check_options(&opts)?;
+        if opts.max_bottom_cells != self.opts.max_bottom_cells
+            || opts.comm_avoiding != self.opts.comm_avoiding
+            || opts.agglomerate_below != self.opts.agglomerate_below
+        {
+            return Err(MgError::Invalid(
+                "max_bottom_cells, comm_avoiding and agglomerate_below are fixed when the hierarchy is built".into(),
+            ));
+        }
+        if opts.pre_sweeps + opts.post_sweeps == 0 && self.nlevels > 1 {
+            return Err(MgError::Invalid(
+                "a V-cycle needs at least one pre- or post-sweep".into(),
+            ));
+        }
+        self.opts = opts;
+        Ok(())
+    }
+
+    /// Number of levels, finest and bottom included.
+    pub fn num_levels(&self) -> usize {
+        self.nlevels
+    }
+
+    /// Global shape of every level, finest first.
+    pub fn level_shapes(&self) -> Vec<[usize; 3]> {
+        let mut v: Vec<[usize; 3]> = self.levels.iter().map(|l| l.global).collect();
+        if self.nlevels > 1 {
+            v.push(self.bottom_stats.global);
+        }
+        v
+    }
+
+    /// Number of ranks holding each level, finest first (the bottom is
+    /// solved on the ranks of the level above it).
+    pub fn level_ranks(&self) -> Vec<usize> {
+        self.level_stats().iter().map(|s| s.ranks).collect()
+    }
+
+    /// Time and exchanges per level on this rank, finest first, the bottom
+    /// last (its `coarse_s` is the dense solve).
+    pub fn level_stats(&self) -> Vec<LevelStats> {
+        let mut v: Vec<LevelStats> = self.levels.iter().map(|l| l.stats).collect();
+        if self.nlevels > 1 {
+            v.push(self.bottom_stats);
+        } else {
+            v[0].coarse_s += self.bottom_stats.coarse_s;
+        }
+        v
+    }
+
+    /// Zeroes the statistics.
+    pub fn reset_stats(&mut self) {
+        for l in &mut self.levels {
+            l.stats = LevelStats {
+                global: l.stats.global,
+                ranks: l.stats.ranks,
+                comm_avoiding: l.stats.comm_avoiding,
+                ..LevelStats::default()
+            };
+        }
+        self.bottom_stats = LevelStats {
+            global: self.bottom_stats.global,
+            ranks: self.bottom_stats.ranks,
+            ..LevelStats::default()
+        };
+    }
+
+    fn fine(&self) -> &Work {
+        self.levels[0]
+            .work
+            .as_ref()
+            .expect("every rank holds the fine level")
+    }
+
+    /// The global box this rank owns on the fine level.
+    pub fn owned(&self) -> IndexBox {
+        self.levels[0].boxes[self.rank]
+    }
+
+    /// The layout the solution and right-hand side fields must have (one
+    /// component; ghost width 2 where communication-avoiding smoothing
+    /// engages on the fine level, else 1).
+    pub fn layout(&self) -> FieldLayout {
+        self.fine().layout
+    }
+
+    /// A zero field with [`layout`](Self::layout).
+    pub fn new_field(&self) -> Field {
+        Field::new(self.layout())
+    }
+
+    /// Halo exchanges performed on this rank since the hierarchy was built
+    /// or the statistics were reset.
+    pub fn halo_events(&self) -> u64 {
+        self.levels.iter().map(|l| l.stats.halo_events).sum()
+    }
+
+    fn smooth_events(&self) -> u64 {
+        self.levels.iter().map(|l| l.stats.smooth_events).sum()
+    }
+
+    fn check(&self, what: &str, f: &Field) -> Result<(), MgError> {
+        if f.layout() != self.layout() {
+            return Err(MgError::Invalid(format!(
+                "{what} has layout {:?}, the hierarchy needs {:?} (use Hierarchy::new_field)",
+                f.layout(),
+                self.layout()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Adds the contributions of non-zero boundary values to the
+    /// right-hand side `f` (fine layout): for a Dirichlet face with value
+    /// `g`, `2 beta g / h²` in the adjacent cell; for a Neumann face with
+    /// outward normal derivative `g`, `beta g / h`. `g(axis, side, x)` gets
+    /// the axis, the side (0 low, 1 high) and the face centre. Periodic
+    /// faces are skipped. Local (no communication).
+    ///
+    /// # Errors
+    /// [`MgError::Invalid`] for a field of the wrong layout.
+    pub fn add_boundary_values(
+        &self,
+        f: &mut Field,
+        g: impl Fn(usize, usize, [f64; 3]) -> f64,
+    ) -> Result<(), MgError> {
+        self.check("f", f)?;
+        let pr = &self.problem;
+        let faces = pr.faces();
+        let h = pr.h();
+        let n = pr.shape;
+        let own = self.owned();
+        let lay = self.layout();
+        for d in 0..3 {
+            for side in 0..2 {
+                let bc = faces[d][side];
+                if bc == Boundary::Periodic {
+                    continue;
+                }
+                let plane = if side == 0 { 0 } else { n[d] - 1 };
+                if plane < own.lo[d] || plane >= own.hi[d] {
+                    continue;
+                }
+                let (a, b) = ((d + 1) % 3, (d + 2) % 3);
+                for ia in own.lo[a]..own.hi[a] {
+                    for ib in own.lo[b]..own.hi[b] {
+                        let mut p = [0usize; 3];
+                        p[d] = plane;
+                        p[a] = ia;
+                        p[b] = ib;
+                        let mut face = p;
+                        face[d] += side;
+                        let beta = pr.beta(0, d, face.map(|x| x as i64));
+                        let x = pr.face_centre(d, face);
+                        let v = g(d, side, x);
+                        let add = match bc {
+                            Boundary::Dirichlet => 2.0 * beta * v / (h[d] * h[d]),
+                            _ => beta * v / h[d],
+                        };
+                        let idx = lay.index(0, [0, 1, 2].map(|e| p[e] - own.lo[e] + lay.ghost[e]));
+                        f.as_mut_slice()[idx] += add;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One V-cycle for `A u = f`, improving `u` in place (collective).
+    ///
+    /// # Errors
+    /// [`MgError::Invalid`] for fields of the wrong layout; communication
+    /// errors.
+    pub fn vcycle(
+        &mut self,
+        comm: &dyn Communicator,
+        u: &mut Field,
+        f: &Field,
+    ) -> Result<(), MgError> {
+        self.check("u", u)?;
+        self.check("f", f)?;
+        {
+            let w = self.levels[0].work.as_mut().expect("fine level");
+            w.u.as_mut_slice().copy_from_slice(u.as_slice());
+            w.f.as_mut_slice().copy_from_slice(f.as_slice());
+        }
+        self.run_cycle(comm)?;
+        u.as_mut_slice().copy_from_slice(
+            self.levels[0]
+                .work
+                .as_ref()
+                .expect("fine level")
+                .u
+                .as_slice(),
+        );
+        Ok(())
+    }
+
+    fn run_cycle(&mut self, comm: &dyn Communicator) -> Result<(), MgError> {
+        let Hierarchy {
+            problem,
+            opts,
+            levels,
+            bottom,
+            bottom_stats,
+            subs,
+            ..
+        } = self;
+        let ctx = Ctx {
+            outer: comm,
+            subs,
+            problem,
+            opts,
+            bottom: bottom.as_ref(),
+        };
+        cycle(&ctx, levels, bottom_stats)
+    }
+
+    /// Removes the global mean of the owned values (reproducible).
+    fn remove_mean(&self, comm: &dyn Communicator, x: &mut Field) -> Result<(), MgError> {
+        let lay = self.layout();
+        let mut acc = ExactSum::new();
+        let xs = x.as_slice();
+        for_owned(&lay, |i| acc.add(xs[i]));
+        let s = allreduce_exact_sums(comm, &[acc])?[0];
+        let n: usize = self.problem.shape.iter().product();
+        let mean = s / n as f64;
+        let xs = x.as_mut_slice();
+        for_owned(&lay, |i| xs[i] -= mean);
+        Ok(())
+    }
+
+    /// `r = f - A u` on the fine level; returns the exact global `||r||²`.
+    fn fine_residual(
+        &mut self,
+        comm: &dyn Communicator,
+        u: &Field,
+        f: &Field,
+        r: &mut Field,
+    ) -> Result<f64, MgError> {
+        let lv = &mut self.levels[0];
+        let w = lv.work.as_mut().expect("fine level");
+        w.u.as_mut_slice().copy_from_slice(u.as_slice());
+        let t = Instant::now();
+        lv.stats.halo_events += 1;
+        w.ex.exchange(comm, &mut [&mut w.u])?;
+        lv.stats.halo_s += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let own = w.geom.owned();
+        level::residual(
+            &w.stencil,
+            &w.layout,
+            w.u.as_slice(),
+            f.as_slice(),
+            r.as_mut_slice(),
+            &own,
+        );
+        lv.stats.residual_s += t.elapsed().as_secs_f64();
+        let lay = w.layout;
+        let mut acc = ExactSum::new();
+        let rs = r.as_slice();
+        for_owned(&lay, |i| acc.add(rs[i] * rs[i]));
+        Ok(allreduce_exact_sums(comm, &[acc])?[0])
+    }
+
+    /// The right-hand side actually solved: `f`, minus its (round-off)
+    /// mean when the problem is singular; a mean beyond round-off is an
+    /// error.
+    fn effective_rhs(&self, comm: &dyn Communicator, f: &Field) -> Result<Field, MgError> {
+        let mut b = f.clone();
+        if self.problem.is_singular() {
+            let lay = self.layout();
+            let (mut s, mut a) = (ExactSum::new(), ExactSum::new());
+            let fs = f.as_slice();
+            for_owned(&lay, |i| {
+                s.add(fs[i]);
+                a.add(fs[i].abs());
+            });
+            let t = allreduce_exact_sums(comm, &[s, a])?;
+            if t[1] > 0.0 && t[0].abs() > 1e-10 * t[1] {
+                let n: usize = self.problem.shape.iter().product();
+                return Err(MgError::Incompatible {
+                    mean: t[0] / n as f64,
+                    relative: t[0].abs() / t[1],
+                });
+            }
+            self.remove_mean(comm, &mut b)?;
+        }
+        Ok(b)
+    }
+
+    /// V-cycles from the initial guess `u` until `||f - A u|| <= tol ||f||`
+    /// (collective). For a singular problem the returned `u` has zero mean.
+    ///
+    /// # Errors
+    /// [`MgError::Invalid`] for fields of the wrong layout,
+    /// [`MgError::Incompatible`] for a singular problem whose `f` has a
+    /// non-zero mean; communication errors. Not converging within
+    /// `max_iter` is reported in the [`SolveReport`], not as an error.
+    pub fn solve_mg(
+        &mut self,
+        comm: &dyn Communicator,
+        u: &mut Field,
+        f: &Field,
+    ) -> Result<SolveReport, MgError> {
+        self.check("u", u)?;
+        self.check("f", f)?;
+        let (e0, s0) = (self.halo_events(), self.smooth_events());
+        let b = self.effective_rhs(comm, f)?;
+        let bn = norm2(comm, &self.layout(), &b)?.sqrt();
+        let scale = if bn > 0.0 { bn } else { 1.0 };
+        let mut r = self.new_field();
+        let mut res = vec![self.fine_residual(comm, u, &b, &mut r)?.sqrt() / scale];
+        let mut it = 0;
+        while res[it] > self.opts.tol && it < self.opts.max_iter {
+            self.vcycle(comm, u, &b)?;
+            if self.problem.is_singular() {
+                self.remove_mean(comm, u)?;
+            }
+            it += 1;
+            res.push(self.fine_residual(comm, u, &b, &mut r)?.sqrt() / scale);
+        }
+        Ok(SolveReport {
+            iterations: it,
+            converged: res[it] <= self.opts.tol,
+            residuals: res,
+            halo_events: self.halo_events() - e0,
+            smooth_events: self.smooth_events() - s0,
+            vcycles: it,
+        })
+    }
+
+    /// Conjugate gradients preconditioned by one V-cycle from zero
+    /// (`pre_sweeps` red-black sweeps going down, `post_sweeps` black-red
+    /// sweeps coming up), from the initial guess `u`, until
+    /// `||f - A u|| <= tol ||f||` (collective). Dot products use the exact
+    /// reproducible reduction; β uses the flexible (Polak-Ribière) form
+    /// `(z, r - r_old) / (z_old, r_old)`, robust to the small non-symmetry
+    /// of average restriction with trilinear prolongation.
+    ///
+    /// # Errors
+    /// As [`solve_mg`](Self::solve_mg).
+    pub fn solve_pcg(
+        &mut self,
+        comm: &dyn Communicator,
+        u: &mut Field,
+        f: &Field,
+    ) -> Result<SolveReport, MgError> {
+        self.check("u", u)?;
+        self.check("f", f)?;
+        let (e0, s0) = (self.halo_events(), self.smooth_events());
+        let singular = self.problem.is_singular();
+        let lay = self.layout();
+        let b = self.effective_rhs(comm, f)?;
+        let bn = norm2(comm, &lay, &b)?.sqrt();
+        let scale = if bn > 0.0 { bn } else { 1.0 };
+        let mut r = self.new_field();
+        let mut res = vec![self.fine_residual(comm, u, &b, &mut r)?.sqrt() / scale];
+        let mut z = self.new_field();
+        let mut p = self.new_field();
+        let mut q = self.new_field();
+        let mut r_old = self.new_field();
+        let zero = self.new_field();
+        let mut it = 0;
+        let mut cycles = 0;
+        if res[0] > self.opts.tol {
+            self.precondition(comm, &r, &mut z)?;
+            cycles += 1;
+            p.as_mut_slice().copy_from_slice(z.as_slice());
+            let mut rz = dot_all(comm, &lay, &[(&r, &z)])?[0];
+            while it < self.opts.max_iter {
+                // q = A p = -(0 - A p)
+                self.fine_residual(comm, &p, &zero, &mut q)?;
+                {
+                    let qs = q.as_mut_slice();
+                    for_owned(&lay, |i| qs[i] = -qs[i]);
+                }
+                let pq = dot_all(comm, &lay, &[(&p, &q)])?[0];
+                if pq <= 0.0 || !pq.is_finite() {
+                    break;
+                }
+                let alpha = rz / pq;
+                r_old.as_mut_slice().copy_from_slice(r.as_slice());
+                {
+                    let (us, ps, rs, qs) = (
+                        u.as_mut_slice(),
+                        p.as_slice(),
+                        r.as_mut_slice(),
+                        q.as_slice(),
+                    );
+                    for_owned(&lay, |i| {
+                        us[i] += alpha * ps[i];
+                        rs[i] -= alpha * qs[i];
+                    });
+                }
+                it += 1;
+                let rr = dot_all(comm, &lay, &[(&r, &r)])?[0];
+                res.push(rr.sqrt() / scale);
+                if res[it] <= self.opts.tol {
+                    break;
+                }
+                self.precondition(comm, &r, &mut z)?;
+                cycles += 1;
+                let d = dot_all(comm, &lay, &[(&z, &r), (&z, &r_old)])?;
+                let beta = (d[0] - d[1]) / rz;
+                rz = d[0];
+                let (ps, zs) = (p.as_mut_slice(), z.as_slice());
+                for_owned(&lay, |i| ps[i] = zs[i] + beta * ps[i]);
+            }
+        }
+        if singular {
+            self.remove_mean(comm, u)?;
+        }
+        Ok(SolveReport {
+            iterations: it,
+            converged: res[it] <= self.opts.tol,
+            residuals: res,
+            halo_events: self.halo_events() - e0,
+            smooth_events: self.smooth_events() - s0,
+            vcycles: cycles,
+        })
+    }
+
+    /// `z = M r`: one V-cycle from zero.
+    fn precondition(
+        &mut self,
+        comm: &dyn Communicator,
+        r: &Field,
+        z: &mut Field,
+    ) -> Result<(), MgError> {
+        {
+            let w = self.levels[0].work.as_mut().expect("fine level");
+            w.u.as_mut_slice().fill(0.0);
+            w.f.as_mut_slice().copy_from_slice(r.as_slice());
+        }
+        self.run_cycle(comm)?;
+        z.as_mut_slice().copy_from_slice(
+            self.levels[0]
+                .work
+                .as_ref()
+                .expect("fine level")
+                .u
+                .as_slice(),
+        );
+        if self.problem.is_singular() {
+            self.remove_mean(comm, z)?;
+        }
+        Ok(())
+    }
+}
+
+impl Work {
+    /// Builds this rank's part of level `l` on `comm` (decomposition
+    /// `dec`), with the coarser level `child = (shape, grid)` laid out on the
+    /// same ranks when there is one.
+    fn new(
+        comm: &dyn Communicator,
+        problem: &Poisson,
+        l: usize,
+        dec: &BlockDecomposition,
+        ca: bool,
+        child: Option<([usize; 3], ProcessGrid)>,
+    ) -> Result<Self, MgError> {
+        let g = if ca { 2 } else { 1 };
+        let spec = HaloSpec {
+            ghost: [g; 3],
+            width: [1; 3],
+            neighborhood: Neighborhood::Faces,
+        };
+        let topo = Topology::new(comm, dec, spec)?;
+        let owned = topo.owned();
+        let global = dec.global();
+        let geom = BoxGeom {
+            global,
+            lo: owned.lo,
+            n: owned.shape(),
+            g,
+        };
+        let layout = topo.layout(1);
+        let stencil = Stencil::new(problem, l, &geom, &layout);
+        let ca_ex = if ca {
+            let t2 = Topology::new(comm, dec, HaloSpec::uniform(2, Neighborhood::Full))?;
+            Some((
+                Exchanger::new(&t2, 1, CH_CA)?,
+                Exchanger::new(&t2, 2, CH_CA_F)?,
+            ))
+        } else {
+            None
+        };
+        let interior = topo.interior([1; 3]);
+        let per = problem.periodic();
+        let mut grown = geom.owned();
+        for d in 0..3 {
+            if per[d] || owned.lo[d] > 0 {
+                grown.lo[d] -= 1;
+            }
+            if per[d] || owned.hi[d] < global[d] {
+                grown.hi[d] += 1;
+            }
+        }
+        let child = match child {
+            None => None,
+            Some((cshape, grid)) => {
+                let cdec = BlockDecomposition::new(cshape, grid)?;
+                let ct = Topology::new(comm, &cdec, HaloSpec::uniform(1, Neighborhood::Full))?;
+                let co = ct.owned();
+                let cl = ct.layout(1);
+                Some(Child {
+                    geom: BoxGeom {
+                        global: cshape,
+                        lo: co.lo,
+                        n: co.shape(),
+                        g: 1,
+                    },
+                    layout: cl,
+                    ex_full: Exchanger::new(&ct, 1, CH_CHILD)?,
+                    boxes: boxes_of(&cdec, grid.size()),
+                    f: Field::new(cl),
+                    u: Field::new(cl),
+                })
+            }
+        };
+        Ok(Work {
+            geom,
+            layout,
+            stencil,
+            ex: Exchanger::new(&topo, 1, CH_FACES)?,
+            ca: ca_ex,
+            interior,
+            grown,
+            u: Field::new(layout),
+            f: Field::new(layout),
+            r: Field::new(layout),
+            f_ghosts: false,
+            child,
+        })
+    }
+
+    /// `sweeps` sweeps, each one colour pass in `order[0]` then `order[1]`.
+    fn smooth(
+        &mut self,
+        comm: &dyn Communicator,
+        sweeps: usize,
+        order: [usize; 2],
+        opts: &MgOptions,
+        st: &mut LevelStats,
+    ) -> Result<(), MgError> {
+        let omega = opts.omega;
+        let own = self.geom.owned();
+        let parity = self.geom.parity();
+        let inner = self.interior;
+        for _ in 0..sweeps {
+            match &mut self.ca {
+                Some((ex_u, ex_uf)) => {
+                    // One 2-deep exchange; the first colour on the grown box
+                    // (the ring redundantly), the second on the owned box.
+                    let with_f = !self.f_ghosts;
+                    let ex = if with_f { ex_uf } else { ex_u };
+                    st.halo_events += 1;
+                    st.smooth_events += 1;
+                    let t = Instant::now();
+                    let mut fields: Vec<&mut Field> = if with_f {
+                        vec![&mut self.u, &mut self.f]
+                    } else {
+                        vec![&mut self.u]
+                    };
+                    if opts.overlap {
+                        let pending = ex.post(comm, &mut fields)?;
+                        st.halo_s += t.elapsed().as_secs_f64();
+                        let t = Instant::now();
+                        drop(fields);
+                        level::smooth(
+                            &self.stencil,
+                            &self.layout,
+                            parity,
+                            self.u.as_mut_slice(),
+                            self.f.as_slice(),
+                            &inner,
+                            order[0],
+                            omega,
+                        );
+                        st.smooth_s += t.elapsed().as_secs_f64();
+                        let t = Instant::now();
+                        let mut fields: Vec<&mut Field> = if with_f {
+                            vec![&mut self.u, &mut self.f]
+                        } else {
+                            vec![&mut self.u]
+                        };
+                        pending.finish(&mut fields)?;
+                        st.halo_s += t.elapsed().as_secs_f64();
+                        let t = Instant::now();
+                        for r in level::frame(&self.grown, &inner) {
+                            level::smooth(
+                                &self.stencil,
+                                &self.layout,
+                                parity,
+                                self.u.as_mut_slice(),
+                                self.f.as_slice(),
+                                &r,
+                                order[0],
+                                omega,
+                            );
+                        }
+                        st.smooth_s += t.elapsed().as_secs_f64();
+                    } else {
+                        ex.exchange(comm, &mut fields)?;
+                        st.halo_s += t.elapsed().as_secs_f64();
+                        let t = Instant::now();
+                        level::smooth(
+                            &self.stencil,
+                            &self.layout,
+                            parity,
+                            self.u.as_mut_slice(),
+                            self.f.as_slice(),
+                            &self.grown,
+                            order[0],
+                            omega,
+                        );
+                        st.smooth_s += t.elapsed().as_secs_f64();
+                    }
+                    self.f_ghosts = true;
+                    let t = Instant::now();
+                    level::smooth(
+                        &self.stencil,
+                        &self.layout,
+                        parity,
+                        self.u.as_mut_slice(),
+                        self.f.as_slice(),
+                        &own,
+                        order[1],
+                        omega,
+                    );
+                    st.smooth_s += t.elapsed().as_secs_f64();
+                }
+                None => {
+                    for &c in &order {
+                        st.halo_events += 1;
+                        st.smooth_events += 1;
+                        let t = Instant::now();
+                        if opts.overlap {
+                            let pending = self.ex.post(comm, &mut [&mut self.u])?;
+                            st.halo_s += t.elapsed().as_secs_f64();
+                            let t = Instant::now();
+                            level::smooth(
+                                &self.stencil,
+                                &self.layout,
+                                parity,
+                                self.u.as_mut_slice(),
+                                self.f.as_slice(),
+                                &inner,
+                                c,
+                                omega,
+                            );
+                            st.smooth_s += t.elapsed().as_secs_f64();
+                            let t = Instant::now();
+                            pending.finish(&mut [&mut self.u])?;
+                            st.halo_s += t.elapsed().as_secs_f64();
+                            let t = Instant::now();
+                            for r in level::frame(&own, &inner) {
+                                level::smooth(
+                                    &self.stencil,
+                                    &self.layout,
+                                    parity,
+                                    self.u.as_mut_slice(),
+                                    self.f.as_slice(),
+                                    &r,
+                                    c,
+                                    omega,
+                                );
+                            }
+                            st.smooth_s += t.elapsed().as_secs_f64();
+                        } else {
+                            self.ex.exchange(comm, &mut [&mut self.u])?;
+                            st.halo_s += t.elapsed().as_secs_f64();
+                            let t = Instant::now();
+                            level::smooth(
+                                &self.stencil,
+                                &self.layout,
+                                parity,
+                                self.u.as_mut_slice(),
+                                self.f.as_slice(),
+                                &own,
+                                c,
+                                omega,
+                            );
+                            st.smooth_s += t.elapsed().as_secs_f64();
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What every level's cycle needs besides the levels themselves.
+struct Ctx<'a> {
+    outer: &'a dyn Communicator,
+    subs: &'a [Box<dyn Communicator>],
+    problem: &'a Poisson,
+    opts: &'a MgOptions,
+    bottom: Option<&'a Bottom>,
+}
+
+/// The V-cycle on `levels[0]` (whose `u` is the initial guess and `f` the
+/// right-hand side); `levels[1..]` are the coarser smoothing levels.
+fn cycle(
+    ctx: &Ctx<'_>,
+    levels: &mut [Level],
+    bottom_stats: &mut LevelStats,
+) -> Result<(), MgError> {
+    let (cur, rest) = levels.split_at_mut(1);
+    let lv = &mut cur[0];
+    let comm = comm_of(ctx.outer, ctx.subs, lv.group);
+    let st = &mut lv.stats;
+    st.visits += 1;
+    let w = lv.work.as_mut().expect("cycle runs on member ranks only");
+    w.f_ghosts = false;
+    let bottom = ctx.bottom;
+    if w.child.is_none() {
+        // One level: the dense solve of the fine grid.
+        let t = Instant::now();
+        bottom
+            .expect("bottom on member ranks")
+            .solve(comm, &w.f, &mut w.u)?;
+        st.coarse_s += t.elapsed().as_secs_f64();
+        return Ok(());
+    }
+    let opts = ctx.opts;
+    w.smooth(comm, opts.pre_sweeps, [0, 1], opts, st)?;
+    // Residual and restriction.
+    let t = Instant::now();
+    st.halo_events += 1;
+    w.ex.exchange(comm, &mut [&mut w.u])?;
+    st.halo_s += t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let own = w.geom.owned();
+    level::residual(
+        &w.stencil,
+        &w.layout,
+        w.u.as_slice(),
+        w.f.as_slice(),
+        w.r.as_mut_slice(),
+        &own,
+    );
+    st.residual_s += t.elapsed().as_secs_f64();
+    let child = w.child.as_mut().expect("checked above");
+    let t = Instant::now();
+    level::restrict(
+        &w.layout,
+        w.r.as_slice(),
+        &child.layout,
+        child.f.as_mut_slice(),
+    );
+    st.transfer_s += t.elapsed().as_secs_f64();
+    // The coarse problem.
+    if rest.is_empty() {
+        let t = Instant::now();
+        bottom
+            .expect("bottom on member ranks")
+            .solve(comm, &child.f, &mut child.u)?;
+        let dt = t.elapsed().as_secs_f64();
+        bottom_stats.coarse_s += dt;
+        bottom_stats.visits += 1;
+    } else {
+        let next = &mut rest[0];
+        let t = Instant::now();
+        if next.group == lv.group {
+            let nw = next.work.as_mut().expect("same ranks");
+            level::copy_owned(&child.f, &mut nw.f);
+            nw.u.as_mut_slice().fill(0.0);
+            st.coarse_s += t.elapsed().as_secs_f64();
+            cycle(ctx, rest, bottom_stats)?;
+            let t = Instant::now();
+            let nw = rest[0].work.as_ref().expect("same ranks");
+            level::copy_owned(&nw.u, &mut child.u);
+            st.coarse_s += t.elapsed().as_secs_f64();
+        } else {
+            redistribute(
+                comm,
+                &child.boxes,
+                Some(&child.f),
+                &next.boxes,
+                next.work.as_mut().map(|w| &mut w.f),
+            )?;
+            st.coarse_s += t.elapsed().as_secs_f64();
+            if let Some(nw) = next.work.as_mut() {
+                nw.u.as_mut_slice().fill(0.0);
+                cycle(ctx, rest, bottom_stats)?;
+            }
+            let t = Instant::now();
+            let next = &rest[0];
+            redistribute(
+                comm,
+                &next.boxes,
+                next.work.as_ref().map(|w| &w.u),
+                &child.boxes,
+                Some(&mut child.u),
+            )?;
+            st.coarse_s += t.elapsed().as_secs_f64();
+        }
+    }
+    // Prolongation.
+    let t = Instant::now();
+    st.halo_events += 1;
+    child.ex_full.exchange(comm, &mut [&mut child.u])?;
+    st.halo_s += t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    level::reflect_walls(
+        ctx.problem,
+        &child.geom,
+        &child.layout,
+        child.u.as_mut_slice(),
+    );
+    level::prolong_add(
+        &child.layout,
+        child.u.as_slice(),
+        &w.layout,
+        w.geom.lo,
+        w.u.as_mut_slice(),
+    );
+    st.transfer_s += t.elapsed().as_secs_f64();
+    w.smooth(comm, opts.post_sweeps, [1, 0], opts, st)?;
+    Ok(())
+}
+
+/// Exact global `||x||²` over the owned cells.
+fn norm2(comm: &dyn Communicator, lay: &FieldLayout, x: &Field) -> Result<f64, MgError> {
+    Ok(dot_all(comm, lay, &[(x, x)])?[0])
+}
+
+/// Exact global dot products of pairs of fields over the owned cells, in one
+/// reduction.
+fn dot_all(
+    comm: &dyn Communicator,
+    lay: &FieldLayout,
+    pairs: &[(&Field, &Field)],
+) -> Result<Vec<f64>, MgError> {
+    let accs: Vec<ExactSum> = pairs
+        .iter()
+        .map(|(a, b)| {
+            let (a, b) = (a.as_slice(), b.as_slice());
+            let mut acc = ExactSum::new();
+            for_owned(lay, |i| acc.add(a[i] * b[i]));
+            acc
+        })
+        .collect();
+    Ok(allreduce_exact_sums(comm, &accs)?)
+}
+
+/// Calls `f` with the linear index of every owned cell.
+fn for_owned(lay: &FieldLayout, mut f: impl FnMut(usize)) {
+    let r = lay.owned_region();
+    let s = lay.strides();
+    for i in r.lo[0]..r.hi[0] {
+        for j in r.lo[1]..r.hi[1] {
+            let o = i * s[0] + j * s[1];
+            for k in r.lo[2]..r.hi[2] {
+                f(o + k);
+            }
+        }
+    }
+}
+
+fn check_options(opts: &MgOptions) -> Result<(), MgError> {
+    if !(opts.tol.is_finite() && opts.tol >= 0.0) {
+        return Err(MgError::Invalid(format!(
+            "tolerance {} must be finite and >= 0",
+            opts.tol
+        )));
+    }
+    if !(opts.omega.is_finite() && opts.omega > 0.0 && opts.omega < 2.0) {
+        return Err(MgError::Invalid(format!(
+            "relaxation factor omega = {} must lie in (0, 2)",
+            opts.omega
+        )));
+    }
+    Ok(())
+}
