@@ -51,6 +51,10 @@ pub enum Target {
     /// halo: exchange throughput for widths 1 to 10 vs memcpy
     /// (`cargo bench -p halo --bench halo_exchange`).
     Halo(CrateArgs),
+    /// multigrid (through the poisson app): DOF/s at 128³ and 256³ on 1, 2
+    /// and 4 ranks, communication-avoiding smoothing on and off, the
+    /// V-cycle residual factor, PyAMG on the same problem.
+    Multigrid(crate::bench_mg::Args),
 }
 
 /// Options of the benchmarks that live in their crates.
@@ -461,6 +465,7 @@ pub fn run(target: &Target) -> Result<()> {
         Target::Chebyshev(a) => return crate_bench("chebyshev", "dct", &[], &a.rest),
         Target::ExactSum(a) => return crate_bench("comm", "exact_sum", &[], &a.rest),
         Target::Halo(a) => return crate_bench("halo", "halo_exchange", &[], &a.rest),
+        Target::Multigrid(a) => return crate::bench_mg::run(a),
         Target::MethodCost(a) => return crate::cost::run(a),
     };
     let start = Instant::now();

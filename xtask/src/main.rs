@@ -13,6 +13,7 @@
 //!   failure ([`ci`]).
 
 mod bench;
+mod bench_mg;
 mod bitexact;
 mod ci;
 mod cost;
