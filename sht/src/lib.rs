@@ -16,6 +16,16 @@
 //!   ([`legendre_synthesis_m`](Sht::legendre_synthesis_m),
 //!   [`legendre_analysis_m`](Sht::legendre_analysis_m)), and the phi FFT step
 //!   ([`phi_synthesis`](Sht::phi_synthesis), [`phi_analysis`](Sht::phi_analysis)).
+//! - Vector transforms in spheroidal/toroidal form on the same plan:
+//!   [`vector_synthesis`](Sht::vector_synthesis) /
+//!   [`vector_analysis`](Sht::vector_analysis),
+//!   the horizontal [`gradient`](Sht::gradient) of a scalar, and their
+//!   Legendre steps for all `m`
+//!   ([`vector_legendre_synthesis`](Sht::vector_legendre_synthesis),
+//!   [`vector_legendre_analysis`](Sht::vector_legendre_analysis)) or one `m`
+//!   ([`vector_legendre_synthesis_m`](Sht::vector_legendre_synthesis_m),
+//!   [`vector_legendre_analysis_m`](Sht::vector_legendre_analysis_m)),
+//!   with the scalar intermediate layout for each of `u_theta` and `u_phi`.
 //!
 //! - [`DistSht`]: the distributed transforms on a `Pi_r x Pi_theta` grid
 //!   of ranks (the 1d scheme with `Pi_theta = 1`, the 2d scheme otherwise):
@@ -65,18 +75,57 @@
 //!
 //! # Algorithm
 //!
-//! The Legendre functions are never tabulated: for each `m` and each
-//! northern latitude the normalised three-term recurrence in `l` runs from the
-//! sectoral value `Pbar_mm`, kept in an extended exponent (`val * 2^(-280 k)`)
-//! so that `sin^m theta` does not underflow near the poles for large `m`;
-//! values below `2^-280` are skipped, and so are whole blocks of latitudes
-//! nearer the pole than the first block (going from the equator) where all
-//! values are. Eight latitudes advance together through the recurrence
-//! (independent chains, vectorised). The southern latitudes follow from the
-//! parity `Pbar_lm(-x) = (-1)^(l+m) Pbar_lm(x)`. With
-//! [`Parallelism::Rayon`] the orders `m` (and the phi rows) are spread over
-//! rayon's pool; each output is computed by the same sequence of operations
-//! as in serial, so the results are bit-identical.
+//! The Legendre functions are never tabulated over the latitudes: for each
+//! `m` and each northern latitude the normalised three-term recurrence in
+//! `l`, `Pbar_lm = (alpha_lm x) Pbar_{l-1,m} + beta_lm Pbar_{l-2,m}` (one
+//! fused multiply-add, coefficients precomputed per order, `O(lmax^2)`),
+//! runs from the sectoral value `Pbar_mm`, kept in an extended exponent
+//! (`val * 2^(-280 k)`) so that `sin^m theta` does not underflow near the
+//! poles for large `m`; values below `2^-280` are skipped. The plan stores,
+//! per order and northern latitude, the degree where the recurrence leaves
+//! that negligible range and its two values there (`O(lmax Ntheta)`).
+//! Blocks of 16 (AVX-512) or 8 (AVX2, portable) latitudes advance together
+//! through the recurrence, each latitude joining at its own start, and whole
+//! blocks nearer the pole than the first negligible one are skipped. Each
+//! value of the recurrence serves both hemispheres: synthesis accumulates
+//! the even and odd degrees (`l - m`) apart and combines them as
+//! `north = even + odd`, `south = even - odd` (the parity
+//! `Pbar_lm(-x) = (-1)^(l+m) Pbar_lm(x)`); analysis folds the two
+//! hemispheres into weighted sums and differences first. Fields go through
+//! in pairs sharing one recurrence. The instruction set is chosen at run
+//! time, but every value is computed by the same sequence of IEEE
+//! operations (`mul_add` is correctly rounded with or without hardware FMA,
+//! and the analysis sums over latitudes in a fixed order), so the results
+//! are the same bits on every x86-64 CPU. With [`Parallelism::Rayon`] the
+//! orders `m` (and the phi rows) are spread over rayon's pool; each output
+//! is computed by the same sequence of operations as in serial, so the
+//! results are bit-identical.
+//!
+//! The vector transforms reduce to the scalar kernel: with
+//! `u = grad_h S + curl(T r_hat)` (the SHTns convention),
+//!
+//! ```text
+//! u_theta = dS/dtheta + (1/sin theta) dT/dphi,
+//! u_phi   = (1/sin theta) dS/dphi - dT/dtheta,
+//! ```
+//!
+//! and `sin theta dPbar_lm/dtheta = l eps_{l+1,m} Pbar_{l+1,m} - (l+1) eps_lm Pbar_{l-1,m}`,
+//! `eps_lm = sqrt((l^2 - m^2)/(4 l^2 - 1))` (the opposite parity), so
+//!
+//! ```text
+//! sin theta U_theta,m = sum_{k=m}^{lmax+1} Pbar_km [ A_k + i m T_k ],
+//! sin theta U_phi,m   = sum_{k=m}^{lmax+1} Pbar_km [ i m S_k - B_k ],
+//! A_k = (k-1) eps_km S_{k-1} - (k+2) eps_{k+1,m} S_{k+1}     (B_k: the same with T),
+//! ```
+//!
+//! two scalar Legendre syntheses to degree `lmax + 1` sharing one recurrence,
+//! then a division by `sin theta`. Analysis is the exact transpose: with
+//! `Q_k, R_k = 2 pi sum_j w_j Pbar_km(x_j) U_{theta,phi},m(theta_j) / sin theta_j`,
+//! `l(l+1) S_lm = l eps_{l+1,m} Q_{l+1} - (l+1) eps_lm Q_{l-1} - i m R_l` and
+//! `l(l+1) T_lm = -i m Q_l - l eps_{l+1,m} R_{l+1} + (l+1) eps_lm R_{l-1}`
+//! (`S_00 = T_00 = 0`); on band-limited fields it inverts synthesis to
+//! rounding, since `grad Y_lm . conj(grad Y_l'm)` has degree `<= 2 lmax`
+//! in `cos theta` and the Gauss rule integrates it exactly.
 //!
 //! # Example
 //!
@@ -105,6 +154,7 @@ mod gauss;
 mod legendre;
 mod snake;
 mod transform;
+mod vector;
 
 pub use dist::{DistConfig, DistError, DistSht, Timing, Transposition};
 pub use exchange::Algorithm;
