@@ -515,7 +515,12 @@ impl Hierarchy {
         Ok(())
     }
 
-    /// One V-cycle for `A u = f`, improving `u` in place (collective).
+    /// One V-cycle for `A u = f`, improving `u` in place (collective):
+    /// `pre_sweeps` red-black sweeps, the coarse correction, `post_sweeps`
+    /// red-black sweeps. The post-sweeps keep the red-black order (rather
+    /// than black-red) so that consecutive cycles never repeat a half-sweep;
+    /// [`solve_pcg`](Self::solve_pcg) uses the symmetric (black-red) order
+    /// its preconditioner needs.
     ///
     /// # Errors
     /// [`MgError::Invalid`] for fields of the wrong layout; communication
@@ -533,7 +538,7 @@ impl Hierarchy {
             w.u.as_mut_slice().copy_from_slice(u.as_slice());
             w.f.as_mut_slice().copy_from_slice(f.as_slice());
         }
-        self.run_cycle(comm)?;
+        self.run_cycle(comm, false)?;
         u.as_mut_slice().copy_from_slice(
             self.levels[0]
                 .work
@@ -545,7 +550,7 @@ impl Hierarchy {
         Ok(())
     }
 
-    fn run_cycle(&mut self, comm: &dyn Communicator) -> Result<(), MgError> {
+    fn run_cycle(&mut self, comm: &dyn Communicator, symmetric: bool) -> Result<(), MgError> {
         let Hierarchy {
             problem,
             opts,
@@ -561,6 +566,7 @@ impl Hierarchy {
             problem,
             opts,
             bottom: bottom.as_ref(),
+            symmetric,
         };
         cycle(&ctx, levels, bottom_stats)
     }
@@ -636,6 +642,61 @@ impl Hierarchy {
             self.remove_mean(comm, &mut b)?;
         }
         Ok(b)
+    }
+
+    /// The asymptotic residual reduction per V-cycle (as
+    /// [`vcycle`](Self::vcycle) runs them), by power iteration: `cycles`
+    /// V-cycles on `A e = 0` from a deterministic rough initial error
+    /// (a hash of the global cell index, so the same on any decomposition),
+    /// returning the largest of the last three ratios
+    /// `||r_k|| / ||r_(k-1)||`. The error is rescaled when it gets small, so
+    /// any number of cycles is safe. Collective.
+    ///
+    /// # Errors
+    /// [`MgError::Invalid`] for fewer than 4 cycles; communication errors.
+    pub fn vcycle_factor(
+        &mut self,
+        comm: &dyn Communicator,
+        cycles: usize,
+    ) -> Result<f64, MgError> {
+        if cycles < 4 {
+            return Err(MgError::Invalid(format!(
+                "the factor needs at least 4 cycles, got {cycles}"
+            )));
+        }
+        let own = self.owned();
+        let n = self.problem.shape;
+        let mut u = self.new_field();
+        u.fill_owned(0, &own, |p| {
+            let g = ((p[0] * n[1] + p[1]) * n[2] + p[2]) as u64;
+            let h = (g ^ 0x5851_F42D_4C95_7F2D).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let h = (h ^ (h >> 29)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            (h >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+        });
+        let f = self.new_field();
+        let mut r = self.new_field();
+        if self.problem.is_singular() {
+            self.remove_mean(comm, &mut u)?;
+        }
+        let mut prev = self.fine_residual(comm, &u, &f, &mut r)?.sqrt();
+        let mut ratios = Vec::with_capacity(cycles);
+        for _ in 0..cycles {
+            self.vcycle(comm, &mut u, &f)?;
+            if self.problem.is_singular() {
+                self.remove_mean(comm, &mut u)?;
+            }
+            let mut now = self.fine_residual(comm, &u, &f, &mut r)?.sqrt();
+            ratios.push(now / prev);
+            if now < 1e-150 {
+                // Linear in u (f = 0): rescale to stay clear of underflow.
+                let lay = self.layout();
+                let us = u.as_mut_slice();
+                for_owned(&lay, |i| us[i] *= 1e150);
+                now *= 1e150;
+            }
+            prev = now;
+        }
+        Ok(ratios[cycles - 3..].iter().cloned().fold(0.0, f64::max))
     }
 
     /// V-cycles from the initial guess `u` until `||f - A u|| <= tol ||f||`
@@ -782,7 +843,7 @@ impl Hierarchy {
             w.u.as_mut_slice().fill(0.0);
             w.f.as_mut_slice().copy_from_slice(r.as_slice());
         }
-        self.run_cycle(comm)?;
+        self.run_cycle(comm, true)?;
         z.as_mut_slice().copy_from_slice(
             self.levels[0]
                 .work
@@ -1049,6 +1110,8 @@ struct Ctx<'a> {
     problem: &'a Poisson,
     opts: &'a MgOptions,
     bottom: Option<&'a Bottom>,
+    /// Post-smoothing in the reverse colour order (a symmetric cycle).
+    symmetric: bool,
 }
 
 /// The V-cycle on `levels[0]` (whose `u` is the initial guess and `f` the
@@ -1169,7 +1232,12 @@ fn cycle(
         w.u.as_mut_slice(),
     );
     st.transfer_s += t.elapsed().as_secs_f64();
-    w.smooth(comm, opts.post_sweeps, [1, 0], opts, st)?;
+    // Symmetric (preconditioner): black-red, the reverse of the way down.
+    // Stationary cycles: red-black again, so that no half-sweep repeats the
+    // one just before it (the last colour of one cycle's post-smoothing
+    // would otherwise be the first of the next cycle's pre-smoothing).
+    let post_order = if ctx.symmetric { [1, 0] } else { [0, 1] };
+    w.smooth(comm, opts.post_sweeps, post_order, opts, st)?;
     Ok(())
 }
 

@@ -161,7 +161,10 @@ pub struct MgOptions {
     pub pre_sweeps: usize,
     /// Black-red sweeps after the coarse correction (default 2).
     pub post_sweeps: usize,
-    /// Relaxation factor of the sweeps (default 1.0: plain Gauss-Seidel).
+    /// Relaxation factor of the sweeps (default 1.15: over-relaxed
+    /// red-black Gauss-Seidel; 1.0 is plain Gauss-Seidel). On the 3-D
+    /// Poisson problem 1.15 takes the asymptotic V(1,1) factor from 0.23 to
+    /// 0.12 and V(2,2) from 0.115 to 0.066 (n = 128).
     pub omega: f64,
     /// Relative residual `||f - A u|| / ||f||` to reach (default 1e-10).
     pub tol: f64,
@@ -187,7 +190,7 @@ impl Default for MgOptions {
         MgOptions {
             pre_sweeps: 2,
             post_sweeps: 2,
-            omega: 1.0,
+            omega: 1.15,
             tol: 1e-10,
             max_iter: 200,
             max_bottom_cells: 1728,

@@ -260,48 +260,51 @@ fn variable_coefficient_singular_neumann_second_order() {
     assert!(rate > 1.85 && rate < 2.3, "order {rate}");
 }
 
-/// Asymptotic residual factor per V-cycle on a rough right-hand side,
-/// measured over the last 3 of 14 cycles, at n = 32 and 64 (n = 128 is in
+/// Asymptotic residual factor per V-cycle (power iteration on the error
+/// equation, 40 cycles) at n = 32 and 64 (n = 128 is in
 /// `cargo xtask bench multigrid`).
-fn asymptotic_factor(n: usize, bc: Boundary, pre: usize, post: usize) -> f64 {
+fn factor(n: usize, bc: Boundary, pre: usize, post: usize, omega: f64) -> f64 {
     let p = Poisson::new([n; 3], [1.0; 3], [bc; 3]).unwrap();
     let opts = MgOptions {
         pre_sweeps: pre,
         post_sweeps: post,
-        tol: 0.0,
-        max_iter: 14,
+        omega,
         ..MgOptions::default()
     };
     let out = local::run(1, |c| {
-        solve(c, &p, deepest([n; 3]), false, opts, &rough0, None, None)
+        let g = ProcessGrid::for_shape(p.shape, 1, p.periodic())?;
+        let mut mg = Hierarchy::new(c, g, &p, deepest([n; 3]), opts)?;
+        mg.vcycle_factor(c, 40)
     })
     .unwrap();
-    let r = &out[0].rep.residuals;
-    let f: Vec<f64> = r.windows(2).map(|w| w[1] / w[0]).collect();
-    f[f.len() - 3..].iter().cloned().fold(0.0, f64::max)
+    out[0]
 }
 
 #[test]
-fn vcycle_residual_factor_is_grid_independent() {
+fn vcycle_residual_factor_is_small_and_grid_independent() {
     for bc in [D, P] {
+        // Default over-relaxed sweeps (omega = 1.15) and plain Gauss-Seidel.
         let f22: Vec<f64> = [32, 64]
             .iter()
-            .map(|&n| asymptotic_factor(n, bc, 2, 2))
+            .map(|&n| factor(n, bc, 2, 2, 1.15))
             .collect();
         let f11: Vec<f64> = [32, 64]
             .iter()
-            .map(|&n| asymptotic_factor(n, bc, 1, 1))
+            .map(|&n| factor(n, bc, 1, 1, 1.15))
             .collect();
-        eprintln!("{bc:?}: V(2,2) {f22:.4?}, V(1,1) {f11:.4?}");
-        // Measured: V(2,2) 0.17-0.18, V(1,1) 0.41-0.42 (the two-grid factor
-        // of this smoother and these transfers; see the crate README). The
-        // bounds guard the measured behaviour; grid independence is the
-        // growth bound between n = 32 and 64.
-        for (f, bound) in [(&f22, 0.19), (&f11, 0.44)] {
+        let g22: Vec<f64> = [32, 64].iter().map(|&n| factor(n, bc, 2, 2, 1.0)).collect();
+        eprintln!(
+            "{bc:?}: omega 1.15: V(2,2) {f22:.4?}, V(1,1) {f11:.4?}; omega 1: V(2,2) {g22:.4?}"
+        );
+        for (f, bound) in [(&f22, 0.12), (&f11, 0.23), (&g22, 0.12)] {
             assert!(f.iter().all(|&x| x <= bound), "{bc:?}: {f:?} > {bound}");
-            assert!(f[1] <= f[0] * 1.05, "{bc:?}: factor grows {f:?}");
+            assert!(f[1] <= f[0] * 1.1, "{bc:?}: factor grows {f:?}");
         }
     }
+    // The factor estimate must see a slow smoother: one sweep of plain
+    // Gauss-Seidel without the coarse grid help is far above 0.23.
+    let weak = factor(32, D, 1, 0, 1.0);
+    assert!(weak > 0.3, "V(1,0) factor {weak}");
 }
 
 #[test]
