@@ -55,6 +55,9 @@ pub enum Target {
     /// and 4 ranks, communication-avoiding smoothing on and off, the
     /// V-cycle residual factor, PyAMG on the same problem.
     Multigrid(crate::bench_mg::Args),
+    /// sht: the theta and l transposition algorithms of the distributed
+    /// transforms at 2 and 4 ranks, queue lengths 1 to 13.
+    ShtTranspose(crate::sht_dist::BenchArgs),
 }
 
 /// Options of the benchmarks that live in their crates.
@@ -466,6 +469,7 @@ pub fn run(target: &Target) -> Result<()> {
         Target::ExactSum(a) => return crate_bench("comm", "exact_sum", &[], &a.rest),
         Target::Halo(a) => return crate_bench("halo", "halo_exchange", &[], &a.rest),
         Target::Multigrid(a) => return crate::bench_mg::run(a),
+        Target::ShtTranspose(a) => return crate::sht_dist::bench(a),
         Target::MethodCost(a) => return crate::cost::run(a),
     };
     let start = Instant::now();

@@ -1,6 +1,7 @@
 //! `cargo xtask bitexact [--mpi] [--orders 2,4,...]`: heat3d must produce
 //! the same bits for every rank count, process grid and exchange mode, and
-//! (with `--mpi`) under MPI as in-process.
+//! (with `--mpi`) under MPI as in-process. The distributed SHT suite of
+//! [`crate::sht_dist::bitexact`] runs first.
 //!
 //! Every case runs heat3d on the fixed uneven global size [`N`] for
 //! [`STEPS`] forward-Euler steps, writes the report with `--json` and
@@ -348,6 +349,8 @@ fn references(orders: &[usize]) -> Vec<Case> {
 pub fn run(args: &Args) -> Result<()> {
     let start = Instant::now();
     check_orders(&args.orders)?;
+    // The distributed SHT suite first (seconds), then heat3d's.
+    crate::sht_dist::bitexact(args.mpi)?;
     let plain = util::build_heat3d(false)?;
     let mpi_bin = if args.mpi {
         Some(util::build_heat3d(true)?)

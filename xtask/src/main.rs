@@ -9,6 +9,8 @@
 //!   tables, `heat3d.json` and `heat3d.png` ([`bench`]).
 //! - `cargo xtask bench imex | chebyshev | exact-sum | halo [-- ARGS]`: the
 //!   benchmarks that live in their crates, with their references.
+//! - `cargo xtask bench sht-transpose [--quick]`: the distributed SHT's
+//!   theta and l transposition algorithms vs queue length ([`sht_dist`]).
 //! - `cargo xtask ci`: everything CI checks, in order, stopping at the first
 //!   failure ([`ci`]).
 
@@ -18,6 +20,7 @@ mod bitexact;
 mod ci;
 mod cost;
 mod plot;
+mod sht_dist;
 mod stream;
 mod util;
 
