@@ -535,19 +535,12 @@ impl Hierarchy {
         self.check("f", f)?;
         {
             let w = self.levels[0].work.as_mut().expect("fine level");
-            w.u.as_mut_slice().copy_from_slice(u.as_slice());
+            std::mem::swap(&mut w.u, u);
             w.f.as_mut_slice().copy_from_slice(f.as_slice());
         }
-        self.run_cycle(comm, false)?;
-        u.as_mut_slice().copy_from_slice(
-            self.levels[0]
-                .work
-                .as_ref()
-                .expect("fine level")
-                .u
-                .as_slice(),
-        );
-        Ok(())
+        let res = self.run_cycle(comm, false);
+        std::mem::swap(&mut self.levels[0].work.as_mut().expect("fine level").u, u);
+        res
     }
 
     fn run_cycle(&mut self, comm: &dyn Communicator, symmetric: bool) -> Result<(), MgError> {
@@ -574,10 +567,10 @@ impl Hierarchy {
     /// Removes the global mean of the owned values (reproducible).
     fn remove_mean(&self, comm: &dyn Communicator, x: &mut Field) -> Result<(), MgError> {
         let lay = self.layout();
-        let mut acc = ExactSum::new();
+        let mut acc = Acc::new();
         let xs = x.as_slice();
-        for_owned(&lay, |i| acc.add(xs[i]));
-        let s = allreduce_exact_sums(comm, &[acc])?[0];
+        for_owned(&lay, |i| acc.push(xs[i]));
+        let s = allreduce_exact_sums(comm, &[acc.finish()])?[0];
         let n: usize = self.problem.shape.iter().product();
         let mean = s / n as f64;
         let xs = x.as_mut_slice();
@@ -589,33 +582,61 @@ impl Hierarchy {
     fn fine_residual(
         &mut self,
         comm: &dyn Communicator,
-        u: &Field,
+        u: &mut Field,
         f: &Field,
         r: &mut Field,
     ) -> Result<f64, MgError> {
         let lv = &mut self.levels[0];
         let w = lv.work.as_mut().expect("fine level");
-        w.u.as_mut_slice().copy_from_slice(u.as_slice());
         let t = Instant::now();
         lv.stats.halo_events += 1;
-        w.ex.exchange(comm, &mut [&mut w.u])?;
+        w.ex.exchange(comm, &mut [&mut *u])?;
         lv.stats.halo_s += t.elapsed().as_secs_f64();
         let t = Instant::now();
         let own = w.geom.owned();
         level::residual(
             &w.stencil,
             &w.layout,
-            w.u.as_slice(),
+            u.as_slice(),
             f.as_slice(),
             r.as_mut_slice(),
             &own,
         );
         lv.stats.residual_s += t.elapsed().as_secs_f64();
         let lay = w.layout;
-        let mut acc = ExactSum::new();
+        let mut acc = Acc::new();
         let rs = r.as_slice();
-        for_owned(&lay, |i| acc.add(rs[i] * rs[i]));
-        Ok(allreduce_exact_sums(comm, &[acc])?[0])
+        for_owned(&lay, |i| acc.push(rs[i] * rs[i]));
+        Ok(allreduce_exact_sums(comm, &[acc.finish()])?[0])
+    }
+
+    /// `q = A p` on the fine level and the exact global `(p, q)`, in one
+    /// pass (collective: one halo exchange, which updates `p`'s ghosts).
+    fn apply_dot(
+        &mut self,
+        comm: &dyn Communicator,
+        p: &mut Field,
+        q: &mut Field,
+    ) -> Result<f64, MgError> {
+        let lv = &mut self.levels[0];
+        let w = lv.work.as_mut().expect("fine level");
+        let t = Instant::now();
+        lv.stats.halo_events += 1;
+        w.ex.exchange(comm, &mut [&mut *p])?;
+        lv.stats.halo_s += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let own = w.geom.owned();
+        let mut acc = Acc::new();
+        level::apply(
+            &w.stencil,
+            &w.layout,
+            p.as_slice(),
+            q.as_mut_slice(),
+            &own,
+            |pv, au| acc.push(pv * au),
+        );
+        lv.stats.residual_s += t.elapsed().as_secs_f64();
+        Ok(allreduce_exact_sums(comm, &[acc.finish()])?[0])
     }
 
     /// The right-hand side actually solved: `f`, minus its (round-off)
@@ -625,13 +646,13 @@ impl Hierarchy {
         let mut b = f.clone();
         if self.problem.is_singular() {
             let lay = self.layout();
-            let (mut s, mut a) = (ExactSum::new(), ExactSum::new());
+            let (mut s, mut a) = (Acc::new(), Acc::new());
             let fs = f.as_slice();
             for_owned(&lay, |i| {
-                s.add(fs[i]);
-                a.add(fs[i].abs());
+                s.push(fs[i]);
+                a.push(fs[i].abs());
             });
-            let t = allreduce_exact_sums(comm, &[s, a])?;
+            let t = allreduce_exact_sums(comm, &[s.finish(), a.finish()])?;
             if t[1] > 0.0 && t[0].abs() > 1e-10 * t[1] {
                 let n: usize = self.problem.shape.iter().product();
                 return Err(MgError::Incompatible {
@@ -678,14 +699,14 @@ impl Hierarchy {
         if self.problem.is_singular() {
             self.remove_mean(comm, &mut u)?;
         }
-        let mut prev = self.fine_residual(comm, &u, &f, &mut r)?.sqrt();
+        let mut prev = self.fine_residual(comm, &mut u, &f, &mut r)?.sqrt();
         let mut ratios = Vec::with_capacity(cycles);
         for _ in 0..cycles {
             self.vcycle(comm, &mut u, &f)?;
             if self.problem.is_singular() {
                 self.remove_mean(comm, &mut u)?;
             }
-            let mut now = self.fine_residual(comm, &u, &f, &mut r)?.sqrt();
+            let mut now = self.fine_residual(comm, &mut u, &f, &mut r)?.sqrt();
             ratios.push(now / prev);
             if now < 1e-150 {
                 // Linear in u (f = 0): rescale to stay clear of underflow.
@@ -770,46 +791,43 @@ impl Hierarchy {
         let mut p = self.new_field();
         let mut q = self.new_field();
         let mut r_old = self.new_field();
-        let zero = self.new_field();
         let mut it = 0;
         let mut cycles = 0;
         if res[0] > self.opts.tol {
-            self.precondition(comm, &r, &mut z)?;
+            self.precondition(comm, &mut r, &mut z)?;
             cycles += 1;
             p.as_mut_slice().copy_from_slice(z.as_slice());
             let mut rz = dot_all(comm, &lay, &[(&r, &z)])?[0];
             while it < self.opts.max_iter {
-                // q = A p = -(0 - A p)
-                self.fine_residual(comm, &p, &zero, &mut q)?;
-                {
-                    let qs = q.as_mut_slice();
-                    for_owned(&lay, |i| qs[i] = -qs[i]);
-                }
-                let pq = dot_all(comm, &lay, &[(&p, &q)])?[0];
+                // q = A p and (p, q) in one pass.
+                let pq = self.apply_dot(comm, &mut p, &mut q)?;
                 if pq <= 0.0 || !pq.is_finite() {
                     break;
                 }
                 let alpha = rz / pq;
-                r_old.as_mut_slice().copy_from_slice(r.as_slice());
+                let mut acc = Acc::new();
                 {
-                    let (us, ps, rs, qs) = (
+                    let (us, ps, rs, qs, ro) = (
                         u.as_mut_slice(),
                         p.as_slice(),
                         r.as_mut_slice(),
                         q.as_slice(),
+                        r_old.as_mut_slice(),
                     );
                     for_owned(&lay, |i| {
+                        ro[i] = rs[i];
                         us[i] += alpha * ps[i];
                         rs[i] -= alpha * qs[i];
+                        acc.push(rs[i] * rs[i]);
                     });
                 }
                 it += 1;
-                let rr = dot_all(comm, &lay, &[(&r, &r)])?[0];
+                let rr = allreduce_exact_sums(comm, &[acc.finish()])?[0];
                 res.push(rr.sqrt() / scale);
                 if res[it] <= self.opts.tol {
                     break;
                 }
-                self.precondition(comm, &r, &mut z)?;
+                self.precondition(comm, &mut r, &mut z)?;
                 cycles += 1;
                 let d = dot_all(comm, &lay, &[(&z, &r), (&z, &r_old)])?;
                 let beta = (d[0] - d[1]) / rz;
@@ -835,23 +853,20 @@ impl Hierarchy {
     fn precondition(
         &mut self,
         comm: &dyn Communicator,
-        r: &Field,
+        r: &mut Field,
         z: &mut Field,
     ) -> Result<(), MgError> {
         {
+            // The cycle only reads the fine right-hand side (and may
+            // refresh its ghosts): lend r to it instead of copying.
             let w = self.levels[0].work.as_mut().expect("fine level");
             w.u.as_mut_slice().fill(0.0);
-            w.f.as_mut_slice().copy_from_slice(r.as_slice());
+            std::mem::swap(&mut w.f, r);
         }
-        self.run_cycle(comm, true)?;
-        z.as_mut_slice().copy_from_slice(
-            self.levels[0]
-                .work
-                .as_ref()
-                .expect("fine level")
-                .u
-                .as_slice(),
-        );
+        let res = self.run_cycle(comm, true);
+        std::mem::swap(&mut self.levels[0].work.as_mut().expect("fine level").f, r);
+        res?;
+        std::mem::swap(&mut self.levels[0].work.as_mut().expect("fine level").u, z);
         if self.problem.is_singular() {
             self.remove_mean(comm, z)?;
         }
@@ -1241,6 +1256,39 @@ fn cycle(
     Ok(())
 }
 
+/// An exact sum fed through a buffer, so that values reach
+/// [`ExactSum::add_slice`] (binned, several times faster than one `add` per
+/// value) in blocks. The sum is the same as adding them one by one.
+struct Acc {
+    sum: ExactSum,
+    buf: Vec<f64>,
+}
+
+impl Acc {
+    const BLOCK: usize = 4096;
+
+    fn new() -> Self {
+        Acc {
+            sum: ExactSum::new(),
+            buf: Vec::with_capacity(Self::BLOCK),
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, x: f64) {
+        self.buf.push(x);
+        if self.buf.len() == Self::BLOCK {
+            self.sum.add_slice(&self.buf);
+            self.buf.clear();
+        }
+    }
+
+    fn finish(mut self) -> ExactSum {
+        self.sum.add_slice(&self.buf);
+        self.sum
+    }
+}
+
 /// Exact global `||x||²` over the owned cells.
 fn norm2(comm: &dyn Communicator, lay: &FieldLayout, x: &Field) -> Result<f64, MgError> {
     Ok(dot_all(comm, lay, &[(x, x)])?[0])
@@ -1257,9 +1305,9 @@ fn dot_all(
         .iter()
         .map(|(a, b)| {
             let (a, b) = (a.as_slice(), b.as_slice());
-            let mut acc = ExactSum::new();
-            for_owned(lay, |i| acc.add(a[i] * b[i]));
-            acc
+            let mut acc = Acc::new();
+            for_owned(lay, |i| acc.push(a[i] * b[i]));
+            acc.finish()
         })
         .collect();
     Ok(allreduce_exact_sums(comm, &accs)?)

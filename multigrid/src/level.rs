@@ -204,14 +204,15 @@ pub(crate) fn smooth(
     }
 }
 
-/// `r = f - A u` over the padded `region` (`u`'s ghosts must be current).
-pub(crate) fn residual(
+/// Calls `emit(x, (A u)[x])` for every cell `x` of the padded `region`
+/// (`u`'s ghosts must be current).
+#[inline(always)]
+fn stencil_apply(
     st: &Stencil,
     lay: &FieldLayout,
     u: &[f64],
-    f: &[f64],
-    r: &mut [f64],
     region: &Region,
+    mut emit: impl FnMut(usize, f64),
 ) {
     let s = lay.strides();
     let (s0, s1) = (s[0], s[1]);
@@ -227,7 +228,7 @@ pub(crate) fn residual(
                         let nb = ih2[0] * (u[x - s0] + u[x + s0])
                             + ih2[1] * (u[x - s1] + u[x + s1])
                             + ih2[2] * (u[x - 1] + u[x + 1]);
-                        r[x] = f[x] - (d * u[x] - nb);
+                        emit(x, d * u[x] - nb);
                     }
                 }
                 Stencil::Var { w, diag, .. } => {
@@ -236,12 +237,40 @@ pub(crate) fn residual(
                         let nb = (w[0][x] * u[x - s0] + w[0][x + s0] * u[x + s0])
                             + (w[1][x] * u[x - s1] + w[1][x + s1] * u[x + s1])
                             + (w[2][x] * u[x - 1] + w[2][x + 1] * u[x + 1]);
-                        r[x] = f[x] - (diag[x] * u[x] - nb);
+                        emit(x, diag[x] * u[x] - nb);
                     }
                 }
             }
         }
     }
+}
+
+/// `r = f - A u` over the padded `region` (`u`'s ghosts must be current).
+pub(crate) fn residual(
+    st: &Stencil,
+    lay: &FieldLayout,
+    u: &[f64],
+    f: &[f64],
+    r: &mut [f64],
+    region: &Region,
+) {
+    stencil_apply(st, lay, u, region, |x, au| r[x] = f[x] - au);
+}
+
+/// `q = A u` over the padded `region` (`u`'s ghosts must be current),
+/// calling `each(u[x], q[x])` for every cell in order.
+pub(crate) fn apply(
+    st: &Stencil,
+    lay: &FieldLayout,
+    u: &[f64],
+    q: &mut [f64],
+    region: &Region,
+    mut each: impl FnMut(f64, f64),
+) {
+    stencil_apply(st, lay, u, region, |x, au| {
+        q[x] = au;
+        each(u[x], au);
+    });
 }
 
 /// `coarse_f` (owned, layout `lc`) = 8-cell average of `fine_r` (layout
