@@ -403,12 +403,10 @@ impl DistSht {
                 "measure needs a concrete algorithm, not auto".into(),
             ));
         }
-        let (level, lm) = (
-            vec![ZERO; nfields * self.level_len()],
-            vec![ZERO; nfields * self.lm_len()],
-        );
+        let mut level = vec![ZERO; nfields * self.level_len()];
+        let mut lm = vec![ZERO; nfields * self.lm_len()];
         let mut times = Vec::with_capacity(reps);
-        let once = |s: &mut Self| -> Result<(), DistError> {
+        let mut once = |s: &mut Self| -> Result<(), DistError> {
             match which {
                 Transposition::Theta => {
                     for f0 in (0..nfields).step_by(s.queue) {
@@ -418,10 +416,8 @@ impl DistSht {
                     }
                 }
                 Transposition::L => {
-                    let mut lm2 = lm.clone();
-                    let mut level2 = level.clone();
-                    s.l_move(alg, &level, &mut lm2, nfields)?;
-                    s.l_back(alg, &lm, &mut level2, nfields)?;
+                    s.l_move(alg, &level, &mut lm, nfields)?;
+                    s.l_back(alg, &lm, &mut level, nfields)?;
                 }
             }
             Ok(())
@@ -488,7 +484,9 @@ impl DistSht {
     pub fn queue(&self) -> usize {
         self.queue
     }
-    /// The theta transposition's algorithm (the winner under `Auto`).
+    /// The theta transposition's algorithm (the winner under `Auto`; with
+    /// one theta rank there is no theta transposition, and `Auto` leaves
+    /// [`Algorithm::A2aw`] unmeasured).
     pub fn theta_algorithm(&self) -> Algorithm {
         self.theta_alg
     }

@@ -294,6 +294,16 @@ fn bit_identical_odd_ntheta_and_wide_nphi() {
 }
 
 #[test]
+fn bit_identical_larger_grid() {
+    // lmax 31 on 48 latitudes, 6 levels, 2 fields: several latitudes,
+    // orders and levels per rank, uneven blocks.
+    let case = Case::new(48, 96, 31, 6, 2);
+    for (pr, pt) in [(2, 3), (1, 6), (3, 2), (6, 1), (2, 4), (1, 5)] {
+        case.check_grid(pr, pt, &[1, 2]);
+    }
+}
+
+#[test]
 fn threads_and_auto_are_bit_identical() {
     let case = Case::new(16, 32, 10, 4, 4);
     for (pr, pt) in [(1, 3), (2, 2), (4, 1)] {
