@@ -12,6 +12,9 @@
 //!
 //! In-process cases run two at a time (the machines have 2 cores); MPI cases
 //! run one at a time, each `mpirun` oversubscribing the cores already.
+//!
+//! `--suite` picks these (SHT and heat3d), the multigrid suite of
+//! [`crate::bitexact_mg`] (the `poisson` app), or all of them (the default).
 
 use crate::util::{self, HeatReport, MPIRUN_FLAGS};
 use anyhow::{bail, Result};
@@ -61,6 +64,20 @@ pub struct Args {
     /// In-process cases run at the same time.
     #[arg(long, default_value_t = 2)]
     pub jobs: usize,
+    /// Which suites to run.
+    #[arg(long, value_enum, default_value_t = Suite::All)]
+    pub suite: Suite,
+}
+
+/// The suites of `cargo xtask bitexact`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Suite {
+    /// Every suite.
+    All,
+    /// The SHT and heat3d suites.
+    Heat3d,
+    /// The `poisson` app only ([`crate::bitexact_mg`]).
+    Multigrid,
 }
 
 /// Where a case runs.
@@ -344,9 +361,22 @@ fn references(orders: &[usize]) -> Vec<Case> {
         .collect()
 }
 
-/// Runs the suite; prints the table and `bitexact: N passed, M failed`, and
-/// fails if any case failed or differed.
+/// Runs the selected suites; fails if any case of either failed or differed.
 pub fn run(args: &Args) -> Result<()> {
+    let heat3d = match args.suite {
+        Suite::Multigrid => Ok(()),
+        _ => run_heat3d(args),
+    };
+    let multigrid = match args.suite {
+        Suite::Heat3d => Ok(()),
+        _ => crate::bitexact_mg::run(args.mpi, args.jobs),
+    };
+    heat3d.and(multigrid)
+}
+
+/// Runs the heat3d suite; prints the table and `bitexact: N passed, M
+/// failed`, and fails if any case failed or differed.
+fn run_heat3d(args: &Args) -> Result<()> {
     let start = Instant::now();
     check_orders(&args.orders)?;
     // The distributed SHT suite first (seconds), then heat3d's.

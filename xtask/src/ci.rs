@@ -266,6 +266,7 @@ pub fn run(args: &Args) -> Result<()> {
                 mpi: false,
                 orders: bitexact::ORDERS.to_vec(),
                 jobs: 2,
+                suite: bitexact::Suite::All,
             })
         })?;
         p.stage(skip, "bitexact-mpi", "cargo xtask bitexact --mpi", || {
@@ -273,6 +274,7 @@ pub fn run(args: &Args) -> Result<()> {
                 mpi: true,
                 orders: bitexact::ORDERS.to_vec(),
                 jobs: 2,
+                suite: bitexact::Suite::All,
             })
         })?;
         Ok(())

@@ -1,9 +1,11 @@
 //! Project automation, run as `cargo xtask TASK` (an alias in
 //! `.cargo/config.toml` for `cargo run --release --package xtask --`).
 //!
-//! - `cargo xtask bitexact [--mpi] [--orders 2,4,...]`: heat3d gives the same
-//!   field bits for every rank count, process grid, exchange mode and
-//!   backend ([`bitexact`]).
+//! - `cargo xtask bitexact [--mpi] [--orders 2,4,...] [--suite all|heat3d|multigrid]`:
+//!   heat3d gives the same field bits for every rank count, process grid,
+//!   exchange mode and backend ([`bitexact`]); the `poisson` app the same
+//!   solution and residual history for every rank count, overlap,
+//!   communication avoidance and agglomeration threshold ([`bitexact_mg`]).
 //! - `cargo xtask bench heat3d [--quick] [--out DIR]`: weak scaling, the
 //!   order sweep against a memory-bandwidth reference, blocking vs overlap;
 //!   tables, `heat3d.json` and `heat3d.png` ([`bench`]).
@@ -17,6 +19,7 @@
 mod bench;
 mod bench_mg;
 mod bitexact;
+mod bitexact_mg;
 mod ci;
 mod cost;
 mod plot;
@@ -37,7 +40,7 @@ struct Cli {
 /// The tasks.
 #[derive(Debug, Subcommand)]
 enum Task {
-    /// heat3d's field hash must not depend on ranks, grid, mode or backend.
+    /// heat3d's and poisson's hashes must not depend on ranks, grid, options or backend.
     Bitexact(bitexact::Args),
     /// Benchmarks.
     Bench {

@@ -1,0 +1,177 @@
+//! `poisson`: the command-line front end. Defaults < configuration file <
+//! command-line flags.
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use heat3d::config::PerAxis;
+use poisson::config::{Bc, Ca, Config, Solver};
+use std::path::PathBuf;
+
+/// HPGMG-style Poisson benchmark: a manufactured solution solved by
+/// multigrid-preconditioned CG or V-cycles, on in-process ranks or under
+/// MPI; reports times per level and phase, halo exchanges per V-cycle, the
+/// error, DOF/s and a decomposition-independent hash of the solution.
+#[derive(Debug, Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    /// TOML configuration file (every key optional; see README).
+    #[arg(short, long)]
+    config: Option<PathBuf>,
+    /// In-process ranks (default: the number of cores). Ignored under mpirun.
+    #[arg(long)]
+    ranks: Option<usize>,
+    /// Cells per axis: N (or NXxNYxNZ).
+    #[arg(long, value_parser = heat3d::config::parse_triple)]
+    n: Option<[usize; 3]>,
+    /// Cells per axis: AxBxC.
+    #[arg(long, value_parser = heat3d::config::parse_triple, conflicts_with = "n")]
+    shape: Option<[usize; 3]>,
+    /// Boundary conditions.
+    #[arg(long, value_enum)]
+    bc: Option<Bc>,
+    /// Solver: MG-preconditioned CG or V-cycles.
+    #[arg(long, value_enum)]
+    solver: Option<Solver>,
+    /// Relative residual to reach.
+    #[arg(long)]
+    tol: Option<f64>,
+    /// Iteration limit.
+    #[arg(long)]
+    max_iter: Option<usize>,
+    /// Levels, finest and bottom included (default: deepest with a bottom
+    /// of at least 8 cells).
+    #[arg(long)]
+    levels: Option<usize>,
+    /// Pre-smoothing red-black sweeps.
+    #[arg(long)]
+    pre: Option<usize>,
+    /// Post-smoothing black-red sweeps.
+    #[arg(long)]
+    post: Option<usize>,
+    /// Relaxation factor of the sweeps.
+    #[arg(long)]
+    omega: Option<f64>,
+    /// Blocking halo exchanges in the sweeps (no overlap with smoothing).
+    #[arg(long)]
+    no_overlap: bool,
+    /// Communication-avoiding smoothing: everywhere, nowhere, or on the
+    /// fine or the coarse levels only.
+    #[arg(long, value_enum)]
+    ca: Option<Ca>,
+    /// Gather coarse levels with fewer cells per rank than this onto fewer
+    /// ranks.
+    #[arg(long)]
+    agglomerate_below: Option<usize>,
+    /// Largest bottom level (cells) for the dense solve.
+    #[arg(long)]
+    max_bottom_cells: Option<usize>,
+    /// Solve this many times from zero; the median time is reported.
+    #[arg(long)]
+    repeat: Option<usize>,
+    /// Process grid PXxPYxPZ (default: even blocks, smallest surface).
+    #[arg(long, value_parser = heat3d::config::parse_triple)]
+    grid: Option<[usize; 3]>,
+    /// Write the report as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// No progress messages and no table.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+fn config(cli: &Cli) -> Result<Config> {
+    let mut c = match &cli.config {
+        Some(p) => Config::from_file(p)?,
+        None => Config::default(),
+    };
+    if let Some(n) = cli.n.or(cli.shape) {
+        c.n = PerAxis::Each(n);
+    }
+    macro_rules! set {
+        ($($f:ident),*) => { $( if let Some(v) = cli.$f { c.$f = v; } )* };
+    }
+    set!(
+        bc,
+        solver,
+        tol,
+        max_iter,
+        pre,
+        post,
+        omega,
+        ca,
+        agglomerate_below,
+        max_bottom_cells,
+        repeat
+    );
+    if cli.levels.is_some() {
+        c.levels = cli.levels;
+    }
+    if cli.grid.is_some() {
+        c.grid = cli.grid;
+    }
+    if cli.no_overlap {
+        c.overlap = false;
+    }
+    Ok(c)
+}
+
+fn finish(cli: &Cli, report: &poisson::Report) -> Result<()> {
+    if !cli.quiet {
+        println!("{}", report.summary());
+    }
+    if let Some(p) = &cli.json {
+        let text = serde_json::to_string_pretty(report)?;
+        heat3d::output::atomic_write(p, text.as_bytes())?;
+    }
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    match real_main(&cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn under_mpi() -> bool {
+    comm::mpi::is_launched_by_mpirun()
+}
+
+#[cfg(not(feature = "mpi"))]
+fn under_mpi() -> bool {
+    false
+}
+
+fn real_main(cli: &Cli) -> Result<()> {
+    let cfg = config(cli)?;
+    if under_mpi() {
+        #[cfg(feature = "mpi")]
+        {
+            let report = comm::mpi::run(|c| {
+                poisson::run(c, &cfg, !cli.quiet)
+                    .map(|r| (c.rank(), r))
+                    .map_err(|e| format!("{e:#}"))
+            })
+            .map_err(anyhow::Error::msg)?;
+            if report.0 == 0 {
+                finish(cli, &report.1)?;
+            }
+            return Ok(());
+        }
+    }
+    let ranks = cli.ranks.unwrap_or_else(comm::local::default_ranks);
+    if ranks == 0 {
+        bail!("--ranks must be at least 1, got 0");
+    }
+    let reports = comm::local::run(ranks, |c| {
+        poisson::run(c, &cfg, !cli.quiet).map_err(|e| format!("{e:#}"))
+    })
+    .map_err(|e| anyhow::anyhow!("{}", e.reason))
+    .context(format!("poisson failed on {ranks} in-process rank(s)"))?;
+    finish(cli, &reports[0])
+}

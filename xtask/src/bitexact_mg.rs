@@ -1,0 +1,518 @@
+//! The multigrid suite of `cargo xtask bitexact`: the `poisson` app must
+//! give the same solution bits and residual history for every rank count,
+//! halo overlap, communication-avoiding smoothing and agglomeration
+//! threshold, and (with `--mpi`) under MPI as in-process.
+//!
+//! Every case runs `poisson` on [`SHAPE`] with one of the boundary and
+//! solver pairs of [`SETS`], writes the report with `--json` and compares
+//! its solution hash (`hash_hex`) and residual-history hash
+//! (`residuals_hash_hex`) with the in-process 1-rank run of the same set
+//! with blocking sweeps, no communication avoidance and no agglomeration.
+//! In-process: ranks [`RANKS`] x overlap on/off x communication-avoiding
+//! on/off x [`AGGLOMERATE`]. MPI: `mpirun -np` [`MPI_RANKS`] x
+//! [`MPI_OPTIONS`]. [`check_shape`] verifies before anything runs that the
+//! app's process grid gives even blocks on every rank count (so the
+//! hierarchy can coarsen), and the suite fails if no case agglomerated a
+//! level or engaged communication-avoiding smoothing (nothing would have
+//! been tested).
+
+use crate::util::{self, MPIRUN_FLAGS};
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Global cells: even blocks on 1, 2, 3, 4, 6 and 8 ranks, five levels
+/// (48, 24, 12, 6, bottom 3), coarse blocks that become odd (agglomeration
+/// engages even with threshold 0) and blocks of at least 4 on the upper
+/// levels (communication avoidance engages).
+pub const SHAPE: [usize; 3] = [48, 48, 48];
+/// Boundary conditions and solver of each set.
+pub const SETS: [(&str, &str); 4] = [
+    ("dirichlet", "pcg"),
+    ("mixed", "mg"),
+    ("neumann", "pcg"),
+    ("periodic", "mg"),
+];
+/// In-process rank counts.
+pub const RANKS: [usize; 6] = [1, 2, 3, 4, 6, 8];
+/// Agglomeration thresholds: only where blocks turn odd, the default, and
+/// every coarse level onto as few ranks as possible.
+pub const AGGLOMERATE: [usize; 3] = [0, 512, 1 << 40];
+/// MPI process counts.
+pub const MPI_RANKS: [usize; 3] = [1, 2, 4];
+/// MPI options: (overlap, communication avoidance, agglomeration threshold).
+pub const MPI_OPTIONS: [(bool, bool, usize); 3] =
+    [(true, true, 512), (false, false, 0), (true, false, 1 << 40)];
+/// Longest one case may run before it is killed and counted as failed.
+const CASE_LIMIT: Duration = Duration::from_secs(120);
+
+/// Where a case runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    InProcess,
+    Mpi,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Backend::InProcess => "in-process",
+            Backend::Mpi => "mpi",
+        }
+    }
+}
+
+/// One poisson run.
+#[derive(Debug, Clone, Copy)]
+struct Case {
+    set: usize,
+    ranks: usize,
+    overlap: bool,
+    ca: bool,
+    agglomerate: usize,
+    backend: Backend,
+}
+
+/// One level of the report (what the coverage checks read).
+#[derive(Debug, Clone, Deserialize)]
+struct Level {
+    ranks: usize,
+    comm_avoiding: bool,
+}
+
+/// The fields of poisson's `--json` report that the suite reads.
+#[derive(Debug, Clone, Deserialize)]
+struct Report {
+    hash_hex: String,
+    residuals_hash_hex: String,
+    ranks: usize,
+    backend: String,
+    converged: bool,
+    iterations: usize,
+    levels: Vec<Level>,
+}
+
+impl Report {
+    fn key(&self) -> (&str, &str) {
+        (&self.hash_hex, &self.residuals_hash_hex)
+    }
+}
+
+/// What one run gave.
+#[derive(Debug)]
+struct Ran {
+    result: std::result::Result<Report, String>,
+    seconds: f64,
+}
+
+/// Checks that the grid `poisson` picks for [`SHAPE`] gives even blocks on
+/// every rank count of the suites.
+pub fn check_shape(shape: [usize; 3]) -> Result<()> {
+    let levels = poisson::config::default_levels(shape);
+    for &p in RANKS.iter().chain(&MPI_RANKS) {
+        for periodic in [[false; 3], [true, false, false], [true; 3]] {
+            let g = poisson::config::choose_grid(shape, p, periodic, levels)?;
+            if !poisson::config::even_blocks(shape, g.dims()) {
+                bail!(
+                    "{} on {p} ranks (grid {:?}) has odd blocks: multigrid cannot coarsen it",
+                    util::triple(shape),
+                    g.dims()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Builds `poisson` in release (with the `mpi` feature when `mpi`) and
+/// returns a private copy (`target/xtask/bin/poisson` or `poisson-mpi`), so
+/// running copies are independent of later builds with other features.
+pub fn build_poisson(mpi: bool) -> Result<PathBuf> {
+    let mut args = vec![
+        "build",
+        "--release",
+        "-p",
+        "poisson",
+        "--message-format=json-render-diagnostics",
+    ];
+    if mpi {
+        args.extend(["--features", "mpi"]);
+    }
+    let what = format!("cargo {}", args.join(" "));
+    eprintln!("$ {what}");
+    let mut child = util::cargo()
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("cannot run `{what}`"))?;
+    let mut exe = None;
+    let stdout = child.stdout.take().context("no stdout from cargo")?;
+    for line in BufReader::new(stdout).lines() {
+        let line = line?;
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        if v["reason"] == "compiler-artifact" && v["target"]["name"] == "poisson" {
+            if let Some(e) = v["executable"].as_str() {
+                exe = Some(PathBuf::from(e));
+            }
+        }
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("`{what}` failed with {status}");
+    }
+    let exe = exe.with_context(|| format!("`{what}` reported no poisson executable"))?;
+    let bin = util::xtask_dir("bin")?;
+    let name = if mpi { "poisson-mpi" } else { "poisson" };
+    let dst = bin.join(name);
+    let tmp = bin.join(format!(".{name}.{}", std::process::id()));
+    std::fs::copy(&exe, &tmp)
+        .with_context(|| format!("cannot copy {} to {}", exe.display(), tmp.display()))?;
+    std::fs::rename(&tmp, &dst)
+        .with_context(|| format!("cannot move {} to {}", tmp.display(), dst.display()))?;
+    Ok(dst)
+}
+
+fn run_case(bin: &Path, case: &Case, json: &Path) -> Ran {
+    let mut cmd = match case.backend {
+        Backend::InProcess => {
+            let mut c = Command::new(bin);
+            c.args(["--ranks", &case.ranks.to_string()]);
+            for v in [
+                "OMPI_COMM_WORLD_SIZE",
+                "PMI_SIZE",
+                "PMI_RANK",
+                "PMIX_RANK",
+                "MV2_COMM_WORLD_SIZE",
+                "MPI_LOCALNRANKS",
+            ] {
+                c.env_remove(v);
+            }
+            c
+        }
+        Backend::Mpi => {
+            let mut c = Command::new("mpirun");
+            c.args(MPIRUN_FLAGS)
+                .args(["-np", &case.ranks.to_string()])
+                .arg(bin);
+            c
+        }
+    };
+    let (bc, solver) = SETS[case.set];
+    cmd.args(["--shape", &util::triple(SHAPE)])
+        .args(["--bc", bc, "--solver", solver])
+        .args(["--ca", if case.ca { "on" } else { "off" }])
+        .args(["--agglomerate-below", &case.agglomerate.to_string()]);
+    if !case.overlap {
+        cmd.arg("--no-overlap");
+    }
+    cmd.args(["--quiet", "--json"]).arg(json);
+    let _ = std::fs::remove_file(json);
+    let out = match util::run_captured(cmd, CASE_LIMIT) {
+        Ok(o) => o,
+        Err(e) => {
+            return Ran {
+                result: Err(format!("{e:#}")),
+                seconds: 0.0,
+            }
+        }
+    };
+    let seconds = out.seconds;
+    if !out.success() {
+        return Ran {
+            result: Err(format!(
+                "{}\n--- stderr ---\n{}",
+                out.status_text(),
+                out.stderr.trim_end()
+            )),
+            seconds,
+        };
+    }
+    let result = std::fs::read_to_string(json)
+        .map_err(|e| format!("poisson wrote no report to {}: {e}", json.display()))
+        .and_then(|t| {
+            serde_json::from_str::<Report>(&t)
+                .map_err(|e| format!("cannot parse {}: {e}", json.display()))
+        })
+        .and_then(|r| {
+            if r.ranks != case.ranks || r.backend != case.backend.name() {
+                Err(format!(
+                    "asked for {} {} rank(s), the report says {} {}",
+                    case.ranks,
+                    case.backend.name(),
+                    r.ranks,
+                    r.backend
+                ))
+            } else if !r.converged {
+                Err(format!("not converged after {} iterations", r.iterations))
+            } else {
+                Ok(r)
+            }
+        });
+    Ran { result, seconds }
+}
+
+/// Runs `cases` on `jobs` threads; calls `done` in case order.
+fn run_all(
+    bin: &Path,
+    dir: &Path,
+    label: &str,
+    cases: &[Case],
+    jobs: usize,
+    mut done: impl FnMut(&Case, &Ran),
+) {
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = mpsc::channel::<(usize, Ran)>();
+    std::thread::scope(|s| {
+        for _ in 0..jobs.clamp(1, cases.len().max(1)) {
+            let tx = tx.clone();
+            let next = &next;
+            s.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(case) = cases.get(i) else { break };
+                let ran = run_case(bin, case, &dir.join(format!("{label}{i}.json")));
+                if tx.send((i, ran)).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        let mut slots: Vec<Option<Ran>> = (0..cases.len()).map(|_| None).collect();
+        let mut printed = 0;
+        for (i, ran) in rx {
+            slots[i] = Some(ran);
+            while let Some(Some(r)) = slots.get(printed) {
+                done(&cases[printed], r);
+                printed += 1;
+            }
+        }
+    });
+}
+
+/// Counts the results and what the cases exercised.
+#[derive(Debug, Default)]
+struct Tally {
+    passed: usize,
+    failed: usize,
+    agglomerated: bool,
+    comm_avoiding: bool,
+}
+
+impl Tally {
+    fn header() {
+        println!(
+            "{:<9} {:<6} {:>5} {:<7} {:<3} {:>11} {:<10} {:<16} {:<6} {:>7}",
+            "bc",
+            "solver",
+            "ranks",
+            "overlap",
+            "ca",
+            "agglomerate",
+            "backend",
+            "hash",
+            "result",
+            "time"
+        );
+    }
+
+    fn row(&mut self, case: &Case, ran: &Ran, reference: Option<Option<(String, String)>>) {
+        let verdict = match (&ran.result, &reference) {
+            (Ok(_), None) => "ref",
+            (Ok(r), Some(Some((h, rh)))) if r.key() == (h.as_str(), rh.as_str()) => "OK",
+            (Ok(r), Some(Some((h, _)))) if r.hash_hex == *h => "HIST",
+            (Ok(_), Some(Some(_))) => "DIFF",
+            (Ok(_), Some(None)) => "NOREF",
+            (Err(_), _) => "FAILED",
+        };
+        if let Ok(r) = &ran.result {
+            self.agglomerated |= r.levels.iter().any(|l| l.ranks < case.ranks);
+            self.comm_avoiding |= case.ranks > 1 && r.levels.iter().any(|l| l.comm_avoiding);
+        }
+        if matches!(verdict, "ref" | "OK") {
+            self.passed += 1;
+        } else {
+            self.failed += 1;
+        }
+        let (bc, solver) = SETS[case.set];
+        let onoff = |b: bool| if b { "on" } else { "off" };
+        println!(
+            "{:<9} {:<6} {:>5} {:<7} {:<3} {:>11} {:<10} {:<16} {:<6} {:>6.2}s",
+            bc,
+            solver,
+            case.ranks,
+            onoff(case.overlap),
+            onoff(case.ca),
+            if case.agglomerate >= 1 << 40 {
+                "2^40".to_string()
+            } else {
+                case.agglomerate.to_string()
+            },
+            case.backend.name(),
+            ran.result.as_ref().map_or("-", |r| r.hash_hex.as_str()),
+            verdict,
+            ran.seconds
+        );
+        if let Err(e) = &ran.result {
+            for line in e.lines() {
+                println!("      | {line}");
+            }
+        }
+    }
+}
+
+/// The reference of each set: 1 in-process rank, blocking sweeps, no
+/// communication avoidance, no agglomeration beyond odd blocks.
+fn references() -> Vec<Case> {
+    (0..SETS.len())
+        .map(|set| Case {
+            set,
+            ranks: 1,
+            overlap: false,
+            ca: false,
+            agglomerate: 0,
+            backend: Backend::InProcess,
+        })
+        .collect()
+}
+
+fn in_process_cases() -> Vec<Case> {
+    let mut v = vec![];
+    for set in 0..SETS.len() {
+        for ranks in RANKS {
+            for overlap in [false, true] {
+                for ca in [false, true] {
+                    for agglomerate in AGGLOMERATE {
+                        if ranks == 1 && !overlap && !ca && agglomerate == 0 {
+                            continue;
+                        }
+                        v.push(Case {
+                            set,
+                            ranks,
+                            overlap,
+                            ca,
+                            agglomerate,
+                            backend: Backend::InProcess,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    v
+}
+
+fn mpi_cases() -> Vec<Case> {
+    let mut v = vec![];
+    for set in 0..SETS.len() {
+        for ranks in MPI_RANKS {
+            for (overlap, ca, agglomerate) in MPI_OPTIONS {
+                v.push(Case {
+                    set,
+                    ranks,
+                    overlap,
+                    ca,
+                    agglomerate,
+                    backend: Backend::Mpi,
+                });
+            }
+        }
+    }
+    v
+}
+
+/// Runs the multigrid suite (in-process, or under MPI when `mpi`) with
+/// `jobs` in-process cases at a time; prints the table and
+/// `bitexact multigrid: N passed, M failed`.
+pub fn run(mpi: bool, jobs: usize) -> Result<()> {
+    let start = Instant::now();
+    check_shape(SHAPE)?;
+    let plain = build_poisson(false)?;
+    let mpi_bin = if mpi {
+        Some(build_poisson(true)?)
+    } else {
+        None
+    };
+    let dir = util::scratch_dir(if mpi {
+        "bitexact-mg-mpi"
+    } else {
+        "bitexact-mg"
+    })?;
+    let runs_start = Instant::now();
+    println!(
+        "bitexact multigrid: {} cells, sets {:?}, {} suite",
+        util::triple(SHAPE),
+        SETS,
+        if mpi { "MPI" } else { "in-process" }
+    );
+    Tally::header();
+    let mut tally = Tally::default();
+    let mut refs: Vec<Option<(String, String)>> = vec![None; SETS.len()];
+    run_all(&plain, &dir, "ref", &references(), 1, |case, ran| {
+        tally.row(case, ran, None);
+        refs[case.set] = ran
+            .result
+            .as_ref()
+            .ok()
+            .map(|r| (r.hash_hex.clone(), r.residuals_hash_hex.clone()));
+    });
+    let (bin, cases, jobs) = match &mpi_bin {
+        Some(b) => (b.as_path(), mpi_cases(), 1),
+        None => (plain.as_path(), in_process_cases(), jobs),
+    };
+    run_all(bin, &dir, "case", &cases, jobs, |case, ran| {
+        tally.row(case, ran, Some(refs[case.set].clone()));
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    println!(
+        "({} runs in {:.1} s; {:.1} s with the builds)",
+        tally.passed + tally.failed,
+        runs_start.elapsed().as_secs_f64(),
+        start.elapsed().as_secs_f64()
+    );
+    println!(
+        "bitexact multigrid: {} passed, {} failed",
+        tally.passed, tally.failed
+    );
+    if tally.failed > 0 {
+        bail!(
+            "{} of {} multigrid bit-exactness runs failed or differed (HIST: same solution, different residual history)",
+            tally.failed,
+            tally.passed + tally.failed
+        );
+    }
+    if !tally.agglomerated || !tally.comm_avoiding {
+        bail!(
+            "the multigrid suite exercised no {} (check SHAPE)",
+            if tally.agglomerated {
+                "communication-avoiding smoothing on several ranks"
+            } else {
+                "agglomeration"
+            }
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shape_has_even_blocks_on_every_rank_count() {
+        check_shape(SHAPE).unwrap();
+        assert!(check_shape([20, 20, 20]).is_err(), "20 / 3 is not even");
+    }
+
+    #[test]
+    fn suite_sizes() {
+        assert_eq!(in_process_cases().len(), SETS.len() * (6 * 2 * 2 * 3 - 1));
+        assert_eq!(mpi_cases().len(), SETS.len() * 9);
+    }
+}
