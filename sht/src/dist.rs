@@ -218,6 +218,20 @@ pub struct DistSht {
     ser: Vec<Complex64>,
     rows: Vec<Complex64>,
     scratch: Scratch,
+    /// Layouts already built, per transposition and batch size (the queue
+    /// length and the remainder of a batch): no allocation once warm.
+    layouts: Vec<Layouts>,
+}
+
+/// The two sides of one transposition for one batch size.
+#[derive(Debug)]
+struct Layouts {
+    which: Transposition,
+    n: usize,
+    /// Theta: the Legendre side; l: the level side.
+    first: Vec<Strided>,
+    /// Theta: the phi side; l: the lm side.
+    second: Vec<Strided>,
 }
 
 impl std::fmt::Debug for DistSht {
@@ -355,6 +369,7 @@ impl DistSht {
             r2c,
             c2r,
             scratch: Scratch::default(),
+            layouts: vec![],
         };
         if plan.theta_alg == Algorithm::Auto {
             plan.theta_alg = if pt == 1 {
@@ -522,7 +537,8 @@ impl DistSht {
 
     /// Moves `a` (Legendre side) to `b` (phi side) when `forward`, else back.
     fn theta_move(&mut self, alg: Algorithm, nb: usize, forward: bool) -> Result<(), DistError> {
-        let (leg, phi) = self.theta_layouts(nb);
+        let i = self.layouts_for(Transposition::Theta, nb);
+        let lay = &self.layouts[i];
         let pad = self.theta_pad1 * (nb / self.nrl);
         let (a_len, b_len) = (
             self.nm[self.it] * nb * self.sht.ntheta(),
@@ -534,9 +550,9 @@ impl DistSht {
                 alg,
                 TAG_THETA,
                 &self.a[..a_len],
-                &leg,
+                &lay.first,
                 &mut self.b[..b_len],
-                &phi,
+                &lay.second,
                 pad,
                 &mut self.scratch,
             )
@@ -546,13 +562,36 @@ impl DistSht {
                 alg,
                 TAG_THETA,
                 &self.b[..b_len],
-                &phi,
+                &lay.second,
                 &mut self.a[..a_len],
-                &leg,
+                &lay.first,
                 pad,
                 &mut self.scratch,
             )
         }
+    }
+
+    /// Index of the cached layouts of `which` for batch size `n` (batch
+    /// entries for theta, fields for l), built on first use.
+    fn layouts_for(&mut self, which: Transposition, n: usize) -> usize {
+        if let Some(i) = self
+            .layouts
+            .iter()
+            .position(|l| l.which == which && l.n == n)
+        {
+            return i;
+        }
+        let (first, second) = match which {
+            Transposition::Theta => self.theta_layouts(n),
+            Transposition::L => self.l_layouts(n),
+        };
+        self.layouts.push(Layouts {
+            which,
+            n,
+            first,
+            second,
+        });
+        self.layouts.len() - 1
     }
 
     /// `l`-transposition layouts for `nf` fields: the level side and the lm side.
@@ -589,15 +628,16 @@ impl DistSht {
         let (ll, ml) = (self.level_len(), self.lm_len());
         for f0 in (0..nf).step_by(self.queue) {
             let q = self.queue.min(nf - f0);
-            let (lev, lml) = self.l_layouts(q);
+            let i = self.layouts_for(Transposition::L, q);
+            let lay = &self.layouts[i];
             exchange(
                 &*self.radial_comm,
                 alg,
                 TAG_L,
                 &level[f0 * ll..(f0 + q) * ll],
-                &lev,
+                &lay.first,
                 &mut lm[f0 * ml..(f0 + q) * ml],
-                &lml,
+                &lay.second,
                 self.l_pad1 * q,
                 &mut self.scratch,
             )?;
@@ -615,15 +655,16 @@ impl DistSht {
         let (ll, ml) = (self.level_len(), self.lm_len());
         for f0 in (0..nf).step_by(self.queue) {
             let q = self.queue.min(nf - f0);
-            let (lev, lml) = self.l_layouts(q);
+            let i = self.layouts_for(Transposition::L, q);
+            let lay = &self.layouts[i];
             exchange(
                 &*self.radial_comm,
                 alg,
                 TAG_L,
                 &lm[f0 * ml..(f0 + q) * ml],
-                &lml,
+                &lay.second,
                 &mut level[f0 * ll..(f0 + q) * ll],
-                &lev,
+                &lay.first,
                 self.l_pad1 * q,
                 &mut self.scratch,
             )?;

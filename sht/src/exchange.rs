@@ -112,21 +112,30 @@ pub(crate) fn scatter(src: &[Complex64], l: &Strided, dst: &mut [Complex64]) {
     }
 }
 
-fn prefix(counts: impl Iterator<Item = usize>) -> Vec<usize> {
-    counts
-        .scan(0, |a, c| {
-            let o = *a;
-            *a += c;
-            Some(o)
-        })
-        .collect()
+/// Fills `counts` with the block lengths and `displs` with their offsets
+/// when packed one after another; returns the total.
+fn packed(blocks: &[Strided], counts: &mut Vec<usize>, displs: &mut Vec<usize>) -> usize {
+    counts.clear();
+    displs.clear();
+    let mut total = 0;
+    for b in blocks {
+        counts.push(b.len());
+        displs.push(total);
+        total += b.len();
+    }
+    total
 }
 
-/// Scratch of an exchange: pack and unpack buffers, grown on first use.
+/// Scratch of an exchange: pack and unpack buffers and per-peer counts,
+/// grown on first use and reused.
 #[derive(Debug, Default)]
 pub(crate) struct Scratch {
     send: Vec<Complex64>,
     recv: Vec<Complex64>,
+    sc: Vec<usize>,
+    sd: Vec<usize>,
+    rc: Vec<usize>,
+    rd: Vec<usize>,
 }
 
 /// Moves, for every peer `q` of `comm`, the block `send[q]` of `src` into
@@ -151,21 +160,32 @@ pub(crate) fn exchange(
     match alg {
         Algorithm::A2aw => comm.alltoallw(src, send, dst, recv)?,
         Algorithm::A2av | Algorithm::P2p => {
-            let sc: Vec<usize> = send.iter().map(Strided::len).collect();
-            let rc: Vec<usize> = recv.iter().map(Strided::len).collect();
-            let (sd, rd) = (prefix(sc.iter().copied()), prefix(rc.iter().copied()));
-            scratch.send.resize(sc.iter().sum(), zero);
-            scratch.recv.resize(rc.iter().sum(), zero);
+            let Scratch {
+                send: sbuf,
+                recv: rbuf,
+                sc,
+                sd,
+                rc,
+                rd,
+            } = scratch;
+            let ns = packed(send, sc, sd);
+            let nr = packed(recv, rc, rd);
+            if sbuf.len() < ns {
+                sbuf.resize(ns, zero);
+            }
+            if rbuf.len() < nr {
+                rbuf.resize(nr, zero);
+            }
             for q in 0..p {
-                gather(src, &send[q], &mut scratch.send[sd[q]..sd[q] + sc[q]]);
+                gather(src, &send[q], &mut sbuf[sd[q]..sd[q] + sc[q]]);
             }
             if alg == Algorithm::A2av {
-                comm.alltoallv(&scratch.send, &sc, &sd, &mut scratch.recv, &rc, &rd)?;
+                comm.alltoallv(&sbuf[..ns], sc, sd, &mut rbuf[..nr], rc, rd)?;
             } else {
                 // The own block never touches the communicator.
-                scatter(&scratch.send[sd[me]..sd[me] + sc[me]], &recv[me], dst);
+                scatter(&sbuf[sd[me]..sd[me] + sc[me]], &recv[me], dst);
                 let mut reqs: Vec<Request<'_>> = Vec::with_capacity(2 * p);
-                let mut rest: &mut [Complex64] = &mut scratch.recv;
+                let mut rest: &mut [Complex64] = &mut rbuf[..nr];
                 for q in 0..p {
                     let (head, tail) = rest.split_at_mut(rc[q]);
                     rest = tail;
@@ -175,7 +195,7 @@ pub(crate) fn exchange(
                 }
                 for q in 0..p {
                     if q != me && sc[q] > 0 {
-                        reqs.push(comm.isend(q, tag, &scratch.send[sd[q]..sd[q] + sc[q]])?);
+                        reqs.push(comm.isend(q, tag, &sbuf[sd[q]..sd[q] + sc[q]])?);
                     }
                 }
                 wait_all(&mut reqs)?;
@@ -183,13 +203,17 @@ pub(crate) fn exchange(
             }
             for q in 0..p {
                 if alg == Algorithm::A2av || q != me {
-                    scatter(&scratch.recv[rd[q]..rd[q] + rc[q]], &recv[q], dst);
+                    scatter(&rbuf[rd[q]..rd[q] + rc[q]], &recv[q], dst);
                 }
             }
         }
         Algorithm::A2ap => {
-            scratch.send.resize(p * pad, zero);
-            scratch.recv.resize(p * pad, zero);
+            if scratch.send.len() < p * pad {
+                scratch.send.resize(p * pad, zero);
+            }
+            if scratch.recv.len() < p * pad {
+                scratch.recv.resize(p * pad, zero);
+            }
             for q in 0..p {
                 let n = send[q].len();
                 gather(src, &send[q], &mut scratch.send[q * pad..q * pad + n]);
