@@ -1,136 +1,197 @@
-//! Scalar synthesis + analysis time per field on one core, at lmax 63..511 on
-//! the Gauss grid `ntheta = 3 (lmax + 1) / 2`, `nphi = 2 ntheta`; with
-//! `ducc0` (Python) side by side when `python3 -c "import ducc0"` works.
+//! Synthesis + analysis time per field (one radial level) on one core, scalar
+//! and vector (spheroidal/toroidal), at lmax 63..511 on the Gauss grid
+//! `ntheta = 3 (lmax + 1) / 2`, `nphi = 2 ntheta`.
+//!
+//! `cargo bench -p sht --bench sht [-- --lmax 63,127 --json PATH]`; with
+//! SHTns and ducc0 side by side: `cargo xtask bench sht`, which runs this
+//! with `--json` and the references in the same run.
+//!
+//! `--only scalar` or `--only vector` runs one of the two.
+//!
+//! Each case is repeated until it has run 0.4 s and at least 5 times (after
+//! one warm-up); the best and the median of the repeats are reported.
 
-use std::process::Command;
 use std::time::Instant;
 
 use num_complex::Complex64;
 use sht::{Parallelism, Sht};
 
-const LMAXS: [usize; 4] = [63, 127, 255, 511];
+/// Best and median synthesis and analysis times (seconds) of one case.
+struct Case {
+    synth_best: f64,
+    anal_best: f64,
+    sum_best: f64,
+    sum_median: f64,
+    reps: usize,
+}
 
-fn time_ours(lmax: usize) -> (f64, f64) {
-    let nt = 3 * (lmax + 1) / 2;
-    let sht = Sht::new(nt, Some(lmax)).expect("plan");
-    let mut s = 12345u64;
-    let mut rnd = || {
+fn rng(seed: u64) -> impl FnMut() -> f64 {
+    let mut s = seed;
+    move || {
         s = s
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         (s >> 11) as f64 / (1u64 << 53) as f64 - 0.5
-    };
-    let coeffs: Vec<Complex64> = (0..sht.nlm())
-        .map(|_| Complex64::new(rnd(), rnd()))
-        .collect();
-    let mut grid = vec![0.0; nt * sht.nphi()];
-    let mut back = vec![Complex64::new(0.0, 0.0); sht.nlm()];
-    let (mut ts, mut ta, mut reps) = (0.0, 0.0, 0);
-    while ts + ta < 0.5 || reps < 3 {
-        let t0 = Instant::now();
-        sht.synthesis(&coeffs, &mut grid, Parallelism::None)
-            .expect("synthesis");
-        let t1 = Instant::now();
-        sht.analysis(&grid, &mut back, Parallelism::None)
-            .expect("analysis");
-        ts += (t1 - t0).as_secs_f64();
-        ta += t1.elapsed().as_secs_f64();
-        reps += 1;
     }
-    (ts / reps as f64, ta / reps as f64)
 }
 
-const PY: &str = r#"
-import sys, time, numpy as np, ducc0
-for lmax in map(int, sys.argv[1:]):
-    nt = 3 * (lmax + 1) // 2; nphi = 2 * nt
-    nalm = (lmax + 1) * (lmax + 2) // 2
-    rng = np.random.default_rng(1)
-    alm = (rng.random((1, nalm)) - 0.5 + 1j * (rng.random((1, nalm)) - 0.5)).astype(np.complex128)
-    alm[0, :lmax + 1] = alm[0, :lmax + 1].real
-    ts = ta = 0.0; reps = 0
-    while ts + ta < 0.5 or reps < 3:
-        t0 = time.perf_counter()
-        m = ducc0.sht.experimental.synthesis_2d(alm=alm, spin=0, lmax=lmax, geometry="GL", ntheta=nt, nphi=nphi, nthreads=1)
-        t1 = time.perf_counter()
-        a = ducc0.sht.experimental.analysis_2d(map=m, spin=0, lmax=lmax, geometry="GL", nthreads=1)
-        t2 = time.perf_counter()
-        ts += t1 - t0; ta += t2 - t1; reps += 1
-    print(lmax, ts / reps, ta / reps)
-"#;
-
-fn time_ducc0() -> Option<Vec<(f64, f64)>> {
-    let args: Vec<String> = LMAXS.iter().map(|l| l.to_string()).collect();
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(PY)
-        .args(&args)
-        .env("OMP_NUM_THREADS", "1")
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        eprintln!(
-            "ducc0 skipped: {}",
-            String::from_utf8_lossy(&out.stderr)
-                .lines()
-                .last()
-                .unwrap_or("")
-        );
-        return None;
+/// Random coefficients: real for `m = 0`, zero for `l = 0` when `tangent`.
+fn coeffs(sht: &Sht, seed: u64, tangent: bool) -> Vec<Complex64> {
+    let mut r = rng(seed);
+    let mut c = vec![Complex64::new(0.0, 0.0); sht.nlm()];
+    for m in 0..=sht.lmax() {
+        for l in m..=sht.lmax() {
+            if tangent && l == 0 {
+                continue;
+            }
+            let im = if m == 0 { 0.0 } else { r() };
+            c[sht.lm_index(l, m)] = Complex64::new(r(), im);
+        }
     }
-    let v: Vec<(f64, f64)> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let w: Vec<f64> = l
-                .split_whitespace()
-                .filter_map(|x| x.parse().ok())
-                .collect();
-            (w.len() == 3).then(|| (w[1], w[2]))
-        })
-        .collect();
-    (v.len() == LMAXS.len()).then_some(v)
+    c
+}
+
+fn time(mut synth: impl FnMut(), mut anal: impl FnMut()) -> Case {
+    synth();
+    anal();
+    let (mut ts, mut ta) = (Vec::new(), Vec::new());
+    let t_start = Instant::now();
+    while ts.len() < 5 || t_start.elapsed().as_secs_f64() < 0.4 {
+        let t0 = Instant::now();
+        synth();
+        let t1 = Instant::now();
+        anal();
+        ts.push((t1 - t0).as_secs_f64());
+        ta.push(t1.elapsed().as_secs_f64());
+    }
+    let mut sums: Vec<f64> = ts.iter().zip(&ta).map(|(a, b)| a + b).collect();
+    sums.sort_by(f64::total_cmp);
+    let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+    Case {
+        synth_best: min(&ts),
+        anal_best: min(&ta),
+        sum_best: sums[0],
+        sum_median: sums[sums.len() / 2],
+        reps: sums.len(),
+    }
+}
+
+fn scalar(sht: &Sht) -> Case {
+    let c = coeffs(sht, 12345, false);
+    let mut grid = vec![0.0; sht.ntheta() * sht.nphi()];
+    let mut back = vec![Complex64::new(0.0, 0.0); sht.nlm()];
+    let g = std::cell::RefCell::new(&mut grid);
+    time(
+        || {
+            sht.synthesis(&c, &mut g.borrow_mut(), Parallelism::None)
+                .expect("synthesis")
+        },
+        || {
+            sht.analysis(&g.borrow(), &mut back, Parallelism::None)
+                .expect("analysis")
+        },
+    )
+}
+
+fn vector(sht: &Sht) -> Case {
+    let s = coeffs(sht, 1, true);
+    let t = coeffs(sht, 2, true);
+    let ng = sht.ntheta() * sht.nphi();
+    let g = std::cell::RefCell::new((vec![0.0; ng], vec![0.0; ng]));
+    let mut s2 = vec![Complex64::new(0.0, 0.0); sht.nlm()];
+    let mut t2 = s2.clone();
+    time(
+        || {
+            let (vt, vp) = &mut *g.borrow_mut();
+            sht.vector_synthesis(&s, &t, vt, vp, Parallelism::None)
+                .expect("vector synthesis")
+        },
+        || {
+            let (vt, vp) = &*g.borrow();
+            sht.vector_analysis(vt, vp, &mut s2, &mut t2, Parallelism::None)
+                .expect("vector analysis")
+        },
+    )
+}
+
+fn json_case(c: &Case) -> String {
+    format!(
+        "{{\"synth_best_s\": {:e}, \"anal_best_s\": {:e}, \"sum_best_s\": {:e}, \"sum_median_s\": {:e}, \"reps\": {}}}",
+        c.synth_best, c.anal_best, c.sum_best, c.sum_median, c.reps
+    )
 }
 
 fn main() {
-    // One core: a single-thread pool (the transforms here run with Parallelism::None anyway).
-    let ours: Vec<(f64, f64)> = LMAXS.iter().map(|&l| time_ours(l)).collect();
-    let ducc = time_ducc0();
-    if ducc.is_none() {
-        println!("(ducc0 not available: `python3 -m pip install ducc0` to compare)");
-    }
-    println!("grid ntheta = 3(lmax+1)/2, nphi = 2 ntheta, one field, one core; times in ms");
-    println!(
-        "{:>5} {:>6} {:>6} | {:>10} {:>10} {:>10} | {:>10} {:>10} | {:>7}",
-        "lmax", "nth", "nphi", "synth", "anal", "sum", "ducc0 syn", "ducc0 ana", "ratio"
-    );
-    for (i, &l) in LMAXS.iter().enumerate() {
-        let nt = 3 * (l + 1) / 2;
-        let (s, a) = ours[i];
-        match &ducc {
-            Some(d) => {
-                let (ds, da) = d[i];
-                println!(
-                    "{:>5} {:>6} {:>6} | {:>10.3} {:>10.3} {:>10.3} | {:>10.3} {:>10.3} | {:>7.2}",
-                    l,
-                    nt,
-                    2 * nt,
-                    s * 1e3,
-                    a * 1e3,
-                    (s + a) * 1e3,
-                    ds * 1e3,
-                    da * 1e3,
-                    (s + a) / (ds + da)
-                );
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut lmaxs = vec![63usize, 127, 255, 511];
+    let mut json = None;
+    let mut only: Option<String> = None;
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--lmax" => {
+                lmaxs = args
+                    .get(i + 1)
+                    .expect("--lmax needs a list")
+                    .split(',')
+                    .map(|v| v.parse().expect("--lmax: a list of integers"))
+                    .collect();
+                i += 1;
             }
-            None => println!(
-                "{:>5} {:>6} {:>6} | {:>10.3} {:>10.3} {:>10.3} |",
-                l,
-                nt,
-                2 * nt,
-                s * 1e3,
-                a * 1e3,
-                (s + a) * 1e3
-            ),
+            "--json" => {
+                json = Some(args.get(i + 1).expect("--json needs a path").clone());
+                i += 1;
+            }
+            "--only" => {
+                only = Some(args.get(i + 1).expect("--only scalar|vector").clone());
+                i += 1;
+            }
+            _ => {} // cargo bench passes `--bench`
         }
+        i += 1;
+    }
+    println!("one field (radial level), one core, grid ntheta = 3(lmax+1)/2, nphi = 2 ntheta; ms, best of the repeats (median)");
+    println!(
+        "{:>5} {:>5} {:>5} | {:>8} {:>8} {:>17} | {:>8} {:>8} {:>17}",
+        "lmax", "nth", "nphi", "synth", "anal", "scalar sum", "vsynth", "vanal", "vector sum"
+    );
+    let mut rows = Vec::new();
+    for &lmax in &lmaxs {
+        let nt = 3 * (lmax + 1) / 2;
+        let sht = Sht::new(nt, Some(lmax)).expect("plan");
+        let skip = |what: &str| only.as_deref().is_some_and(|o| o != what);
+        let none = || Case {
+            synth_best: f64::NAN,
+            anal_best: f64::NAN,
+            sum_best: f64::NAN,
+            sum_median: f64::NAN,
+            reps: 0,
+        };
+        let s = if skip("scalar") { none() } else { scalar(&sht) };
+        let v = if skip("vector") { none() } else { vector(&sht) };
+        println!(
+            "{:>5} {:>5} {:>5} | {:>8.3} {:>8.3} {:>8.3} ({:>6.3}) | {:>8.3} {:>8.3} {:>8.3} ({:>6.3})",
+            lmax,
+            nt,
+            sht.nphi(),
+            s.synth_best * 1e3,
+            s.anal_best * 1e3,
+            s.sum_best * 1e3,
+            s.sum_median * 1e3,
+            v.synth_best * 1e3,
+            v.anal_best * 1e3,
+            v.sum_best * 1e3,
+            v.sum_median * 1e3,
+        );
+        rows.push(format!(
+            "  {{\"lmax\": {lmax}, \"ntheta\": {nt}, \"nphi\": {}, \"scalar\": {}, \"vector\": {}}}",
+            sht.nphi(),
+            json_case(&s),
+            json_case(&v)
+        ));
+    }
+    if let Some(path) = json {
+        let text = format!("[\n{}\n]\n", rows.join(",\n"));
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("cannot write {path}: {e}"));
     }
 }

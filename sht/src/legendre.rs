@@ -191,10 +191,37 @@ pub(crate) enum Simd {
 }
 
 impl Simd {
+    /// The name of the set.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Simd::Avx512 => "avx512",
+            Simd::Avx2 => "avx2",
+            Simd::Generic => "portable",
+        }
+    }
+
+    /// The set called `name`, if this build and this CPU support it.
+    pub(crate) fn by_name(name: &str) -> Option<Self> {
+        let best = Self::detect();
+        let want = match name {
+            "avx512" => Simd::Avx512,
+            "avx2" => Simd::Avx2,
+            "portable" => return Some(Simd::Generic),
+            _ => return None,
+        };
+        let rank = |s: Simd| match s {
+            Simd::Avx512 => 2,
+            Simd::Avx2 => 1,
+            Simd::Generic => 0,
+        };
+        (rank(want) <= rank(best)).then_some(want)
+    }
+
     /// The best set this CPU supports.
     pub(crate) fn detect() -> Self {
         #[cfg(target_arch = "x86_64")]
         {
+            #[cfg(sht_avx512)]
             if std::arch::is_x86_feature_detected!("avx512f")
                 && std::arch::is_x86_feature_detected!("fma")
             {
@@ -210,18 +237,170 @@ impl Simd {
     }
 }
 
+/// A vector of `W` doubles: the operations the kernels use, each one IEEE
+/// operation per element (`fma` fused, one rounding), so that every width
+/// gives the same bits.
+trait Vf: Copy {
+    /// Elements.
+    const W: usize;
+    fn splat(v: f64) -> Self;
+    /// From `s[..W]`.
+    fn load(s: &[f64]) -> Self;
+    /// To `s[..W]`.
+    fn store(self, s: &mut [f64]);
+    fn mul(self, o: Self) -> Self;
+    /// `self * b + c`, rounded once.
+    fn fma(self, b: Self, c: Self) -> Self;
+    /// `self` with element `lane < W` replaced by `v`.
+    fn with_lane(self, lane: usize, v: f64) -> Self;
+}
+
+/// One double (the portable kernels).
+#[derive(Clone, Copy)]
+struct S1(f64);
+
+impl Vf for S1 {
+    const W: usize = 1;
+    #[inline(always)]
+    fn splat(v: f64) -> Self {
+        S1(v)
+    }
+    #[inline(always)]
+    fn load(s: &[f64]) -> Self {
+        S1(s[0])
+    }
+    #[inline(always)]
+    fn store(self, s: &mut [f64]) {
+        s[0] = self.0;
+    }
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        S1(self.0 * o.0)
+    }
+    #[inline(always)]
+    fn fma(self, b: Self, c: Self) -> Self {
+        S1(self.0.mul_add(b.0, c.0))
+    }
+    #[inline(always)]
+    fn with_lane(self, _lane: usize, v: f64) -> Self {
+        S1(v)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::Vf;
+    use std::arch::x86_64::*;
+
+    /// Four doubles in an AVX register. Only used inside functions compiled
+    /// with AVX2 and FMA, called after `Simd::detect` found them.
+    #[derive(Clone, Copy)]
+    pub(super) struct V4(__m256d);
+
+    impl Vf for V4 {
+        const W: usize = 4;
+        #[inline(always)]
+        fn splat(v: f64) -> Self {
+            // SAFETY: AVX is present (see the type's doc).
+            V4(unsafe { _mm256_set1_pd(v) })
+        }
+        #[inline(always)]
+        fn load(s: &[f64]) -> Self {
+            assert!(s.len() >= 4);
+            // SAFETY: four readable doubles; AVX present.
+            V4(unsafe { _mm256_loadu_pd(s.as_ptr()) })
+        }
+        #[inline(always)]
+        fn store(self, s: &mut [f64]) {
+            assert!(s.len() >= 4);
+            // SAFETY: four writable doubles; AVX present.
+            unsafe { _mm256_storeu_pd(s.as_mut_ptr(), self.0) }
+        }
+        #[inline(always)]
+        fn mul(self, o: Self) -> Self {
+            // SAFETY: AVX present.
+            V4(unsafe { _mm256_mul_pd(self.0, o.0) })
+        }
+        #[inline(always)]
+        fn fma(self, b: Self, c: Self) -> Self {
+            // SAFETY: FMA present.
+            V4(unsafe { _mm256_fmadd_pd(self.0, b.0, c.0) })
+        }
+        #[inline(always)]
+        fn with_lane(self, lane: usize, v: f64) -> Self {
+            // SAFETY: AVX2 present.
+            V4(unsafe {
+                let sel = _mm256_cmpeq_epi64(
+                    _mm256_set1_epi64x(lane as i64),
+                    _mm256_setr_epi64x(0, 1, 2, 3),
+                );
+                _mm256_blendv_pd(self.0, _mm256_set1_pd(v), _mm256_castsi256_pd(sel))
+            })
+        }
+    }
+
+    /// Eight doubles in an AVX-512 register (compiled with Rust 1.89 or
+    /// later, see `build.rs`). Only used inside functions
+    /// compiled with AVX-512F and FMA, called after `Simd::detect` found them.
+    #[cfg(sht_avx512)]
+    #[derive(Clone, Copy)]
+    pub(super) struct V8(__m512d);
+
+    // Only compiled where these intrinsics are stable (build.rs).
+    #[cfg(sht_avx512)]
+    #[allow(clippy::incompatible_msrv)]
+    impl Vf for V8 {
+        const W: usize = 8;
+        #[inline(always)]
+        fn splat(v: f64) -> Self {
+            // SAFETY: AVX-512F present (see the type's doc).
+            V8(unsafe { _mm512_set1_pd(v) })
+        }
+        #[inline(always)]
+        fn load(s: &[f64]) -> Self {
+            assert!(s.len() >= 8);
+            // SAFETY: eight readable doubles; AVX-512F present.
+            V8(unsafe { _mm512_loadu_pd(s.as_ptr()) })
+        }
+        #[inline(always)]
+        fn store(self, s: &mut [f64]) {
+            assert!(s.len() >= 8);
+            // SAFETY: eight writable doubles; AVX-512F present.
+            unsafe { _mm512_storeu_pd(s.as_mut_ptr(), self.0) }
+        }
+        #[inline(always)]
+        fn mul(self, o: Self) -> Self {
+            // SAFETY: AVX-512F present.
+            V8(unsafe { _mm512_mul_pd(self.0, o.0) })
+        }
+        #[inline(always)]
+        fn fma(self, b: Self, c: Self) -> Self {
+            // SAFETY: AVX-512F present.
+            V8(unsafe { _mm512_fmadd_pd(self.0, b.0, c.0) })
+        }
+        #[inline(always)]
+        fn with_lane(self, lane: usize, v: f64) -> Self {
+            // SAFETY: AVX-512F present.
+            V8(unsafe { _mm512_mask_blend_pd(1 << lane, self.0, _mm512_set1_pd(v)) })
+        }
+    }
+}
+
+/// Latitudes per block at most (AVX-512: two vectors of eight).
+const LMAX_LANES: usize = 16;
+
 /// Legendre synthesis for one order: for each of the `nf` fields,
 /// `out[f * nt + j] = sum_{i} c[f * nd + i] Pbar_{m+i,m}(x_j)` over the
 /// `nd = ab.len() + 1` degrees, both hemispheres (parity).
 pub(crate) fn synth(simd: Simd, o: &Order<'_>, nf: usize, c: &[Complex64], out: &mut [Complex64]) {
     match simd {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", sht_avx512))]
         // SAFETY: `Simd::detect` found AVX-512F and FMA on this CPU.
         Simd::Avx512 => unsafe { synth_avx512(o, nf, c, out) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Simd::detect` found AVX2 and FMA on this CPU.
         Simd::Avx2 => unsafe { synth_avx2(o, nf, c, out) },
-        _ => synth_impl::<8>(o, nf, c, out),
+        _ => synth_impl::<S1, 8>(o, nf, c, out),
     }
 }
 
@@ -235,48 +414,55 @@ pub(crate) fn anal(
     out: &mut [Complex64],
 ) {
     match simd {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", sht_avx512))]
         // SAFETY: `Simd::detect` found AVX-512F and FMA on this CPU.
         Simd::Avx512 => unsafe { anal_avx512(o, nf, input, out) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Simd::detect` found AVX2 and FMA on this CPU.
         Simd::Avx2 => unsafe { anal_avx2(o, nf, input, out) },
-        _ => anal_impl::<8>(o, nf, input, out),
+        _ => anal_impl::<S1, 8>(o, nf, input, out),
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+#[cfg(all(target_arch = "x86_64", sht_avx512))]
+#[allow(clippy::incompatible_msrv)] // the avx512f target feature: see build.rs
+#[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn synth_avx512(o: &Order<'_>, nf: usize, c: &[Complex64], out: &mut [Complex64]) {
-    synth_impl::<16>(o, nf, c, out)
+    synth_impl::<x86::V8, 2>(o, nf, c, out)
 }
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn synth_avx2(o: &Order<'_>, nf: usize, c: &[Complex64], out: &mut [Complex64]) {
-    synth_impl::<8>(o, nf, c, out)
+    synth_impl::<x86::V4, 2>(o, nf, c, out)
 }
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+#[cfg(all(target_arch = "x86_64", sht_avx512))]
+#[allow(clippy::incompatible_msrv)] // the avx512f target feature: see build.rs
+#[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn anal_avx512(o: &Order<'_>, nf: usize, input: &[Complex64], out: &mut [Complex64]) {
-    anal_impl::<16>(o, nf, input, out)
+    anal_impl::<x86::V8, 2>(o, nf, input, out)
 }
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn anal_avx2(o: &Order<'_>, nf: usize, input: &[Complex64], out: &mut [Complex64]) {
-    anal_impl::<8>(o, nf, input, out)
+    anal_impl::<x86::V4, 2>(o, nf, input, out)
 }
 
-/// The latitudes of the block starting at northern row `jb`: nodes, and
-/// the starts of the lanes with a non-negligible value up to `l = m + n`,
-/// sorted by degree (`(i, lane)`, `count` of them), and the smallest such `i`.
+/// The block of `lanes` northern latitudes starting at row `jb`: nodes
+/// (zero past the last row), and the starts of the lanes with a
+/// non-negligible value up to `l = m + ab.len()`, sorted by degree
+/// (`(i, lane)`, `count` of them).
 #[inline(always)]
-fn block_start<const L: usize>(o: &Order<'_>, jb: usize) -> ([f64; L], [(usize, usize); L], usize) {
+fn block_start(
+    o: &Order<'_>,
+    jb: usize,
+    lanes: usize,
+) -> ([f64; LMAX_LANES], [(usize, usize); LMAX_LANES], usize) {
     let n = o.ab.len();
-    let nq = L.min(o.x.len() - jb);
-    let mut x = [0.0; L];
-    let mut ev = [(usize::MAX, 0usize); L];
+    let nn = o.x.len();
+    let mut x = [0.0; LMAX_LANES];
+    let mut ev = [(usize::MAX, 0usize); LMAX_LANES];
     let mut count = 0;
-    for q in 0..nq {
+    for q in 0..lanes.min(nn - jb) {
         x[q] = o.x[jb + q];
         let i = o.start[jb + q].i as usize;
         if i <= n {
@@ -293,27 +479,60 @@ fn block_start<const L: usize>(o: &Order<'_>, jb: usize) -> ([f64; L], [(usize, 
     (x, ev, count)
 }
 
-/// Advances the `L` lanes one degree: `p0 <- step(p1, p0)` (the caller
-/// swaps the roles of the two arrays every other degree, no copies).
+/// Loads `NV` vectors from `s` (`NV * W` values).
 #[inline(always)]
-fn step_lanes<const L: usize>(ab: [f64; 2], x: &[f64; L], p1: &[f64; L], p0: &mut [f64; L]) {
-    for q in 0..L {
-        p0[q] = step(ab, x[q], p1[q], p0[q]);
+fn load_lanes<V: Vf, const NV: usize>(s: &[f64]) -> [V; NV] {
+    std::array::from_fn(|k| V::load(&s[k * V::W..]))
+}
+
+/// Stores `NV` vectors to an array of lanes.
+#[inline(always)]
+fn store_lanes<V: Vf, const NV: usize>(v: &[V; NV]) -> [f64; LMAX_LANES] {
+    let mut s = [0.0; LMAX_LANES];
+    for k in 0..NV {
+        v[k].store(&mut s[k * V::W..]);
+    }
+    s
+}
+
+/// Lane `q` of `p` set to `val` (a blend; constant indices into `p` only,
+/// so that it stays in registers).
+#[inline(always)]
+fn set_lane<V: Vf, const NV: usize>(p: &mut [V; NV], q: usize, val: f64) {
+    for (k, pk) in p.iter_mut().enumerate() {
+        if k == q / V::W {
+            *pk = pk.with_lane(q % V::W, val);
+        }
+    }
+}
+
+/// Advances the lanes one degree: `p0 <- (alpha x) p1 + beta p0` (the
+/// caller swaps the roles of the two arrays every other degree).
+#[inline(always)]
+fn step_lanes<V: Vf, const NV: usize>(ab: [f64; 2], x: &[V; NV], p1: &[V; NV], p0: &mut [V; NV]) {
+    let (a, b) = (V::splat(ab[0]), V::splat(ab[1]));
+    for k in 0..NV {
+        p0[k] = a.mul(x[k]).fma(p1[k], b.mul(p0[k]));
     }
 }
 
 #[inline(always)]
-fn synth_impl<const L: usize>(o: &Order<'_>, nf: usize, c: &[Complex64], out: &mut [Complex64]) {
+fn synth_impl<V: Vf, const NV: usize>(
+    o: &Order<'_>,
+    nf: usize,
+    c: &[Complex64],
+    out: &mut [Complex64],
+) {
     let nd = o.ab.len() + 1;
     let nt = o.nt;
     out.iter_mut().for_each(|v| *v = Complex64::new(0.0, 0.0));
     let mut f = 0;
     while f < nf {
         if nf - f >= 2 {
-            synth_group::<L, 2>(o, &c[f * nd..(f + 2) * nd], &mut out[f * nt..(f + 2) * nt]);
+            synth_group::<V, NV, 2>(o, &c[f * nd..(f + 2) * nd], &mut out[f * nt..(f + 2) * nt]);
             f += 2;
         } else {
-            synth_group::<L, 1>(o, &c[f * nd..(f + 1) * nd], &mut out[f * nt..(f + 1) * nt]);
+            synth_group::<V, NV, 1>(o, &c[f * nd..(f + 1) * nd], &mut out[f * nt..(f + 1) * nt]);
             f += 1;
         }
     }
@@ -321,88 +540,93 @@ fn synth_impl<const L: usize>(o: &Order<'_>, nf: usize, c: &[Complex64], out: &m
 
 /// Accumulates `acc[g] += c[g][i] * p` (real and imaginary parts) for the `G` fields.
 #[inline(always)]
-fn accumulate<const L: usize, const G: usize>(
-    acc: &mut [[[f64; L]; 2]; G],
+fn accumulate<V: Vf, const NV: usize, const G: usize>(
+    acc: &mut [[[V; NV]; 2]; G],
     c: &[Complex64],
     nd: usize,
     i: usize,
-    p: &[f64; L],
+    p: &[V; NV],
 ) {
     for g in 0..G {
         let cc = c[g * nd + i];
-        for q in 0..L {
-            acc[g][0][q] = cc.re.mul_add(p[q], acc[g][0][q]);
-            acc[g][1][q] = cc.im.mul_add(p[q], acc[g][1][q]);
+        let (re, im) = (V::splat(cc.re), V::splat(cc.im));
+        for k in 0..NV {
+            acc[g][0][k] = re.fma(p[k], acc[g][0][k]);
+            acc[g][1][k] = im.fma(p[k], acc[g][1][k]);
         }
     }
 }
 
 /// Synthesis of `G` fields (`c`: `G * nd`, `out`: `G * nt`, zeroed) over
-/// blocks of `L` northern latitudes, from the equator to the pole; the
+/// blocks of `NV * W` northern latitudes, from the equator to the pole; the
 /// recurrence is shared by the `G` fields. Every lane sees the same
-/// operations whatever `L` and `G` (the results do not depend on them).
+/// operations whatever the block width and `G` (the results do not depend
+/// on them).
 #[inline(always)]
-fn synth_group<const L: usize, const G: usize>(
+fn synth_group<V: Vf, const NV: usize, const G: usize>(
     o: &Order<'_>,
     c: &[Complex64],
     out: &mut [Complex64],
 ) {
+    let lanes = NV * V::W;
     let (nn, nt, ab) = (o.x.len(), o.nt, o.ab);
     let n = ab.len();
     let nd = n + 1;
-    for jb in (0..nn).step_by(L).rev() {
-        let (x, ev, ne) = block_start::<L>(o, jb);
+    for jb in (0..nn).step_by(lanes).rev() {
+        let (xs, ev, ne) = block_start(o, jb, lanes);
         // Once a whole block is negligible, so are all blocks nearer the
         // pole (smaller sin^m theta): they stay zero.
         if ne == 0 {
             break;
         }
+        let x = load_lanes::<V, NV>(&xs);
         let i0 = ev[0].0;
-        // Accumulators by parity of i = l - m: [0] even (symmetric about
-        // the equator), [1] odd (antisymmetric).
-        let mut acc = [[[[0.0; L]; 2]; G]; 2];
         // All lanes together from the first start, two degrees per turn so
-        // that the parity of each accumulator is fixed; a lane joins at its
-        // own start (before, its values are zero and add exact zeros).
-        let mut p0 = [0.0; L];
-        let mut p1 = [0.0; L];
-        let (pa, pb) = (i0 & 1, 1 - (i0 & 1));
-        let mut a = acc[pa];
-        let mut b = acc[pb];
+        // that the parity of each accumulator is fixed (`a` the parity of
+        // i0, `b` the other); a lane joins at its own start (before, its
+        // values are zero and add exact zeros).
+        let zero = [V::splat(0.0); NV];
+        let mut a = [[zero; 2]; G];
+        let mut b = [[zero; 2]; G];
+        let mut p0 = zero;
+        let mut p1 = zero;
         let mut i = i0;
         let mut e = 0;
         loop {
             while e < ne && ev[e].0 == i {
                 let st = o.start[jb + ev[e].1].p;
-                (p0[ev[e].1], p1[ev[e].1]) = (st[0], st[1]);
+                set_lane(&mut p0, ev[e].1, st[0]);
+                set_lane(&mut p1, ev[e].1, st[1]);
                 e += 1;
             }
-            accumulate::<L, G>(&mut a, c, nd, i, &p1);
+            accumulate::<V, NV, G>(&mut a, c, nd, i, &p1);
             if i == n {
                 break;
             }
-            step_lanes::<L>(ab[i], &x, &p1, &mut p0);
+            step_lanes::<V, NV>(ab[i], &x, &p1, &mut p0);
             i += 1;
             while e < ne && ev[e].0 == i {
                 let st = o.start[jb + ev[e].1].p;
-                (p1[ev[e].1], p0[ev[e].1]) = (st[0], st[1]);
+                set_lane(&mut p1, ev[e].1, st[0]);
+                set_lane(&mut p0, ev[e].1, st[1]);
                 e += 1;
             }
-            accumulate::<L, G>(&mut b, c, nd, i, &p0);
+            accumulate::<V, NV, G>(&mut b, c, nd, i, &p0);
             if i == n {
                 break;
             }
-            step_lanes::<L>(ab[i], &x, &p0, &mut p1);
+            step_lanes::<V, NV>(ab[i], &x, &p0, &mut p1);
             i += 1;
         }
-        acc[pa] = a;
-        acc[pb] = b;
-        for q in 0..L.min(nn - jb) {
-            let j = jb + q;
-            let js = nt - 1 - j;
-            for g in 0..G {
-                let e = Complex64::new(acc[0][g][0][q], acc[0][g][1][q]);
-                let d = Complex64::new(acc[1][g][0][q], acc[1][g][1][q]);
+        let (even, odd) = if i0 & 1 == 0 { (a, b) } else { (b, a) };
+        for g in 0..G {
+            let (er, ei) = (store_lanes(&even[g][0]), store_lanes(&even[g][1]));
+            let (or, oi) = (store_lanes(&odd[g][0]), store_lanes(&odd[g][1]));
+            for q in 0..lanes.min(nn - jb) {
+                let j = jb + q;
+                let js = nt - 1 - j;
+                let e = Complex64::new(er[q], ei[q]);
+                let d = Complex64::new(or[q], oi[q]);
                 out[g * nt + j] = e + d;
                 if js != j {
                     out[g * nt + js] = e - d;
@@ -413,25 +637,31 @@ fn synth_group<const L: usize, const G: usize>(
 }
 
 #[inline(always)]
-fn anal_impl<const L: usize>(o: &Order<'_>, nf: usize, input: &[Complex64], out: &mut [Complex64]) {
+fn anal_impl<V: Vf, const NV: usize>(
+    o: &Order<'_>,
+    nf: usize,
+    input: &[Complex64],
+    out: &mut [Complex64],
+) {
     let nd = o.ab.len() + 1;
     let nt = o.nt;
-    // Per-lane partial sums, index (field * nd + i), [re, im] x PART lanes.
-    let mut part = vec![[[0.0; PART]; 2]; 2 * nd];
+    // Per-lane partial sums, index (field * nd + i): PART real parts, then
+    // PART imaginary parts.
+    let mut part = vec![[0.0; 2 * PART]; 2 * nd];
     let mut f = 0;
     while f < nf {
         let g = if nf - f >= 2 { 2 } else { 1 };
-        part.iter_mut().for_each(|p| *p = [[0.0; PART]; 2]);
+        part.iter_mut().for_each(|p| *p = [0.0; 2 * PART]);
         if g == 2 {
-            anal_group::<L, 2>(o, &input[f * nt..(f + 2) * nt], &mut part);
+            anal_group::<V, NV, 2>(o, &input[f * nt..(f + 2) * nt], &mut part);
         } else {
-            anal_group::<L, 1>(o, &input[f * nt..(f + 1) * nt], &mut part);
+            anal_group::<V, NV, 1>(o, &input[f * nt..(f + 1) * nt], &mut part);
         }
         for (k, p) in part[..g * nd].iter().enumerate() {
             let (mut sr, mut si) = (0.0, 0.0);
             for r in 0..PART {
-                sr += p[0][r];
-                si += p[1][r];
+                sr += p[r];
+                si += p[PART + r];
             }
             out[f * nd + k] = Complex64::new(sr, si);
         }
@@ -439,52 +669,58 @@ fn anal_impl<const L: usize>(o: &Order<'_>, nf: usize, input: &[Complex64], out:
     }
 }
 
-/// Adds `sd * p` of the `L` lanes to the `PART` partial sums, the lane
-/// `q + PART h` of the block into partial `q`, highest `h` first (the
-/// order the 8-lane blocks nearer the equator would give).
+/// Adds `sd * p` of the lanes to the `PART` partial sums: lane
+/// `r + PART h` of the block into partial `r`, highest `h` first (the
+/// order that blocks of `PART` lanes, going from the equator, would give).
 #[inline(always)]
-fn deposit<const L: usize, const G: usize>(
-    part: &mut [[[f64; PART]; 2]],
-    sd: &[[[f64; L]; 2]; G],
+fn deposit<V: Vf, const NV: usize, const G: usize>(
+    part: &mut [[f64; 2 * PART]],
+    sd: &[[[V; NV]; 2]; G],
     nd: usize,
     i: usize,
-    p: &[f64; L],
+    p: &[V; NV],
 ) {
+    let pw = PART / V::W; // vectors per partial-sum group
     for g in 0..G {
         let d = &mut part[g * nd + i];
-        for h in (0..L / PART).rev() {
-            for r in 0..PART {
-                let q = h * PART + r;
-                d[0][r] = sd[g][0][q].mul_add(p[q], d[0][r]);
-                d[1][r] = sd[g][1][q].mul_add(p[q], d[1][r]);
+        for c in 0..2 {
+            for k in 0..pw {
+                let s = &mut d[c * PART + k * V::W..];
+                let mut v = V::load(s);
+                for h in (0..NV / pw).rev() {
+                    v = sd[g][c][h * pw + k].fma(p[h * pw + k], v);
+                }
+                v.store(s);
             }
         }
     }
 }
 
 /// Analysis of `G` fields (`input`: `G * nt`) into the partial sums
-/// `part[g * nd + i]`, over blocks of `L` northern latitudes from the
-/// equator to the pole. The partial sum of lane `r` receives the rows
-/// `j = r mod PART` in decreasing `j`, whatever `L`.
+/// `part[g * nd + i]`, over blocks of `NV * W` northern latitudes from the
+/// equator to the pole. The partial sum `r` receives the rows
+/// `j = r mod PART` in decreasing `j`, whatever the block width.
 #[inline(always)]
-fn anal_group<const L: usize, const G: usize>(
+fn anal_group<V: Vf, const NV: usize, const G: usize>(
     o: &Order<'_>,
     input: &[Complex64],
-    part: &mut [[[f64; PART]; 2]],
+    part: &mut [[f64; 2 * PART]],
 ) {
+    let lanes = NV * V::W;
     let (nn, nt, ab) = (o.x.len(), o.nt, o.ab);
     let n = ab.len();
     let nd = n + 1;
-    for jb in (0..nn).step_by(L).rev() {
-        let (x, ev, ne) = block_start::<L>(o, jb);
+    for jb in (0..nn).step_by(lanes).rev() {
+        let (xs, ev, ne) = block_start(o, jb, lanes);
         if ne == 0 {
             break;
         }
+        let x = load_lanes::<V, NV>(&xs);
         let i0 = ev[0].0;
         // Weighted sums (even i) and differences (odd i) of the two
         // hemispheres, [parity][field][re, im][lane].
-        let mut sd = [[[[0.0; L]; 2]; G]; 2];
-        for q in 0..L.min(nn - jb) {
+        let mut sdl = [[[[0.0; LMAX_LANES]; 2]; G]; 2];
+        for q in 0..lanes.min(nn - jb) {
             let j = jb + q;
             let js = nt - 1 - j;
             let wj = o.w2pi[j];
@@ -496,40 +732,50 @@ fn anal_group<const L: usize, const G: usize>(
                 } else {
                     (a * wj, Complex64::new(0.0, 0.0))
                 };
-                sd[0][g][0][q] = s.re;
-                sd[0][g][1][q] = s.im;
-                sd[1][g][0][q] = d.re;
-                sd[1][g][1][q] = d.im;
+                sdl[0][g][0][q] = s.re;
+                sdl[0][g][1][q] = s.im;
+                sdl[1][g][0][q] = d.re;
+                sdl[1][g][1][q] = d.im;
             }
         }
+        let par = |k: usize| -> [[[V; NV]; 2]; G] {
+            std::array::from_fn(|g| std::array::from_fn(|c| load_lanes::<V, NV>(&sdl[k][g][c])))
+        };
+        let (sa, sb) = if i0 & 1 == 0 {
+            (par(0), par(1))
+        } else {
+            (par(1), par(0))
+        };
         // All lanes together from the first start (see `synth_group`).
-        let mut p0 = [0.0; L];
-        let mut p1 = [0.0; L];
-        let (sa, sb) = (sd[i0 & 1], sd[1 - (i0 & 1)]);
+        let zero = [V::splat(0.0); NV];
+        let mut p0 = zero;
+        let mut p1 = zero;
         let mut i = i0;
         let mut e = 0;
         loop {
             while e < ne && ev[e].0 == i {
                 let st = o.start[jb + ev[e].1].p;
-                (p0[ev[e].1], p1[ev[e].1]) = (st[0], st[1]);
+                set_lane(&mut p0, ev[e].1, st[0]);
+                set_lane(&mut p1, ev[e].1, st[1]);
                 e += 1;
             }
-            deposit::<L, G>(part, &sa, nd, i, &p1);
+            deposit::<V, NV, G>(part, &sa, nd, i, &p1);
             if i == n {
                 break;
             }
-            step_lanes::<L>(ab[i], &x, &p1, &mut p0);
+            step_lanes::<V, NV>(ab[i], &x, &p1, &mut p0);
             i += 1;
             while e < ne && ev[e].0 == i {
                 let st = o.start[jb + ev[e].1].p;
-                (p1[ev[e].1], p0[ev[e].1]) = (st[0], st[1]);
+                set_lane(&mut p1, ev[e].1, st[0]);
+                set_lane(&mut p0, ev[e].1, st[1]);
                 e += 1;
             }
-            deposit::<L, G>(part, &sb, nd, i, &p0);
+            deposit::<V, NV, G>(part, &sb, nd, i, &p0);
             if i == n {
                 break;
             }
-            step_lanes::<L>(ab[i], &x, &p0, &mut p1);
+            step_lanes::<V, NV>(ab[i], &x, &p0, &mut p1);
             i += 1;
         }
     }

@@ -121,6 +121,26 @@ impl Sht {
         })
     }
 
+    /// The Legendre kernels in use: `"avx512"`, `"avx2"` or `"portable"`,
+    /// the best this CPU supports, chosen when the plan is made.
+    pub fn kernel(&self) -> &'static str {
+        self.simd.name()
+    }
+
+    /// Switches to the kernels called `name` (see [`kernel`](Self::kernel))
+    /// if this build and this CPU support them; returns whether it did.
+    /// Every kernel gives the same bits (the same IEEE operations in the
+    /// same order), only the speed differs; this is here to test that.
+    pub fn set_kernel(&mut self, name: &str) -> bool {
+        match Simd::by_name(name) {
+            Some(s) => {
+                self.simd = s;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Number of latitudes.
     pub fn ntheta(&self) -> usize {
         self.ntheta

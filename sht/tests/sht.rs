@@ -376,3 +376,49 @@ fn per_m_steps_compose_to_the_full_transform() {
         .fold(0.0, f64::max);
     assert!(err < 1e-12, "{err:e}");
 }
+
+#[test]
+fn every_kernel_gives_the_same_bits() {
+    // Odd ntheta (equator row), scalar and vector, a batch of three fields
+    // (a pair and a single through the kernels).
+    let mut sht = Sht::new(101, Some(80)).unwrap();
+    let best = sht.kernel();
+    assert!(["avx512", "avx2", "portable"].contains(&best));
+    assert!(!sht.set_kernel("sse9"));
+    let nf = 3;
+    let c = random_coeffs(&sht, nf, 77);
+    let d = random_coeffs(&sht, nf, 78);
+    let ng = nf * 101 * sht.nphi();
+    let run = |sht: &Sht| {
+        let mut g = vec![0.0; ng];
+        sht.synthesis(&c, &mut g, Parallelism::None).unwrap();
+        let mut b = vec![Complex64::new(0.0, 0.0); c.len()];
+        sht.analysis(&g, &mut b, Parallelism::None).unwrap();
+        let (mut vt, mut vp) = (vec![0.0; ng], vec![0.0; ng]);
+        sht.vector_synthesis(&c, &d, &mut vt, &mut vp, Parallelism::None)
+            .unwrap();
+        let (mut s, mut t) = (b.clone(), b.clone());
+        sht.vector_analysis(&vt, &vp, &mut s, &mut t, Parallelism::None)
+            .unwrap();
+        let mut bits: Vec<u64> = g
+            .iter()
+            .chain(&vt)
+            .chain(&vp)
+            .map(|v| v.to_bits())
+            .collect();
+        for z in b.iter().chain(&s).chain(&t) {
+            bits.extend([z.re.to_bits(), z.im.to_bits()]);
+        }
+        bits
+    };
+    let reference = run(&sht);
+    let mut tried = 0;
+    for k in ["avx512", "avx2", "portable"] {
+        if sht.set_kernel(k) {
+            assert_eq!(sht.kernel(), k);
+            assert!(run(&sht) == reference, "kernel {k} differs from {best}");
+            tried += 1;
+        }
+    }
+    assert!(tried >= 1);
+}
