@@ -673,14 +673,16 @@ impl DistSht {
     }
 
     /// `l` transposition: the level layout (`nfields * level_len()`) to the
-    /// lm layout (`nfields * lm_len()`). Collective over the radial ranks.
+    /// lm layout (`nfields * lm_len()`). Collective over the radial ranks
+    /// of this rank's theta block, which must all pass the same number of fields.
     pub fn to_lm(&mut self, level: &[Complex64], lm: &mut [Complex64]) -> Result<(), DistError> {
         let nf = batch("level", level.len(), self.level_len())?;
         check_len("lm", lm.len(), nf * self.lm_len())?;
         self.l_move(self.l_alg, level, lm, nf)
     }
 
-    /// `l` transposition back: the lm layout to the level layout.
+    /// `l` transposition back: the lm layout to the level layout (collective
+    /// as [`to_lm`](Self::to_lm)).
     pub fn from_lm(&mut self, lm: &[Complex64], level: &mut [Complex64]) -> Result<(), DistError> {
         let nf = batch("lm", lm.len(), self.lm_len())?;
         check_len("level", level.len(), nf * self.level_len())?;
@@ -689,7 +691,8 @@ impl DistSht {
 
     /// Scalar synthesis of a batch: `coeffs` in the level layout
     /// (`nfields * level_len()`) to `grid` (`nfields * grid_len()`).
-    /// Collective over the theta ranks of this rank's level block.
+    /// Collective over the theta ranks of this rank's level block, which
+    /// must all pass the same number of fields.
     pub fn synthesis(&mut self, coeffs: &[Complex64], grid: &mut [f64]) -> Result<(), DistError> {
         let nf = batch("coeffs", coeffs.len(), self.level_len())?;
         check_len("grid", grid.len(), nf * self.grid_len())?;
@@ -720,7 +723,8 @@ impl DistSht {
 
     /// Scalar analysis of a batch: `grid` (`nfields * grid_len()`) to
     /// `coeffs` in the level layout (`nfields * level_len()`).
-    /// Collective over the theta ranks of this rank's level block.
+    /// Collective over the theta ranks of this rank's level block, which
+    /// must all pass the same number of fields.
     pub fn analysis(&mut self, grid: &[f64], coeffs: &mut [Complex64]) -> Result<(), DistError> {
         let nf = batch("grid", grid.len(), self.grid_len())?;
         check_len("coeffs", coeffs.len(), nf * self.level_len())?;

@@ -279,7 +279,8 @@ fn bit_identical_all_ranks_and_grids() {
     let case = Case::new(12, 24, 8, 8, 3);
     for n in [1, 2, 3, 4, 6, 8] {
         for (pr, pt) in grids(n) {
-            case.check_grid(pr, pt, &[1, 2, 3]);
+            // Queue lengths below, at and above the number of fields.
+            case.check_grid(pr, pt, &[1, 2, 3, 5]);
         }
     }
 }
