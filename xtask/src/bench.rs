@@ -58,6 +58,9 @@ pub enum Target {
     /// sht: the theta and l transposition algorithms of the distributed
     /// transforms at 2 and 4 ranks, queue lengths 1 to 13.
     ShtTranspose(crate::sht_dist::BenchArgs),
+    /// sht: scalar and vector synthesis + analysis on one core at lmax 63
+    /// to 511, with SHTns and ducc0 on the same grid in the same run.
+    Sht(crate::sht_bench::Args),
 }
 
 /// Options of the benchmarks that live in their crates.
@@ -470,6 +473,7 @@ pub fn run(target: &Target) -> Result<()> {
         Target::Halo(a) => return crate_bench("halo", "halo_exchange", &[], &a.rest),
         Target::Multigrid(a) => return crate::bench_mg::run(a),
         Target::ShtTranspose(a) => return crate::sht_dist::bench(a),
+        Target::Sht(a) => return crate::sht_bench::run(a),
         Target::MethodCost(a) => return crate::cost::run(a),
     };
     let start = Instant::now();

@@ -23,6 +23,7 @@ mod bitexact_mg;
 mod ci;
 mod cost;
 mod plot;
+mod sht_bench;
 mod sht_dist;
 mod stream;
 mod util;
