@@ -19,13 +19,19 @@
 //! With one rank the grid and the level layout are the serial [`Sht`]
 //! layouts of a batch of `nfields * nr` fields (field-major, level minor).
 //!
+//! Scalar ([`DistSht::synthesis`], [`DistSht::analysis`]) and vector
+//! ([`DistSht::vector_synthesis`], [`DistSht::vector_analysis`], spheroidal
+//! and toroidal potentials to `u_theta`, `u_phi`) transforms take a batch
+//! of fields; the queue length is the number of scalar components per
+//! theta transposition (two per vector field).
+//!
 //! # Bit-identity
 //!
 //! Each output is computed by the same floating-point operations as in the
 //! serial transform: the Legendre step for order `m` is
 //! [`Sht::legendre_synthesis_m`] / [`Sht::legendre_analysis_m`] (whose
-//! fields do not interact), the 1d scheme calls [`Sht::synthesis`] /
-//! [`Sht::analysis`] on whole spheres, and the phi step of the 2d scheme
+//! fields do not interact) or its vector counterpart, the 1d scheme calls
+//! [`Sht::synthesis`] / [`Sht::analysis`] (or the vector ones) on whole spheres, and the phi step of the 2d scheme
 //! runs the same real FFT of `nphi` points on the same row values as
 //! [`Sht::phi_synthesis`] / [`Sht::phi_analysis`] (zero-padded orders, the
 //! imaginary part of `m = 0` cleared; scaled by `1/nphi` after the forward
@@ -216,6 +222,7 @@ pub struct DistSht {
     b: Vec<Complex64>,
     cm: Vec<Complex64>,
     ser: Vec<Complex64>,
+    ser2: Vec<Complex64>,
     rows: Vec<Complex64>,
     scratch: Scratch,
     /// Layouts already built, per transposition and batch size (the queue
@@ -334,13 +341,16 @@ impl DistSht {
         let r2c = planner.plan_fft_forward(cfg.nphi);
         let c2r = planner.plan_fft_inverse(cfg.nphi);
         let q = cfg.queue;
+        // A vector field moves two components: room for at least two.
+        let qb = q.max(2);
         let mut plan = Self {
             ntup: tuples.len(),
             nlm: group[ir].1,
-            a: vec![ZERO; nm[it] * q * nrl * nt],
-            b: vec![ZERO; (lmax + 1) * q * nrl * ntl],
-            cm: vec![ZERO; q * nrl * (lmax + 1)],
+            a: vec![ZERO; nm[it] * qb * nrl * nt],
+            b: vec![ZERO; (lmax + 1) * qb * nrl * ntl],
+            cm: vec![ZERO; qb * nrl * (lmax + 1)],
             ser: vec![],
+            ser2: vec![],
             rows: vec![ZERO; (lmax + 1) * q * nrl * ntl],
             sht,
             dec,
@@ -716,7 +726,7 @@ impl DistSht {
             let nb = q * self.nrl;
             self.legendre_synth_chunk(&coeffs[f0 * ll..(f0 + q) * ll], nb)?;
             self.theta_move(self.theta_alg, nb, true)?;
-            self.phi_synth_chunk(&mut grid[f0 * gl..(f0 + q) * gl], nb)?;
+            self.phi_synth_chunk(&mut grid[f0 * gl..(f0 + q) * gl], nb, 0)?;
         }
         Ok(())
     }
@@ -747,9 +757,226 @@ impl DistSht {
         for f0 in (0..nf).step_by(self.queue) {
             let q = self.queue.min(nf - f0);
             let nb = q * self.nrl;
-            self.phi_anal_chunk(&grid[f0 * gl..(f0 + q) * gl], nb)?;
+            self.phi_anal_chunk(&grid[f0 * gl..(f0 + q) * gl], nb, 0)?;
             self.theta_move(self.theta_alg, nb, false)?;
             self.legendre_anal_chunk(&mut coeffs[f0 * ll..(f0 + q) * ll], nb)?;
+        }
+        Ok(())
+    }
+
+    /// Fields per transposition call of a vector transform: the queue
+    /// length counts scalar components, two per vector field (at least one
+    /// field per call).
+    fn vector_queue(&self) -> usize {
+        (self.queue / 2).max(1)
+    }
+
+    /// Gathers a level-layout batch (`nb` entries) into the serial m-major
+    /// layout in `out` (the 1d scheme).
+    fn level_to_serial(&self, level: &[Complex64], nb: usize, out: &mut Vec<Complex64>) {
+        let (nlm, ntup) = (self.sht.nlm(), self.ntup);
+        out.resize(nb * nlm, ZERO);
+        for b in 0..nb {
+            for (k, &p) in self.serial_pos.iter().enumerate() {
+                out[b * nlm + k] = level[b * ntup + p];
+            }
+        }
+    }
+
+    /// Scatters a serial m-major batch back to the level layout.
+    fn serial_to_level(&self, ser: &[Complex64], level: &mut [Complex64]) {
+        let (nlm, ntup) = (self.sht.nlm(), self.ntup);
+        for b in 0..level.len() / ntup {
+            for (k, &p) in self.serial_pos.iter().enumerate() {
+                level[b * ntup + p] = ser[b * nlm + k];
+            }
+        }
+    }
+
+    /// Vector synthesis of a batch: the spheroidal and toroidal potentials
+    /// `sph`, `tor` in the level layout (`nfields * level_len()` each) to
+    /// `vt = u_theta`, `vp = u_phi` (`nfields * grid_len()` each), as
+    /// [`Sht::vector_synthesis`] and bit-identical to it. Each theta
+    /// transposition moves both components of up to `queue / 2` fields (at
+    /// least one). Collective as [`synthesis`](Self::synthesis).
+    pub fn vector_synthesis(
+        &mut self,
+        sph: &[Complex64],
+        tor: &[Complex64],
+        vt: &mut [f64],
+        vp: &mut [f64],
+    ) -> Result<(), DistError> {
+        let nf = batch("sph", sph.len(), self.level_len())?;
+        check_len("tor", tor.len(), nf * self.level_len())?;
+        check_len("vt", vt.len(), nf * self.grid_len())?;
+        check_len("vp", vp.len(), nf * self.grid_len())?;
+        if self.dec.pi_theta() == 1 {
+            if self.serial_identity {
+                return Ok(self.sht.vector_synthesis(sph, tor, vt, vp, self.par)?);
+            }
+            let nb = nf * self.nrl;
+            let (mut s1, mut s2) = (
+                std::mem::take(&mut self.ser),
+                std::mem::take(&mut self.ser2),
+            );
+            self.level_to_serial(sph, nb, &mut s1);
+            self.level_to_serial(tor, nb, &mut s2);
+            let r = self.sht.vector_synthesis(&s1, &s2, vt, vp, self.par);
+            (self.ser, self.ser2) = (s1, s2);
+            return Ok(r?);
+        }
+        let (ll, gl, qv) = (self.level_len(), self.grid_len(), self.vector_queue());
+        for f0 in (0..nf).step_by(qv) {
+            let q = qv.min(nf - f0);
+            let nb = q * self.nrl;
+            self.vector_legendre_synth_chunk(
+                &sph[f0 * ll..(f0 + q) * ll],
+                &tor[f0 * ll..(f0 + q) * ll],
+                nb,
+            )?;
+            self.theta_move(self.theta_alg, 2 * nb, true)?;
+            self.phi_synth_chunk(&mut vt[f0 * gl..(f0 + q) * gl], 2 * nb, 0)?;
+            self.phi_synth_chunk(&mut vp[f0 * gl..(f0 + q) * gl], 2 * nb, nb)?;
+        }
+        Ok(())
+    }
+
+    /// Vector analysis of a batch: `vt = u_theta`, `vp = u_phi`
+    /// (`nfields * grid_len()` each) to the potentials `sph`, `tor` in the
+    /// level layout (`nfields * level_len()` each), as
+    /// [`Sht::vector_analysis`] and bit-identical to it. Collective as
+    /// [`analysis`](Self::analysis).
+    pub fn vector_analysis(
+        &mut self,
+        vt: &[f64],
+        vp: &[f64],
+        sph: &mut [Complex64],
+        tor: &mut [Complex64],
+    ) -> Result<(), DistError> {
+        let nf = batch("vt", vt.len(), self.grid_len())?;
+        check_len("vp", vp.len(), nf * self.grid_len())?;
+        check_len("sph", sph.len(), nf * self.level_len())?;
+        check_len("tor", tor.len(), nf * self.level_len())?;
+        if self.dec.pi_theta() == 1 {
+            if self.serial_identity {
+                return Ok(self.sht.vector_analysis(vt, vp, sph, tor, self.par)?);
+            }
+            let nbt = nf * self.nrl * self.sht.nlm();
+            let (mut s1, mut s2) = (
+                std::mem::take(&mut self.ser),
+                std::mem::take(&mut self.ser2),
+            );
+            s1.resize(nbt, ZERO);
+            s2.resize(nbt, ZERO);
+            let r = self.sht.vector_analysis(vt, vp, &mut s1, &mut s2, self.par);
+            if r.is_ok() {
+                self.serial_to_level(&s1, sph);
+                self.serial_to_level(&s2, tor);
+            }
+            (self.ser, self.ser2) = (s1, s2);
+            return Ok(r?);
+        }
+        let (ll, gl, qv) = (self.level_len(), self.grid_len(), self.vector_queue());
+        for f0 in (0..nf).step_by(qv) {
+            let q = qv.min(nf - f0);
+            let nb = q * self.nrl;
+            self.phi_anal_chunk(&vt[f0 * gl..(f0 + q) * gl], 2 * nb, 0)?;
+            self.phi_anal_chunk(&vp[f0 * gl..(f0 + q) * gl], 2 * nb, nb)?;
+            self.theta_move(self.theta_alg, 2 * nb, false)?;
+            self.vector_legendre_anal_chunk(
+                &mut sph[f0 * ll..(f0 + q) * ll],
+                &mut tor[f0 * ll..(f0 + q) * ll],
+                nb,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Vector Legendre synthesis of the own orders for `nb` batch entries
+    /// into `a`: per order, `u_theta` of the `nb` entries, then `u_phi`.
+    fn vector_legendre_synth_chunk(
+        &mut self,
+        sph: &[Complex64],
+        tor: &[Complex64],
+        nb: usize,
+    ) -> Result<(), DistError> {
+        let (nt, ntup, lmax) = (self.sht.ntheta(), self.ntup, self.sht.lmax());
+        let orders = self.dec.orders(self.it);
+        let (sht, lvl_pos) = (&self.sht, &self.lvl_pos);
+        let one = |cm: &mut Vec<Complex64>, (i, out): (usize, &mut [Complex64])| {
+            let m = orders[i];
+            cm.clear();
+            for src in [sph, tor] {
+                for b in 0..nb {
+                    cm.extend(lvl_pos[i].iter().map(|&p| src[b * ntup + p]));
+                }
+            }
+            let (s, t) = cm.split_at(cm.len() / 2);
+            let (ot, op) = out.split_at_mut(nb * nt);
+            sht.vector_legendre_synthesis_m(m, s, t, ot, op)
+        };
+        let a = &mut self.a[..orders.len() * 2 * nb * nt];
+        match self.par {
+            Parallelism::None => {
+                let cm = &mut self.cm;
+                a.chunks_mut(2 * nb * nt)
+                    .enumerate()
+                    .try_for_each(|x| one(cm, x))?;
+            }
+            Parallelism::Rayon => a
+                .par_chunks_mut(2 * nb * nt)
+                .enumerate()
+                .with_max_len(1)
+                .try_for_each_init(
+                    || Vec::with_capacity(2 * nb * (lmax + 1)),
+                    |cm, x| one(cm, x),
+                )?,
+        }
+        Ok(())
+    }
+
+    /// Vector Legendre analysis of the own orders from `a` (`nb` batch
+    /// entries of `u_theta`, then of `u_phi`, per order).
+    fn vector_legendre_anal_chunk(
+        &mut self,
+        sph: &mut [Complex64],
+        tor: &mut [Complex64],
+        nb: usize,
+    ) -> Result<(), DistError> {
+        let (nt, ntup, lmax) = (self.sht.ntheta(), self.ntup, self.sht.lmax());
+        let orders = self.dec.orders(self.it);
+        let a = &self.a[..orders.len() * 2 * nb * nt];
+        let (sht, lvl_pos) = (&self.sht, &self.lvl_pos);
+        let one = |i: usize, input: &[Complex64]| -> Result<Vec<Complex64>, ShtError> {
+            let m = orders[i];
+            let nl = lmax - m + 1;
+            let mut st = vec![ZERO; 2 * nb * nl];
+            let (s, t) = st.split_at_mut(nb * nl);
+            let (it, ip) = input.split_at(nb * nt);
+            sht.vector_legendre_analysis_m(m, it, ip, s, t)?;
+            Ok(st)
+        };
+        let per: Vec<Vec<Complex64>> = match self.par {
+            Parallelism::None => a
+                .chunks(2 * nb * nt)
+                .enumerate()
+                .map(|(i, x)| one(i, x))
+                .collect::<Result<_, _>>()?,
+            Parallelism::Rayon => a
+                .par_chunks(2 * nb * nt)
+                .enumerate()
+                .with_max_len(1)
+                .map(|(i, x)| one(i, x))
+                .collect::<Result<_, _>>()?,
+        };
+        for (i, st) in per.iter().enumerate() {
+            let nl = lvl_pos[i].len();
+            for b in 0..nb {
+                for (k, &p) in lvl_pos[i].iter().enumerate() {
+                    sph[b * ntup + p] = st[b * nl + k];
+                    tor[b * ntup + p] = st[(nb + b) * nl + k];
+                }
+            }
         }
         Ok(())
     }
@@ -831,7 +1058,9 @@ impl DistSht {
     }
 
     /// Phi synthesis of the own latitudes from `b` (`nb` batch entries).
-    fn phi_synth_chunk(&mut self, grid: &mut [f64], nb: usize) -> Result<(), DistError> {
+    /// `nb` is the batch stride of `b`; the rows of `grid` are batch
+    /// entries `b0..` of it.
+    fn phi_synth_chunk(&mut self, grid: &mut [f64], nb: usize, b0: usize) -> Result<(), DistError> {
         let (ntl, nphi, lmax) = (self.ntl, self.sht.nphi(), self.sht.lmax());
         let (b, slot, c2r) = (&self.b, &self.slot, &self.c2r);
         let init = || (vec![ZERO; nphi / 2 + 1], vec![ZERO; c2r.get_scratch_len()]);
@@ -841,7 +1070,7 @@ impl DistSht {
             let (buf, scr) = s;
             buf.iter_mut().for_each(|x| *x = ZERO);
             for m in 0..=lmax {
-                buf[m] = b[(slot[m] * nb + bb) * ntl + j];
+                buf[m] = b[(slot[m] * nb + b0 + bb) * ntl + j];
             }
             buf[0].im = 0.0;
             c2r.process_with_scratch(buf, out, scr)
@@ -863,11 +1092,14 @@ impl DistSht {
     }
 
     /// Phi analysis of the own latitudes into `b` (`nb` batch entries).
-    fn phi_anal_chunk(&mut self, grid: &[f64], nb: usize) -> Result<(), DistError> {
+    /// `nb` is the batch stride of `b`; the rows of `grid` go to batch
+    /// entries `b0..` of it.
+    fn phi_anal_chunk(&mut self, grid: &[f64], nb: usize, b0: usize) -> Result<(), DistError> {
         let (ntl, nphi, mm) = (self.ntl, self.sht.nphi(), self.sht.lmax() + 1);
         let scale = 1.0 / nphi as f64;
         let r2c = &self.r2c;
-        let rows = &mut self.rows[..nb * ntl * mm];
+        let nrows = grid.len() / nphi;
+        let rows = &mut self.rows[..nrows * mm];
         let init = || {
             (
                 vec![0.0; nphi],
@@ -901,7 +1133,7 @@ impl DistSht {
         for (row, vals) in rows.chunks(mm).enumerate() {
             let (bb, j) = (row / ntl, row % ntl);
             for (m, v) in vals.iter().enumerate() {
-                self.b[(self.slot[m] * nb + bb) * ntl + j] = *v;
+                self.b[(self.slot[m] * nb + b0 + bb) * ntl + j] = *v;
             }
         }
         Ok(())

@@ -130,6 +130,14 @@ struct Case {
     /// Serial synthesis of `coeffs`, analysis of `grid`.
     synth: Vec<f64>,
     anal: Vec<Complex64>,
+    /// A second set of coefficients and grid values, for the toroidal
+    /// potential and `u_phi`.
+    coeffs2: Vec<Complex64>,
+    grid2: Vec<f64>,
+    /// Serial vector synthesis of (`coeffs`, `coeffs2`) and analysis of
+    /// (`grid`, `grid2`).
+    vsynth: (Vec<f64>, Vec<f64>),
+    vanal: (Vec<Complex64>, Vec<Complex64>),
 }
 
 impl Case {
@@ -146,6 +154,23 @@ impl Case {
             .unwrap();
         let mut anal = vec![Complex64::new(0.0, 0.0); coeffs.len()];
         sht.analysis(&grid, &mut anal, Parallelism::None).unwrap();
+        let coeffs2: Vec<Complex64> = (0..coeffs.len())
+            .map(|_| Complex64::new(rng.next(), rng.next()))
+            .collect();
+        let grid2: Vec<f64> = (0..grid.len()).map(|_| rng.next()).collect();
+        let mut vsynth = (vec![0.0; grid.len()], vec![0.0; grid.len()]);
+        sht.vector_synthesis(
+            &coeffs,
+            &coeffs2,
+            &mut vsynth.0,
+            &mut vsynth.1,
+            Parallelism::None,
+        )
+        .unwrap();
+        let zero = Complex64::new(0.0, 0.0);
+        let mut vanal = (vec![zero; coeffs.len()], vec![zero; coeffs.len()]);
+        sht.vector_analysis(&grid, &grid2, &mut vanal.0, &mut vanal.1, Parallelism::None)
+            .unwrap();
         Self {
             ntheta,
             nphi,
@@ -157,6 +182,10 @@ impl Case {
             grid,
             synth,
             anal,
+            coeffs2,
+            grid2,
+            vsynth,
+            vanal,
         }
     }
 
@@ -220,6 +249,31 @@ impl Case {
             .map_err(|e| e.to_string())?;
         if cbits(&back) != cbits(&self.level(d, &self.anal)) {
             return Err(format!("analysis differs on rank {:?}", d.coords()));
+        }
+        // Vector transforms.
+        let level2 = self.level(d, &self.coeffs2);
+        let mut vt = vec![f64::NAN; grid.len()];
+        let mut vp = vec![f64::NAN; grid.len()];
+        d.vector_synthesis(&level, &level2, &mut vt, &mut vp)
+            .map_err(|e| e.to_string())?;
+        if bits(&vt) != bits(&self.local_grid(d, &self.vsynth.0))
+            || bits(&vp) != bits(&self.local_grid(d, &self.vsynth.1))
+        {
+            return Err(format!("vector synthesis differs on rank {:?}", d.coords()));
+        }
+        let mut s = vec![Complex64::new(f64::NAN, 0.0); level.len()];
+        let mut t = vec![Complex64::new(f64::NAN, 0.0); level.len()];
+        d.vector_analysis(
+            &self.local_grid(d, &self.grid),
+            &self.local_grid(d, &self.grid2),
+            &mut s,
+            &mut t,
+        )
+        .map_err(|e| e.to_string())?;
+        if cbits(&s) != cbits(&self.level(d, &self.vanal.0))
+            || cbits(&t) != cbits(&self.level(d, &self.vanal.1))
+        {
+            return Err(format!("vector analysis differs on rank {:?}", d.coords()));
         }
         let mut lm = vec![Complex64::new(f64::NAN, 0.0); self.nf * d.lm_len()];
         d.to_lm(&level, &mut lm).map_err(|e| e.to_string())?;
