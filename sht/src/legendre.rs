@@ -617,6 +617,16 @@ fn synth_group<V: Vf, const NV: usize, const G: usize>(
             }
             step_lanes::<V, NV>(ab[i], &x, &p0, &mut p1);
             i += 1;
+            // Pairs of degrees before the next start and the last degree:
+            // the same operations without the checks.
+            let stop = if e < ne { ev[e].0.min(n) } else { n };
+            while i + 2 <= stop {
+                accumulate::<V, NV, G>(&mut a, c, nd, i, &p1);
+                step_lanes::<V, NV>(ab[i], &x, &p1, &mut p0);
+                accumulate::<V, NV, G>(&mut b, c, nd, i + 1, &p0);
+                step_lanes::<V, NV>(ab[i + 1], &x, &p0, &mut p1);
+                i += 2;
+            }
         }
         let (even, odd) = if i0 & 1 == 0 { (a, b) } else { (b, a) };
         for g in 0..G {
@@ -777,6 +787,16 @@ fn anal_group<V: Vf, const NV: usize, const G: usize>(
             }
             step_lanes::<V, NV>(ab[i], &x, &p0, &mut p1);
             i += 1;
+            // Pairs of degrees before the next start and the last degree:
+            // the same operations without the checks.
+            let stop = if e < ne { ev[e].0.min(n) } else { n };
+            while i + 2 <= stop {
+                deposit::<V, NV, G>(part, &sa, nd, i, &p1);
+                step_lanes::<V, NV>(ab[i], &x, &p1, &mut p0);
+                deposit::<V, NV, G>(part, &sb, nd, i + 1, &p0);
+                step_lanes::<V, NV>(ab[i + 1], &x, &p0, &mut p1);
+                i += 2;
+            }
         }
     }
 }

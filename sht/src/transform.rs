@@ -337,21 +337,34 @@ impl Sht {
         let nf = batch("spec", spec.len(), self.spectral_len())?;
         check_len("grid", grid.len(), nf * self.ntheta * self.nphi)?;
         let (nt, nh) = (self.ntheta, self.nphi / 2 + 1);
-        let one = |(row, out): (usize, &mut [f64])| -> Result<(), ShtError> {
+        let scratch_len = self.c2r.get_scratch_len();
+        let init = || (vec![ZERO; nh], vec![ZERO; scratch_len]);
+        // One row; `buf` and `scratch` are reused (the FFT may overwrite
+        // its input, so every entry of `buf` is set each time).
+        let one = |(buf, scratch): &mut (Vec<Complex64>, Vec<Complex64>),
+                   (row, out): (usize, &mut [f64])|
+         -> Result<(), ShtError> {
             let (f, j) = (row / nt, row % nt);
-            let mut buf = vec![ZERO; nh];
             for m in 0..=self.lmax {
                 buf[m] = spec[(m * nf + f) * nt + j];
             }
+            buf[self.lmax + 1..].iter_mut().for_each(|b| *b = ZERO);
             buf[0].im = 0.0;
-            let mut scratch = vec![ZERO; self.c2r.get_scratch_len()];
             self.c2r
-                .process_with_scratch(&mut buf, out, &mut scratch)
+                .process_with_scratch(buf, out, scratch)
                 .map_err(|e| ShtError::Fft(e.to_string()))
         };
         match par {
-            Parallelism::None => grid.chunks_mut(self.nphi).enumerate().try_for_each(one),
-            Parallelism::Rayon => grid.par_chunks_mut(self.nphi).enumerate().try_for_each(one),
+            Parallelism::None => {
+                let mut bufs = init();
+                grid.chunks_mut(self.nphi)
+                    .enumerate()
+                    .try_for_each(|r| one(&mut bufs, r))
+            }
+            Parallelism::Rayon => grid
+                .par_chunks_mut(self.nphi)
+                .enumerate()
+                .try_for_each_init(init, one),
         }
     }
 
@@ -367,28 +380,45 @@ impl Sht {
         check_len("spec", spec.len(), nf * self.spectral_len())?;
         let (nt, nh, mm) = (self.ntheta, self.nphi / 2 + 1, self.lmax + 1);
         let scale = 1.0 / self.nphi as f64;
-        let one = |row: &[f64]| -> Result<Vec<Complex64>, ShtError> {
-            let mut inp = row.to_vec();
-            let mut buf = vec![ZERO; nh];
-            let mut scratch = vec![ZERO; self.r2c.get_scratch_len()];
-            self.r2c
-                .process_with_scratch(&mut inp, &mut buf, &mut scratch)
-                .map_err(|e| ShtError::Fft(e.to_string()))?;
-            buf.truncate(mm);
-            buf.iter_mut().for_each(|b| *b *= scale);
-            Ok(buf)
+        let scratch_len = self.r2c.get_scratch_len();
+        let init = || {
+            (
+                vec![0.0; self.nphi],
+                vec![ZERO; nh],
+                vec![ZERO; scratch_len],
+            )
         };
-        let rows: Vec<Vec<Complex64>> = match par {
-            Parallelism::None => grid.chunks(self.nphi).map(one).collect::<Result<_, _>>()?,
+        // Row by row into `rows` (row-major, `mm` orders per row), then
+        // transposed into the intermediate layout.
+        let mut rows = vec![ZERO; nf * nt * mm];
+        #[allow(clippy::type_complexity)]
+        let one = |(inp, buf, scratch): &mut (Vec<f64>, Vec<Complex64>, Vec<Complex64>),
+                   (row, out): (&[f64], &mut [Complex64])|
+         -> Result<(), ShtError> {
+            inp.copy_from_slice(row);
+            self.r2c
+                .process_with_scratch(inp, buf, scratch)
+                .map_err(|e| ShtError::Fft(e.to_string()))?;
+            for (o, b) in out.iter_mut().zip(buf.iter()) {
+                *o = b * scale;
+            }
+            Ok(())
+        };
+        match par {
+            Parallelism::None => {
+                let mut bufs = init();
+                grid.chunks(self.nphi)
+                    .zip(rows.chunks_mut(mm))
+                    .try_for_each(|r| one(&mut bufs, r))?
+            }
             Parallelism::Rayon => grid
                 .par_chunks(self.nphi)
-                .map(one)
-                .collect::<Result<_, _>>()?,
-        };
-        for (row, vals) in rows.iter().enumerate() {
-            let (f, j) = (row / nt, row % nt);
-            for (m, v) in vals.iter().enumerate() {
-                spec[(m * nf + f) * nt + j] = *v;
+                .zip(rows.par_chunks_mut(mm))
+                .try_for_each_init(init, one)?,
+        }
+        for m in 0..mm {
+            for (r, s) in spec[m * nf * nt..(m + 1) * nf * nt].iter_mut().enumerate() {
+                *s = rows[r * mm + m];
             }
         }
         Ok(())
