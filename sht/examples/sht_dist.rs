@@ -5,7 +5,8 @@
 //! sht_dist hash  [--ranks N]
 //!     every legal Pi_r x Pi_theta grid of the rank count, every algorithm,
 //!     queue lengths 1, 2, 3: one line per case with a hash of the
-//!     synthesised grid, the analysed coefficients and the lm layout that
+//!     synthesised grid, the analysed coefficients, the vector transforms'
+//!     results and the lm layout that
 //!     does not depend on the decomposition (XOR of per-value mixes of the
 //!     global index and the bits).
 //! sht_dist bench [--ranks N] [--ntheta T] [--levels L] [--fields F] [--reps R] [--queues 1,2,...]
@@ -56,19 +57,21 @@ fn case_hash(d: &mut DistSht, sht: &Sht) -> Result<u64, String> {
         .map(|_| Complex64::new(lcg(&mut s), lcg(&mut s)))
         .collect();
     let grid_in: Vec<f64> = (0..NF * NR * NTHETA * NPHI).map(|_| lcg(&mut s)).collect();
+    let coeffs2: Vec<Complex64> = (0..NF * NR * nlm)
+        .map(|_| Complex64::new(lcg(&mut s), lcg(&mut s)))
+        .collect();
+    let grid_in2: Vec<f64> = (0..NF * NR * NTHETA * NPHI).map(|_| lcg(&mut s)).collect();
     let tuples = d.level_tuples().to_vec();
-    let mut level = vec![];
-    let mut grid = vec![];
+    let (mut level, mut level2, mut grid, mut grid2) = (vec![], vec![], vec![], vec![]);
     for f in 0..NF {
         for r in r0..r0 + nrl {
             let b = f * NR + r;
-            level.extend(
-                tuples
-                    .iter()
-                    .map(|&(l, m)| coeffs[b * nlm + sht.lm_index(l, m)]),
-            );
+            let at = |c: &[Complex64], (l, m): (usize, usize)| c[b * nlm + sht.lm_index(l, m)];
+            level.extend(tuples.iter().map(|&lm| at(&coeffs, lm)));
+            level2.extend(tuples.iter().map(|&lm| at(&coeffs2, lm)));
             let g = b * NTHETA * NPHI;
             grid.extend_from_slice(&grid_in[g + t0 * NPHI..g + (t0 + ntl) * NPHI]);
+            grid2.extend_from_slice(&grid_in2[g + t0 * NPHI..g + (t0 + ntl) * NPHI]);
         }
     }
     let mut h = 0u64;
@@ -78,26 +81,36 @@ fn case_hash(d: &mut DistSht, sht: &Sht) -> Result<u64, String> {
     d.analysis(&grid, &mut back).map_err(e)?;
     let mut lm = vec![Complex64::new(0.0, 0.0); NF * d.lm_len()];
     d.to_lm(&level, &mut lm).map_err(e)?;
-    let mut k = 0;
-    for f in 0..NF {
-        for r in r0..r0 + nrl {
-            let b = f * NR + r;
-            for j in t0..t0 + ntl {
-                for p in 0..NPHI {
-                    h ^= value_hash(1, (b * NTHETA + j) * NPHI + p, out[k].to_bits());
-                    k += 1;
+    let (mut vt, mut vp) = (vec![0.0; out.len()], vec![0.0; out.len()]);
+    d.vector_synthesis(&level, &level2, &mut vt, &mut vp)
+        .map_err(e)?;
+    let (mut vs, mut vtor) = (back.clone(), back.clone());
+    d.vector_analysis(&grid, &grid2, &mut vs, &mut vtor)
+        .map_err(e)?;
+    for (kind, g) in [(1, &out), (4, &vt), (5, &vp)] {
+        let mut k = 0;
+        for f in 0..NF {
+            for r in r0..r0 + nrl {
+                let b = f * NR + r;
+                for j in t0..t0 + ntl {
+                    for p in 0..NPHI {
+                        h ^= value_hash(kind, (b * NTHETA + j) * NPHI + p, g[k].to_bits());
+                        k += 1;
+                    }
                 }
             }
         }
     }
-    let mut k = 0;
-    for f in 0..NF {
-        for r in r0..r0 + nrl {
-            for &(l, m) in &tuples {
-                let i = (f * NR + r) * nlm + sht.lm_index(l, m);
-                h ^= value_hash(2, 2 * i, back[k].re.to_bits());
-                h ^= value_hash(2, 2 * i + 1, back[k].im.to_bits());
-                k += 1;
+    for (kind, c) in [(2, &back), (6, &vs), (7, &vtor)] {
+        let mut k = 0;
+        for f in 0..NF {
+            for r in r0..r0 + nrl {
+                for &(l, m) in &tuples {
+                    let i = (f * NR + r) * nlm + sht.lm_index(l, m);
+                    h ^= value_hash(kind, 2 * i, c[k].re.to_bits());
+                    h ^= value_hash(kind, 2 * i + 1, c[k].im.to_bits());
+                    k += 1;
+                }
             }
         }
     }

@@ -5,7 +5,8 @@
 //!   `hash` mode runs, for one rank count, every legal `Pi_r x Pi_theta`
 //!   grid with every transposition algorithm and queue lengths 1, 2, 3, and
 //!   prints per case a hash of the synthesised grid, the analysed
-//!   coefficients and the lm layout that does not depend on the
+//!   coefficients, the vector transforms' results and the lm layout that
+//!   does not depend on the
 //!   decomposition. Every case must give the hash of the in-process 1-rank
 //!   run: in-process at 1, 2, 3, 4, 6 and 8 ranks, or with `--mpi` under
 //!   `mpirun -np 1, 2, 4`.
@@ -201,7 +202,7 @@ pub fn bitexact(mpi: bool) -> Result<()> {
         );
     }
     println!(
-        "bitexact sht: DistSht synthesis, analysis and l transposition, {} suite, reference {ref_hash}",
+        "bitexact sht: DistSht scalar and vector synthesis and analysis, l transposition, {} suite, reference {ref_hash}",
         if mpi { "MPI" } else { "in-process" }
     );
     println!(
