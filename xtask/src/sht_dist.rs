@@ -6,10 +6,9 @@
 //!   grid with every transposition algorithm and queue lengths 1, 2, 3, and
 //!   prints per case a hash of the synthesised grid, the analysed
 //!   coefficients, the vector transforms' results and the lm layout that
-//!   does not depend on the
-//!   decomposition. Every case must give the hash of the in-process 1-rank
-//!   run: in-process at 1, 2, 3, 4, 6 and 8 ranks, or with `--mpi` under
-//!   `mpirun -np 1, 2, 4`.
+//!   does not depend on the decomposition. Every case must give the hash
+//!   of the in-process 1-rank run: in-process at 1, 2, 3, 4, 6 and 8 ranks,
+//!   or with `--mpi` under `mpirun -np 1, 2, 4`.
 //! - [`bench`]: `cargo xtask bench sht-transpose`. The example's `bench`
 //!   mode times, per algorithm and queue length 1..13, 13 scalar fields
 //!   (the seed's four vector fields and one scalar) through the theta
