@@ -447,36 +447,61 @@ unsafe fn anal_avx2(o: &Order<'_>, nf: usize, input: &[Complex64], out: &mut [Co
     anal_impl::<x86::V4, 2>(o, nf, input, out)
 }
 
-/// The block of `lanes` northern latitudes starting at row `jb`: nodes
-/// (zero past the last row), and the starts of the lanes with a
-/// non-negligible value up to `l = m + ab.len()`, sorted by degree
-/// (`(i, lane)`, `count` of them).
+/// The block of `lanes` northern latitudes starting at row `jb`.
+struct Block {
+    /// Nodes (zero past the last row).
+    x: [f64; LMAX_LANES],
+    /// The lanes with a non-negligible value up to `l = m + ab.len()`,
+    /// sorted by the degree index of their start: `(i, lane)`.
+    ev: [(usize, usize); LMAX_LANES],
+    /// How many lanes are in `ev`.
+    ne: usize,
+    /// How many of them start at the first degree `ev[0].0`.
+    ne0: usize,
+    /// `Pbar_{i0-1}` of the lanes that start at `i0 = ev[0].0`, zero in
+    /// the others.
+    p0: [f64; LMAX_LANES],
+    /// `Pbar_{i0}` likewise.
+    p1: [f64; LMAX_LANES],
+}
+
 #[inline(always)]
-fn block_start(
-    o: &Order<'_>,
-    jb: usize,
-    lanes: usize,
-) -> ([f64; LMAX_LANES], [(usize, usize); LMAX_LANES], usize) {
+fn block_start(o: &Order<'_>, jb: usize, lanes: usize) -> Block {
     let n = o.ab.len();
     let nn = o.x.len();
-    let mut x = [0.0; LMAX_LANES];
-    let mut ev = [(usize::MAX, 0usize); LMAX_LANES];
-    let mut count = 0;
+    let mut blk = Block {
+        x: [0.0; LMAX_LANES],
+        ev: [(usize::MAX, 0usize); LMAX_LANES],
+        ne: 0,
+        ne0: 0,
+        p0: [0.0; LMAX_LANES],
+        p1: [0.0; LMAX_LANES],
+    };
     for q in 0..lanes.min(nn - jb) {
-        x[q] = o.x[jb + q];
+        blk.x[q] = o.x[jb + q];
         let i = o.start[jb + q].i as usize;
         if i <= n {
             // Insertion by degree, then lane.
-            let mut k = count;
-            while k > 0 && ev[k - 1].0 > i {
-                ev[k] = ev[k - 1];
+            let mut k = blk.ne;
+            while k > 0 && blk.ev[k - 1].0 > i {
+                blk.ev[k] = blk.ev[k - 1];
                 k -= 1;
             }
-            ev[k] = (i, q);
-            count += 1;
+            blk.ev[k] = (i, q);
+            blk.ne += 1;
         }
     }
-    (x, ev, count)
+    if blk.ne > 0 {
+        let i0 = blk.ev[0].0;
+        while blk.ne0 < blk.ne && blk.ev[blk.ne0].0 == i0 {
+            let q = blk.ev[blk.ne0].1;
+            let st = o.start[jb + q].p;
+            blk.p0[q] = st[0];
+            blk.p1[q] = st[1];
+            blk.ne0 += 1;
+        }
+    }
+    blk
 }
 
 /// Loads `NV` vectors from `s` (`NV * W` values).
@@ -525,7 +550,6 @@ fn synth_impl<V: Vf, const NV: usize>(
 ) {
     let nd = o.ab.len() + 1;
     let nt = o.nt;
-    out.iter_mut().for_each(|v| *v = Complex64::new(0.0, 0.0));
     let mut f = 0;
     while f < nf {
         if nf - f >= 2 {
@@ -572,14 +596,18 @@ fn synth_group<V: Vf, const NV: usize, const G: usize>(
     let (nn, nt, ab) = (o.x.len(), o.nt, o.ab);
     let n = ab.len();
     let nd = n + 1;
+    // The blocks write rows `done..nt - done`; the others are zero.
+    let mut done = nn;
     for jb in (0..nn).step_by(lanes).rev() {
-        let (xs, ev, ne) = block_start(o, jb, lanes);
+        let blk = block_start(o, jb, lanes);
+        let (ev, ne) = (blk.ev, blk.ne);
         // Once a whole block is negligible, so are all blocks nearer the
         // pole (smaller sin^m theta): they stay zero.
         if ne == 0 {
             break;
         }
-        let x = load_lanes::<V, NV>(&xs);
+        done = jb;
+        let x = load_lanes::<V, NV>(&blk.x);
         let i0 = ev[0].0;
         // All lanes together from the first start, two degrees per turn so
         // that the parity of each accumulator is fixed (`a` the parity of
@@ -588,10 +616,10 @@ fn synth_group<V: Vf, const NV: usize, const G: usize>(
         let zero = [V::splat(0.0); NV];
         let mut a = [[zero; 2]; G];
         let mut b = [[zero; 2]; G];
-        let mut p0 = zero;
-        let mut p1 = zero;
+        let mut p0 = load_lanes::<V, NV>(&blk.p0);
+        let mut p1 = load_lanes::<V, NV>(&blk.p1);
         let mut i = i0;
-        let mut e = 0;
+        let mut e = blk.ne0;
         loop {
             while e < ne && ev[e].0 == i {
                 let st = o.start[jb + ev[e].1].p;
@@ -643,6 +671,16 @@ fn synth_group<V: Vf, const NV: usize, const G: usize>(
                 }
             }
         }
+    }
+    // The rows nearer the poles than the first negligible block.
+    for g in 0..G {
+        let o = &mut out[g * nt..(g + 1) * nt];
+        o[..done]
+            .iter_mut()
+            .for_each(|v| *v = Complex64::new(0.0, 0.0));
+        o[nt - done..]
+            .iter_mut()
+            .for_each(|v| *v = Complex64::new(0.0, 0.0));
     }
 }
 
@@ -721,11 +759,12 @@ fn anal_group<V: Vf, const NV: usize, const G: usize>(
     let n = ab.len();
     let nd = n + 1;
     for jb in (0..nn).step_by(lanes).rev() {
-        let (xs, ev, ne) = block_start(o, jb, lanes);
+        let blk = block_start(o, jb, lanes);
+        let (ev, ne) = (blk.ev, blk.ne);
         if ne == 0 {
             break;
         }
-        let x = load_lanes::<V, NV>(&xs);
+        let x = load_lanes::<V, NV>(&blk.x);
         let i0 = ev[0].0;
         // Weighted sums (even i) and differences (odd i) of the two
         // hemispheres, [parity][field][re, im][lane].
@@ -757,11 +796,10 @@ fn anal_group<V: Vf, const NV: usize, const G: usize>(
             (par(1), par(0))
         };
         // All lanes together from the first start (see `synth_group`).
-        let zero = [V::splat(0.0); NV];
-        let mut p0 = zero;
-        let mut p1 = zero;
+        let mut p0 = load_lanes::<V, NV>(&blk.p0);
+        let mut p1 = load_lanes::<V, NV>(&blk.p1);
         let mut i = i0;
-        let mut e = 0;
+        let mut e = blk.ne0;
         loop {
             while e < ne && ev[e].0 == i {
                 let st = o.start[jb + ev[e].1].p;
