@@ -12,7 +12,8 @@
 //! sht_dist bench [--ranks N] [--ntheta T] [--levels L] [--fields F] [--reps R] [--queues 1,2,...]
 //!     per algorithm and queue length: the median round-trip time of F
 //!     fields through the theta transposition (grid 1 x P, L*P levels) and
-//!     the l transposition (grid P x 1, L*P levels), the slowest rank's.
+//!     the l transposition (grid P x 1, L*P levels), the slowest rank's;
+//!     with the theta one also the whole scalar synthesis plus analysis.
 //! ```
 //!
 //! Only the first rank prints.
@@ -175,6 +176,36 @@ struct BenchArgs {
     queues: Vec<usize>,
 }
 
+/// Median time of one scalar synthesis and one analysis of `nf` fields
+/// (random values), the slowest rank's.
+fn time_transforms(
+    c: &dyn Communicator,
+    d: &mut DistSht,
+    nf: usize,
+    reps: usize,
+) -> Result<f64, String> {
+    let e = |e: sht::DistError| e.to_string();
+    let mut s = 99u64;
+    let level: Vec<Complex64> = (0..nf * d.level_len())
+        .map(|_| Complex64::new(lcg(&mut s), lcg(&mut s)))
+        .collect();
+    let mut back = level.clone();
+    let mut grid = vec![0.0; nf * d.grid_len()];
+    let mut times = vec![];
+    for k in 0..=reps.max(1) {
+        c.barrier().map_err(|e| e.to_string())?;
+        let t = std::time::Instant::now();
+        d.synthesis(&level, &mut grid).map_err(e)?;
+        d.analysis(&grid, &mut back).map_err(e)?;
+        if k > 0 {
+            times.push(t.elapsed().as_secs_f64());
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    c.allreduce_scalar(times[times.len() / 2], comm::ReduceOp::Max)
+        .map_err(|e| e.to_string())
+}
+
 fn bench_suite(c: &dyn Communicator, a: &BenchArgs) -> Result<Vec<String>, String> {
     let p = c.size();
     let mut lines = vec![];
@@ -198,8 +229,18 @@ fn bench_suite(c: &dyn Communicator, a: &BenchArgs) -> Result<Vec<String>, Strin
                     Transposition::Theta => d.levels().1 * d.sht().ntheta() * d.orders().len(),
                     Transposition::L => d.level_len(),
                 };
+                // With the theta transposition: the whole scalar synthesis
+                // and analysis of the same fields, for its share.
+                let full = if which == Transposition::Theta {
+                    format!(
+                        " transform_seconds={:.6e}",
+                        time_transforms(c, &mut d, a.fields, a.reps)?
+                    )
+                } else {
+                    String::new()
+                };
                 lines.push(format!(
-                    "bench which={} ranks={p} backend={} ntheta={} lmax={} levels={} fields={} alg={alg} queue={queue} values_per_rank={per_rank} seconds={t:.6e}",
+                    "bench which={} ranks={p} backend={} ntheta={} lmax={} levels={} fields={} alg={alg} queue={queue} values_per_rank={per_rank} seconds={t:.6e}{full}",
                     match which {
                         Transposition::Theta => "theta",
                         Transposition::L => "l",

@@ -297,6 +297,9 @@ struct Point {
     fields: usize,
     values_per_rank: usize,
     seconds: f64,
+    /// Theta transposition only: scalar synthesis plus analysis of the
+    /// same fields (Legendre, transposition and FFT steps).
+    transform_seconds: Option<f64>,
 }
 
 fn parse_points(lines: &[String]) -> Result<Vec<Point>> {
@@ -319,6 +322,7 @@ fn parse_points(lines: &[String]) -> Result<Vec<Point>> {
                 fields: get("fields")?.parse()?,
                 values_per_rank: get("values_per_rank")?.parse()?,
                 seconds: get("seconds")?.parse()?,
+                transform_seconds: f.get("transform_seconds").map(|v| v.parse()).transpose()?,
             })
         })
         .collect()
@@ -408,7 +412,9 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
 }
 
 /// One table per (transposition, backend, ranks): queue lengths by
-/// algorithm, ms per round trip of all fields; the fastest marked.
+/// algorithm, ms per round trip of all fields, the fastest marked; for the
+/// theta transposition a second one with the whole synthesis plus analysis
+/// and the transposition's share of it.
 fn print_table(points: &[Point]) {
     let mut keys: Vec<(String, String, usize)> = points
         .iter()
@@ -421,32 +427,58 @@ fn print_table(points: &[Point]) {
             .filter(|p| p.which == which && p.backend == backend && p.ranks == ranks)
             .collect();
         let Some(first) = sel.first() else { continue };
-        println!(
-            "\n{which} transposition, {ranks} {backend} ranks, {} values per rank and field: ms per round trip of {} fields",
-            first.values_per_rank, first.fields
-        );
-        print!("{:>5}", "queue");
-        for a in ALGORITHMS {
-            print!(" {a:>9}");
-        }
-        println!("  fastest");
         let mut queues: Vec<usize> = sel.iter().map(|p| p.queue).collect();
         queues.dedup();
-        for q in queues {
-            print!("{q:>5}");
-            let mut best = (f64::INFINITY, "");
+        let table = |title: String, value: &dyn Fn(&Point) -> Option<f64>, share: bool| {
+            println!("\n{title}");
+            print!("{:>5}", "queue");
             for a in ALGORITHMS {
-                match sel.iter().find(|p| p.queue == q && p.alg == a) {
-                    Some(p) => {
-                        print!(" {:>9.3}", p.seconds * 1e3);
-                        if p.seconds < best.0 {
-                            best = (p.seconds, a);
+                print!(" {a:>9}");
+            }
+            println!(
+                "  fastest{}",
+                if share { "  transposition share" } else { "" }
+            );
+            for &q in &queues {
+                print!("{q:>5}");
+                let mut best: (f64, &str, Option<&Point>) = (f64::INFINITY, "", None);
+                for a in ALGORITHMS {
+                    let p = sel.iter().find(|p| p.queue == q && p.alg == a);
+                    match p.and_then(|p| value(p)) {
+                        Some(v) => {
+                            print!(" {:>9.3}", v * 1e3);
+                            if v < best.0 {
+                                best = (v, a, p.copied());
+                            }
                         }
+                        None => print!(" {:>9}", "-"),
                     }
-                    None => print!(" {:>9}", "-"),
+                }
+                match (share, best.2) {
+                    (true, Some(p)) => {
+                        println!("  {:<7}  {:.0} %", best.1, 100.0 * p.seconds / best.0)
+                    }
+                    _ => println!("  {}", best.1),
                 }
             }
-            println!("  {}", best.1);
+        };
+        table(
+            format!(
+                "{which} transposition, {ranks} {backend} ranks, {} values per rank and field: ms per round trip of {} fields",
+                first.values_per_rank, first.fields
+            ),
+            &|p| Some(p.seconds),
+            false,
+        );
+        if first.transform_seconds.is_some() {
+            table(
+                format!(
+                    "scalar synthesis + analysis of {} fields on 1 x {ranks} ({backend}): ms, and the theta transposition's share",
+                    first.fields
+                ),
+                &|p| p.transform_seconds,
+                true,
+            );
         }
     }
 }
@@ -544,7 +576,7 @@ mod tests {
     fn parses_example_lines() {
         let lines = vec![
             "case ranks=2 grid=1x2 alg=a2aw queue=3 backend=in-process hash=00ff".to_string(),
-            "bench which=theta ranks=2 backend=mpi ntheta=64 lmax=43 levels=8 fields=13 alg=p2p queue=5 values_per_rank=100 seconds=1.5e-3".to_string(),
+            "bench which=theta ranks=2 backend=mpi ntheta=64 lmax=43 levels=8 fields=13 alg=p2p queue=5 values_per_rank=100 seconds=1.5e-3 transform_seconds=4e-3".to_string(),
         ];
         let c = parse_cases(&lines).unwrap();
         assert_eq!(
@@ -559,6 +591,7 @@ mod tests {
         let p = parse_points(&lines).unwrap();
         assert_eq!(p.len(), 1);
         assert_eq!((p[0].queue, p[0].seconds), (5, 1.5e-3));
+        assert_eq!(p[0].transform_seconds, Some(4e-3));
         assert!(parse_cases(&["case grid=1x1".to_string()]).is_err());
     }
 
