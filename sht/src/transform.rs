@@ -18,9 +18,11 @@ const ZERO: Complex64 = Complex64::new(0.0, 0.0);
 ///
 /// Holds the grid, for every order and northern latitude the degree where
 /// the recurrence leaves the negligible range and its two values there
-/// (`(mmax+1) * ceil(ntheta/2)` entries), the recurrence
+/// (`(mmax+1) * ceil(ntheta/2)` entries of 24 bytes: 7 MB at
+/// `ntheta = 768`, 134 MB at `ntheta = 4096`), the recurrence
 /// coefficients of every order up to `l = lmax + 1` (`~ lmax^2 / 2` pairs,
-/// no table over the latitudes) and the phi FFT plans. See the crate docs for the convention and the layouts.
+/// no table over the latitudes) and the phi FFT plans. See the crate docs
+/// for the convention and the layouts.
 pub struct Sht {
     ntheta: usize,
     nphi: usize,
