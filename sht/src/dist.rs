@@ -944,37 +944,46 @@ impl DistSht {
         nb: usize,
     ) -> Result<(), DistError> {
         let (nt, ntup, lmax) = (self.sht.ntheta(), self.ntup, self.sht.lmax());
+        // The synthesis steps leave `cm` cleared; give it its full length.
+        self.cm.resize(2 * nb * (lmax + 1), ZERO);
         let orders = self.dec.orders(self.it);
         let a = &self.a[..orders.len() * 2 * nb * nt];
         let (sht, lvl_pos) = (&self.sht, &self.lvl_pos);
-        let one = |i: usize, input: &[Complex64]| -> Result<Vec<Complex64>, ShtError> {
-            let m = orders[i];
-            let nl = lmax - m + 1;
-            let mut st = vec![ZERO; 2 * nb * nl];
-            let (s, t) = st.split_at_mut(nb * nl);
+        // Per order: S_lm of the nb entries, then T_lm, from u_theta, u_phi.
+        let one = |i: usize, input: &[Complex64], st: &mut [Complex64]| {
+            let nl = lmax - orders[i] + 1;
+            let (s, t) = st[..2 * nb * nl].split_at_mut(nb * nl);
             let (it, ip) = input.split_at(nb * nt);
-            sht.vector_legendre_analysis_m(m, it, ip, s, t)?;
-            Ok(st)
+            sht.vector_legendre_analysis_m(orders[i], it, ip, s, t)
         };
-        let per: Vec<Vec<Complex64>> = match self.par {
-            Parallelism::None => a
-                .chunks(2 * nb * nt)
-                .enumerate()
-                .map(|(i, x)| one(i, x))
-                .collect::<Result<_, _>>()?,
-            Parallelism::Rayon => a
-                .par_chunks(2 * nb * nt)
-                .enumerate()
-                .with_max_len(1)
-                .map(|(i, x)| one(i, x))
-                .collect::<Result<_, _>>()?,
-        };
-        for (i, st) in per.iter().enumerate() {
+        let put = |sph: &mut [Complex64], tor: &mut [Complex64], i: usize, st: &[Complex64]| {
             let nl = lvl_pos[i].len();
             for b in 0..nb {
                 for (k, &p) in lvl_pos[i].iter().enumerate() {
                     sph[b * ntup + p] = st[b * nl + k];
                     tor[b * ntup + p] = st[(nb + b) * nl + k];
+                }
+            }
+        };
+        match self.par {
+            Parallelism::None => {
+                for (i, input) in a.chunks(2 * nb * nt).enumerate() {
+                    one(i, input, &mut self.cm)?;
+                    put(sph, tor, i, &self.cm);
+                }
+            }
+            Parallelism::Rayon => {
+                let per: Vec<Vec<Complex64>> = a
+                    .par_chunks(2 * nb * nt)
+                    .enumerate()
+                    .with_max_len(1)
+                    .map(|(i, input)| {
+                        let mut st = vec![ZERO; 2 * nb * (lmax - orders[i] + 1)];
+                        one(i, input, &mut st).map(|()| st)
+                    })
+                    .collect::<Result<_, _>>()?;
+                for (i, st) in per.iter().enumerate() {
+                    put(sph, tor, i, st);
                 }
             }
         }
