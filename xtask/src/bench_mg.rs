@@ -10,8 +10,9 @@
 //!    repeats), DOF/s (cells / solve time), halo exchanges per V-cycle
 //!    (all, and those inside the sweeps) and the time per V-cycle.
 //! 2. **Residual factor**: V(2,2)-cycles alone (`--solver mg`) at 128³:
-//!    the asymptotic residual reduction per cycle (the largest of the last
-//!    three ratios of the residual history) and its geometric mean.
+//!    the residual history's geometric mean and largest of the last three
+//!    ratios, and the asymptotic reduction per cycle by power iteration on
+//!    the error equation (`--factor-cycles`, 60 cycles; 30 with `--quick`).
 //! 3. **PyAMG reference** (`pip install pyamg` if it is missing; skipped
 //!    with a message if that fails): the 7-point Poisson matrix of the same
 //!    size (`pyamg.gallery.poisson`, Dirichlet), smoothed aggregation with
@@ -25,7 +26,6 @@
 use crate::util;
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -44,47 +44,6 @@ pub struct Args {
     pub no_pyamg: bool,
 }
 
-/// Builds the poisson app in release and returns a private copy of it.
-fn build_poisson() -> Result<PathBuf> {
-    let what = "cargo build --release -p poisson";
-    eprintln!("$ {what}");
-    let mut child = util::cargo()
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "poisson",
-            "--message-format=json-render-diagnostics",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("cannot run `{what}`"))?;
-    let mut exe = None;
-    let stdout = child.stdout.take().context("no stdout from cargo")?;
-    for line in BufReader::new(stdout).lines() {
-        let line = line?;
-        let Ok(v) = serde_json::from_str::<Value>(&line) else {
-            continue;
-        };
-        if v["reason"] == "compiler-artifact" && v["target"]["name"] == "poisson" {
-            if let Some(e) = v["executable"].as_str() {
-                exe = Some(PathBuf::from(e));
-            }
-        }
-    }
-    let status = child.wait()?;
-    if !status.success() {
-        bail!("`{what}` failed with {status}");
-    }
-    let exe = exe.with_context(|| format!("`{what}` reported no poisson executable"))?;
-    let dst = util::xtask_dir("bin")?.join("poisson");
-    let tmp = dst.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::copy(&exe, &tmp).with_context(|| format!("cannot copy {}", exe.display()))?;
-    std::fs::rename(&tmp, &dst).with_context(|| format!("cannot move to {}", dst.display()))?;
-    Ok(dst)
-}
-
 /// One app run's parameters.
 #[derive(Debug, Clone, Copy)]
 struct Case {
@@ -93,6 +52,7 @@ struct Case {
     ca: bool,
     solver: &'static str,
     repeat: usize,
+    factor_cycles: usize,
 }
 
 /// Runs the app once and returns its JSON report.
@@ -101,6 +61,7 @@ fn run_app(bin: &Path, dir: &Path, c: Case) -> Result<Value> {
     let _ = std::fs::remove_file(&json);
     let mut cmd = Command::new(bin);
     cmd.args(["--n", &c.n.to_string()])
+        .args(["--factor-cycles", &c.factor_cycles.to_string()])
         .args(["--ranks", &c.ranks.to_string()])
         .args(["--solver", c.solver])
         .args(["--ca", if c.ca { "on" } else { "off" }])
@@ -194,7 +155,7 @@ pub fn run(args: &Args) -> Result<()> {
     };
     std::fs::create_dir_all(&out_dir)
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
-    let bin = build_poisson()?;
+    let bin = crate::bitexact_mg::build_poisson(false)?;
     let dir = util::scratch_dir("bench-mg")?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let sizes: [usize; 2] = if args.quick { [64, 128] } else { [128, 256] };
@@ -216,6 +177,7 @@ pub fn run(args: &Args) -> Result<()> {
                     ca,
                     solver: "pcg",
                     repeat,
+                    factor_cycles: 0,
                 };
                 let v = run_app(&bin, &dir, c)?;
                 let vc = v["vcycles"].as_f64().unwrap_or(f64::NAN);
@@ -245,8 +207,10 @@ pub fn run(args: &Args) -> Result<()> {
         }
     }
 
-    // 2. Residual factor of the V-cycle alone.
+    // 2. Residual factor of the V-cycle alone: the residual history of a
+    // solve, and the power iteration on the error equation.
     let nf = sizes[0].max(128).min(sizes[1]);
+    let factor_cycles = if args.quick { 30 } else { 60 };
     let v = run_app(
         &bin,
         &dir,
@@ -256,15 +220,18 @@ pub fn run(args: &Args) -> Result<()> {
             ca: true,
             solver: "mg",
             repeat: 1,
+            factor_cycles,
         },
     )?;
     let res: Vec<f64> = v["residuals"]
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_f64).collect())
         .unwrap_or_default();
-    let asym = asymptotic(&res);
+    let last3 = asymptotic(&res);
+    let power = f(&v, "vcycle_factor");
     println!(
-        "\nV(2,2) alone at {nf}³: {} cycles to 1e-10, asymptotic factor {asym:.4}, mean {:.4}",
+        "\nV(2,2) alone at {nf}³: {} cycles to 1e-10 (mean factor {:.4}, largest of the last three {last3:.4}); \
+         asymptotic factor by power iteration over {factor_cycles} cycles {power:.4} (goal <= 0.12)",
         v["iterations"],
         f(&v, "factor")
     );
@@ -319,7 +286,8 @@ pub fn run(args: &Args) -> Result<()> {
         "problem": "manufactured Poisson, Dirichlet, cell-centred 7-point; MG-PCG, V(2,2), tol 1e-10",
         "dof_per_s": "cells / solve time (median of repeats)",
         "runs": runs,
-        "factor": {"n": nf, "residuals": res, "asymptotic": asym, "mean": v["factor"], "cycles": v["iterations"]},
+        "factor": {"n": nf, "residuals": res, "last_three": last3, "mean": v["factor"], "cycles": v["iterations"],
+                   "power_iteration": power, "power_cycles": factor_cycles, "goal": 0.12},
         "reference": comparison,
         "seconds": start.elapsed().as_secs_f64(),
     });

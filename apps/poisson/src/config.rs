@@ -117,6 +117,10 @@ pub struct Config {
     pub max_bottom_cells: usize,
     /// Solves from zero; the median solve time is reported.
     pub repeat: usize,
+    /// When positive, also measure the asymptotic residual factor per
+    /// V-cycle by power iteration over this many cycles
+    /// (`Hierarchy::vcycle_factor`; at least 4).
+    pub factor_cycles: usize,
     /// Process grid; when absent, [`choose_grid`] picks one.
     pub grid: Option<[usize; 3]>,
 }
@@ -139,6 +143,7 @@ impl Default for Config {
             agglomerate_below: o.agglomerate_below,
             max_bottom_cells: o.max_bottom_cells,
             repeat: 1,
+            factor_cycles: 0,
             grid: None,
         }
     }
@@ -272,6 +277,12 @@ impl Config {
         }
         if self.repeat == 0 {
             bail!("repeat must be at least 1, got 0");
+        }
+        if self.factor_cycles > 0 && self.factor_cycles < 4 {
+            bail!(
+                "factor_cycles must be 0 (off) or at least 4, got {}",
+                self.factor_cycles
+            );
         }
         if self.levels == Some(0) {
             bail!(

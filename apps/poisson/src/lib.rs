@@ -245,6 +245,10 @@ pub struct Report {
     /// `(residuals[last] / residuals[0])^(1 / iterations)` (0 without
     /// iterations).
     pub factor: f64,
+    /// Asymptotic residual reduction per V-cycle by power iteration
+    /// (`Hierarchy::vcycle_factor` over `factor_cycles` cycles); absent
+    /// unless `factor_cycles` is positive.
+    pub vcycle_factor: Option<f64>,
     /// Halo exchanges of one solve, max over ranks (all levels, the fine
     /// residuals included).
     pub halo_events: u64,
@@ -444,6 +448,15 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
     let error_rms = (allreduce_exact_sum(comm, &sq)? / cells as f64).sqrt();
     let hash = field_hash(comm, shape, &owned, &vals)?;
 
+    let vcycle_factor = if cfg.factor_cycles > 0 {
+        say(format!(
+            "measuring the V-cycle factor over {} cycles",
+            cfg.factor_cycles
+        ));
+        Some(mg.vcycle_factor(comm, cfg.factor_cycles)?)
+    } else {
+        None
+    };
     let it = rep.iterations;
     let factor = if it > 0 && rep.residuals[0] > 0.0 {
         (rep.residuals[it] / rep.residuals[0]).powf(1.0 / it as f64)
@@ -474,6 +487,7 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
         converged: rep.converged,
         residuals: rep.residuals.clone(),
         factor,
+        vcycle_factor,
         halo_events,
         smooth_events,
         halo_events_per_vcycle: per(halo_events),
@@ -541,6 +555,12 @@ impl Report {
             if self.converged { "yes" } else { "NO" },
             self.factor
         ));
+        if let Some(v) = self.vcycle_factor {
+            line(format!(
+                "asymptotic V-cycle factor {v:.4} (power iteration over {} cycles)",
+                self.config.factor_cycles
+            ));
+        }
         let hist: Vec<String> = self.residuals.iter().map(|r| format!("{r:.2e}")).collect();
         line(format!("residuals: {}", hist.join(" ")));
         line(format!(

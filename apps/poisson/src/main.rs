@@ -68,6 +68,10 @@ struct Cli {
     /// Solve this many times from zero; the median time is reported.
     #[arg(long)]
     repeat: Option<usize>,
+    /// Also measure the asymptotic residual factor per V-cycle by power
+    /// iteration over this many cycles (0: off).
+    #[arg(long)]
+    factor_cycles: Option<usize>,
     /// Process grid PXxPYxPZ (default: even blocks, smallest surface).
     #[arg(long, value_parser = heat3d::config::parse_triple)]
     grid: Option<[usize; 3]>,
@@ -101,7 +105,8 @@ fn config(cli: &Cli) -> Result<Config> {
         ca,
         agglomerate_below,
         max_bottom_cells,
-        repeat
+        repeat,
+        factor_cycles
     );
     if cli.levels.is_some() {
         c.levels = cli.levels;
