@@ -149,6 +149,71 @@ pub(crate) struct Order<'a> {
     pub w2pi: &'a [f64],
     /// Number of latitudes (both hemispheres).
     pub nt: usize,
+    /// The two-operation form of the recurrence, where available.
+    pub q: Option<&'a QForm>,
+}
+
+impl Order<'_> {
+    /// The start `(Pbar_{i-1}, Pbar_{i})` of northern row `j` at its start
+    /// index `i`, scaled by `1 / s` in the two-operation form.
+    #[inline(always)]
+    fn start_values(&self, j: usize, i: usize) -> [f64; 2] {
+        let p = self.start[j].p;
+        match self.q {
+            Some(q) => [
+                if i == 0 { 0.0 } else { p[0] * q.inv[i - 1] },
+                p[1] * q.inv[i],
+            ],
+            None => p,
+        }
+    }
+}
+
+/// The recurrence of one order in two operations per degree: with
+/// `Pbar_{m+i,m} = s_i q_i`, `s_0 = 1`, `s_{i+1} = alpha_{m+i+1,m} s_i / 2`,
+/// the scaled values follow `q_{i+1} = (2x) q_i + beta'_i q_{i-1}`,
+/// `beta'_i = beta_{m+i+1,m} s_{i-1} / s_{i+1}` (one multiply and one fused
+/// multiply-add). The factors `s_i` go into the coefficients (synthesis)
+/// and the results (analysis). Used for the orders whose `s_i` stay within
+/// `2^-300..2^300` (all orders up to lmax ~ 1000; the others keep the
+/// three-operation form).
+#[derive(Clone, Debug)]
+pub(crate) struct QForm {
+    /// `[2, beta'_i]` for the step from degree index `i` to `i + 1`.
+    pub ab: Vec<[f64; 2]>,
+    /// `s_i` for degree index `i`.
+    pub s: Vec<f64>,
+    /// `1 / s_i`.
+    pub inv: Vec<f64>,
+}
+
+impl QForm {
+    /// The scaled form of the recurrence `ab` (see [`coefficients`]), if
+    /// its factors stay in range.
+    pub(crate) fn new(ab: &[[f64; 2]]) -> Option<Self> {
+        let lim = 2f64.powi(300);
+        let mut s = Vec::with_capacity(ab.len() + 1);
+        s.push(1.0);
+        for (i, c) in ab.iter().enumerate() {
+            let next = c[0] * s[i] / 2.0;
+            if !(1.0 / lim..=lim).contains(&next) {
+                return None;
+            }
+            s.push(next);
+        }
+        let qab = (0..ab.len())
+            .map(|i| {
+                let b = if i == 0 {
+                    0.0
+                } else {
+                    ab[i][1] * s[i - 1] / s[i + 1]
+                };
+                [2.0, b]
+            })
+            .collect();
+        let inv = s.iter().map(|v| 1.0 / v).collect();
+        Some(QForm { ab: qab, s, inv })
+    }
 }
 
 /// The unscaled start of the recurrence of one order at one node:
@@ -495,7 +560,7 @@ fn block_start(o: &Order<'_>, jb: usize, lanes: usize) -> Block {
         let i0 = blk.ev[0].0;
         while blk.ne0 < blk.ne && blk.ev[blk.ne0].0 == i0 {
             let q = blk.ev[blk.ne0].1;
-            let st = o.start[jb + q].p;
+            let st = o.start_values(jb + q, i0);
             blk.p0[q] = st[0];
             blk.p1[q] = st[1];
             blk.ne0 += 1;
@@ -534,10 +599,20 @@ fn set_lane<V: Vf, const NV: usize>(p: &mut [V; NV], q: usize, val: f64) {
 /// Advances the lanes one degree: `p0 <- (alpha x) p1 + beta p0` (the
 /// caller swaps the roles of the two arrays every other degree).
 #[inline(always)]
-fn step_lanes<V: Vf, const NV: usize>(ab: [f64; 2], x: &[V; NV], p1: &[V; NV], p0: &mut [V; NV]) {
+fn step_lanes<V: Vf, const NV: usize, const Q: bool>(
+    ab: [f64; 2],
+    x: &[V; NV],
+    p1: &[V; NV],
+    p0: &mut [V; NV],
+) {
     let (a, b) = (V::splat(ab[0]), V::splat(ab[1]));
     for k in 0..NV {
-        p0[k] = a.mul(x[k]).fma(p1[k], b.mul(p0[k]));
+        p0[k] = if Q {
+            // Two-operation form: `x` holds 2x, `ab[1]` is beta'.
+            x[k].fma(p1[k], b.mul(p0[k]))
+        } else {
+            a.mul(x[k]).fma(p1[k], b.mul(p0[k]))
+        };
     }
 }
 
@@ -550,15 +625,29 @@ fn synth_impl<V: Vf, const NV: usize>(
 ) {
     let nd = o.ab.len() + 1;
     let nt = o.nt;
+    // In the two-operation form the coefficients take the factors s_i.
+    let scaled: Vec<Complex64>;
+    let c = match o.q {
+        Some(q) => {
+            scaled = c
+                .chunks(nd)
+                .flat_map(|cf| cf.iter().zip(&q.s).map(|(v, s)| v * s))
+                .collect();
+            &scaled[..]
+        }
+        None => c,
+    };
     let mut f = 0;
     while f < nf {
-        if nf - f >= 2 {
-            synth_group::<V, NV, 2>(o, &c[f * nd..(f + 2) * nd], &mut out[f * nt..(f + 2) * nt]);
-            f += 2;
-        } else {
-            synth_group::<V, NV, 1>(o, &c[f * nd..(f + 1) * nd], &mut out[f * nt..(f + 1) * nt]);
-            f += 1;
+        let g = if nf - f >= 2 { 2 } else { 1 };
+        let (cg, og) = (&c[f * nd..(f + g) * nd], &mut out[f * nt..(f + g) * nt]);
+        match (g, o.q.is_some()) {
+            (2, true) => synth_group::<V, NV, 2, true>(o, cg, og),
+            (2, false) => synth_group::<V, NV, 2, false>(o, cg, og),
+            (_, true) => synth_group::<V, NV, 1, true>(o, cg, og),
+            (_, false) => synth_group::<V, NV, 1, false>(o, cg, og),
         }
+        f += g;
     }
 }
 
@@ -587,13 +676,17 @@ fn accumulate<V: Vf, const NV: usize, const G: usize>(
 /// operations whatever the block width and `G` (the results do not depend
 /// on them).
 #[inline(always)]
-fn synth_group<V: Vf, const NV: usize, const G: usize>(
+fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
     o: &Order<'_>,
     c: &[Complex64],
     out: &mut [Complex64],
 ) {
     let lanes = NV * V::W;
-    let (nn, nt, ab) = (o.x.len(), o.nt, o.ab);
+    let (nn, nt) = (o.x.len(), o.nt);
+    let ab = match o.q {
+        Some(q) if Q => &q.ab[..o.ab.len()],
+        _ => o.ab,
+    };
     let n = ab.len();
     let nd = n + 1;
     // The blocks write rows `done..nt - done`; the others are zero.
@@ -607,7 +700,11 @@ fn synth_group<V: Vf, const NV: usize, const G: usize>(
             break;
         }
         done = jb;
-        let x = load_lanes::<V, NV>(&blk.x);
+        let x = if Q {
+            load_lanes::<V, NV>(&blk.x.map(|v| v + v))
+        } else {
+            load_lanes::<V, NV>(&blk.x)
+        };
         let i0 = ev[0].0;
         // All lanes together from the first start, two degrees per turn so
         // that the parity of each accumulator is fixed (`a` the parity of
@@ -622,7 +719,7 @@ fn synth_group<V: Vf, const NV: usize, const G: usize>(
         let mut e = blk.ne0;
         loop {
             while e < ne && ev[e].0 == i {
-                let st = o.start[jb + ev[e].1].p;
+                let st = o.start_values(jb + ev[e].1, i);
                 set_lane(&mut p0, ev[e].1, st[0]);
                 set_lane(&mut p1, ev[e].1, st[1]);
                 e += 1;
@@ -631,10 +728,10 @@ fn synth_group<V: Vf, const NV: usize, const G: usize>(
             if i == n {
                 break;
             }
-            step_lanes::<V, NV>(ab[i], &x, &p1, &mut p0);
+            step_lanes::<V, NV, Q>(ab[i], &x, &p1, &mut p0);
             i += 1;
             while e < ne && ev[e].0 == i {
-                let st = o.start[jb + ev[e].1].p;
+                let st = o.start_values(jb + ev[e].1, i);
                 set_lane(&mut p1, ev[e].1, st[0]);
                 set_lane(&mut p0, ev[e].1, st[1]);
                 e += 1;
@@ -643,16 +740,16 @@ fn synth_group<V: Vf, const NV: usize, const G: usize>(
             if i == n {
                 break;
             }
-            step_lanes::<V, NV>(ab[i], &x, &p0, &mut p1);
+            step_lanes::<V, NV, Q>(ab[i], &x, &p0, &mut p1);
             i += 1;
             // Pairs of degrees before the next start and the last degree:
             // the same operations without the checks.
             let stop = if e < ne { ev[e].0.min(n) } else { n };
             while i + 2 <= stop {
                 accumulate::<V, NV, G>(&mut a, c, nd, i, &p1);
-                step_lanes::<V, NV>(ab[i], &x, &p1, &mut p0);
+                step_lanes::<V, NV, Q>(ab[i], &x, &p1, &mut p0);
                 accumulate::<V, NV, G>(&mut b, c, nd, i + 1, &p0);
-                step_lanes::<V, NV>(ab[i + 1], &x, &p0, &mut p1);
+                step_lanes::<V, NV, Q>(ab[i + 1], &x, &p0, &mut p1);
                 i += 2;
             }
         }
@@ -700,10 +797,12 @@ fn anal_impl<V: Vf, const NV: usize>(
     while f < nf {
         let g = if nf - f >= 2 { 2 } else { 1 };
         part.iter_mut().for_each(|p| *p = [0.0; 2 * PART]);
-        if g == 2 {
-            anal_group::<V, NV, 2>(o, &input[f * nt..(f + 2) * nt], &mut part);
-        } else {
-            anal_group::<V, NV, 1>(o, &input[f * nt..(f + 1) * nt], &mut part);
+        let ig = &input[f * nt..(f + g) * nt];
+        match (g, o.q.is_some()) {
+            (2, true) => anal_group::<V, NV, 2, true>(o, ig, &mut part),
+            (2, false) => anal_group::<V, NV, 2, false>(o, ig, &mut part),
+            (_, true) => anal_group::<V, NV, 1, true>(o, ig, &mut part),
+            (_, false) => anal_group::<V, NV, 1, false>(o, ig, &mut part),
         }
         for (k, p) in part[..g * nd].iter().enumerate() {
             let (mut sr, mut si) = (0.0, 0.0);
@@ -711,7 +810,9 @@ fn anal_impl<V: Vf, const NV: usize>(
                 sr += p[r];
                 si += p[PART + r];
             }
-            out[f * nd + k] = Complex64::new(sr, si);
+            // In the two-operation form the sums take the factors s_i.
+            let scale = o.q.map_or(1.0, |q| q.s[k % nd]);
+            out[f * nd + k] = Complex64::new(sr, si) * scale;
         }
         f += g;
     }
@@ -749,13 +850,17 @@ fn deposit<V: Vf, const NV: usize, const G: usize>(
 /// equator to the pole. The partial sum `r` receives the rows
 /// `j = r mod PART` in decreasing `j`, whatever the block width.
 #[inline(always)]
-fn anal_group<V: Vf, const NV: usize, const G: usize>(
+fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
     o: &Order<'_>,
     input: &[Complex64],
     part: &mut [[f64; 2 * PART]],
 ) {
     let lanes = NV * V::W;
-    let (nn, nt, ab) = (o.x.len(), o.nt, o.ab);
+    let (nn, nt) = (o.x.len(), o.nt);
+    let ab = match o.q {
+        Some(q) if Q => &q.ab[..o.ab.len()],
+        _ => o.ab,
+    };
     let n = ab.len();
     let nd = n + 1;
     for jb in (0..nn).step_by(lanes).rev() {
@@ -764,7 +869,11 @@ fn anal_group<V: Vf, const NV: usize, const G: usize>(
         if ne == 0 {
             break;
         }
-        let x = load_lanes::<V, NV>(&blk.x);
+        let x = if Q {
+            load_lanes::<V, NV>(&blk.x.map(|v| v + v))
+        } else {
+            load_lanes::<V, NV>(&blk.x)
+        };
         let i0 = ev[0].0;
         // Weighted sums (even i) and differences (odd i) of the two
         // hemispheres, [parity][field][re, im][lane].
@@ -802,7 +911,7 @@ fn anal_group<V: Vf, const NV: usize, const G: usize>(
         let mut e = blk.ne0;
         loop {
             while e < ne && ev[e].0 == i {
-                let st = o.start[jb + ev[e].1].p;
+                let st = o.start_values(jb + ev[e].1, i);
                 set_lane(&mut p0, ev[e].1, st[0]);
                 set_lane(&mut p1, ev[e].1, st[1]);
                 e += 1;
@@ -811,10 +920,10 @@ fn anal_group<V: Vf, const NV: usize, const G: usize>(
             if i == n {
                 break;
             }
-            step_lanes::<V, NV>(ab[i], &x, &p1, &mut p0);
+            step_lanes::<V, NV, Q>(ab[i], &x, &p1, &mut p0);
             i += 1;
             while e < ne && ev[e].0 == i {
-                let st = o.start[jb + ev[e].1].p;
+                let st = o.start_values(jb + ev[e].1, i);
                 set_lane(&mut p1, ev[e].1, st[0]);
                 set_lane(&mut p0, ev[e].1, st[1]);
                 e += 1;
@@ -823,16 +932,16 @@ fn anal_group<V: Vf, const NV: usize, const G: usize>(
             if i == n {
                 break;
             }
-            step_lanes::<V, NV>(ab[i], &x, &p0, &mut p1);
+            step_lanes::<V, NV, Q>(ab[i], &x, &p0, &mut p1);
             i += 1;
             // Pairs of degrees before the next start and the last degree:
             // the same operations without the checks.
             let stop = if e < ne { ev[e].0.min(n) } else { n };
             while i + 2 <= stop {
                 deposit::<V, NV, G>(part, &sa, nd, i, &p1);
-                step_lanes::<V, NV>(ab[i], &x, &p1, &mut p0);
+                step_lanes::<V, NV, Q>(ab[i], &x, &p1, &mut p0);
                 deposit::<V, NV, G>(part, &sb, nd, i + 1, &p0);
-                step_lanes::<V, NV>(ab[i + 1], &x, &p0, &mut p1);
+                step_lanes::<V, NV, Q>(ab[i + 1], &x, &p0, &mut p1);
                 i += 2;
             }
         }

@@ -77,12 +77,17 @@
 //!
 //! The Legendre functions are never tabulated over the latitudes: for each
 //! `m` and each northern latitude the normalised three-term recurrence in
-//! `l`, `Pbar_lm = (alpha_lm x) Pbar_{l-1,m} + beta_lm Pbar_{l-2,m}` (one
-//! fused multiply-add, coefficients precomputed per order, `O(lmax^2)`),
-//! runs from the sectoral value `Pbar_mm`, kept in an extended exponent
-//! (`val * 2^(-280 k)`) so that `sin^m theta` does not underflow near the
-//! poles for large `m`; values below `2^-280` are skipped. The plan stores,
-//! per order and northern latitude, the degree where the recurrence leaves
+//! `l`, `Pbar_lm = (alpha_lm x) Pbar_{l-1,m} + beta_lm Pbar_{l-2,m}`
+//! (coefficients precomputed per order, `O(lmax^2)`), runs from the
+//! sectoral value `Pbar_mm`. Where the factors stay in range (every order up
+//! to `lmax ~ 700`, most orders beyond) it runs scaled, `Pbar_lm = s_lm q_lm`
+//! with `s_{l,m} = s_{l-1,m} alpha_lm / 2`, so that
+//! `q_lm = (2x) q_{l-1,m} + beta'_lm q_{l-2,m}` costs one multiply and one
+//! fused multiply-add; the factors `s_lm` go into the coefficients
+//! (synthesis) and the sums (analysis). The sectoral start is kept in an
+//! extended exponent (`val * 2^(-280 k)`) so that `sin^m theta` does not
+//! underflow near the poles for large `m`; values below `2^-280` are
+//! skipped. The plan stores, per order and northern latitude, the degree where the recurrence leaves
 //! that negligible range and its two values there (`O(lmax Ntheta)`).
 //! Blocks of 16 (AVX-512) or 8 (AVX2, portable) latitudes advance together
 //! through the recurrence, each latitude joining at its own start, and whole

@@ -8,7 +8,7 @@ use num_complex::Complex64;
 use rayon::prelude::*;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 
-use crate::legendre::{anal, coefficients, starts, synth, Order, Simd, Start};
+use crate::legendre::{anal, coefficients, starts, synth, Order, QForm, Simd, Start};
 use crate::{batch, check_len, gauss_legendre, Parallelism, ShtError};
 
 const ZERO: Complex64 = Complex64::new(0.0, 0.0);
@@ -36,6 +36,7 @@ pub struct Sht {
     sin_theta: Vec<f64>,
     rec: Vec<[f64; 2]>,
     rec_off: Vec<usize>,
+    qform: Vec<Option<QForm>>,
     simd: Simd,
     r2c: Arc<dyn RealToComplex<f64>>,
     c2r: Arc<dyn ComplexToReal<f64>>,
@@ -90,6 +91,9 @@ impl Sht {
             rec.extend_from_slice(&ab);
         }
         rec_off.push(rec.len());
+        let qform = (0..=lmax)
+            .map(|m| QForm::new(&rec[rec_off[m]..rec_off[m + 1]]))
+            .collect();
         let w2pi = w[..nnorth].iter().map(|w| 2.0 * PI * w).collect();
         let sin_theta: Vec<f64> = theta.iter().map(|t| t.sin()).collect();
         let simd = Simd::detect();
@@ -117,6 +121,7 @@ impl Sht {
             sin_theta,
             rec,
             rec_off,
+            qform,
             simd,
             r2c,
             c2r,
@@ -436,6 +441,7 @@ impl Sht {
             start: &self.start[m * nn..(m + 1) * nn],
             w2pi: &self.w2pi,
             nt: self.ntheta,
+            q: self.qform[m].as_ref(),
         }
     }
 
