@@ -13,6 +13,34 @@ use crate::{batch, check_len, gauss_legendre, Parallelism, ShtError};
 
 const ZERO: Complex64 = Complex64::new(0.0, 0.0);
 
+thread_local! {
+    /// Work buffers kept between calls on this thread (at most `POOL_MAX`),
+    /// so that repeated transforms do not allocate (and fault in) their
+    /// intermediates every time.
+    static POOL: std::cell::RefCell<Vec<Vec<Complex64>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Buffers kept per thread.
+const POOL_MAX: usize = 8;
+
+/// A work buffer of `len` values from this thread's pool. Its contents are
+/// unspecified: every caller writes all of it before reading.
+pub(crate) fn take(len: usize) -> Vec<Complex64> {
+    let mut v = POOL.with(|p| p.borrow_mut().pop()).unwrap_or_default();
+    v.resize(len, ZERO);
+    v
+}
+
+/// Returns a buffer from [`take`] to this thread's pool.
+pub(crate) fn give(v: Vec<Complex64>) {
+    POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.len() < POOL_MAX {
+            p.push(v);
+        }
+    });
+}
+
 /// A spherical harmonic transform plan: a Gauss-Legendre grid of `ntheta`
 /// latitudes and `nphi` longitudes, and the truncation `lmax = mmax`.
 ///
@@ -207,9 +235,11 @@ impl Sht {
     ) -> Result<(), ShtError> {
         let nf = batch("coeffs", coeffs.len(), self.nlm())?;
         check_len("grid", grid.len(), nf * self.ntheta * self.nphi)?;
-        let mut spec = vec![ZERO; nf * self.spectral_len()];
+        let mut spec = take(nf * self.spectral_len());
         self.legendre_synthesis(coeffs, &mut spec, par)?;
-        self.phi_synthesis(&spec, grid, par)
+        let r = self.phi_synthesis(&spec, grid, par);
+        give(spec);
+        r
     }
 
     /// Scalar analysis of a batch: `grid` (`nfields * ntheta * nphi`) to
@@ -222,9 +252,11 @@ impl Sht {
     ) -> Result<(), ShtError> {
         let nf = batch("grid", grid.len(), self.ntheta * self.nphi)?;
         check_len("coeffs", coeffs.len(), nf * self.nlm())?;
-        let mut spec = vec![ZERO; nf * self.spectral_len()];
+        let mut spec = take(nf * self.spectral_len());
         self.phi_analysis(grid, &mut spec, par)?;
-        self.legendre_analysis(&spec, coeffs, par)
+        let r = self.legendre_analysis(&spec, coeffs, par);
+        give(spec);
+        r
     }
 
     /// Legendre step of synthesis for all `m`: `coeffs` (`nfields * nlm`)
@@ -397,7 +429,7 @@ impl Sht {
         };
         // Row by row into `rows` (row-major, `mm` orders per row), then
         // transposed into the intermediate layout.
-        let mut rows = vec![ZERO; nf * nt * mm];
+        let mut rows = take(nf * nt * mm);
         #[allow(clippy::type_complexity)]
         let one = |(inp, buf, scratch): &mut (Vec<f64>, Vec<Complex64>, Vec<Complex64>),
                    (row, out): (&[f64], &mut [Complex64])|
@@ -428,6 +460,7 @@ impl Sht {
                 *s = rows[r * mm + m];
             }
         }
+        give(rows);
         Ok(())
     }
 

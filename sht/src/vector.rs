@@ -39,6 +39,7 @@
 use num_complex::Complex64;
 use rayon::prelude::*;
 
+use crate::transform::{give, take};
 use crate::{batch, check_len, Parallelism, Sht, ShtError};
 
 const ZERO: Complex64 = Complex64::new(0.0, 0.0);
@@ -112,11 +113,15 @@ impl Sht {
         let ng = self.ntheta() * self.nphi();
         check_len("vt", vt.len(), nf * ng)?;
         check_len("vp", vp.len(), nf * ng)?;
-        let mut st = vec![ZERO; nf * self.spectral_len()];
-        let mut sp = vec![ZERO; nf * self.spectral_len()];
+        let mut st = take(nf * self.spectral_len());
+        let mut sp = take(nf * self.spectral_len());
         self.vector_legendre_synthesis_impl(nf, sph, tor, &mut st, &mut sp, par);
-        self.phi_synthesis(&st, vt, par)?;
-        self.phi_synthesis(&sp, vp, par)
+        let r = self
+            .phi_synthesis(&st, vt, par)
+            .and_then(|()| self.phi_synthesis(&sp, vp, par));
+        give(st);
+        give(sp);
+        r
     }
 
     /// Vector analysis of a batch: the components `vt = u_theta`,
@@ -137,11 +142,15 @@ impl Sht {
         check_len("vp", vp.len(), nf * ng)?;
         check_len("sph", sph.len(), nf * self.nlm())?;
         check_len("tor", tor.len(), nf * self.nlm())?;
-        let mut st = vec![ZERO; nf * self.spectral_len()];
-        let mut sp = vec![ZERO; nf * self.spectral_len()];
-        self.phi_analysis(vt, &mut st, par)?;
-        self.phi_analysis(vp, &mut sp, par)?;
-        self.vector_legendre_analysis(&st, &sp, sph, tor, par)
+        let mut st = take(nf * self.spectral_len());
+        let mut sp = take(nf * self.spectral_len());
+        let r = self
+            .phi_analysis(vt, &mut st, par)
+            .and_then(|()| self.phi_analysis(vp, &mut sp, par))
+            .and_then(|()| self.vector_legendre_analysis(&st, &sp, sph, tor, par));
+        give(st);
+        give(sp);
+        r
     }
 
     /// Legendre step of vector synthesis for all `m`: `sph`, `tor`
@@ -326,7 +335,7 @@ impl Sht {
         let nd = nl + 1; // degrees m..=lmax+1
         let im = Complex64::new(0.0, m as f64);
         // Fields 0..nf: sin theta U_theta; nf..2nf: sin theta U_phi.
-        let mut c = vec![ZERO; 2 * nf * nd];
+        let mut c = take(2 * nf * nd);
         for f in 0..nf {
             let sf = &s[f * nl..(f + 1) * nl];
             let tf = t.map(|t| &t[f * nl..(f + 1) * nl]);
@@ -344,7 +353,7 @@ impl Sht {
                 };
             }
         }
-        let mut tmp = vec![ZERO; 2 * nf * nt];
+        let mut tmp = take(2 * nf * nt);
         self.synth_kernel(m, lmax + 1, 2 * nf, &c, &mut tmp);
         let sin = self.sin_theta();
         for f in 0..nf {
@@ -353,6 +362,8 @@ impl Sht {
                 out_p[f * nt + j] = tmp[(nf + f) * nt + j] / sin[j];
             }
         }
+        give(c);
+        give(tmp);
     }
 
     /// One order of vector analysis (lengths checked by the callers).
@@ -369,7 +380,7 @@ impl Sht {
         let nl = lmax - m + 1;
         let nd = nl + 1;
         let sin = self.sin_theta();
-        let mut v = vec![ZERO; 2 * nf * nt];
+        let mut v = take(2 * nf * nt);
         for f in 0..nf {
             for j in 0..nt {
                 v[f * nt + j] = in_t[f * nt + j] / sin[j];
@@ -377,7 +388,7 @@ impl Sht {
             }
         }
         // Fields 0..nf: Q; nf..2nf: R; degrees m..=lmax+1.
-        let mut qr = vec![ZERO; 2 * nf * nd];
+        let mut qr = take(2 * nf * nd);
         self.anal_kernel(m, lmax + 1, 2 * nf, &v, &mut qr);
         let im = Complex64::new(0.0, m as f64);
         for f in 0..nf {
@@ -404,5 +415,7 @@ impl Sht {
                 t[f * nl + i] = tv;
             }
         }
+        give(v);
+        give(qr);
     }
 }
