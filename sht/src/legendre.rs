@@ -791,8 +791,9 @@ fn anal_impl<V: Vf, const NV: usize>(
     let nd = o.ab.len() + 1;
     let nt = o.nt;
     // Per-lane partial sums, index (field * nd + i): PART real parts, then
-    // PART imaginary parts.
-    let mut part = vec![[0.0; 2 * PART]; 2 * nd];
+    // PART imaginary parts; kept per thread between calls.
+    let mut part = PARTS.with(|p| std::mem::take(&mut *p.borrow_mut()));
+    part.resize(2 * nd, [0.0; 2 * PART]);
     let mut f = 0;
     while f < nf {
         let g = if nf - f >= 2 { 2 } else { 1 };
@@ -816,6 +817,12 @@ fn anal_impl<V: Vf, const NV: usize>(
         }
         f += g;
     }
+    PARTS.with(|p| *p.borrow_mut() = part);
+}
+
+thread_local! {
+    /// The partial sums of analysis, kept between calls on this thread.
+    static PARTS: std::cell::RefCell<Vec<[f64; 2 * PART]>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Adds `sd * p` of the lanes to the `PART` partial sums: lane
