@@ -127,8 +127,10 @@ pub struct DistConfig {
     pub pi_r: usize,
     /// Ranks along the latitudes (1: the 1d scheme).
     pub pi_theta: usize,
-    /// Scalar fields moved per transposition call (a vector field counts
-    /// three); a batch of more fields is transposed in chunks of this many.
+    /// Scalar components moved per transposition call (a tangent vector
+    /// field counts two, `u_theta` and `u_phi`; a radial component is one
+    /// more scalar field, so a full 3-vector counts three); a batch of more
+    /// is transposed in chunks of this many.
     pub queue: usize,
     /// Algorithm of the theta transposition.
     pub theta_algorithm: Algorithm,
