@@ -42,6 +42,11 @@ pub struct Args {
     /// Skip the PyAMG reference.
     #[arg(long)]
     pub no_pyamg: bool,
+    /// Use this poisson binary instead of building one (with `--out`, the
+    /// bench then needs no cargo: it can run on a machine without a
+    /// toolchain).
+    #[arg(long)]
+    pub poisson: Option<PathBuf>,
 }
 
 /// One app run's parameters.
@@ -155,8 +160,12 @@ pub fn run(args: &Args) -> Result<()> {
     };
     std::fs::create_dir_all(&out_dir)
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
-    let bin = crate::bitexact_mg::build_poisson(false)?;
-    let dir = util::scratch_dir("bench-mg")?;
+    let bin = match &args.poisson {
+        Some(p) => p.clone(),
+        None => crate::bitexact_mg::build_poisson(false)?,
+    };
+    let dir = out_dir.join(format!(".scratch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let sizes: [usize; 2] = if args.quick { [64, 128] } else { [128, 256] };
     let repeat = if args.quick { 1 } else { 3 };
