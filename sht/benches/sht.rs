@@ -6,7 +6,9 @@
 //! SHTns and ducc0 side by side: `cargo xtask bench sht`, which runs this
 //! with `--json` and the references in the same run.
 //!
-//! `--only scalar` or `--only vector` runs one of the two.
+//! `--only scalar` or `--only vector` runs one of the two; `--polar EPS`
+//! sets the plan's opt-in polar threshold (`Sht::set_polar_threshold`,
+//! default 0).
 //!
 //! Each case is repeated until it has run 0.4 s and at least 5 times (after
 //! one warm-up); the best and the median of the repeats are reported.
@@ -126,6 +128,7 @@ fn main() {
     let mut lmaxs = vec![63usize, 127, 255, 511];
     let mut json = None;
     let mut only: Option<String> = None;
+    let mut polar = 0.0;
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -142,6 +145,14 @@ fn main() {
                 json = Some(args.get(i + 1).expect("--json needs a path").clone());
                 i += 1;
             }
+            "--polar" => {
+                polar = args
+                    .get(i + 1)
+                    .expect("--polar needs a threshold")
+                    .parse()
+                    .expect("--polar: a number");
+                i += 1;
+            }
             "--only" => {
                 only = Some(args.get(i + 1).expect("--only scalar|vector").clone());
                 i += 1;
@@ -150,7 +161,7 @@ fn main() {
         }
         i += 1;
     }
-    println!("one field (radial level), one core, grid ntheta = 3(lmax+1)/2, nphi = 2 ntheta; ms, best of the repeats (median)");
+    println!("one field (radial level), one core, grid ntheta = 3(lmax+1)/2, nphi = 2 ntheta, polar threshold {polar:e}; ms, best of the repeats (median)");
     println!(
         "{:>5} {:>5} {:>5} | {:>8} {:>8} {:>17} | {:>8} {:>8} {:>17}",
         "lmax", "nth", "nphi", "synth", "anal", "scalar sum", "vsynth", "vanal", "vector sum"
@@ -158,7 +169,8 @@ fn main() {
     let mut rows = Vec::new();
     for &lmax in &lmaxs {
         let nt = 3 * (lmax + 1) / 2;
-        let sht = Sht::new(nt, Some(lmax)).expect("plan");
+        let mut sht = Sht::new(nt, Some(lmax)).expect("plan");
+        sht.set_polar_threshold(polar).expect("polar threshold");
         let skip = |what: &str| only.as_deref().is_some_and(|o| o != what);
         let none = || Case {
             synth_best: f64::NAN,

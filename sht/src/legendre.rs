@@ -134,6 +134,28 @@ pub(crate) fn unscaled_start(
     Some((i, p0, p1))
 }
 
+/// The polar threshold: from the unscaled start `(i, p0, p1)`, the first
+/// index where `|Pbar| >= eps` with its two values, `None` if the values
+/// stay below `eps` up to the last degree. `eps = 0` keeps the start.
+#[inline(always)]
+fn above_threshold(
+    x: f64,
+    (mut i, mut p0, mut p1): (usize, f64, f64),
+    ab: &[[f64; 2]],
+    eps: f64,
+) -> Option<(usize, f64, f64)> {
+    while p1.abs() < eps {
+        if i == ab.len() {
+            return None;
+        }
+        let p2 = step(ab[i], x, p1, p0);
+        p0 = p1;
+        p1 = p2;
+        i += 1;
+    }
+    Some((i, p0, p1))
+}
+
 /// What the Legendre kernels need for one order `m`.
 #[derive(Clone, Copy)]
 pub(crate) struct Order<'a> {
@@ -542,11 +564,14 @@ fn block_start(o: &Order<'_>, jb: usize, lanes: usize) -> Block {
         p0: [0.0; LMAX_LANES],
         p1: [0.0; LMAX_LANES],
     };
-    for q in 0..lanes.min(nn - jb) {
+    // From the equator side: the starts do not decrease towards the pole,
+    // so that the insertion appends. (The order of the lanes of one degree
+    // does not matter: they join together.)
+    for q in (0..lanes.min(nn - jb)).rev() {
         blk.x[q] = o.x[jb + q];
         let i = o.start[jb + q].i as usize;
         if i <= n {
-            // Insertion by degree, then lane.
+            // Insertion by degree.
             let mut k = blk.ne;
             while k > 0 && blk.ev[k - 1].0 > i {
                 blk.ev[k] = blk.ev[k - 1];
@@ -597,22 +622,90 @@ fn set_lane<V: Vf, const NV: usize>(p: &mut [V; NV], q: usize, val: f64) {
 }
 
 /// Advances the lanes one degree: `p0 <- (alpha x) p1 + beta p0` (the
-/// caller swaps the roles of the two arrays every other degree).
+/// caller swaps the roles of the two arrays every other degree); vectors
+/// below `K` are left alone (all their lanes are zero and stay zero).
 #[inline(always)]
-fn step_lanes<V: Vf, const NV: usize, const Q: bool>(
+fn step_lanes<V: Vf, const NV: usize, const Q: bool, const K: usize>(
     ab: [f64; 2],
     x: &[V; NV],
     p1: &[V; NV],
     p0: &mut [V; NV],
 ) {
     let (a, b) = (V::splat(ab[0]), V::splat(ab[1]));
-    for k in 0..NV {
+    for k in K..NV {
         p0[k] = if Q {
             // Two-operation form: `x` holds 2x, `ab[1]` is beta'.
             x[k].fma(p1[k], b.mul(p0[k]))
         } else {
             a.mul(x[k]).fma(p1[k], b.mul(p0[k]))
         };
+    }
+}
+
+/// The first vector of a block holding a started lane, `qmin` the lowest
+/// started lane (at most 3 and `NV - 1`: the pair loops come in four
+/// variants).
+#[inline(always)]
+fn first_active<V: Vf, const NV: usize>(qmin: usize) -> usize {
+    (qmin / V::W).min(NV - 1).min(3)
+}
+
+/// The loop over pairs of degrees between two starts of a block.
+struct Pairs<'a, C> {
+    /// Synthesis: the coefficients.
+    c: C,
+    nd: usize,
+    ab: &'a [[f64; 2]],
+    /// The loop ends before `i + 2 > stop`.
+    stop: usize,
+}
+
+impl Pairs<'_, &[Complex64]> {
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn synth<V: Vf, const NV: usize, const G: usize, const Q: bool, const K: usize>(
+        &self,
+        i: &mut usize,
+        x: &[V; NV],
+        p0: &mut [V; NV],
+        p1: &mut [V; NV],
+        a: &mut [[[V; NV]; 2]; G],
+        b: &mut [[[V; NV]; 2]; G],
+    ) {
+        let (c, nd, ab) = (self.c, self.nd, self.ab);
+        while *i + 2 <= self.stop {
+            let j = *i;
+            accumulate::<V, NV, G, K>(a, c, nd, j, p1);
+            step_lanes::<V, NV, Q, K>(ab[j], x, p1, p0);
+            accumulate::<V, NV, G, K>(b, c, nd, j + 1, p0);
+            step_lanes::<V, NV, Q, K>(ab[j + 1], x, p0, p1);
+            *i += 2;
+        }
+    }
+}
+
+impl Pairs<'_, ()> {
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn anal<V: Vf, const NV: usize, const G: usize, const Q: bool, const K: usize>(
+        &self,
+        i: &mut usize,
+        x: &[V; NV],
+        p0: &mut [V; NV],
+        p1: &mut [V; NV],
+        part: &mut [[f64; 2 * PART]],
+        sa: &[[[V; NV]; 2]; G],
+        sb: &[[[V; NV]; 2]; G],
+    ) {
+        let (nd, ab) = (self.nd, self.ab);
+        while *i + 2 <= self.stop {
+            let j = *i;
+            deposit::<V, NV, G, K>(part, sa, nd, j, p1);
+            step_lanes::<V, NV, Q, K>(ab[j], x, p1, p0);
+            deposit::<V, NV, G, K>(part, sb, nd, j + 1, p0);
+            step_lanes::<V, NV, Q, K>(ab[j + 1], x, p0, p1);
+            *i += 2;
+        }
     }
 }
 
@@ -651,9 +744,11 @@ fn synth_impl<V: Vf, const NV: usize>(
     }
 }
 
-/// Accumulates `acc[g] += c[g][i] * p` (real and imaginary parts) for the `G` fields.
+/// Accumulates `acc[g] += c[g][i] * p` (real and imaginary parts) for the
+/// `G` fields, vectors `K..NV` (the others hold zeros: adding their
+/// products, exact zeros, to sums that start at +0 changes no bit).
 #[inline(always)]
-fn accumulate<V: Vf, const NV: usize, const G: usize>(
+fn accumulate<V: Vf, const NV: usize, const G: usize, const K: usize>(
     acc: &mut [[[V; NV]; 2]; G],
     c: &[Complex64],
     nd: usize,
@@ -663,7 +758,7 @@ fn accumulate<V: Vf, const NV: usize, const G: usize>(
     for g in 0..G {
         let cc = c[g * nd + i];
         let (re, im) = (V::splat(cc.re), V::splat(cc.im));
-        for k in 0..NV {
+        for k in K..NV {
             acc[g][0][k] = re.fma(p[k], acc[g][0][k]);
             acc[g][1][k] = im.fma(p[k], acc[g][1][k]);
         }
@@ -717,40 +812,44 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
         let mut p1 = load_lanes::<V, NV>(&blk.p1);
         let mut i = i0;
         let mut e = blk.ne0;
+        let mut qmin = ev[..e].iter().map(|v| v.1).min().unwrap_or(0);
         loop {
             while e < ne && ev[e].0 == i {
                 let st = o.start_values(jb + ev[e].1, i);
                 set_lane(&mut p0, ev[e].1, st[0]);
                 set_lane(&mut p1, ev[e].1, st[1]);
+                qmin = qmin.min(ev[e].1);
                 e += 1;
             }
-            accumulate::<V, NV, G>(&mut a, c, nd, i, &p1);
+            accumulate::<V, NV, G, 0>(&mut a, c, nd, i, &p1);
             if i == n {
                 break;
             }
-            step_lanes::<V, NV, Q>(ab[i], &x, &p1, &mut p0);
+            step_lanes::<V, NV, Q, 0>(ab[i], &x, &p1, &mut p0);
             i += 1;
             while e < ne && ev[e].0 == i {
                 let st = o.start_values(jb + ev[e].1, i);
                 set_lane(&mut p1, ev[e].1, st[0]);
                 set_lane(&mut p0, ev[e].1, st[1]);
+                qmin = qmin.min(ev[e].1);
                 e += 1;
             }
-            accumulate::<V, NV, G>(&mut b, c, nd, i, &p0);
+            accumulate::<V, NV, G, 0>(&mut b, c, nd, i, &p0);
             if i == n {
                 break;
             }
-            step_lanes::<V, NV, Q>(ab[i], &x, &p0, &mut p1);
+            step_lanes::<V, NV, Q, 0>(ab[i], &x, &p0, &mut p1);
             i += 1;
             // Pairs of degrees before the next start and the last degree:
-            // the same operations without the checks.
+            // the same operations without the checks, on the vectors
+            // holding a started lane only.
             let stop = if e < ne { ev[e].0.min(n) } else { n };
-            while i + 2 <= stop {
-                accumulate::<V, NV, G>(&mut a, c, nd, i, &p1);
-                step_lanes::<V, NV, Q>(ab[i], &x, &p1, &mut p0);
-                accumulate::<V, NV, G>(&mut b, c, nd, i + 1, &p0);
-                step_lanes::<V, NV, Q>(ab[i + 1], &x, &p0, &mut p1);
-                i += 2;
+            let pairs = Pairs { c, nd, ab, stop };
+            match first_active::<V, NV>(qmin) {
+                0 => pairs.synth::<V, NV, G, Q, 0>(&mut i, &x, &mut p0, &mut p1, &mut a, &mut b),
+                1 => pairs.synth::<V, NV, G, Q, 1>(&mut i, &x, &mut p0, &mut p1, &mut a, &mut b),
+                2 => pairs.synth::<V, NV, G, Q, 2>(&mut i, &x, &mut p0, &mut p1, &mut a, &mut b),
+                _ => pairs.synth::<V, NV, G, Q, 3>(&mut i, &x, &mut p0, &mut p1, &mut a, &mut b),
             }
         }
         let (even, odd) = if i0 & 1 == 0 { (a, b) } else { (b, a) };
@@ -827,9 +926,11 @@ thread_local! {
 
 /// Adds `sd * p` of the lanes to the `PART` partial sums: lane
 /// `r + PART h` of the block into partial `r`, highest `h` first (the
-/// order that blocks of `PART` lanes, going from the equator, would give).
+/// order that blocks of `PART` lanes, going from the equator, would give);
+/// vectors below `K` hold zeros and are skipped (adding exact zeros to sums
+/// that start at +0 changes no bit).
 #[inline(always)]
-fn deposit<V: Vf, const NV: usize, const G: usize>(
+fn deposit<V: Vf, const NV: usize, const G: usize, const K: usize>(
     part: &mut [[f64; 2 * PART]],
     sd: &[[[V; NV]; 2]; G],
     nd: usize,
@@ -844,7 +945,9 @@ fn deposit<V: Vf, const NV: usize, const G: usize>(
                 let s = &mut d[c * PART + k * V::W..];
                 let mut v = V::load(s);
                 for h in (0..NV / pw).rev() {
-                    v = sd[g][c][h * pw + k].fma(p[h * pw + k], v);
+                    if h * pw + k >= K {
+                        v = sd[g][c][h * pw + k].fma(p[h * pw + k], v);
+                    }
                 }
                 v.store(s);
             }
@@ -916,40 +1019,49 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
         let mut p1 = load_lanes::<V, NV>(&blk.p1);
         let mut i = i0;
         let mut e = blk.ne0;
+        let mut qmin = ev[..e].iter().map(|v| v.1).min().unwrap_or(0);
         loop {
             while e < ne && ev[e].0 == i {
                 let st = o.start_values(jb + ev[e].1, i);
                 set_lane(&mut p0, ev[e].1, st[0]);
                 set_lane(&mut p1, ev[e].1, st[1]);
+                qmin = qmin.min(ev[e].1);
                 e += 1;
             }
-            deposit::<V, NV, G>(part, &sa, nd, i, &p1);
+            deposit::<V, NV, G, 0>(part, &sa, nd, i, &p1);
             if i == n {
                 break;
             }
-            step_lanes::<V, NV, Q>(ab[i], &x, &p1, &mut p0);
+            step_lanes::<V, NV, Q, 0>(ab[i], &x, &p1, &mut p0);
             i += 1;
             while e < ne && ev[e].0 == i {
                 let st = o.start_values(jb + ev[e].1, i);
                 set_lane(&mut p1, ev[e].1, st[0]);
                 set_lane(&mut p0, ev[e].1, st[1]);
+                qmin = qmin.min(ev[e].1);
                 e += 1;
             }
-            deposit::<V, NV, G>(part, &sb, nd, i, &p0);
+            deposit::<V, NV, G, 0>(part, &sb, nd, i, &p0);
             if i == n {
                 break;
             }
-            step_lanes::<V, NV, Q>(ab[i], &x, &p0, &mut p1);
+            step_lanes::<V, NV, Q, 0>(ab[i], &x, &p0, &mut p1);
             i += 1;
             // Pairs of degrees before the next start and the last degree:
-            // the same operations without the checks.
+            // the same operations without the checks, on the vectors
+            // holding a started lane only.
             let stop = if e < ne { ev[e].0.min(n) } else { n };
-            while i + 2 <= stop {
-                deposit::<V, NV, G>(part, &sa, nd, i, &p1);
-                step_lanes::<V, NV, Q>(ab[i], &x, &p1, &mut p0);
-                deposit::<V, NV, G>(part, &sb, nd, i + 1, &p0);
-                step_lanes::<V, NV, Q>(ab[i + 1], &x, &p0, &mut p1);
-                i += 2;
+            let pairs = Pairs {
+                c: (),
+                nd,
+                ab,
+                stop,
+            };
+            match first_active::<V, NV>(qmin) {
+                0 => pairs.anal::<V, NV, G, Q, 0>(&mut i, &x, &mut p0, &mut p1, part, &sa, &sb),
+                1 => pairs.anal::<V, NV, G, Q, 1>(&mut i, &x, &mut p0, &mut p1, part, &sa, &sb),
+                2 => pairs.anal::<V, NV, G, Q, 2>(&mut i, &x, &mut p0, &mut p1, part, &sa, &sb),
+                _ => pairs.anal::<V, NV, G, Q, 3>(&mut i, &x, &mut p0, &mut p1, part, &sa, &sb),
             }
         }
     }
@@ -967,12 +1079,13 @@ pub(crate) fn starts(
     mmax: usize,
     rec: &[[f64; 2]],
     rec_off: &[usize],
+    eps: f64,
 ) -> Vec<Start> {
     match simd {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Simd::detect` found FMA on this CPU.
-        Simd::Avx512 | Simd::Avx2 => unsafe { starts_fma(x, sin_theta, mmax, rec, rec_off) },
-        _ => starts_impl(x, sin_theta, mmax, rec, rec_off),
+        Simd::Avx512 | Simd::Avx2 => unsafe { starts_fma(x, sin_theta, mmax, rec, rec_off, eps) },
+        _ => starts_impl(x, sin_theta, mmax, rec, rec_off, eps),
     }
 }
 
@@ -984,8 +1097,9 @@ unsafe fn starts_fma(
     mmax: usize,
     rec: &[[f64; 2]],
     rec_off: &[usize],
+    eps: f64,
 ) -> Vec<Start> {
-    starts_impl(x, sin_theta, mmax, rec, rec_off)
+    starts_impl(x, sin_theta, mmax, rec, rec_off, eps)
 }
 
 #[inline(always)]
@@ -995,6 +1109,7 @@ fn starts_impl(
     mmax: usize,
     rec: &[[f64; 2]],
     rec_off: &[usize],
+    eps: f64,
 ) -> Vec<Start> {
     let nn = x.len();
     let mut pv = vec![0.0; (mmax + 1) * nn];
@@ -1012,7 +1127,9 @@ fn starts_impl(
         let ab = &rec[rec_off[m]..rec_off[m + 1]];
         for j in (0..nn).rev() {
             let k = m * nn + j;
-            match unscaled_start(x[j], pv[k], pk[k], ab) {
+            match unscaled_start(x[j], pv[k], pk[k], ab)
+                .and_then(|st| above_threshold(x[j], st, ab, eps))
+            {
                 Some((i, p0, p1)) => {
                     out[k] = Start {
                         i: i as u32,

@@ -239,6 +239,12 @@ pub enum ShtError {
         /// The length given.
         got: usize,
     },
+    /// A polar threshold outside `0 <= eps < 1`.
+    #[error("polar threshold eps = {eps} is out of range: need 0 <= eps < 1")]
+    PolarThreshold {
+        /// The value given, as printed (the error type is `Eq`).
+        eps: String,
+    },
     /// An error reported by the FFT library.
     #[error("FFT failed: {0}")]
     Fft(String),

@@ -66,6 +66,7 @@ pub struct Sht {
     rec_off: Vec<usize>,
     qform: Vec<Option<QForm>>,
     simd: Simd,
+    polar: f64,
     r2c: Arc<dyn RealToComplex<f64>>,
     c2r: Arc<dyn ComplexToReal<f64>>,
 }
@@ -132,6 +133,7 @@ impl Sht {
             lmax,
             &rec,
             &rec_off,
+            0.0,
         );
         let mut planner = RealFftPlanner::<f64>::new();
         let r2c = planner.plan_fft_forward(nphi);
@@ -151,6 +153,7 @@ impl Sht {
             rec_off,
             qform,
             simd,
+            polar: 0.0,
             r2c,
             c2r,
         })
@@ -174,6 +177,45 @@ impl Sht {
             }
             None => false,
         }
+    }
+
+    /// Opt-in polar threshold (default 0, off): the Legendre kernels skip,
+    /// for each order and latitude, the leading degrees where
+    /// `|Pbar_lm(cos theta_j)| < eps` (near the poles the values of high
+    /// orders grow with `l` from far below `eps`; from the first degree at
+    /// or above it on, every degree is kept). Those values are taken as
+    /// zero, which saves work at high orders and costs accuracy: measured
+    /// round-trip errors (synthesis then analysis, random coefficients) in
+    /// the crate README. With `eps = 0` only the values below `2^-280` are
+    /// skipped and round trips hold to about 1e-13. Recomputes the starts
+    /// of the plan (`O(lmax^2 ntheta)`); the bits of every kernel, of the
+    /// per-`m` steps and of `Parallelism` still agree with each other for
+    /// one threshold, but differ from those without it.
+    ///
+    /// Errors: `eps` negative, not finite, or `>= 1`.
+    pub fn set_polar_threshold(&mut self, eps: f64) -> Result<(), ShtError> {
+        if !(0.0..1.0).contains(&eps) {
+            return Err(ShtError::PolarThreshold {
+                eps: eps.to_string(),
+            });
+        }
+        let nn = self.nnorth;
+        self.start = starts(
+            self.simd,
+            &self.x[..nn],
+            &self.sin_theta[..nn],
+            self.lmax,
+            &self.rec,
+            &self.rec_off,
+            eps,
+        );
+        self.polar = eps;
+        Ok(())
+    }
+
+    /// The polar threshold (see [`set_polar_threshold`](Self::set_polar_threshold)); 0 by default.
+    pub fn polar_threshold(&self) -> f64 {
+        self.polar
     }
 
     /// Number of latitudes.

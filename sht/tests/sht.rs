@@ -427,3 +427,49 @@ fn every_kernel_gives_the_same_bits() {
     }
     assert!(tried >= 1);
 }
+
+#[test]
+fn polar_threshold_opt_in() {
+    let mut sht = Sht::new(96, Some(63)).unwrap();
+    assert_eq!(sht.polar_threshold(), 0.0);
+    for bad in [-1e-10, 1.0, f64::NAN, f64::INFINITY] {
+        assert!(matches!(
+            sht.set_polar_threshold(bad),
+            Err(ShtError::PolarThreshold { .. })
+        ));
+    }
+    // Round trips with the threshold: the error stays near it (measured
+    // values in the README).
+    for (nt, lmax, eps, tol) in [(192, 127, 1e-10, 1e-9), (384, 255, 1e-10, 1e-9)] {
+        let mut sht = Sht::new(nt, Some(lmax)).unwrap();
+        sht.set_polar_threshold(eps).unwrap();
+        let c = random_coeffs(&sht, 1, 5);
+        let mut g = vec![0.0; nt * sht.nphi()];
+        sht.synthesis(&c, &mut g, Parallelism::None).unwrap();
+        let mut b = vec![Complex64::new(0.0, 0.0); c.len()];
+        sht.analysis(&g, &mut b, Parallelism::None).unwrap();
+        let e = max_rel(&b, &c);
+        eprintln!("polar threshold {eps:e}, lmax {lmax}: round trip {e:e}");
+        assert!(e < tol, "lmax {lmax}: {e:e}");
+        assert!(e > 1e-14, "the threshold had no effect: {e:e}");
+    }
+    // Every kernel, both parallelisms: the same bits with the threshold.
+    sht.set_polar_threshold(1e-6).unwrap();
+    let c = random_coeffs(&sht, 3, 9);
+    let run = |sht: &Sht, par| {
+        let mut g = vec![0.0; 3 * 96 * sht.nphi()];
+        sht.synthesis(&c, &mut g, par).unwrap();
+        let mut b = vec![Complex64::new(0.0, 0.0); c.len()];
+        sht.analysis(&g, &mut b, par).unwrap();
+        let mut bits: Vec<u64> = g.iter().map(|v| v.to_bits()).collect();
+        bits.extend(b.iter().flat_map(|z| [z.re.to_bits(), z.im.to_bits()]));
+        bits
+    };
+    let reference = run(&sht, Parallelism::None);
+    assert!(run(&sht, Parallelism::Rayon) == reference);
+    for k in ["avx512", "avx2", "portable"] {
+        if sht.set_kernel(k) {
+            assert!(run(&sht, Parallelism::None) == reference, "kernel {k}");
+        }
+    }
+}

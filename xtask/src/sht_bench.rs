@@ -1,5 +1,5 @@
 //! `cargo xtask bench sht [--lmax 63,127,255,511] [--out DIR] [--no-refs]
-//! [--polar-opt EPS]`: spherical harmonic transforms on one core against
+//! [--polar-opt EPS] [--ours-polar EPS]`: spherical harmonic transforms on one core against
 //! SHTns and ducc0 in the same run, printed as a table and written to
 //! `DIR/sht.json` (`DIR` defaults to `target/bench/sht`).
 //!
@@ -52,6 +52,10 @@ pub struct Args {
     /// every value).
     #[arg(long, default_value_t = 1e-10)]
     pub polar_opt: f64,
+    /// Our opt-in polar threshold (`Sht::set_polar_threshold`; default 0,
+    /// off); pass the same value as `--polar-opt` to compare like with like.
+    #[arg(long, default_value_t = 0.0)]
+    pub ours_polar: f64,
     /// Rounds of (ours, ducc0, SHTns), interleaved; each case keeps its best
     /// round, so a busy moment of the machine hits every library alike.
     #[arg(long, default_value_t = 3)]
@@ -201,11 +205,14 @@ fn ours(args: &Args, json_path: &std::path::Path) -> Result<Vec<Value>> {
     cmd.args(["bench", "-p", "sht", "--bench", "sht", "--", "--lmax"])
         .arg(list.join(","))
         .arg("--json")
-        .arg(json_path);
+        .arg(json_path)
+        .arg("--polar")
+        .arg(args.ours_polar.to_string());
     eprintln!(
-        "$ cargo bench -p sht --bench sht -- --lmax {} --json {}",
+        "$ cargo bench -p sht --bench sht -- --lmax {} --json {} --polar {}",
         list.join(","),
-        json_path.display()
+        json_path.display(),
+        args.ours_polar
     );
     let status = cmd.status().context("cannot run cargo bench -p sht")?;
     if !status.success() {
@@ -377,6 +384,7 @@ pub fn run(args: &Args) -> Result<()> {
         "timing": "synthesis + analysis, best of >= 5 repeats and >= 0.4 s after a warm-up, best of the interleaved rounds (that round's median also kept)",
         "rounds": args.rounds.max(1),
         "shtns_polar_opt": args.polar_opt,
+        "ours_polar": args.ours_polar,
         "goal_ratio": GOAL_RATIO,
         "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
         "rows": table,
