@@ -718,14 +718,16 @@ fn synth_impl<V: Vf, const NV: usize>(
 ) {
     let nd = o.ab.len() + 1;
     let nt = o.nt;
-    // In the two-operation form the coefficients take the factors s_i.
-    let scaled: Vec<Complex64>;
+    // In the two-operation form the coefficients take the factors s_i
+    // (in a buffer kept per thread between calls).
+    let mut scaled = SCALED.with(|p| std::mem::take(&mut *p.borrow_mut()));
     let c = match o.q {
         Some(q) => {
-            scaled = c
-                .chunks(nd)
-                .flat_map(|cf| cf.iter().zip(&q.s).map(|(v, s)| v * s))
-                .collect();
+            scaled.clear();
+            scaled.extend(
+                c.chunks(nd)
+                    .flat_map(|cf| cf.iter().zip(&q.s).map(|(v, s)| v * s)),
+            );
             &scaled[..]
         }
         None => c,
@@ -742,6 +744,12 @@ fn synth_impl<V: Vf, const NV: usize>(
         }
         f += g;
     }
+    SCALED.with(|p| *p.borrow_mut() = scaled);
+}
+
+thread_local! {
+    /// The scaled coefficients of synthesis, kept between calls on this thread.
+    static SCALED: std::cell::RefCell<Vec<Complex64>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Accumulates `acc[g] += c[g][i] * p` (real and imaginary parts) for the

@@ -315,11 +315,18 @@ impl Sht {
         let one = |(m, out): (usize, &mut [Complex64])| {
             let nl = lmax - m + 1;
             let off = self.m_offset(m);
-            let mut cm = Vec::with_capacity(nf * nl);
+            if nf == 1 {
+                // One field: its coefficients of order m are contiguous.
+                self.synth_kernel(m, lmax, nf, &coeffs[off..off + nl], out);
+                return;
+            }
+            let mut cm = take(0);
+            cm.clear();
             for f in 0..nf {
                 cm.extend_from_slice(&coeffs[f * nlm + off..f * nlm + off + nl]);
             }
             self.synth_kernel(m, lmax, nf, &cm, out);
+            give(cm);
         };
         let chunk = nf * self.ntheta;
         match par {
@@ -344,6 +351,15 @@ impl Sht {
         let nf = batch("spec", spec.len(), self.spectral_len())?;
         check_len("coeffs", coeffs.len(), nf * self.nlm())?;
         let chunk = nf * self.ntheta;
+        if let (1, Parallelism::None) = (nf, par) {
+            // One field in order: straight into `coeffs`.
+            for (m, input) in spec.chunks(chunk).enumerate() {
+                let off = self.m_offset(m);
+                let out = &mut coeffs[off..off + self.lmax - m + 1];
+                self.anal_kernel(m, self.lmax, nf, input, out);
+            }
+            return Ok(());
+        }
         let one = |(m, input): (usize, &[Complex64])| {
             let mut out = vec![ZERO; nf * (self.lmax - m + 1)];
             self.anal_kernel(m, self.lmax, nf, input, &mut out);
@@ -469,6 +485,20 @@ impl Sht {
                 vec![ZERO; scratch_len],
             )
         };
+        if let Parallelism::None = par {
+            // Row by row, straight into the intermediate layout.
+            let (inp, buf, scratch) = &mut init();
+            for (r, row) in grid.chunks(self.nphi).enumerate() {
+                inp.copy_from_slice(row);
+                self.r2c
+                    .process_with_scratch(inp, buf, scratch)
+                    .map_err(|e| ShtError::Fft(e.to_string()))?;
+                for (m, b) in buf[..mm].iter().enumerate() {
+                    spec[m * nf * nt + r] = b * scale;
+                }
+            }
+            return Ok(());
+        }
         // Row by row into `rows` (row-major, `mm` orders per row), then
         // transposed into the intermediate layout.
         let mut rows = take(nf * nt * mm);
@@ -485,18 +515,9 @@ impl Sht {
             }
             Ok(())
         };
-        match par {
-            Parallelism::None => {
-                let mut bufs = init();
-                grid.chunks(self.nphi)
-                    .zip(rows.chunks_mut(mm))
-                    .try_for_each(|r| one(&mut bufs, r))?
-            }
-            Parallelism::Rayon => grid
-                .par_chunks(self.nphi)
-                .zip(rows.par_chunks_mut(mm))
-                .try_for_each_init(init, one)?,
-        }
+        grid.par_chunks(self.nphi)
+            .zip(rows.par_chunks_mut(mm))
+            .try_for_each_init(init, one)?;
         for m in 0..mm {
             for (r, s) in spec[m * nf * nt..(m + 1) * nf * nt].iter_mut().enumerate() {
                 *s = rows[r * mm + m];
