@@ -269,7 +269,7 @@ const PART: usize = 8;
 /// bit-identical whichever is chosen; only the speed differs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Simd {
-    /// AVX-512F + FMA: 16 latitudes per block.
+    /// AVX-512F + FMA: 32 latitudes per block (16 for pairs of fields).
     Avx512,
     /// AVX2 + FMA: 8 latitudes per block.
     Avx2,
@@ -473,8 +473,8 @@ mod x86 {
     }
 }
 
-/// Latitudes per block at most (AVX-512: two vectors of eight).
-const LMAX_LANES: usize = 16;
+/// Latitudes per block at most (AVX-512, one field: four vectors of eight).
+const LMAX_LANES: usize = 32;
 
 /// Legendre synthesis for one order: for each of the `nf` fields,
 /// `out[f * nt + j] = sum_{i} c[f * nd + i] Pbar_{m+i,m}(x_j)` over the
@@ -487,7 +487,7 @@ pub(crate) fn synth(simd: Simd, o: &Order<'_>, nf: usize, c: &[Complex64], out: 
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Simd::detect` found AVX2 and FMA on this CPU.
         Simd::Avx2 => unsafe { synth_avx2(o, nf, c, out) },
-        _ => synth_impl::<S1, 8>(o, nf, c, out),
+        _ => synth_impl::<S1, 8, 8>(o, nf, c, out),
     }
 }
 
@@ -507,7 +507,7 @@ pub(crate) fn anal(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Simd::detect` found AVX2 and FMA on this CPU.
         Simd::Avx2 => unsafe { anal_avx2(o, nf, input, out) },
-        _ => anal_impl::<S1, 8>(o, nf, input, out),
+        _ => anal_impl::<S1, 8, 8>(o, nf, input, out),
     }
 }
 
@@ -515,23 +515,23 @@ pub(crate) fn anal(
 #[allow(clippy::incompatible_msrv)] // the avx512f target feature: see build.rs
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn synth_avx512(o: &Order<'_>, nf: usize, c: &[Complex64], out: &mut [Complex64]) {
-    synth_impl::<x86::V8, 2>(o, nf, c, out)
+    synth_impl::<x86::V8, 4, 2>(o, nf, c, out)
 }
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn synth_avx2(o: &Order<'_>, nf: usize, c: &[Complex64], out: &mut [Complex64]) {
-    synth_impl::<x86::V4, 2>(o, nf, c, out)
+    synth_impl::<x86::V4, 2, 2>(o, nf, c, out)
 }
 #[cfg(all(target_arch = "x86_64", sht_avx512))]
 #[allow(clippy::incompatible_msrv)] // the avx512f target feature: see build.rs
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn anal_avx512(o: &Order<'_>, nf: usize, input: &[Complex64], out: &mut [Complex64]) {
-    anal_impl::<x86::V8, 2>(o, nf, input, out)
+    anal_impl::<x86::V8, 4, 2>(o, nf, input, out)
 }
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn anal_avx2(o: &Order<'_>, nf: usize, input: &[Complex64], out: &mut [Complex64]) {
-    anal_impl::<x86::V4, 2>(o, nf, input, out)
+    anal_impl::<x86::V4, 2, 2>(o, nf, input, out)
 }
 
 /// The block of `lanes` northern latitudes starting at row `jb`.
@@ -709,8 +709,11 @@ impl Pairs<'_, ()> {
     }
 }
 
+/// `NV` vectors per block for one field at a time, `NV2` for pairs (fewer,
+/// so that the accumulators of two fields stay in registers); the results
+/// do not depend on the block width.
 #[inline(always)]
-fn synth_impl<V: Vf, const NV: usize>(
+fn synth_impl<V: Vf, const NV: usize, const NV2: usize>(
     o: &Order<'_>,
     nf: usize,
     c: &[Complex64],
@@ -737,8 +740,8 @@ fn synth_impl<V: Vf, const NV: usize>(
         let g = if nf - f >= 2 { 2 } else { 1 };
         let (cg, og) = (&c[f * nd..(f + g) * nd], &mut out[f * nt..(f + g) * nt]);
         match (g, o.q.is_some()) {
-            (2, true) => synth_group::<V, NV, 2, true>(o, cg, og),
-            (2, false) => synth_group::<V, NV, 2, false>(o, cg, og),
+            (2, true) => synth_group::<V, NV2, 2, true>(o, cg, og),
+            (2, false) => synth_group::<V, NV2, 2, false>(o, cg, og),
             (_, true) => synth_group::<V, NV, 1, true>(o, cg, og),
             (_, false) => synth_group::<V, NV, 1, false>(o, cg, og),
         }
@@ -888,8 +891,9 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
     }
 }
 
+/// `NV` and `NV2` as in [`synth_impl`].
 #[inline(always)]
-fn anal_impl<V: Vf, const NV: usize>(
+fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
     o: &Order<'_>,
     nf: usize,
     input: &[Complex64],
@@ -907,8 +911,8 @@ fn anal_impl<V: Vf, const NV: usize>(
         part.iter_mut().for_each(|p| *p = [0.0; 2 * PART]);
         let ig = &input[f * nt..(f + g) * nt];
         match (g, o.q.is_some()) {
-            (2, true) => anal_group::<V, NV, 2, true>(o, ig, &mut part),
-            (2, false) => anal_group::<V, NV, 2, false>(o, ig, &mut part),
+            (2, true) => anal_group::<V, NV2, 2, true>(o, ig, &mut part),
+            (2, false) => anal_group::<V, NV2, 2, false>(o, ig, &mut part),
             (_, true) => anal_group::<V, NV, 1, true>(o, ig, &mut part),
             (_, false) => anal_group::<V, NV, 1, false>(o, ig, &mut part),
         }

@@ -89,9 +89,13 @@
 //! underflow near the poles for large `m`; values below `2^-280` are
 //! skipped. The plan stores, per order and northern latitude, the degree where the recurrence leaves
 //! that negligible range and its two values there (`O(lmax Ntheta)`).
-//! Blocks of 16 (AVX-512) or 8 (AVX2, portable) latitudes advance together
-//! through the recurrence, each latitude joining at its own start, and whole
-//! blocks nearer the pole than the first negligible one are skipped. Each
+//! Blocks of 32 (AVX-512, one field) or 16 (AVX-512, pairs of fields) or 8
+//! (AVX2, portable) latitudes advance together through the recurrence, each
+//! latitude joining at its own start (the vectors of a block holding no
+//! started latitude yet are left out), and whole blocks nearer the pole than
+//! the first negligible one are skipped. An opt-in polar threshold
+//! (`Sht::set_polar_threshold`) moves the starts to where `|Pbar|` first
+//! reaches it, trading accuracy for time. Each
 //! value of the recurrence serves both hemispheres: synthesis accumulates
 //! the even and odd degrees (`l - m`) apart and combines them as
 //! `north = even + odd`, `south = even - odd` (the parity
