@@ -17,11 +17,10 @@
 //! been tested).
 
 use crate::util::{self, MPIRUN_FLAGS};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde::Deserialize;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -133,51 +132,14 @@ pub fn check_shape(shape: [usize; 3]) -> Result<()> {
 /// returns a private copy (`target/xtask/bin/poisson` or `poisson-mpi`), so
 /// running copies are independent of later builds with other features.
 pub fn build_poisson(mpi: bool) -> Result<PathBuf> {
-    let mut args = vec![
-        "build",
-        "--release",
-        "-p",
-        "poisson",
-        "--message-format=json-render-diagnostics",
-    ];
-    if mpi {
-        args.extend(["--features", "mpi"]);
-    }
-    let what = format!("cargo {}", args.join(" "));
-    eprintln!("$ {what}");
-    let mut child = util::cargo()
-        .args(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("cannot run `{what}`"))?;
-    let mut exe = None;
-    let stdout = child.stdout.take().context("no stdout from cargo")?;
-    for line in BufReader::new(stdout).lines() {
-        let line = line?;
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
-            continue;
-        };
-        if v["reason"] == "compiler-artifact" && v["target"]["name"] == "poisson" {
-            if let Some(e) = v["executable"].as_str() {
-                exe = Some(PathBuf::from(e));
-            }
-        }
-    }
-    let status = child.wait()?;
-    if !status.success() {
-        bail!("`{what}` failed with {status}");
-    }
-    let exe = exe.with_context(|| format!("`{what}` reported no poisson executable"))?;
-    let bin = util::xtask_dir("bin")?;
-    let name = if mpi { "poisson-mpi" } else { "poisson" };
-    let dst = bin.join(name);
-    let tmp = bin.join(format!(".{name}.{}", std::process::id()));
-    std::fs::copy(&exe, &tmp)
-        .with_context(|| format!("cannot copy {} to {}", exe.display(), tmp.display()))?;
-    std::fs::rename(&tmp, &dst)
-        .with_context(|| format!("cannot move {} to {}", tmp.display(), dst.display()))?;
-    Ok(dst)
+    util::build_binary(
+        util::Artifact {
+            package: "poisson",
+            name: "poisson",
+            example: false,
+        },
+        mpi,
+    )
 }
 
 fn run_case(bin: &Path, case: &Case, json: &Path) -> Ran {

@@ -24,7 +24,6 @@ use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -42,56 +41,14 @@ const CASE_LIMIT: Duration = Duration::from_secs(300);
 /// Builds the `sht_dist` example in release (with feature `mpi` when
 /// `mpi`) and returns a private copy (`target/xtask/bin/sht_dist[-mpi]`).
 pub fn build_example(mpi: bool) -> Result<PathBuf> {
-    let mut cmd = util::cargo();
-    cmd.args([
-        "build",
-        "--release",
-        "-p",
-        "sht",
-        "--example",
-        "sht_dist",
-        "--message-format=json-render-diagnostics",
-    ]);
-    if mpi {
-        cmd.args(["--features", "mpi"]);
-    }
-    let what = format!(
-        "cargo build --release -p sht --example sht_dist{}",
-        if mpi { " --features mpi" } else { "" }
-    );
-    eprintln!("$ {what}");
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("cannot run `{what}`"))?;
-    let mut exe = None;
-    let stdout = child.stdout.take().context("no stdout from cargo")?;
-    for line in BufReader::new(stdout).lines() {
-        let line = line?;
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
-            continue;
-        };
-        if v["reason"] == "compiler-artifact" && v["target"]["name"] == "sht_dist" {
-            if let Some(e) = v["executable"].as_str() {
-                exe = Some(PathBuf::from(e));
-            }
-        }
-    }
-    let status = child.wait()?;
-    if !status.success() {
-        bail!("`{what}` failed with {status}");
-    }
-    let exe = exe.with_context(|| format!("`{what}` reported no sht_dist executable"))?;
-    let bin = util::xtask_dir("bin")?;
-    let name = if mpi { "sht_dist-mpi" } else { "sht_dist" };
-    let dst = bin.join(name);
-    let tmp = bin.join(format!(".{name}.{}", std::process::id()));
-    std::fs::copy(&exe, &tmp)
-        .with_context(|| format!("cannot copy {} to {}", exe.display(), tmp.display()))?;
-    std::fs::rename(&tmp, &dst)
-        .with_context(|| format!("cannot move {} to {}", tmp.display(), dst.display()))?;
-    Ok(dst)
+    util::build_binary(
+        util::Artifact {
+            package: "sht",
+            name: "sht_dist",
+            example: true,
+        },
+        mpi,
+    )
 }
 
 /// Runs the example on `ranks` ranks (in-process, or under `mpirun` when

@@ -65,34 +65,43 @@ pub fn scratch_dir(label: &str) -> Result<PathBuf> {
     Ok(d)
 }
 
-/// Builds `heat3d` in release (with the `mpi` feature when `mpi`), streaming
-/// cargo's progress, and returns a private copy of the binary
-/// (`target/xtask/bin/heat3d` or `heat3d-mpi`). The copy keeps the runs
-/// independent of later builds that replace `target/release/heat3d` with the
-/// other feature set.
-pub fn build_heat3d(mpi: bool) -> Result<PathBuf> {
-    let mut cmd = cargo();
-    cmd.args([
-        "build",
-        "--release",
-        "-p",
-        "heat3d",
-        "--message-format=json-render-diagnostics",
-    ]);
-    if mpi {
-        cmd.args(["--features", "mpi"]);
+/// A binary target to build: a package's binary or one of its examples.
+#[derive(Debug, Clone, Copy)]
+pub struct Artifact<'a> {
+    /// The package (`-p`).
+    pub package: &'a str,
+    /// The binary or example name.
+    pub name: &'a str,
+    /// An example (`--example name`) rather than the package's binary.
+    pub example: bool,
+}
+
+/// Builds `what` in release (with the `mpi` feature when `mpi`), streaming
+/// cargo's progress, and returns a private copy of the executable
+/// (`target/xtask/bin/NAME` or `NAME-mpi`). The copy keeps the runs
+/// independent of later builds that replace the one in `target/release`
+/// with the other feature set.
+pub fn build_binary(what: Artifact<'_>, mpi: bool) -> Result<PathBuf> {
+    let mut args = vec!["build", "--release", "-p", what.package];
+    if what.example {
+        args.extend(["--example", what.name]);
     }
-    let what = if mpi {
-        "cargo build --release -p heat3d --features mpi"
-    } else {
-        "cargo build --release -p heat3d"
-    };
-    eprintln!("$ {what}");
-    let mut child = cmd
+    args.push("--message-format=json-render-diagnostics");
+    if mpi {
+        args.extend(["--features", "mpi"]);
+    }
+    let shown = format!(
+        "cargo {}",
+        args.join(" ")
+            .replace(" --message-format=json-render-diagnostics", "")
+    );
+    eprintln!("$ {shown}");
+    let mut child = cargo()
+        .args(&args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .with_context(|| format!("cannot run `{what}`"))?;
+        .with_context(|| format!("cannot run `{shown}`"))?;
     let mut exe = None;
     let stdout = child.stdout.take().context("no stdout from cargo")?;
     for line in BufReader::new(stdout).lines() {
@@ -100,7 +109,7 @@ pub fn build_heat3d(mpi: bool) -> Result<PathBuf> {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
             continue;
         };
-        if v["reason"] == "compiler-artifact" && v["target"]["name"] == "heat3d" {
+        if v["reason"] == "compiler-artifact" && v["target"]["name"] == what.name {
             if let Some(e) = v["executable"].as_str() {
                 exe = Some(PathBuf::from(e));
             }
@@ -108,12 +117,16 @@ pub fn build_heat3d(mpi: bool) -> Result<PathBuf> {
     }
     let status = child.wait()?;
     if !status.success() {
-        bail!("`{what}` failed with {status}");
+        bail!("`{shown}` failed with {status}");
     }
-    let exe = exe.with_context(|| format!("`{what}` reported no heat3d executable"))?;
+    let exe = exe.with_context(|| format!("`{shown}` reported no {} executable", what.name))?;
     let bin = xtask_dir("bin")?;
-    let name = if mpi { "heat3d-mpi" } else { "heat3d" };
-    let dst = bin.join(name);
+    let name = if mpi {
+        format!("{}-mpi", what.name)
+    } else {
+        what.name.to_string()
+    };
+    let dst = bin.join(&name);
     // Copy then rename, so a copy that is still running elsewhere is not
     // overwritten in place ("text file busy").
     let tmp = bin.join(format!(".{name}.{}", std::process::id()));
@@ -122,6 +135,18 @@ pub fn build_heat3d(mpi: bool) -> Result<PathBuf> {
     std::fs::rename(&tmp, &dst)
         .with_context(|| format!("cannot move {} to {}", tmp.display(), dst.display()))?;
     Ok(dst)
+}
+
+/// Builds the `heat3d` app; see [`build_binary`].
+pub fn build_heat3d(mpi: bool) -> Result<PathBuf> {
+    build_binary(
+        Artifact {
+            package: "heat3d",
+            name: "heat3d",
+            example: false,
+        },
+        mpi,
+    )
 }
 
 /// What a finished child process left.
