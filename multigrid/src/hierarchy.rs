@@ -962,6 +962,10 @@ impl Work {
     }
 
     /// `sweeps` sweeps, each one colour pass in `order[0]` then `order[1]`.
+    /// Plain: an exchange (faces, width 1) before each colour. Communication
+    /// avoiding: one 2-deep exchange, the first colour on the grown box
+    /// (owned cells and the 1-cell ghost ring), the second on the owned box
+    /// with no exchange.
     fn smooth(
         &mut self,
         comm: &dyn Communicator,
@@ -970,149 +974,119 @@ impl Work {
         opts: &MgOptions,
         st: &mut LevelStats,
     ) -> Result<(), MgError> {
-        let omega = opts.omega;
         let own = self.geom.owned();
-        let parity = self.geom.parity();
-        let inner = self.interior;
         for _ in 0..sweeps {
-            match &mut self.ca {
-                Some((ex_u, ex_uf)) => {
-                    // One 2-deep exchange; the first colour on the grown box
-                    // (the ring redundantly), the second on the owned box.
-                    let with_f = !self.f_ghosts;
-                    let ex = if with_f { ex_uf } else { ex_u };
-                    st.halo_events += 1;
-                    st.smooth_events += 1;
-                    let t = Instant::now();
-                    let mut fields: Vec<&mut Field> = if with_f {
-                        vec![&mut self.u, &mut self.f]
-                    } else {
-                        vec![&mut self.u]
-                    };
-                    if opts.overlap {
-                        let pending = ex.post(comm, &mut fields)?;
-                        st.halo_s += t.elapsed().as_secs_f64();
-                        let t = Instant::now();
-                        drop(fields);
-                        level::smooth(
-                            &self.stencil,
-                            &self.layout,
-                            parity,
-                            self.u.as_mut_slice(),
-                            self.f.as_slice(),
-                            &inner,
-                            order[0],
-                            omega,
-                        );
-                        st.smooth_s += t.elapsed().as_secs_f64();
-                        let t = Instant::now();
-                        let mut fields: Vec<&mut Field> = if with_f {
-                            vec![&mut self.u, &mut self.f]
-                        } else {
-                            vec![&mut self.u]
-                        };
-                        pending.finish(&mut fields)?;
-                        st.halo_s += t.elapsed().as_secs_f64();
-                        let t = Instant::now();
-                        for r in level::frame(&self.grown, &inner) {
-                            level::smooth(
-                                &self.stencil,
-                                &self.layout,
-                                parity,
-                                self.u.as_mut_slice(),
-                                self.f.as_slice(),
-                                &r,
-                                order[0],
-                                omega,
-                            );
-                        }
-                        st.smooth_s += t.elapsed().as_secs_f64();
-                    } else {
-                        ex.exchange(comm, &mut fields)?;
-                        st.halo_s += t.elapsed().as_secs_f64();
-                        let t = Instant::now();
-                        level::smooth(
-                            &self.stencil,
-                            &self.layout,
-                            parity,
-                            self.u.as_mut_slice(),
-                            self.f.as_slice(),
-                            &self.grown,
-                            order[0],
-                            omega,
-                        );
-                        st.smooth_s += t.elapsed().as_secs_f64();
-                    }
-                    self.f_ghosts = true;
-                    let t = Instant::now();
-                    level::smooth(
-                        &self.stencil,
-                        &self.layout,
-                        parity,
-                        self.u.as_mut_slice(),
-                        self.f.as_slice(),
-                        &own,
-                        order[1],
-                        omega,
-                    );
-                    st.smooth_s += t.elapsed().as_secs_f64();
-                }
-                None => {
-                    for &c in &order {
-                        st.halo_events += 1;
-                        st.smooth_events += 1;
-                        let t = Instant::now();
-                        if opts.overlap {
-                            let pending = self.ex.post(comm, &mut [&mut self.u])?;
-                            st.halo_s += t.elapsed().as_secs_f64();
-                            let t = Instant::now();
-                            level::smooth(
-                                &self.stencil,
-                                &self.layout,
-                                parity,
-                                self.u.as_mut_slice(),
-                                self.f.as_slice(),
-                                &inner,
-                                c,
-                                omega,
-                            );
-                            st.smooth_s += t.elapsed().as_secs_f64();
-                            let t = Instant::now();
-                            pending.finish(&mut [&mut self.u])?;
-                            st.halo_s += t.elapsed().as_secs_f64();
-                            let t = Instant::now();
-                            for r in level::frame(&own, &inner) {
-                                level::smooth(
-                                    &self.stencil,
-                                    &self.layout,
-                                    parity,
-                                    self.u.as_mut_slice(),
-                                    self.f.as_slice(),
-                                    &r,
-                                    c,
-                                    omega,
-                                );
-                            }
-                            st.smooth_s += t.elapsed().as_secs_f64();
-                        } else {
-                            self.ex.exchange(comm, &mut [&mut self.u])?;
-                            st.halo_s += t.elapsed().as_secs_f64();
-                            let t = Instant::now();
-                            level::smooth(
-                                &self.stencil,
-                                &self.layout,
-                                parity,
-                                self.u.as_mut_slice(),
-                                self.f.as_slice(),
-                                &own,
-                                c,
-                                omega,
-                            );
-                            st.smooth_s += t.elapsed().as_secs_f64();
-                        }
-                    }
+            if self.ca.is_some() {
+                let grown = self.grown;
+                self.exchange_and_smooth(comm, true, order[0], &grown, opts, st)?;
+                let t = Instant::now();
+                self.sweep(&own, order[1], opts.omega);
+                st.smooth_s += t.elapsed().as_secs_f64();
+            } else {
+                for &c in &order {
+                    self.exchange_and_smooth(comm, false, c, &own, opts, st)?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// One colour pass over the padded `region`.
+    fn sweep(&mut self, region: &Region, colour: usize, omega: f64) {
+        let parity = self.geom.parity();
+        level::smooth(
+            &self.stencil,
+            &self.layout,
+            parity,
+            self.u.as_mut_slice(),
+            self.f.as_slice(),
+            region,
+            colour,
+            omega,
+        );
+    }
+
+    /// Exchanges `u` (and, in communication-avoiding mode when its ghost
+    /// ring is stale, `f`: one fused exchange) and smooths `colour` over
+    /// `outer`; with overlap, the interior while the exchange is in flight
+    /// and the rest of `outer` after it.
+    fn exchange_and_smooth(
+        &mut self,
+        comm: &dyn Communicator,
+        ca: bool,
+        colour: usize,
+        outer: &Region,
+        opts: &MgOptions,
+        st: &mut LevelStats,
+    ) -> Result<(), MgError> {
+        st.halo_events += 1;
+        st.smooth_events += 1;
+        let with_f = ca && !self.f_ghosts;
+        let (parity, omega, inner) = (self.geom.parity(), opts.omega, self.interior);
+        // A colour pass over a region; field by field, so that it can run
+        // while the exchanger is borrowed by the pending exchange.
+        macro_rules! sweep {
+            ($region:expr) => {
+                level::smooth(
+                    &self.stencil,
+                    &self.layout,
+                    parity,
+                    self.u.as_mut_slice(),
+                    self.f.as_slice(),
+                    $region,
+                    colour,
+                    omega,
+                )
+            };
+        }
+        let t = Instant::now();
+        let Work {
+            ex,
+            ca: ca_ex,
+            u,
+            f,
+            ..
+        } = self;
+        let ex = match (ca, ca_ex.as_mut()) {
+            (true, Some((ex_u, ex_uf))) => {
+                if with_f {
+                    ex_uf
+                } else {
+                    ex_u
+                }
+            }
+            _ => ex,
+        };
+        let mut fields: Vec<&mut Field> = if with_f { vec![u, f] } else { vec![u] };
+        if opts.overlap {
+            let pending = ex.post(comm, &mut fields)?;
+            st.halo_s += t.elapsed().as_secs_f64();
+            drop(fields);
+            let t = Instant::now();
+            sweep!(&inner);
+            st.smooth_s += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let mut fields: Vec<&mut Field> = if with_f {
+                vec![&mut self.u, &mut self.f]
+            } else {
+                vec![&mut self.u]
+            };
+            pending.finish(&mut fields)?;
+            st.halo_s += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            for r in level::frame(outer, &inner) {
+                sweep!(&r);
+            }
+            st.smooth_s += t.elapsed().as_secs_f64();
+        } else {
+            ex.exchange(comm, &mut fields)?;
+            st.halo_s += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            sweep!(outer);
+            st.smooth_s += t.elapsed().as_secs_f64();
+        }
+        if with_f {
+            self.f_ghosts = true;
         }
         Ok(())
     }
