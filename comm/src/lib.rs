@@ -53,3 +53,29 @@ pub use communicator::{
 };
 pub use error::{CommError, Result};
 pub use grid::{BlockDecomposition, IndexBox, ProcessGrid};
+
+/// Runs an application body `f` on every rank: on the MPI world when the
+/// process was started by `mpirun` (feature `mpi`), else on `ranks`
+/// in-process ranks. Returns rank 0's result in the process that holds rank
+/// 0 (`Some`) and `None` in the other MPI processes, or the first failure as
+/// text (the in-process backend names the failed rank; under MPI a failed
+/// rank prints its error and aborts the job, see `mpi::run`).
+///
+/// ```
+/// let r = comm::launch(3, |c| Ok::<_, String>(c.size())).unwrap();
+/// assert_eq!(r, Some(3));
+/// ```
+pub fn launch<R, E, F>(ranks: usize, f: F) -> std::result::Result<Option<R>, String>
+where
+    R: Send,
+    E: std::fmt::Display,
+    F: Fn(&dyn Communicator) -> std::result::Result<R, E> + Sync,
+{
+    #[cfg(feature = "mpi")]
+    if mpi::is_launched_by_mpirun() {
+        let (rank, r) = mpi::run(|c| f(c).map(|r| (c.rank(), r)))?;
+        return Ok((rank == 0).then_some(r));
+    }
+    let mut all = local::run(ranks, f).map_err(|e| e.reason)?;
+    Ok(Some(all.swap_remove(0)))
+}

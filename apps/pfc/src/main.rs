@@ -120,30 +120,19 @@ fn real_main(cli: &Cli) -> Result<()> {
             bail!("checkpoint file {} does not exist", p.display());
         }
     }
-    #[cfg(feature = "mpi")]
-    if comm::mpi::is_launched_by_mpirun() {
-        let (rank, report) = comm::mpi::run(|c| {
-            pfc::run(c, &cfg, cli.restart.as_deref(), !cli.quiet)
-                .map(|r| (c.rank(), r))
-                .map_err(|e| format!("{e:#}"))
-        })
-        .map_err(anyhow::Error::msg)?;
-        return if rank == 0 {
-            finish(cli, &report)
-        } else {
-            Ok(())
-        };
-    }
     let ranks = cli.ranks.unwrap_or_else(comm::local::default_ranks);
     if ranks == 0 {
         bail!("--ranks must be at least 1, got 0");
     }
-    let reports = comm::local::run(ranks, |c| {
+    let report = comm::launch(ranks, |c| {
         pfc::run(c, &cfg, cli.restart.as_deref(), !cli.quiet).map_err(|e| format!("{e:#}"))
     })
-    .map_err(|e| anyhow::anyhow!("{}", e.reason))
-    .context(format!("pfc failed on {ranks} in-process rank(s)"))?;
-    finish(cli, &reports[0])
+    .map_err(anyhow::Error::msg)
+    .context("pfc failed")?;
+    match report {
+        Some(r) => finish(cli, &r),
+        None => Ok(()),
+    }
 }
 
 /// Prints the summary and writes the JSON report (rank 0).

@@ -142,41 +142,21 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-#[cfg(feature = "mpi")]
-fn under_mpi() -> bool {
-    comm::mpi::is_launched_by_mpirun()
-}
-
-#[cfg(not(feature = "mpi"))]
-fn under_mpi() -> bool {
-    false
-}
-
+/// Runs on the MPI world under `mpirun` (feature `mpi`), else on
+/// `--ranks` in-process ranks; rank 0 prints and writes the report.
 fn real_main(cli: &Cli) -> Result<()> {
     let cfg = config(cli)?;
-    if under_mpi() {
-        #[cfg(feature = "mpi")]
-        {
-            let report = comm::mpi::run(|c| {
-                poisson::run(c, &cfg, !cli.quiet)
-                    .map(|r| (c.rank(), r))
-                    .map_err(|e| format!("{e:#}"))
-            })
-            .map_err(anyhow::Error::msg)?;
-            if report.0 == 0 {
-                finish(cli, &report.1)?;
-            }
-            return Ok(());
-        }
-    }
     let ranks = cli.ranks.unwrap_or_else(comm::local::default_ranks);
     if ranks == 0 {
         bail!("--ranks must be at least 1, got 0");
     }
-    let reports = comm::local::run(ranks, |c| {
+    let report = comm::launch(ranks, |c| {
         poisson::run(c, &cfg, !cli.quiet).map_err(|e| format!("{e:#}"))
     })
-    .map_err(|e| anyhow::anyhow!("{}", e.reason))
-    .context(format!("poisson failed on {ranks} in-process rank(s)"))?;
-    finish(cli, &reports[0])
+    .map_err(anyhow::Error::msg)
+    .context("poisson failed")?;
+    match report {
+        Some(r) => finish(cli, &r),
+        None => Ok(()),
+    }
 }
