@@ -16,10 +16,9 @@
 //! `--suite` picks these (SHT and heat3d), the multigrid suite of
 //! [`crate::bitexact_mg`] (the `poisson` app), or all of them (the default).
 
-use crate::util::{self, HeatReport, MPIRUN_FLAGS};
+use crate::util::{self, HeatReport};
 use anyhow::{bail, Result};
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -155,31 +154,12 @@ fn check_orders(orders: &[usize]) -> Result<()> {
 
 /// Runs one case with its report written to `json`.
 fn run_case(heat3d: &Path, case: &Case, json: &Path) -> Ran {
-    let mut cmd = match case.backend {
-        Backend::InProcess => {
-            let mut c = Command::new(heat3d);
-            c.args(["--ranks", &case.ranks.to_string()]);
-            // Nothing in the environment may make heat3d think it is under mpirun.
-            for v in [
-                "OMPI_COMM_WORLD_SIZE",
-                "PMI_SIZE",
-                "PMI_RANK",
-                "PMIX_RANK",
-                "MV2_COMM_WORLD_SIZE",
-                "MPI_LOCALNRANKS",
-            ] {
-                c.env_remove(v);
-            }
-            c
-        }
-        Backend::Mpi => {
-            let mut c = Command::new("mpirun");
-            c.args(MPIRUN_FLAGS)
-                .args(["-np", &case.ranks.to_string()])
-                .arg(heat3d);
-            c
-        }
-    };
+    let mut cmd = util::ranks_command(
+        heat3d,
+        &[],
+        case.ranks,
+        matches!(case.backend, Backend::Mpi),
+    );
     cmd.args(["--n", &util::triple(N)])
         .args(["--grid", &util::triple(case.grid)])
         .args(["--order", &case.order.to_string()])

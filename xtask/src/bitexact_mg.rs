@@ -16,11 +16,10 @@
 //! level or engaged communication-avoiding smoothing (nothing would have
 //! been tested).
 
-use crate::util::{self, MPIRUN_FLAGS};
+use crate::util;
 use anyhow::{bail, Result};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -143,30 +142,7 @@ pub fn build_poisson(mpi: bool) -> Result<PathBuf> {
 }
 
 fn run_case(bin: &Path, case: &Case, json: &Path) -> Ran {
-    let mut cmd = match case.backend {
-        Backend::InProcess => {
-            let mut c = Command::new(bin);
-            c.args(["--ranks", &case.ranks.to_string()]);
-            for v in [
-                "OMPI_COMM_WORLD_SIZE",
-                "PMI_SIZE",
-                "PMI_RANK",
-                "PMIX_RANK",
-                "MV2_COMM_WORLD_SIZE",
-                "MPI_LOCALNRANKS",
-            ] {
-                c.env_remove(v);
-            }
-            c
-        }
-        Backend::Mpi => {
-            let mut c = Command::new("mpirun");
-            c.args(MPIRUN_FLAGS)
-                .args(["-np", &case.ranks.to_string()])
-                .arg(bin);
-            c
-        }
-    };
+    let mut cmd = util::ranks_command(bin, &[], case.ranks, matches!(case.backend, Backend::Mpi));
     let (bc, solver) = SETS[case.set];
     cmd.args(["--shape", &util::triple(SHAPE)])
         .args(["--bc", bc, "--solver", solver])

@@ -18,7 +18,7 @@
 //!   MPI. Prints a table per transposition and rank count and writes
 //!   `sht-transpose.json` and `sht-transpose.png`.
 
-use crate::util::{self, MPIRUN_FLAGS};
+use crate::util;
 use anyhow::{anyhow, bail, Context, Result};
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
@@ -54,28 +54,7 @@ pub fn build_example(mpi: bool) -> Result<PathBuf> {
 /// Runs the example on `ranks` ranks (in-process, or under `mpirun` when
 /// `mpi`) and returns its stdout lines.
 fn run_example(bin: &Path, mpi: bool, ranks: usize, args: &[String]) -> Result<Vec<String>> {
-    let cmd = if mpi {
-        let mut c = Command::new("mpirun");
-        c.args(MPIRUN_FLAGS)
-            .args(["-np", &ranks.to_string()])
-            .arg(bin)
-            .args(args);
-        c
-    } else {
-        let mut c = Command::new(bin);
-        c.args(args).args(["--ranks", &ranks.to_string()]);
-        for v in [
-            "OMPI_COMM_WORLD_SIZE",
-            "PMI_SIZE",
-            "PMI_RANK",
-            "PMIX_RANK",
-            "MV2_COMM_WORLD_SIZE",
-            "MPI_LOCALNRANKS",
-        ] {
-            c.env_remove(v);
-        }
-        c
-    };
+    let cmd = util::ranks_command(bin, args, ranks, mpi);
     let out = util::run_captured(cmd, CASE_LIMIT)?;
     if !out.success() {
         bail!(

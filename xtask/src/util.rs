@@ -149,6 +149,35 @@ pub fn build_heat3d(mpi: bool) -> Result<PathBuf> {
     )
 }
 
+/// A command running `bin lead...` on `ranks` ranks: under `mpirun` when
+/// `mpi`, else as one process with `--ranks N` after `lead` and no
+/// launcher variables in its environment (nothing may make the binary think
+/// it runs under mpirun). Arguments added later go to `bin`.
+pub fn ranks_command(bin: &Path, lead: &[String], ranks: usize, mpi: bool) -> Command {
+    if mpi {
+        let mut c = Command::new("mpirun");
+        c.args(MPIRUN_FLAGS)
+            .args(["-np", &ranks.to_string()])
+            .arg(bin)
+            .args(lead);
+        c
+    } else {
+        let mut c = Command::new(bin);
+        c.args(lead).args(["--ranks", &ranks.to_string()]);
+        for v in [
+            "OMPI_COMM_WORLD_SIZE",
+            "PMI_SIZE",
+            "PMI_RANK",
+            "PMIX_RANK",
+            "MV2_COMM_WORLD_SIZE",
+            "MPI_LOCALNRANKS",
+        ] {
+            c.env_remove(v);
+        }
+        c
+    }
+}
+
 /// What a finished child process left.
 #[derive(Debug)]
 pub struct Outcome {
