@@ -1,0 +1,344 @@
+//! Configuration: TOML files into serde structs with unknown keys rejected,
+//! per-axis values, and the parsers and override macro of the command line.
+//!
+//! The order every application follows is *defaults < configuration file <
+//! command-line flags*: the struct's `Default`, then [`read_toml`], then
+//! [`set_from!`](crate::set_from) for the flags that were given.
+//!
+//! ```
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Debug, Default, Serialize, Deserialize)]
+//! #[serde(deny_unknown_fields, default)]
+//! struct Config {
+//!     steps: usize,
+//!     dt: f64,
+//! }
+//!
+//! let c: Config = appkit::config::parse_toml("steps = 10\n").unwrap();
+//! assert_eq!(c.steps, 10);
+//! let e = appkit::config::parse_toml::<Config>("step = 10\n").unwrap_err();
+//! assert!(e.to_string().contains("`step`"));
+//! ```
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Why a configuration could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read configuration file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The text is not valid TOML or does not fit the struct (a wrong type,
+    /// or an unknown key where the struct denies unknown fields); the
+    /// message names the key, the line and the column.
+    #[error("invalid configuration {}: {message}", origin(path))]
+    Parse {
+        /// The file, `None` for text given directly.
+        path: Option<PathBuf>,
+        /// The TOML parser's message.
+        message: String,
+    },
+    /// A key the struct does not have (found by comparing the keys of the
+    /// text with those of the struct it produced).
+    #[error("invalid configuration {}: unknown key `{key}`", origin(path))]
+    UnknownKey {
+        /// The file, `None` for text given directly.
+        path: Option<PathBuf>,
+        /// The key, dotted for keys inside tables (`output.vtkk`).
+        key: String,
+    },
+}
+
+fn origin(path: &Option<PathBuf>) -> String {
+    match path {
+        Some(p) => format!("file {}", p.display()),
+        None => "text".to_string(),
+    }
+}
+
+/// Reads the TOML file at `path` into `T`.
+///
+/// A wrong type, a malformed file or an unknown key is an error naming the
+/// file and the key. Structs should carry `#[serde(deny_unknown_fields)]`,
+/// which makes the TOML parser name the line and the column too; for a
+/// struct that does not, the keys of the file are compared with those of the
+/// value it produced, so an unknown key is still an error (keys reached only
+/// through `#[serde(alias)]` or fields marked `skip_serializing` count as
+/// unknown there).
+pub fn read_toml<T: DeserializeOwned + Serialize>(path: &Path) -> Result<T, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(&text, Some(path))
+}
+
+/// Parses TOML text into `T`, with the checks of [`read_toml`].
+pub fn parse_toml<T: DeserializeOwned + Serialize>(text: &str) -> Result<T, ConfigError> {
+    parse(text, None)
+}
+
+fn parse<T: DeserializeOwned + Serialize>(
+    text: &str,
+    path: Option<&Path>,
+) -> Result<T, ConfigError> {
+    let parse_error = |message: String| ConfigError::Parse {
+        path: path.map(Path::to_path_buf),
+        message: message.trim_end().to_string(),
+    };
+    let value: T = toml::from_str(text).map_err(|e| parse_error(e.to_string()))?;
+    let given: toml::Table = toml::from_str(text).map_err(|e| parse_error(e.to_string()))?;
+    // A struct that serialises to something other than a table (or fails
+    // to serialise) offers no key set to compare with.
+    if let Ok(toml::Value::Table(known)) = toml::Value::try_from(&value) {
+        if let Some(key) = unknown_key(&given, &known, "") {
+            return Err(ConfigError::UnknownKey {
+                path: path.map(Path::to_path_buf),
+                key,
+            });
+        }
+    }
+    Ok(value)
+}
+
+/// The first key of `given` (depth first, in the file's order) that `known`
+/// lacks, dotted from the top.
+fn unknown_key(given: &toml::Table, known: &toml::Table, prefix: &str) -> Option<String> {
+    for (k, v) in given {
+        let dotted = format!("{prefix}{k}");
+        match (v, known.get(k)) {
+            (_, None) => return Some(dotted),
+            (toml::Value::Table(g), Some(toml::Value::Table(n))) => {
+                if let Some(u) = unknown_key(g, n, &format!("{dotted}.")) {
+                    return Some(u);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// One value for every axis, or one per axis: `n = 64` or `n = [64, 32, 16]`
+/// in a TOML file.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PerAxis<T> {
+    /// The same value on every axis.
+    All(T),
+    /// One value per axis.
+    Each([T; 3]),
+}
+
+impl<T: Copy> PerAxis<T> {
+    /// The three values.
+    pub fn get(&self) -> [T; 3] {
+        match *self {
+            PerAxis::All(x) => [x; 3],
+            PerAxis::Each(a) => a,
+        }
+    }
+}
+
+fn split_triple<T: std::str::FromStr + Copy>(s: &str) -> Option<[T; 3]> {
+    let parts: Vec<T> = s
+        .split(['x', 'X', ','])
+        .map(|p| p.trim().parse::<T>())
+        .collect::<Result<_, _>>()
+        .ok()?;
+    match parts[..] {
+        [v] => Some([v; 3]),
+        [a, b, c] => Some([a, b, c]),
+        _ => None,
+    }
+}
+
+/// Parses `N` or `AxBxC` (also `A,B,C`) into three non-negative integers:
+/// the command-line form of per-axis sizes and process grids (a clap
+/// `value_parser`).
+pub fn parse_triple(s: &str) -> Result<[usize; 3], String> {
+    split_triple::<usize>(s)
+        .ok_or_else(|| format!("expected N or AxBxC with positive integers, got {s:?}"))
+}
+
+/// Parses `X` or `AxBxC` (also `A,B,C`) into three numbers: the
+/// command-line form of per-axis lengths (a clap `value_parser`).
+pub fn parse_triple_f64(s: &str) -> Result<[f64; 3], String> {
+    split_triple::<f64>(s).ok_or_else(|| format!("expected X or AxBxC with numbers, got {s:?}"))
+}
+
+/// Sets each named field of the configuration `$dst` from the `Option`
+/// field of the same name of the command line `$src` when it is `Some`:
+/// the "flags override the file" step of every application.
+///
+/// ```
+/// #[derive(Default)]
+/// struct Config { steps: usize, dt: f64 }
+/// struct Cli { steps: Option<usize>, dt: Option<f64> }
+///
+/// let mut c = Config { steps: 10, dt: 0.5 };
+/// let cli = Cli { steps: Some(20), dt: None };
+/// appkit::set_from!(c, cli; steps, dt);
+/// assert_eq!((c.steps, c.dt), (20, 0.5));
+/// ```
+#[macro_export]
+macro_rules! set_from {
+    ($dst:expr, $src:expr; $($field:ident),+ $(,)?) => {
+        $( if let Some(v) = $src.$field.clone() { $dst.$field = v; } )+
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    struct Strict {
+        n: PerAxis<usize>,
+        dt: Option<f64>,
+        out: Out,
+    }
+
+    #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    struct Out {
+        vtk: bool,
+        dir: Option<PathBuf>,
+    }
+
+    impl Default for Strict {
+        fn default() -> Self {
+            Strict {
+                n: PerAxis::All(8),
+                dt: None,
+                out: Out::default(),
+            }
+        }
+    }
+
+    /// The same shape without `deny_unknown_fields`: serde alone would
+    /// ignore a misspelt key.
+    #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+    #[serde(default)]
+    struct Lax {
+        steps: usize,
+        dt: Option<f64>,
+        out: LaxOut,
+    }
+
+    #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+    #[serde(default)]
+    struct LaxOut {
+        vtk: bool,
+    }
+
+    fn tmp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("appkit-config-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn unknown_keys_name_the_key_the_line_and_the_file() {
+        let dir = tmp("unknown");
+        let p = dir.join("run.toml");
+        std::fs::write(&p, "n = [4, 5, 6]\n[out]\nvtkk = true\n").unwrap();
+        let e = read_toml::<Strict>(&p).unwrap_err();
+        assert!(matches!(e, ConfigError::Parse { .. }), "{e:?}");
+        let m = e.to_string();
+        assert!(
+            m.contains("run.toml") && m.contains("vtkk") && m.contains("line 3"),
+            "{m}"
+        );
+        std::fs::write(&p, "n = [4, 5, 6]\ndt = 0.5\n[out]\nvtk = true\n").unwrap();
+        let c: Strict = read_toml(&p).unwrap();
+        assert_eq!(c.n.get(), [4, 5, 6]);
+        assert_eq!(c.dt, Some(0.5));
+        assert!(c.out.vtk);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn unknown_keys_are_caught_without_deny_unknown_fields() {
+        let e = parse_toml::<Lax>("steps = 3\nstep = 4\n").unwrap_err();
+        match &e {
+            ConfigError::UnknownKey { key, path: None } => assert_eq!(key, "step"),
+            other => panic!("{other:?}"),
+        }
+        let dir = tmp("lax");
+        let p = dir.join("lax.toml");
+        std::fs::write(&p, "[out]\nvtk = true\nvtk_every = 3\n").unwrap();
+        let m = read_toml::<Lax>(&p).unwrap_err().to_string();
+        assert!(
+            m.contains("`out.vtk_every`") && m.contains("lax.toml"),
+            "{m}"
+        );
+        // A key whose value is None in the result was not given, so every
+        // given key is found again: this one is accepted.
+        let c: Lax = parse_toml("dt = 0.25\n[out]\nvtk = true\n").unwrap();
+        assert_eq!(c.dt, Some(0.25));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn wrong_types_and_missing_files_are_named() {
+        let m = parse_toml::<Strict>("n = \"big\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            m.contains("invalid configuration text") && m.contains("line 1"),
+            "{m}"
+        );
+        let m = read_toml::<Strict>(Path::new("/nonexistent/appkit.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            m.contains("cannot read configuration file /nonexistent/appkit.toml"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn triples() {
+        assert_eq!(parse_triple("8"), Ok([8; 3]));
+        assert_eq!(parse_triple("4x2X1"), Ok([4, 2, 1]));
+        assert_eq!(parse_triple("4, 2, 1"), Ok([4, 2, 1]));
+        for bad in ["4x2", "4x2x1x1", "", "ax2x1", "-1", "4xx2"] {
+            let e = parse_triple(bad).unwrap_err();
+            assert!(
+                e.contains("AxBxC") && e.contains(&format!("{bad:?}")),
+                "{e}"
+            );
+        }
+        assert_eq!(parse_triple_f64("0.5"), Ok([0.5; 3]));
+        assert_eq!(parse_triple_f64("1x2.5x3"), Ok([1.0, 2.5, 3.0]));
+        assert!(parse_triple_f64("1x2").is_err());
+    }
+
+    #[test]
+    fn set_from_overrides_only_given_fields() {
+        struct Cli {
+            n: Option<PerAxis<usize>>,
+            dt: Option<Option<f64>>,
+        }
+        let mut c = Strict::default();
+        let cli = Cli {
+            n: Some(PerAxis::Each([1, 2, 3])),
+            dt: None,
+        };
+        crate::set_from!(c, cli; n, dt);
+        assert_eq!(c.n.get(), [1, 2, 3]);
+        assert_eq!(c.dt, None);
+    }
+}

@@ -1,0 +1,32 @@
+//! The application kit: what every parnum application repeats, written
+//! once, so that an application's own source is its physics (its
+//! configuration struct, its solver loop, its diagnostics).
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`config`] | TOML files into serde structs with unknown keys rejected, [`PerAxis`](config::PerAxis) values, command-line parsers such as [`parse_triple`](config::parse_triple), the [`set_from!`] override macro |
+//! | [`validate`] | checks that name the value and the valid range |
+//! | [`launch`] | a `main` on in-process ranks or under `mpirun`: rank 0's result, the error printed, the exit status |
+//! | [`output`] | atomic files (temporary file, fsync, rename), JSON reports, the output folder created collectively |
+//! | [`csv`] | time series with a fixed column set, one flushed row per call |
+//! | [`vtk`] | VTK XML image data: one `.vti` piece per rank and the `.pvti` header, several named scalar or vector point or cell fields |
+//! | [`checkpoint`] | checkpoint files: a header (app, shape, step, time, key/values), the payload and a CRC-32C, written atomically and checked on reading |
+//! | [`hash`] | the decomposition-independent hash of a distributed field |
+//! | [`progress`] | a progress bar on rank 0, hidden when stderr is not a terminal |
+//!
+//! Nothing here is specific to a physical model, and nothing here chooses
+//! the parallel backend: [`launch`] defers to [`comm::launch`].
+#![warn(missing_docs)]
+
+pub mod checkpoint;
+pub mod config;
+pub mod crc32c;
+pub mod csv;
+pub mod hash;
+pub mod launch;
+pub mod output;
+pub mod progress;
+pub mod validate;
+pub mod vtk;
+
+pub use hash::field_hash;
