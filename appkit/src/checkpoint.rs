@@ -46,6 +46,7 @@
 
 use crate::crc32c::Crc32c;
 use crate::output::{atomic_write_with, OutputError};
+use comm::{CommError, CommExt, Communicator, IndexBox};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -65,12 +66,12 @@ const MIN_HEADER: usize = PREFIX + 4 + 4 + 8 + 8 + 4 + 8;
 #[non_exhaustive]
 pub enum CheckpointError {
     /// The file could not be read.
-    #[error("cannot read checkpoint file {}: {source}", path.display())]
+    #[error("cannot read checkpoint file {}: {error}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
         /// The operating system's error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// Writing failed (nothing was left under the file's name).
     #[error(transparent)]
@@ -158,6 +159,30 @@ pub enum CheckpointError {
         /// Bytes per cell.
         bytes_per_cell: u64,
     },
+    /// A rank's values do not fill its block.
+    #[error("rank {rank}: the block {block:?} holds {expected} cells, got {got} values")]
+    Block {
+        /// The rank.
+        rank: usize,
+        /// Its block.
+        block: IndexBox,
+        /// Cells of the block.
+        expected: usize,
+        /// Values given.
+        got: usize,
+    },
+    /// Other ranks failed in a collective checkpoint step (each reports its
+    /// own error).
+    #[error("checkpoint {}: rank(s) {ranks:?} failed", path.display())]
+    Peers {
+        /// The file.
+        path: PathBuf,
+        /// The ranks that failed.
+        ranks: Vec<usize>,
+    },
+    /// A collective step failed.
+    #[error(transparent)]
+    Comm(#[from] CommError),
     /// A header field too large for the format (a name or value over 4 GiB).
     #[error("checkpoint header field {what} is too large for the format ({len} bytes)")]
     TooLarge {
@@ -313,6 +338,141 @@ pub fn write_f64(path: &Path, header: &Header, values: &[f64]) -> Result<(), Che
     })
 }
 
+/// The tag of the messages of [`gather_f64`].
+pub const GATHER_TAG: u32 = 7301;
+
+/// Copies `values` (row-major over `block`) into their places in `global`
+/// (row-major over `shape`).
+fn place(shape: [usize; 3], block: &IndexBox, values: &[f64], global: &mut [f64]) {
+    let s = block.shape();
+    if s[2] == 0 {
+        return;
+    }
+    for (r, row) in values.chunks_exact(s[2]).enumerate() {
+        let (i, j) = (block.lo[0] + r / s[1], block.lo[1] + r % s[1]);
+        let o = (i * shape[1] + j) * shape[2] + block.lo[2];
+        global[o..o + s[2]].copy_from_slice(row);
+    }
+}
+
+/// Gathers a block-distributed field onto rank 0 in global row-major order
+/// (last axis fastest), the order that makes a checkpoint independent of
+/// the rank count (collective). Each rank gives its `block` of the global
+/// `shape` and its values row-major over the block; rank 0 gets `Some`,
+/// the others `None`. A rank whose values do not fill its block makes every
+/// rank return an error.
+pub fn gather_f64(
+    comm: &dyn Communicator,
+    shape: [usize; 3],
+    block: &IndexBox,
+    values: &[f64],
+) -> Result<Option<Vec<f64>>, CheckpointError> {
+    let (rank, size) = (comm.rank(), comm.size());
+    let inside = (0..3).all(|d| block.lo[d] <= block.hi[d] && block.hi[d] <= shape[d]);
+    let mine = if inside && values.len() == block.len() {
+        Ok(())
+    } else {
+        Err(CheckpointError::Block {
+            rank,
+            block: *block,
+            expected: block.len(),
+            got: values.len(),
+        })
+    };
+    let mut row = vec![u64::from(mine.is_ok())];
+    row.extend(block.lo.iter().chain(&block.hi).map(|&x| x as u64));
+    let mut all = vec![0u64; 7 * size];
+    comm.allgather(&row, &mut all)?;
+    mine?;
+    let failed: Vec<usize> = (0..size).filter(|&r| all[7 * r] == 0).collect();
+    if !failed.is_empty() {
+        return Err(CheckpointError::Peers {
+            path: PathBuf::new(),
+            ranks: failed,
+        });
+    }
+    if rank != 0 {
+        comm.send(0, GATHER_TAG, values)?;
+        return Ok(None);
+    }
+    let mut global = vec![0.0; shape.iter().product()];
+    place(shape, block, values, &mut global);
+    let mut buf = vec![];
+    for r in 1..size {
+        let v = &all[7 * r + 1..7 * r + 7];
+        let b = IndexBox {
+            lo: [v[0], v[1], v[2]].map(|x| x as usize),
+            hi: [v[3], v[4], v[5]].map(|x| x as usize),
+        };
+        buf.resize(b.len(), 0.0);
+        comm.recv(r, GATHER_TAG, &mut buf)?;
+        place(shape, &b, &buf, &mut global);
+    }
+    Ok(Some(global))
+}
+
+/// Writes the checkpoint of a block-distributed field (collective): the
+/// blocks are gathered onto rank 0 ([`gather_f64`]), which writes `header`
+/// and the global field with [`write_f64`]. Every rank returns `Ok` once the
+/// file is complete, or an error when any step failed on any rank. The
+/// shape of `header` must be three-dimensional.
+pub fn write_distributed_f64(
+    comm: &dyn Communicator,
+    path: &Path,
+    header: &Header,
+    block: &IndexBox,
+    values: &[f64],
+) -> Result<(), CheckpointError> {
+    let shape: [usize; 3] =
+        header
+            .shape
+            .as_slice()
+            .try_into()
+            .map_err(|_| CheckpointError::Malformed {
+                path: path.to_path_buf(),
+                what: format!(
+                    "a distributed field needs a 3D shape, got {:?}",
+                    header.shape
+                ),
+            })?;
+    let written = match gather_f64(comm, shape, block, values) {
+        Ok(Some(global)) => write_f64(path, header, &global),
+        Ok(None) => Ok(()),
+        Err(CheckpointError::Peers { ranks, .. }) => {
+            return Err(CheckpointError::Peers {
+                path: path.to_path_buf(),
+                ranks,
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    let mut ok = [u64::from(written.is_ok())];
+    comm.broadcast(&mut ok, 0)?;
+    written?;
+    if ok[0] == 0 {
+        return Err(CheckpointError::Peers {
+            path: path.to_path_buf(),
+            ranks: vec![0],
+        });
+    }
+    Ok(())
+}
+
+/// The part of a global row-major field of `shape` that `block` covers,
+/// row-major over the block: what a rank takes from a checkpoint read with
+/// [`read_f64`] to restart on any decomposition.
+pub fn block_of(shape: [usize; 3], global: &[f64], block: &IndexBox) -> Vec<f64> {
+    let s = block.shape();
+    let mut out = Vec::with_capacity(block.len());
+    for i in block.lo[0]..block.hi[0] {
+        for j in block.lo[1]..block.hi[1] {
+            let o = (i * shape[1] + j) * shape[2] + block.lo[2];
+            out.extend_from_slice(&global[o..o + s[2]]);
+        }
+    }
+    out
+}
+
 /// A bounds-checked reader over the header bytes.
 struct Cursor<'a> {
     bytes: &'a [u8],
@@ -364,9 +524,9 @@ impl<'a> Cursor<'a> {
 /// Reads and checks the checkpoint at `path`: see the module documentation
 /// for the checks and their order.
 pub fn read(path: &Path, expected: &Expected<'_>) -> Result<Checkpoint, CheckpointError> {
-    let bytes = std::fs::read(path).map_err(|source| CheckpointError::Read {
+    let bytes = std::fs::read(path).map_err(|error| CheckpointError::Read {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     let len = bytes.len() as u64;
     if bytes.len() < PREFIX || bytes[..8] != MAGIC {
@@ -681,6 +841,70 @@ mod tests {
             m.contains("version 2") && m.contains("reads version 1"),
             "{m}"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn distributed_write_and_restart_on_other_decompositions() {
+        let dir = tmp("ck-dist");
+        let p = dir.join("d.chk");
+        let shape = [5, 4, 3];
+        let value = |i: usize, j: usize, k: usize| (100 * i + 10 * j + k) as f64;
+        let blocks = |ranks: usize| -> Vec<IndexBox> {
+            let grid = comm::ProcessGrid::for_shape(shape, ranks, [true; 3]).unwrap();
+            let dec = comm::BlockDecomposition::new(shape, grid).unwrap();
+            (0..ranks).map(|r| dec.box_of(r)).collect()
+        };
+        let fill = |b: &IndexBox| -> Vec<f64> {
+            let mut v = vec![];
+            for i in b.lo[0]..b.hi[0] {
+                for j in b.lo[1]..b.hi[1] {
+                    for k in b.lo[2]..b.hi[2] {
+                        v.push(value(i, j, k));
+                    }
+                }
+            }
+            v
+        };
+        let header = Header::new("demo", &shape, 7, 0.7);
+        let bs = blocks(3);
+        comm::local::run(3, |c| {
+            let b = bs[c.rank()];
+            write_distributed_f64(c, &p, &header, &b, &fill(&b))
+        })
+        .unwrap();
+        let (_, global) = read_f64(
+            &p,
+            &Expected {
+                app: "demo",
+                shape: &shape,
+            },
+        )
+        .unwrap();
+        assert_eq!(global, fill(&IndexBox::from_shape(shape)));
+        for ranks in [1, 2, 4] {
+            for b in blocks(ranks) {
+                assert_eq!(block_of(shape, &global, &b), fill(&b));
+            }
+        }
+        // A rank with a wrong block: every rank fails, nothing is written.
+        let q = dir.join("bad.chk");
+        let errs = comm::local::run(2, |c| {
+            let b = blocks(2)[c.rank()];
+            let mut v = fill(&b);
+            if c.rank() == 1 {
+                v.pop();
+            }
+            Ok::<_, String>(
+                write_distributed_f64(c, &q, &header, &b, &v)
+                    .unwrap_err()
+                    .to_string(),
+            )
+        })
+        .unwrap();
+        assert!(errs[0].contains("rank(s) [1] failed"), "{}", errs[0]);
+        assert!(errs[1].starts_with("rank 1: the block"), "{}", errs[1]);
+        assert!(!q.exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

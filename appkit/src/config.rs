@@ -30,12 +30,12 @@ use std::path::{Path, PathBuf};
 #[non_exhaustive]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("cannot read configuration file {}: {source}", path.display())]
+    #[error("cannot read configuration file {}: {error}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
         /// The operating system's error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The text is not valid TOML or does not fit the struct (a wrong type,
     /// or an unknown key where the struct denies unknown fields); the
@@ -75,9 +75,9 @@ fn origin(path: &Option<PathBuf>) -> String {
 /// through `#[serde(alias)]` or fields marked `skip_serializing` count as
 /// unknown there).
 pub fn read_toml<T: DeserializeOwned + Serialize>(path: &Path) -> Result<T, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     parse(&text, Some(path))
 }

@@ -25,12 +25,12 @@ use std::path::{Path, PathBuf};
 #[non_exhaustive]
 pub enum CsvError {
     /// Creating or writing the file failed.
-    #[error("cannot write {}: {source}", path.display())]
+    #[error("cannot write {}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
         /// The operating system's error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A row with another number of values than the header has columns.
     #[error("{}: a row needs {expected} values ({columns}), got {got}", path.display())]
@@ -112,9 +112,9 @@ impl Series {
                 name: bad.to_string(),
             });
         }
-        let io = |source| CsvError::Io {
+        let io = |error| CsvError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         };
         let out = BufWriter::new(File::create(path).map_err(io)?);
         let mut s = Series {
@@ -171,9 +171,9 @@ impl Series {
 
     fn write_line(&mut self, line: &str) -> Result<(), CsvError> {
         let path = &self.path;
-        let io = |source| CsvError::Io {
+        let io = |error| CsvError::Io {
             path: path.clone(),
-            source,
+            error,
         };
         self.out.write_all(line.as_bytes()).map_err(io)?;
         self.out.write_all(b"\n").map_err(io)?;

@@ -19,12 +19,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[non_exhaustive]
 pub enum OutputError {
     /// Writing, syncing or renaming failed.
-    #[error("cannot write {}: {source}", path.display())]
+    #[error("cannot write {}: {error}", path.display())]
     Io {
         /// The destination.
         path: PathBuf,
         /// The operating system's (or the writer's) error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The output folder could not be created (on rank 0; every rank
     /// reports it).
@@ -36,12 +36,12 @@ pub enum OutputError {
         reason: Option<String>,
     },
     /// A value could not be serialised to JSON.
-    #[error("cannot serialise {} as JSON: {source}", path.display())]
+    #[error("cannot serialise {} as JSON: {error}", path.display())]
     Json {
         /// The destination.
         path: PathBuf,
         /// The serialiser's error.
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     /// A collective step failed.
     #[error(transparent)]
@@ -86,11 +86,11 @@ where
         sync_parent(path);
         Ok(())
     };
-    attempt().map_err(|source| {
+    attempt().map_err(|error| {
         let _ = std::fs::remove_file(&tmp);
         OutputError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         }
     })
 }
@@ -120,9 +120,9 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
 
 /// Writes `value` as pretty-printed JSON to `path` atomically.
 pub fn write_json<T: serde::Serialize + ?Sized>(path: &Path, value: &T) -> Result<(), OutputError> {
-    let text = serde_json::to_string_pretty(value).map_err(|source| OutputError::Json {
+    let text = serde_json::to_string_pretty(value).map_err(|error| OutputError::Json {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     atomic_write(path, text.as_bytes())
 }

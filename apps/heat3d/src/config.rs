@@ -1,29 +1,11 @@
 //! The run configuration: TOML file, command-line overrides, validation.
 
 use crate::stencil;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
+pub use appkit::config::PerAxis;
+use appkit::validate;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-
-/// One number for every axis, or one per axis.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum PerAxis<T> {
-    /// The same value on every axis.
-    All(T),
-    /// One value per axis.
-    Each([T; 3]),
-}
-
-impl<T: Copy> PerAxis<T> {
-    /// The three values.
-    pub fn get(&self) -> [T; 3] {
-        match *self {
-            PerAxis::All(x) => [x; 3],
-            PerAxis::Each(a) => a,
-        }
-    }
-}
 
 /// Blocking (exchange, then stencil) or overlapped (post, interior, finish, shell).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -169,42 +151,16 @@ impl Default for Config {
     }
 }
 
-/// Reads a TOML configuration file into `T`; unknown keys and wrong types
-/// are errors naming the key, the line and the column (shared by the apps).
-pub fn read_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read configuration file {}", path.display()))?;
-    toml::from_str(&text)
-        .map_err(anyhow::Error::from)
-        .with_context(|| format!("invalid configuration file {}", path.display()))
-}
-
-/// Parses `N` or `AxBxC` (also `A,B,C`) into three positive integers: the
-/// command-line form of per-axis sizes and process grids.
-pub fn parse_triple(s: &str) -> Result<[usize; 3], String> {
-    let nums: Result<Vec<usize>, _> = s
-        .split(['x', 'X', ','])
-        .map(|p| p.trim().parse::<usize>())
-        .collect();
-    match nums {
-        Ok(v) if v.len() == 1 => Ok([v[0]; 3]),
-        Ok(v) if v.len() == 3 => Ok([v[0], v[1], v[2]]),
-        _ => Err(format!(
-            "expected N or AxBxC with positive integers, got {s:?}"
-        )),
-    }
-}
-
 impl Config {
     /// Reads a TOML file; unknown keys and wrong types are errors naming the
     /// key, the line and the column.
     pub fn from_file(path: &Path) -> Result<Self> {
-        read_toml(path)
+        Ok(appkit::config::read_toml(path)?)
     }
 
     /// Parses TOML text.
     pub fn from_toml(text: &str) -> Result<Self> {
-        Ok(toml::from_str(text)?)
+        Ok(appkit::config::parse_toml(text)?)
     }
 
     /// Cells per axis.
@@ -246,34 +202,15 @@ impl Config {
     /// Checks every value and says which one is wrong and what is allowed.
     pub fn validate(&self, ranks: usize) -> Result<()> {
         let n = self.shape();
-        if let Some(d) = (0..3).find(|&d| n[d] == 0) {
-            bail!("n must be positive on every axis, got {n:?} (axis {d} is 0)");
-        }
-        let l = self.length.get();
-        if let Some(d) = (0..3).find(|&d| !(l[d] > 0.0 && l[d].is_finite())) {
-            bail!(
-                "length must be positive and finite on every axis, got {} on axis {d}",
-                l[d]
-            );
-        }
-        if !(self.diffusivity > 0.0 && self.diffusivity.is_finite()) {
-            bail!(
-                "diffusivity must be positive and finite, got {}",
-                self.diffusivity
-            );
-        }
+        validate::positive_per_axis("n", n)?;
+        validate::positive_finite_per_axis("length", self.length.get())?;
+        validate::positive_finite("diffusivity", self.diffusivity)?;
         stencil::coefficients(self.order).map_err(anyhow::Error::msg)?;
-        if self.steps == 0 {
-            bail!("steps must be at least 1, got 0");
-        }
-        if !(self.cfl > 0.0 && self.cfl <= 1.0) {
-            bail!("cfl must be in (0, 1], got {}", self.cfl);
-        }
+        validate::at_least("steps", self.steps, 1)?;
+        validate::in_range_open_closed("cfl", self.cfl, 0.0, 1.0)?;
         let limit = self.dt_limit()?;
         if let Some(dt) = self.dt {
-            if !(dt > 0.0 && dt.is_finite()) {
-                bail!("dt must be positive and finite, got {dt}");
-            }
+            validate::positive_finite("dt", dt)?;
             if dt > limit && self.operator == Operator::Fd {
                 bail!(
                     "dt = {dt} exceeds the stability limit {limit:.6e} of order {} with {:?} at spacing {:?} and D = {}; use dt <= {limit:.6e}",
@@ -284,30 +221,12 @@ impl Config {
                 );
             }
         }
-        if ranks == 0 {
-            bail!("ranks must be at least 1, got 0");
-        }
-        let cells: usize = n.iter().product();
-        if ranks > cells {
-            bail!("{ranks} ranks for {cells} cells: every rank needs at least one cell (use at most {cells} ranks)");
-        }
-        if let Some(g) = self.grid {
-            if g.iter().product::<usize>() != ranks {
-                bail!(
-                    "grid {g:?} holds {} ranks but the run has {ranks}",
-                    g.iter().product::<usize>()
-                );
-            }
-        }
+        validate::ranks_for(ranks, n.iter().product(), self.grid)?;
         if self.initial == Initial::Gaussian && !(self.sigma > 0.0 && self.sigma <= 0.2) {
             bail!("sigma must be in (0, 0.2] (a fraction of the box side, small enough for the image sum), got {}", self.sigma);
         }
-        if !self.amplitude.is_finite() {
-            bail!("amplitude must be finite, got {}", self.amplitude);
-        }
-        if self.diag_every == 0 {
-            bail!("diag_every must be at least 1, got 0");
-        }
+        validate::finite("amplitude", self.amplitude)?;
+        validate::at_least("diag_every", self.diag_every, 1)?;
         Ok(())
     }
 }
@@ -332,10 +251,7 @@ mod tests {
     }
 
     #[test]
-    fn triples_and_files() {
-        assert_eq!(parse_triple("8"), Ok([8; 3]));
-        assert_eq!(parse_triple("4x2X1"), Ok([4, 2, 1]));
-        assert!(parse_triple("4x2").unwrap_err().contains("AxBxC"));
+    fn files_are_named_in_errors() {
         let dir = std::env::temp_dir().join(format!("heat3d-cfg-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("c.toml");

@@ -11,16 +11,17 @@
 
 pub mod config;
 pub mod cost;
-pub mod output;
 pub mod stencil;
 
 use anyhow::{bail, Context, Result};
+use appkit::csv::{FloatFormat, Series};
+use appkit::progress::Progress;
+use appkit::vtk;
 use comm::{exact, BlockDecomposition, CommExt, Communicator, IndexBox, ProcessGrid, ReduceOp};
 use config::{Config, Initial, Integrator, Mode, Operator, SpectralStep};
 use halo::{Exchanger, Field, FieldLayout, HaloSpec, Neighborhood, Region, Topology};
 use num_complex::Complex64;
 use serde::Serialize;
-use std::io::Write;
 use std::time::Instant;
 use stencil::{all_finite, Sweep};
 
@@ -87,7 +88,7 @@ pub struct Report {
     pub wall: f64,
     /// Cell updates per second per step (global cells / median step).
     pub cells_per_second: f64,
-    /// Order-independent hash of the global field (see [`field_hash`]).
+    /// Order-independent hash of the global field ([`appkit::field_hash`]).
     pub hash: u64,
     /// The same hash as 16 hex digits (JSON readers that hold numbers as
     /// doubles lose the low bits of `hash`).
@@ -136,38 +137,17 @@ fn fill_analytic(cfg: &Config, t: f64, owned: &IndexBox, u: &mut Field<f64>) {
     u.fill_owned(0, owned, |[i, j, k]| a * (p[0][i] * p[1][j] * p[2][k]));
 }
 
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
-
-/// A hash of the global field that depends only on the value at each global
-/// index: the wrapping sum over cells of `mix(mix(index) ^ bits(value))`.
-/// It is what hashing the gathered field would give for comparing runs,
-/// without gathering it: the same for any rank count and process grid, and
-/// different (with overwhelming probability) when any bit of any cell differs.
+/// The decomposition-independent hash of the global field
+/// ([`appkit::field_hash`]): the same for any rank count and process grid
+/// (collective).
 pub fn field_hash(comm: &dyn Communicator, topo: &Topology, u: &Field<f64>) -> Result<u64> {
     let g = topo.decomposition().global();
-    let b = topo.owned();
-    let vals = u.owned_values(0);
-    let s = b.shape();
-    let mut h = 0u64;
-    let mut q = 0;
-    for i in 0..s[0] {
-        for j in 0..s[1] {
-            let row = (((b.lo[0] + i) * g[1] + b.lo[1] + j) * g[2] + b.lo[2]) as u64;
-            for k in 0..s[2] {
-                h = h.wrapping_add(mix(mix(row + k as u64) ^ vals[q].to_bits()));
-                q += 1;
-            }
-        }
-    }
-    // Sum the two 32-bit halves separately so no partial sum overflows.
-    let mut parts = [(h & 0xFFFF_FFFF) as i64, (h >> 32) as i64];
-    comm.allreduce_i64(&mut parts, ReduceOp::Sum)?;
-    Ok((parts[0] as u64).wrapping_add((parts[1] as u64) << 32))
+    Ok(appkit::field_hash(
+        comm,
+        g,
+        &topo.owned(),
+        &u.owned_values(0),
+    )?)
 }
 
 /// Calls `f(offset, len)` for each row of `region`.
@@ -453,48 +433,18 @@ impl<'c> Solver<'c> {
         })
     }
 
-    fn write_vtk(&self, dir: &std::path::Path) -> Result<Vec<String>> {
-        let rank = self.comm.rank();
-        let whole = IndexBox::from_shape(self.cfg.shape());
-        let own = self.topo.owned();
-        let name = format!("heat3d_r{rank:04}.vti");
-        let bytes = output::vti_piece(
-            &whole,
-            &own,
-            self.cfg.spacing(),
-            "u",
-            &self.u.owned_values(0),
-        );
-        output::atomic_write(&dir.join(&name), &bytes)?;
-        let mine = [own.lo, own.hi]
-            .concat()
-            .iter()
-            .map(|&x| x as u64)
-            .collect::<Vec<_>>();
-        let mut all = vec![0u64; 6 * self.comm.size()];
-        self.comm.allgather(&mine, &mut all)?;
-        let mut files = vec![];
-        if rank == 0 {
-            let pieces: Vec<(IndexBox, String)> = (0..self.comm.size())
-                .map(|r| {
-                    let v = &all[6 * r..6 * r + 6];
-                    let b = IndexBox {
-                        lo: [v[0], v[1], v[2]].map(|x| x as usize),
-                        hi: [v[3], v[4], v[5]].map(|x| x as usize),
-                    };
-                    (b, format!("heat3d_r{r:04}.vti"))
-                })
-                .collect();
-            let path = dir.join("heat3d.pvti");
-            output::atomic_write(
-                &path,
-                output::pvti(&whole, self.cfg.spacing(), "u", &pieces).as_bytes(),
-            )?;
-            files.push(path.display().to_string());
-        }
-        // Nobody reports success before every piece is on disk.
-        self.comm.barrier()?;
-        Ok(files)
+    /// Writes `heat3d.pvti` and one `heat3d_rNNNN.vti` piece per rank
+    /// (collective); returns the header's path on rank 0.
+    fn write_vtk(&self, dir: &std::path::Path) -> Result<Option<std::path::PathBuf>> {
+        let image = vtk::Image::new(self.cfg.shape(), self.cfg.spacing());
+        let u = self.u.owned_values(0);
+        Ok(image.write_parallel(
+            self.comm,
+            dir,
+            "heat3d",
+            &self.topo.owned(),
+            &[vtk::Field::cell_scalar("u", &u)],
+        )?)
     }
 }
 
@@ -628,46 +578,28 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
     let rank = comm.rank();
     let out_dir = cfg.output.dir.clone();
     if let Some(d) = &out_dir {
-        if rank == 0 {
-            std::fs::create_dir_all(d)
-                .with_context(|| format!("cannot create output folder {}", d.display()))?;
-        }
-        comm.barrier()?;
+        appkit::output::create_dir(comm, d)?;
     }
     let mut diag_file = match (&out_dir, rank) {
-        (Some(d), 0) if cfg.output.diagnostics => {
-            let p = d.join("diagnostics.csv");
-            let mut f = std::io::BufWriter::new(
-                std::fs::File::create(&p)
-                    .with_context(|| format!("cannot create {}", p.display()))?,
-            );
-            writeln!(f, "step,time,mean,max_error,rms_error")?;
-            Some((f, p))
-        }
+        (Some(d), 0) if cfg.output.diagnostics => Some(Series::create(
+            &d.join("diagnostics.csv"),
+            &["step", "time", "mean", "max_error", "rms_error"],
+            FloatFormat::Exp,
+        )?),
         _ => None,
     };
-    let bar = (progress && rank == 0 && cfg.steps >= 50).then(|| {
-        let b = indicatif::ProgressBar::new(cfg.steps as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{bar:40} {pos}/{len} steps  {elapsed} < {eta}  {msg}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b
-    });
+    let bar = Progress::steps(cfg.steps as u64, progress && rank == 0);
     let mut times: Vec<StepTimes> = Vec::with_capacity(cfg.steps);
     let mut last = s.diagnostics(0)?;
-    let log = |d: &Diagnostics,
-               f: &mut Option<(std::io::BufWriter<std::fs::File>, std::path::PathBuf)>|
-     -> Result<()> {
-        if let Some((f, _)) = f {
-            writeln!(
-                f,
-                "{},{:e},{:e},{:e},{:e}",
-                d.step, d.time, d.mean, d.max_error, d.rms_error
-            )?;
-            f.flush()?;
+    let log = |d: &Diagnostics, f: &mut Option<Series>| -> Result<()> {
+        if let Some(f) = f {
+            f.row(&[
+                d.step.into(),
+                d.time.into(),
+                d.mean.into(),
+                d.max_error.into(),
+                d.rms_error.into(),
+            ])?;
         }
         Ok(())
     };
@@ -684,18 +616,12 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
         if step % cfg.diag_every == 0 || step == cfg.steps {
             last = s.diagnostics(step)?;
             log(&last, &mut diag_file)?;
-            if let Some(b) = &bar {
-                b.set_message(format!("max error {:.3e}", last.max_error));
-            }
+            bar.set_message(format!("max error {:.3e}", last.max_error));
         }
-        if let Some(b) = &bar {
-            b.inc(1);
-        }
+        bar.inc(1);
     }
     let wall = wall.elapsed().as_secs_f64();
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    bar.finish();
     // Median over timed steps of the per-step maximum over ranks.
     let warm = cfg.warmup.min(cfg.steps.saturating_sub(1));
     let timed = &times[warm..];
@@ -714,11 +640,11 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
         step: col(5),
     };
     let mut files = vec![];
-    if let Some((_, p)) = diag_file {
-        files.push(p.display().to_string());
+    if let Some(f) = diag_file {
+        files.push(f.path().display().to_string());
     }
     if let (Some(d), true) = (&out_dir, cfg.output.vtk) {
-        files.extend(s.write_vtk(d)?);
+        files.extend(s.write_vtk(d)?.map(|p| p.display().to_string()));
     }
     let hash = field_hash(comm, &s.topo, &s.u)?;
     let mut wall_v = [wall];
@@ -741,7 +667,7 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
             0.0
         },
         hash,
-        hash_hex: format!("{hash:016x}"),
+        hash_hex: appkit::hash::hex(hash),
         files,
     })
 }

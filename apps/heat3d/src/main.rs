@@ -1,7 +1,8 @@
 //! `heat3d`: the command-line front end. Defaults < configuration file <
 //! command-line flags.
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
+use appkit::config::parse_triple;
 use clap::Parser;
 use heat3d::config::{Config, Initial, Integrator, Mode, Operator, PerAxis, SpectralStep};
 use std::path::PathBuf;
@@ -18,7 +19,7 @@ struct Cli {
     #[arg(long)]
     ranks: Option<usize>,
     /// Cells per axis: N or NXxNYxNZ.
-    #[arg(long, value_parser = heat3d::config::parse_triple)]
+    #[arg(long, value_parser = parse_triple)]
     n: Option<[usize; 3]>,
     /// Stencil order: 2, 4, 6, ..., 20.
     #[arg(long)]
@@ -51,7 +52,7 @@ struct Cli {
     #[arg(long, value_enum)]
     spectral_step: Option<SpectralStep>,
     /// Process grid PXxPYxPZ (default: smallest halo surface).
-    #[arg(long, value_parser = heat3d::config::parse_triple)]
+    #[arg(long, value_parser = parse_triple)]
     grid: Option<[usize; 3]>,
     /// Steps left out of the timing statistics.
     #[arg(long)]
@@ -78,10 +79,9 @@ fn config(cli: &Cli) -> Result<Config> {
     if let Some(n) = cli.n {
         c.n = PerAxis::Each(n);
     }
-    macro_rules! set {
-        ($($f:ident),*) => { $( if let Some(v) = cli.$f { c.$f = v; } )* };
-    }
-    set!(
+    appkit::set_from!(
+        c,
+        cli;
         order,
         steps,
         cfl,
@@ -114,36 +114,20 @@ fn finish(cli: &Cli, report: &heat3d::Report) -> Result<()> {
         println!("wrote {f}");
     }
     if let Some(p) = &cli.json {
-        let text = serde_json::to_string_pretty(report)?;
-        heat3d::output::atomic_write(p, text.as_bytes())?;
+        appkit::output::write_json(p, report)?;
     }
     Ok(())
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
-    match real_main(&cli) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    appkit::launch::exit_code(real_main(&Cli::parse()))
 }
 
 /// Runs on the MPI world under `mpirun` (feature `mpi`), else on
 /// `--ranks` in-process ranks; rank 0 prints and writes the report.
 fn real_main(cli: &Cli) -> Result<()> {
     let cfg = config(cli)?;
-    let ranks = cli.ranks.unwrap_or_else(comm::local::default_ranks);
-    if ranks == 0 {
-        bail!("--ranks must be at least 1, got 0");
-    }
-    let report = comm::launch(ranks, |c| {
-        heat3d::run(c, &cfg, !cli.quiet).map_err(|e| format!("{e:#}"))
-    })
-    .map_err(anyhow::Error::msg)
-    .context("heat3d failed")?;
+    let report = appkit::launch::launch("heat3d", cli.ranks, |c| heat3d::run(c, &cfg, !cli.quiet))?;
     match report {
         Some(r) => finish(cli, &r),
         None => Ok(()),

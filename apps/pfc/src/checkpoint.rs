@@ -1,24 +1,22 @@
-//! Checkpoints: one file per run holding the global field in global
-//! row-major order (last axis fastest), so a run can restart on any rank
-//! count. Layout, little-endian:
-//!
-//! | bytes | content |
-//! |---|---|
-//! | 8 | magic `PFCCHK\0\0` |
-//! | 4 | version (1) |
-//! | 4 | zero |
-//! | 24 | shape, three `u64` |
-//! | 8 | step, `u64` |
-//! | 8 | time, `f64` |
-//! | 8 | hash of the physics (shape, points per period, r, dt), `u64` |
-//! | 8 N | the field, `f64` |
+//! PFC checkpoints: the global field `psi` in global row-major order (last
+//! axis fastest), gathered on rank 0, so a run can restart on any rank
+//! count. The file is an [`appkit::checkpoint`] (format version 1: header
+//! with the application `pfc`, the shape, step and time, the key
+//! `physics_hash`; little-endian `f64` payload; CRC-32C), so a truncated,
+//! corrupted or foreign file, or one of another shape, is refused.
+//! [`crate::Solver::write_checkpoint`] writes them through
+//! [`appkit::checkpoint::write_distributed_f64`].
 
-use anyhow::{bail, Context, Result};
+use crate::config::Config;
+use anyhow::{bail, Result};
+use appkit::checkpoint::{self as ck, Expected, Header};
 use std::path::Path;
 
-const MAGIC: &[u8; 8] = b"PFCCHK\0\0";
-const VERSION: u32 = 1;
-const HEADER: usize = 64;
+/// The application name in the header.
+pub const APP: &str = "pfc";
+/// The header key holding [`crate::config::Config::physics_hash`] (16 hex
+/// digits).
+const PHYSICS_HASH: &str = "physics_hash";
 
 /// The content of a checkpoint.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,71 +27,57 @@ pub struct Checkpoint {
     pub step: u64,
     /// Time.
     pub time: f64,
-    /// [`crate::config::Config::physics_hash`] of the writing run.
-    pub physics_hash: u64,
+    /// [`crate::config::Config::physics_hash`] of the writing run (`None`
+    /// when the file does not carry one).
+    pub physics_hash: Option<u64>,
     /// The global field, row-major.
     pub field: Vec<f64>,
 }
 
-/// Writes `ck` to `path` atomically (temporary file and rename).
-pub fn write(path: &Path, ck: &Checkpoint) -> Result<()> {
-    let mut b = Vec::with_capacity(HEADER + 8 * ck.field.len());
-    b.extend_from_slice(MAGIC);
-    b.extend_from_slice(&VERSION.to_le_bytes());
-    b.extend_from_slice(&0u32.to_le_bytes());
-    for s in ck.shape {
-        b.extend_from_slice(&(s as u64).to_le_bytes());
-    }
-    b.extend_from_slice(&ck.step.to_le_bytes());
-    b.extend_from_slice(&ck.time.to_le_bytes());
-    b.extend_from_slice(&ck.physics_hash.to_le_bytes());
-    for v in &ck.field {
-        b.extend_from_slice(&v.to_le_bytes());
-    }
-    heat3d::output::atomic_write(path, &b)
+/// The header of a checkpoint of `cfg`'s field at `step` and `time`.
+pub fn header(cfg: &Config, step: u64, time: f64) -> Header {
+    let mut header = Header::new(APP, &cfg.shape(), step, time);
+    header.meta.insert(
+        PHYSICS_HASH.to_string(),
+        appkit::hash::hex(cfg.physics_hash()),
+    );
+    header
 }
 
-/// Reads the checkpoint at `path`, which must hold a field of `shape`.
+/// The magic of the format before appkit checkpoints (a 64-byte header
+/// without checksum), recognised only to say so.
+const OLD_MAGIC: &[u8; 8] = b"PFCCHK\0\0";
+
+/// Reads the checkpoint at `path`, which must hold a PFC field of `shape`.
 pub fn read(path: &Path, shape: [usize; 3]) -> Result<Checkpoint> {
-    let b = std::fs::read(path)
-        .with_context(|| format!("cannot read checkpoint file {}", path.display()))?;
-    let what = || format!("{} is not a PFC checkpoint", path.display());
-    if b.len() < HEADER || &b[..8] != MAGIC {
-        bail!("{}: bad magic or too short ({} bytes)", what(), b.len());
-    }
-    let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
-    let version = u32::from_le_bytes(b[8..12].try_into().expect("4 bytes"));
-    if version != VERSION {
+    let mut start = [0u8; 8];
+    let old = std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut start))
+        .is_ok()
+        && &start == OLD_MAGIC;
+    if old {
         bail!(
-            "{}: version {version}, this program reads {VERSION}",
-            what()
-        );
-    }
-    let got = [u64_at(16), u64_at(24), u64_at(32)];
-    let want = shape.map(|s| s as u64);
-    if got != want {
-        bail!(
-            "checkpoint {} holds a field of shape {got:?}, but the configuration expects {want:?} (periods x points_per_period)",
-            path.display()
-        );
-    }
-    let n = shape.iter().product::<usize>();
-    if b.len() != HEADER + 8 * n {
-        bail!(
-            "checkpoint {} is {} bytes, expected {} for shape {want:?} (truncated?)",
+            "{} is a checkpoint in pfc's earlier format (magic PFCCHK, no checksum); this version reads checkpoint format {} (magic PARNUMCK): rerun from the start or with the earlier build",
             path.display(),
-            b.len(),
-            HEADER + 8 * n
+            ck::VERSION
         );
     }
+    let (header, field) = ck::read_f64(
+        path,
+        &Expected {
+            app: APP,
+            shape: &shape,
+        },
+    )?;
+    let physics_hash = header
+        .meta
+        .get(PHYSICS_HASH)
+        .and_then(|h| u64::from_str_radix(h, 16).ok());
     Ok(Checkpoint {
         shape,
-        step: u64_at(40),
-        time: f64::from_bits(u64_at(48)),
-        physics_hash: u64_at(56),
-        field: b[HEADER..]
-            .chunks_exact(8)
-            .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .collect(),
+        step: header.step,
+        time: header.time,
+        physics_hash,
+        field,
     })
 }

@@ -8,7 +8,8 @@
 //! per axis with `points_per_period` grid points each.
 
 use anyhow::{bail, Result};
-pub use heat3d::config::PerAxis;
+pub use appkit::config::PerAxis;
+use appkit::validate;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -110,12 +111,12 @@ impl Config {
     /// Reads a TOML file; unknown keys and wrong types are errors naming the
     /// key and the line.
     pub fn from_file(path: &Path) -> Result<Self> {
-        heat3d::config::read_toml(path)
+        Ok(appkit::config::read_toml(path)?)
     }
 
     /// Parses TOML text.
     pub fn from_toml(text: &str) -> Result<Self> {
-        Ok(toml::from_str(text)?)
+        Ok(appkit::config::parse_toml(text)?)
     }
 
     /// Grid points per axis.
@@ -140,29 +141,17 @@ impl Config {
 
     /// Checks every value and says which one is wrong and what is allowed.
     pub fn validate(&self) -> Result<()> {
-        let p = self.periods.get();
-        if let Some(d) = (0..3).find(|&d| p[d] == 0) {
-            bail!("periods must be positive on every axis, got {p:?} (axis {d} is 0)");
-        }
-        if self.points_per_period < 2 {
-            bail!(
-                "points_per_period must be at least 2, got {}",
-                self.points_per_period
-            );
-        }
+        validate::positive_per_axis("periods", self.periods.get())?;
+        validate::at_least("points_per_period", self.points_per_period, 2)?;
         for (name, v) in [
             ("r", self.r),
             ("mean_density", self.mean_density),
             ("noise_amplitude", self.noise_amplitude),
             ("seed_radius", self.seed_radius),
         ] {
-            if !v.is_finite() {
-                bail!("{name} must be finite, got {v}");
-            }
+            validate::finite(name, v)?;
         }
-        if !(self.dt > 0.0 && self.dt.is_finite()) {
-            bail!("dt must be positive and finite, got {}", self.dt);
-        }
+        validate::positive_finite("dt", self.dt)?;
         // The implicit denominator 1 + dt k^2 (r + (1 - k^2)^2) must stay
         // positive on every resolved mode (it can vanish only for r < 0).
         let kmax2 = 3.0 * (std::f64::consts::PI / self.spacing()).powi(2);
@@ -181,23 +170,12 @@ impl Config {
                 0.95 / -worst
             );
         }
-        if self.seed_radius < 0.0 {
-            bail!("seed_radius must be non-negative, got {}", self.seed_radius);
-        }
-        if self.noise_amplitude < 0.0 {
-            bail!(
-                "noise_amplitude must be non-negative, got {}",
-                self.noise_amplitude
-            );
-        }
+        validate::non_negative("seed_radius", self.seed_radius)?;
+        validate::non_negative("noise_amplitude", self.noise_amplitude)?;
         if let Some(a) = self.amplitude {
-            if !a.is_finite() {
-                bail!("amplitude must be finite, got {a}");
-            }
+            validate::finite("amplitude", a)?;
         }
-        if self.diag_every == 0 {
-            bail!("diag_every must be at least 1, got 0");
-        }
+        validate::at_least("diag_every", self.diag_every, 1)?;
         Ok(())
     }
 

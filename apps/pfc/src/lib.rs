@@ -25,23 +25,18 @@
 pub mod checkpoint;
 pub mod config;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
+use appkit::csv::{FloatFormat, Series};
+/// A 64-bit mixing function (the splitmix64 finaliser).
+pub use appkit::hash::mix;
+use appkit::progress::Progress;
+use appkit::vtk;
 use comm::{exact, CommExt, Communicator, IndexBox, ProcessGrid, ReduceOp};
 use config::{Config, Initial, BCC_SHELL, LATTICE};
-use heat3d::output;
 use num_complex::Complex64;
 use serde::Serialize;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-
-/// A 64-bit mixing function (splitmix64 finaliser).
-pub fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
 
 /// A uniform number in [0, 1) from a seed and a global cell index: the same
 /// for every rank count.
@@ -163,7 +158,7 @@ impl<'c> Solver<'c> {
         match restart {
             Some(path) => {
                 let ck = checkpoint::read(path, shape)?;
-                if ck.physics_hash != cfg.physics_hash() && rank == 0 {
+                if ck.physics_hash != Some(cfg.physics_hash()) && rank == 0 {
                     eprintln!(
                         "warning: checkpoint {} was written with different r, dt or grid; the continuation will not match an uninterrupted run",
                         path.display()
@@ -336,98 +331,50 @@ impl<'c> Solver<'c> {
     }
 
     /// A hash of the global field that depends only on the value at each
-    /// global index (wrapping sum of `mix(mix(index) ^ bits)`): the same for
-    /// any rank count (collective).
+    /// global index ([`appkit::field_hash`]): the same for any rank count
+    /// (collective).
     pub fn field_hash(&self) -> Result<u64> {
-        let g = self.cfg.shape();
-        let mut h = 0u64;
-        self.for_each(|[i, j, k], v| {
-            let q = ((i * g[1] + j) * g[2] + k) as u64;
-            h = h.wrapping_add(mix(mix(q) ^ v.to_bits()));
-        });
-        let mut parts = [(h & 0xFFFF_FFFF) as i64, (h >> 32) as i64];
-        self.comm.allreduce_i64(&mut parts, ReduceOp::Sum)?;
-        Ok((parts[0] as u64).wrapping_add((parts[1] as u64) << 32))
+        // The input layout is row-major in its block (order [0, 1, 2]).
+        Ok(appkit::field_hash(
+            self.comm,
+            self.cfg.shape(),
+            &self.block,
+            &self.psi,
+        )?)
     }
 
     /// The global field in row-major order (last axis fastest) on rank 0,
     /// `None` elsewhere (collective).
     pub fn gather(&self) -> Result<Option<Vec<f64>>> {
-        const TAG: u32 = 7301;
-        let g = self.cfg.shape();
-        let row_major = |b: &IndexBox, vals: &[f64], out: &mut [f64]| {
-            let s = b.shape();
-            let mut q = 0;
-            for i in b.lo[0]..b.hi[0] {
-                for j in b.lo[1]..b.hi[1] {
-                    let o = (i * g[1] + j) * g[2] + b.lo[2];
-                    out[o..o + s[2]].copy_from_slice(&vals[q..q + s[2]]);
-                    q += s[2];
-                }
-            }
-        };
         // The input layout is row-major in its block (order [0, 1, 2]).
-        if self.comm.rank() != 0 {
-            self.comm.send(0, TAG, &self.psi)?;
-            return Ok(None);
-        }
-        let layout = self.plan.input_layout().clone();
-        let mut out = vec![0.0; g.iter().product()];
-        row_major(&self.block, &self.psi, &mut out);
-        for r in 1..self.comm.size() {
-            let b = layout.box_of(r);
-            let mut buf = vec![0.0; b.len()];
-            self.comm.recv(r, TAG, &mut buf)?;
-            row_major(&b, &buf, &mut out);
-        }
-        Ok(Some(out))
+        Ok(appkit::checkpoint::gather_f64(
+            self.comm,
+            self.cfg.shape(),
+            &self.block,
+            &self.psi,
+        )?)
     }
 
-    /// Writes the checkpoint `pfc_NNNNNN.chk` into `dir` (collective).
+    /// Writes the checkpoint `pfc_NNNNNN.chk` into `dir` (collective);
+    /// returns its path on rank 0.
     pub fn write_checkpoint(&self, dir: &Path) -> Result<Option<PathBuf>> {
-        let field = self.gather()?;
-        let mut path = None;
-        if let Some(f) = field {
-            let p = dir.join(format!("pfc_{:06}.chk", self.step));
-            checkpoint::write(
-                &p,
-                &checkpoint::Checkpoint {
-                    shape: self.cfg.shape(),
-                    step: self.step,
-                    time: self.time,
-                    physics_hash: self.cfg.physics_hash(),
-                    field: f,
-                },
-            )?;
-            path = Some(p);
-        }
-        self.comm.barrier()?;
-        Ok(path)
+        let p = dir.join(format!("pfc_{:06}.chk", self.step));
+        let header = checkpoint::header(&self.cfg, self.step, self.time);
+        appkit::checkpoint::write_distributed_f64(self.comm, &p, &header, &self.block, &self.psi)?;
+        Ok((self.comm.rank() == 0).then_some(p))
     }
 
     /// Writes `pfc_NNNNNN.pvti` and one `.vti` piece per rank into `dir`
     /// (collective).
     pub fn write_vtk(&self, dir: &Path) -> Result<Option<PathBuf>> {
-        let rank = self.comm.rank();
-        let whole = IndexBox::from_shape(self.cfg.shape());
-        let h = self.cfg.spacing();
-        let stem = format!("pfc_{:06}", self.step);
-        let piece = |r: usize| format!("{stem}_r{r:04}.vti");
-        let bytes = output::vti_piece(&whole, &self.block, [h; 3], "psi", &self.psi);
-        output::atomic_write(&dir.join(piece(rank)), &bytes)?;
-        self.comm.barrier()?;
-        let mut path = None;
-        if rank == 0 {
-            let layout = self.plan.input_layout();
-            let pieces: Vec<(IndexBox, String)> = (0..self.comm.size())
-                .map(|r| (layout.box_of(r), piece(r)))
-                .collect();
-            let p = dir.join(format!("{stem}.pvti"));
-            output::atomic_write(&p, output::pvti(&whole, [h; 3], "psi", &pieces).as_bytes())?;
-            path = Some(p);
-        }
-        self.comm.barrier()?;
-        Ok(path)
+        let image = vtk::Image::new(self.cfg.shape(), [self.cfg.spacing(); 3]);
+        Ok(image.write_parallel(
+            self.comm,
+            dir,
+            &format!("pfc_{:06}", self.step),
+            &self.block,
+            &[vtk::Field::cell_scalar("psi", &self.psi)],
+        )?)
     }
 }
 
@@ -500,15 +447,14 @@ impl Report {
     }
 }
 
-type Csv = (std::io::BufWriter<std::fs::File>, PathBuf);
-
-fn log(f: &mut Option<Csv>, d: &Diagnostics) -> Result<()> {
-    if let Some((f, _)) = f {
-        writeln!(
-            f,
-            "{},{:.17e},{:.17e},{:.17e}",
-            d.step, d.time, d.free_energy, d.mean_density
-        )?;
+fn log(f: &mut Option<Series>, d: &Diagnostics) -> Result<()> {
+    if let Some(f) = f {
+        f.row(&[
+            d.step.into(),
+            d.time.into(),
+            d.free_energy.into(),
+            d.mean_density.into(),
+        ])?;
     }
     Ok(())
 }
@@ -525,25 +471,14 @@ pub fn run(
     let rank = comm.rank();
     let out = cfg.output.dir.clone();
     if let Some(d) = &out {
-        let mut ok = [1i64];
-        if rank == 0 && std::fs::create_dir_all(d).is_err() {
-            ok[0] = 0;
-        }
-        comm.allreduce_i64(&mut ok, ReduceOp::Min)?;
-        if ok[0] == 0 {
-            bail!("cannot create output folder {}", d.display());
-        }
+        appkit::output::create_dir(comm, d)?;
     }
-    let mut csv: Option<Csv> = match (&out, rank) {
-        (Some(d), 0) if cfg.output.diagnostics => {
-            let p = d.join("pfc.csv");
-            let mut f = std::io::BufWriter::new(
-                std::fs::File::create(&p)
-                    .with_context(|| format!("cannot create {}", p.display()))?,
-            );
-            writeln!(f, "step,time,free_energy,mean_density")?;
-            Some((f, p))
-        }
+    let mut csv = match (&out, rank) {
+        (Some(d), 0) if cfg.output.diagnostics => Some(Series::create(
+            &d.join("pfc.csv"),
+            &["step", "time", "free_energy", "mean_density"],
+            FloatFormat::ExpDigits(17),
+        )?),
         _ => None,
     };
     let mut files = vec![];
@@ -559,16 +494,7 @@ pub fn run(
     if let (Some(d), true) = (&out, vtk_every > 0) {
         keep(s.write_vtk(d)?);
     }
-    let bar = (progress && rank == 0 && cfg.steps >= 50).then(|| {
-        let b = indicatif::ProgressBar::new(cfg.steps as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{bar:40} {pos}/{len} steps  {elapsed} < {eta}  {msg}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b
-    });
+    let bar = Progress::steps(cfg.steps as u64, progress && rank == 0);
     let mut last = first;
     let wall = Instant::now();
     for i in 1..=cfg.steps {
@@ -584,9 +510,7 @@ pub fn run(
         if n % cfg.diag_every as u64 == 0 || i == cfg.steps {
             last = s.diagnostics()?;
             log(&mut csv, &last)?;
-            if let Some(b) = &bar {
-                b.set_message(format!("F {:.6e}", last.free_energy));
-            }
+            bar.set_message(format!("F {:.6e}", last.free_energy));
         }
         if let Some(d) = &out {
             if vtk_every > 0 && (n % vtk_every == 0 || i == cfg.steps) {
@@ -596,18 +520,13 @@ pub fn run(
                 keep(s.write_checkpoint(d)?);
             }
         }
-        if let Some(b) = &bar {
-            b.inc(1);
-        }
+        bar.inc(1);
     }
     let mut wall = [wall.elapsed().as_secs_f64()];
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    bar.finish();
     comm.broadcast(&mut wall, 0)?;
-    if let Some((mut f, p)) = csv {
-        f.flush()?;
-        files.insert(0, p.display().to_string());
+    if let Some(f) = csv {
+        files.insert(0, f.path().display().to_string());
     }
     let hash = s.field_hash()?;
     Ok(Report {
@@ -627,7 +546,7 @@ pub fn run(
         wall: wall[0],
         time_per_step: wall[0] / cfg.steps.max(1) as f64,
         hash,
-        hash_hex: format!("{hash:016x}"),
+        hash_hex: appkit::hash::hex(hash),
         files,
     })
 }

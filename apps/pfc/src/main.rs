@@ -1,7 +1,8 @@
 //! `pfc`: the command-line front end. Defaults < configuration file <
 //! command-line flags.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
+use appkit::config::parse_triple;
 use clap::Parser;
 use pfc::config::{Config, Initial, PerAxis};
 use std::path::PathBuf;
@@ -18,7 +19,7 @@ struct Cli {
     #[arg(long)]
     ranks: Option<usize>,
     /// BCC lattice periods per axis: N or NXxNYxNZ.
-    #[arg(long, value_parser = heat3d::config::parse_triple)]
+    #[arg(long, value_parser = parse_triple)]
     periods: Option<[usize; 3]>,
     /// Grid points per lattice period.
     #[arg(long)]
@@ -75,10 +76,9 @@ fn config(cli: &Cli) -> Result<Config> {
     if let Some(p) = cli.periods {
         c.periods = PerAxis::Each(p);
     }
-    macro_rules! set {
-        ($($f:ident),*) => { $( if let Some(v) = cli.$f { c.$f = v; } )* };
-    }
-    set!(
+    appkit::set_from!(
+        c,
+        cli;
         points_per_period,
         r,
         mean_density,
@@ -103,14 +103,7 @@ fn config(cli: &Cli) -> Result<Config> {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
-    match real_main(&cli) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    appkit::launch::exit_code(real_main(&Cli::parse()))
 }
 
 fn real_main(cli: &Cli) -> Result<()> {
@@ -120,15 +113,9 @@ fn real_main(cli: &Cli) -> Result<()> {
             bail!("checkpoint file {} does not exist", p.display());
         }
     }
-    let ranks = cli.ranks.unwrap_or_else(comm::local::default_ranks);
-    if ranks == 0 {
-        bail!("--ranks must be at least 1, got 0");
-    }
-    let report = comm::launch(ranks, |c| {
-        pfc::run(c, &cfg, cli.restart.as_deref(), !cli.quiet).map_err(|e| format!("{e:#}"))
-    })
-    .map_err(anyhow::Error::msg)
-    .context("pfc failed")?;
+    let report = appkit::launch::launch("pfc", cli.ranks, |c| {
+        pfc::run(c, &cfg, cli.restart.as_deref(), !cli.quiet)
+    })?;
     match report {
         Some(r) => finish(cli, &r),
         None => Ok(()),
@@ -144,8 +131,7 @@ fn finish(cli: &Cli, report: &pfc::Report) -> Result<()> {
         }
     }
     if let Some(p) = &cli.json {
-        let text = serde_json::to_string_pretty(report)?;
-        heat3d::output::atomic_write(p, text.as_bytes())?;
+        appkit::output::write_json(p, report)?;
     }
     Ok(())
 }

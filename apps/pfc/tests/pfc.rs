@@ -245,7 +245,7 @@ fn bad_input_is_an_error_not_a_panic() {
     let p = dir.join("junk.chk");
     std::fs::write(&p, b"hello").unwrap();
     let e = run(1, &small(Initial::Seed), Some(&p)).unwrap_err();
-    assert!(e.contains("not a PFC checkpoint"), "{e}");
+    assert!(e.contains("not a pfc checkpoint"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -1,7 +1,8 @@
 //! The run configuration: TOML file, command-line overrides, validation.
 
 use anyhow::{bail, Result};
-use heat3d::config::PerAxis;
+pub use appkit::config::PerAxis;
+use appkit::validate;
 use multigrid::{Boundary, CommAvoiding, Hierarchy};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -224,12 +225,12 @@ impl Config {
     /// Reads a TOML file; unknown keys and wrong types are errors naming the
     /// key, the line and the column.
     pub fn from_file(path: &Path) -> Result<Self> {
-        heat3d::config::read_toml(path)
+        Ok(appkit::config::read_toml(path)?)
     }
 
     /// Parses TOML text.
     pub fn from_toml(text: &str) -> Result<Self> {
-        Ok(toml::from_str(text)?)
+        Ok(appkit::config::parse_toml(text)?)
     }
 
     /// Global cells per axis.
@@ -269,15 +270,11 @@ impl Config {
     /// which one is wrong and what is allowed.
     pub fn validate(&self, ranks: usize) -> Result<()> {
         let n = self.shape();
-        if let Some(d) = (0..3).find(|&d| n[d] == 0) {
-            bail!("n must be positive on every axis, got {n:?} (axis {d} is 0)");
-        }
+        validate::positive_per_axis("n", n)?;
         if !(self.tol >= 0.0 && self.tol.is_finite()) {
             bail!("tol must be finite and non-negative, got {}", self.tol);
         }
-        if self.repeat == 0 {
-            bail!("repeat must be at least 1, got 0");
-        }
+        validate::at_least("repeat", self.repeat, 1)?;
         if self.factor_cycles > 0 && self.factor_cycles < 4 {
             bail!(
                 "factor_cycles must be 0 (off) or at least 4, got {}",
@@ -290,21 +287,7 @@ impl Config {
                 Hierarchy::max_levels(n)
             );
         }
-        if ranks == 0 {
-            bail!("ranks must be at least 1, got 0");
-        }
-        let cells: usize = n.iter().product();
-        if ranks > cells {
-            bail!("{ranks} ranks for {cells} cells: every rank needs at least one cell (use at most {cells} ranks)");
-        }
-        if let Some(g) = self.grid {
-            if g.iter().product::<usize>() != ranks {
-                bail!(
-                    "grid {g:?} holds {} ranks but the run has {ranks}",
-                    g.iter().product::<usize>()
-                );
-            }
-        }
+        validate::ranks_for(ranks, n.iter().product(), self.grid)?;
         Ok(())
     }
 }

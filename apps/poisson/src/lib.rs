@@ -30,6 +30,7 @@
 pub mod config;
 
 use anyhow::Result;
+use appkit::hash::mix;
 use comm::exact::allreduce_exact_sum;
 use comm::{CommExt, Communicator, IndexBox, ReduceOp};
 use config::{Config, Solver};
@@ -113,42 +114,18 @@ impl Manufactured {
     }
 }
 
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
-
 /// A hash of a global field from each rank's owned box `owned` of the
-/// global `shape` and its values (row-major, last axis fastest): the
-/// wrapping sum over cells of `mix(mix(global linear index) ^ bits(value))`,
-/// the formula of `heat3d::field_hash`. It depends only on the value at
-/// each global index: the same for every rank count and process grid
-/// (collective).
+/// global `shape` and its values (row-major, last axis fastest):
+/// [`appkit::field_hash`], the hash heat3d and pfc report too. It depends
+/// only on the value at each global index: the same for every rank count
+/// and process grid (collective).
 pub fn field_hash(
     comm: &dyn Communicator,
     shape: [usize; 3],
     owned: &IndexBox,
     vals: &[f64],
 ) -> Result<u64> {
-    let s = owned.shape();
-    let mut h = 0u64;
-    let mut q = 0;
-    for i in 0..s[0] {
-        for j in 0..s[1] {
-            let row =
-                (((owned.lo[0] + i) * shape[1] + owned.lo[1] + j) * shape[2] + owned.lo[2]) as u64;
-            for k in 0..s[2] {
-                h = h.wrapping_add(mix(mix(row + k as u64) ^ vals[q].to_bits()));
-                q += 1;
-            }
-        }
-    }
-    // Sum the two 32-bit halves separately so no partial sum overflows.
-    let mut parts = [(h & 0xFFFF_FFFF) as i64, (h >> 32) as i64];
-    comm.allreduce_i64(&mut parts, ReduceOp::Sum)?;
-    Ok((parts[0] as u64).wrapping_add((parts[1] as u64) << 32))
+    Ok(appkit::field_hash(comm, shape, owned, vals)?)
 }
 
 /// A hash of a sequence of numbers' bit patterns (order-dependent).
@@ -502,7 +479,7 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
             0.0
         },
         hash,
-        hash_hex: format!("{hash:016x}"),
+        hash_hex: appkit::hash::hex(hash),
         residuals_hash_hex: format!("{:016x}", history_hash(&rep.residuals)),
     })
 }

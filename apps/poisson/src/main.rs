@@ -1,10 +1,10 @@
 //! `poisson`: the command-line front end. Defaults < configuration file <
 //! command-line flags.
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
+use appkit::config::parse_triple;
 use clap::Parser;
-use heat3d::config::PerAxis;
-use poisson::config::{Bc, Ca, Config, Solver};
+use poisson::config::{Bc, Ca, Config, PerAxis, Solver};
 use std::path::PathBuf;
 
 /// HPGMG-style Poisson benchmark: a manufactured solution solved by
@@ -21,10 +21,10 @@ struct Cli {
     #[arg(long)]
     ranks: Option<usize>,
     /// Cells per axis: N (or NXxNYxNZ).
-    #[arg(long, value_parser = heat3d::config::parse_triple)]
+    #[arg(long, value_parser = parse_triple)]
     n: Option<[usize; 3]>,
     /// Cells per axis: AxBxC.
-    #[arg(long, value_parser = heat3d::config::parse_triple, conflicts_with = "n")]
+    #[arg(long, value_parser = parse_triple, conflicts_with = "n")]
     shape: Option<[usize; 3]>,
     /// Boundary conditions.
     #[arg(long, value_enum)]
@@ -73,7 +73,7 @@ struct Cli {
     #[arg(long)]
     factor_cycles: Option<usize>,
     /// Process grid PXxPYxPZ (default: even blocks, smallest surface).
-    #[arg(long, value_parser = heat3d::config::parse_triple)]
+    #[arg(long, value_parser = parse_triple)]
     grid: Option<[usize; 3]>,
     /// Write the report as JSON to this file.
     #[arg(long)]
@@ -91,10 +91,9 @@ fn config(cli: &Cli) -> Result<Config> {
     if let Some(n) = cli.n.or(cli.shape) {
         c.n = PerAxis::Each(n);
     }
-    macro_rules! set {
-        ($($f:ident),*) => { $( if let Some(v) = cli.$f { c.$f = v; } )* };
-    }
-    set!(
+    appkit::set_from!(
+        c,
+        cli;
         bc,
         solver,
         tol,
@@ -125,36 +124,21 @@ fn finish(cli: &Cli, report: &poisson::Report) -> Result<()> {
         println!("{}", report.summary());
     }
     if let Some(p) = &cli.json {
-        let text = serde_json::to_string_pretty(report)?;
-        heat3d::output::atomic_write(p, text.as_bytes())?;
+        appkit::output::write_json(p, report)?;
     }
     Ok(())
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
-    match real_main(&cli) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    appkit::launch::exit_code(real_main(&Cli::parse()))
 }
 
 /// Runs on the MPI world under `mpirun` (feature `mpi`), else on
 /// `--ranks` in-process ranks; rank 0 prints and writes the report.
 fn real_main(cli: &Cli) -> Result<()> {
     let cfg = config(cli)?;
-    let ranks = cli.ranks.unwrap_or_else(comm::local::default_ranks);
-    if ranks == 0 {
-        bail!("--ranks must be at least 1, got 0");
-    }
-    let report = comm::launch(ranks, |c| {
-        poisson::run(c, &cfg, !cli.quiet).map_err(|e| format!("{e:#}"))
-    })
-    .map_err(anyhow::Error::msg)
-    .context("poisson failed")?;
+    let report =
+        appkit::launch::launch("poisson", cli.ranks, |c| poisson::run(c, &cfg, !cli.quiet))?;
     match report {
         Some(r) => finish(cli, &r),
         None => Ok(()),

@@ -1,7 +1,7 @@
 //! The benchmark app: decomposition-independent hashes, second-order
 //! errors, the JSON contract and command-line errors.
 
-use heat3d::config::PerAxis;
+use poisson::config::PerAxis;
 use poisson::config::{Bc, Ca, Config, Solver};
 use poisson::Report;
 use std::process::Command;
