@@ -11,6 +11,7 @@
 //! | [`csv`] | time series with a fixed column set, one flushed row per call |
 //! | [`vtk`] | VTK XML image data: one `.vti` piece per rank and the `.pvti` header, several named scalar or vector point or cell fields |
 //! | [`checkpoint`] | checkpoint files: a header (app, shape, step, time, key/values), the payload and a CRC-32C, written atomically and checked on reading |
+//! | [`crc32c`] | the CRC-32C checksum of the checkpoints |
 //! | [`hash`] | the decomposition-independent hash of a distributed field |
 //! | [`progress`] | a progress bar on rank 0, hidden when stderr is not a terminal |
 //!
