@@ -309,8 +309,13 @@ pub trait Communicator: Send {
     /// waits). Leaking the request (`std::mem::forget`, a reference cycle)
     /// and then releasing the bytes is undefined behaviour: the backend may
     /// still read them.
-    unsafe fn isend_raw(&self, dest: usize, tag: u32, data: *const u8, len: usize)
-        -> Result<Request>;
+    unsafe fn isend_raw(
+        &self,
+        dest: usize,
+        tag: u32,
+        data: *const u8,
+        len: usize,
+    ) -> Result<Request>;
     /// Starts receiving exactly `len` bytes from `src` with `tag` into `buf`.
     ///
     /// Safe code receives through [`scope`](crate::scope()) or

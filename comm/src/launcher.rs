@@ -31,9 +31,7 @@ pub fn launcher_world_size() -> Option<usize> {
 
 /// [`launcher_world_size`] over any source of variables.
 fn world_size_from(var: impl Fn(&str) -> Option<String>) -> Option<usize> {
-    SIZE_VARS
-        .iter()
-        .find_map(|v| var(v)?.trim().parse().ok())
+    SIZE_VARS.iter().find_map(|v| var(v)?.trim().parse().ok())
 }
 
 /// The error for a binary without the `mpi` feature that an MPI launcher
@@ -65,13 +63,19 @@ mod tests {
             }
         };
         assert_eq!(world_size_from(env(&[])), None);
-        assert_eq!(world_size_from(env(&[("OMPI_COMM_WORLD_SIZE", "4")])), Some(4));
+        assert_eq!(
+            world_size_from(env(&[("OMPI_COMM_WORLD_SIZE", "4")])),
+            Some(4)
+        );
         assert_eq!(world_size_from(env(&[("PMI_SIZE", " 16\n")])), Some(16));
         assert_eq!(
             world_size_from(env(&[("OMPI_COMM_WORLD_SIZE", "x"), ("PMI_SIZE", "2")])),
             Some(2)
         );
         let msg = without_mpi_error(4);
-        assert!(msg.contains("one of 4 processes") && msg.contains("--features mpi"), "{msg}");
+        assert!(
+            msg.contains("one of 4 processes") && msg.contains("--features mpi"),
+            "{msg}"
+        );
     }
 }

@@ -51,18 +51,18 @@ pub mod exact;
 pub mod grid;
 mod launcher;
 pub mod local;
-mod scope;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+mod scope;
 
 pub use communicator::{
     as_bytes, as_bytes_mut, validate_peer, validate_tag, validate_v, wait_all, CommExt,
     Communicator, Elem, ReduceOp, Request, RequestImpl, Strided, MAX_USER_TAG,
 };
 pub use error::{CommError, Result};
+pub use grid::{BlockDecomposition, IndexBox, ProcessGrid};
 pub use launcher::{is_launched_by_mpirun, launcher_world_size};
 pub use scope::{scope, scope_in, Req, Scope, ScopeStore};
-pub use grid::{BlockDecomposition, IndexBox, ProcessGrid};
 
 /// Runs an application body `f` on every rank: on the MPI world when the
 /// process was started by `mpirun` (feature `mpi`), else on `ranks`

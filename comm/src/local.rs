@@ -330,7 +330,9 @@ impl RequestImpl for RecvReq {
     }
 
     fn wait(&mut self) -> Result<()> {
-        let e = self.world.wait_take(self.me, self.ctx, self.src, self.tag)?;
+        let e = self
+            .world
+            .wait_take(self.me, self.ctx, self.src, self.tag)?;
         self.deliver(e)
     }
 

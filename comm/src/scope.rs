@@ -98,6 +98,9 @@ impl ScopeStore {
     }
 }
 
+/// Makes a type invariant in `'s`.
+type Invariant<'s> = fn(&'s ()) -> &'s ();
+
 /// Non-blocking transfers of elements of type `T` whose buffers are
 /// borrowed for `'s`; see [the module documentation](self).
 pub struct Scope<'s, T: Elem> {
@@ -108,7 +111,7 @@ pub struct Scope<'s, T: Elem> {
     failed: bool,
     /// Invariant in `'s` (as `std::thread::Scope`): two scopes can only be
     /// exchanged when their buffers live equally long.
-    _borrow: PhantomData<(&'s mut [T], fn(&'s ()) -> &'s ())>,
+    _borrow: PhantomData<(&'s mut [T], Invariant<'s>)>,
 }
 
 impl<T: Elem> std::fmt::Debug for Scope<'_, T> {
@@ -295,7 +298,13 @@ impl<'s, T: Elem> Scope<'s, T> {
             }
         };
         let buf = self.hand_back(k)?;
-        Ok(Some((Req { recv: true, index: k }, buf)))
+        Ok(Some((
+            Req {
+                recv: true,
+                index: k,
+            },
+            buf,
+        )))
     }
 
     fn hand_back(&mut self, k: usize) -> Result<&'s mut [T]> {
@@ -342,7 +351,7 @@ impl<T: Elem> Drop for Scope<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use crate::{local, scope, CommError, CommExt, Communicator};
+    use crate::{local, scope, CommError, CommExt};
     use std::time::{Duration, Instant};
 
     /// Handles of one kind are rejected where the other is needed, and a
@@ -357,7 +366,10 @@ mod tests {
                 let rx = s.irecv(peer, 3, &mut got)?;
                 let tx = s.isend(peer, 3, &mine)?;
                 assert!(rx.is_recv() && !tx.is_recv());
-                assert!(s.wait_recv(tx).is_err(), "a send has no buffer to hand back");
+                assert!(
+                    s.wait_recv(tx).is_err(),
+                    "a send has no buffer to hand back"
+                );
                 let buf = s.wait_recv(rx)?;
                 assert_eq!(buf, &[peer as u32; 2]);
                 buf[0] = 7;
@@ -391,7 +403,14 @@ mod tests {
                 s.isend(peer, 2, &mine)
             });
             assert!(
-                matches!(res, Err(CommError::MessageTruncated { expected: 1, got: 3, .. })),
+                matches!(
+                    res,
+                    Err(CommError::MessageTruncated {
+                        expected: 1,
+                        got: 3,
+                        ..
+                    })
+                ),
                 "{res:?}"
             );
             Ok::<_, CommError>(())

@@ -493,7 +493,11 @@ impl<T: Elem> Reshape<T> {
 /// mutable slices, indexed by rank (`None` for empty blocks). The blocks
 /// must be disjoint and lie in ascending order, as the prefix sums of the
 /// counts that the plan uses as displacements do.
-fn regions<'b, T>(mut buf: &'b mut [T], displs: &[usize], counts: &[usize]) -> Vec<Option<&'b mut [T]>> {
+fn regions<'b, T>(
+    mut buf: &'b mut [T],
+    displs: &[usize],
+    counts: &[usize],
+) -> Vec<Option<&'b mut [T]>> {
     let mut out = Vec::with_capacity(counts.len());
     let mut at = 0;
     for (&d, &n) in displs.iter().zip(counts) {

@@ -308,7 +308,11 @@ fn dropped_and_leaked_exchanges_leave_the_exchanger_usable() {
         // Step 0: post, then drop without finishing.
         u.fill_owned(0, &b, |p| tag(0, p));
         drop(ex.post(comm, &mut [&mut u])?);
-        assert_eq!(ghost(&u), 0.0, "a dropped exchange fills no ghost by message");
+        assert_eq!(
+            ghost(&u),
+            0.0,
+            "a dropped exchange fills no ghost by message"
+        );
         // Step 1: post, then leak.
         u.fill_owned(0, &b, |p| tag(0, p) + 1.0);
         std::mem::forget(ex.post(comm, &mut [&mut u])?);
