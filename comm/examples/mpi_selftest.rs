@@ -22,7 +22,7 @@
 //! broadcasts beyond `i32::MAX` bytes or elements (about 6 GB per rank).
 
 use comm::mpi::MpiComm;
-use comm::{wait_all, CommError, CommExt, Communicator, ProcessGrid, ReduceOp, Strided};
+use comm::{CommError, CommExt, Communicator, ProcessGrid, ReduceOp, Strided};
 use num_complex::Complex64;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -50,22 +50,27 @@ fn ring(c: &MpiComm) -> TestResult {
     let (mut a, mut b, mut x) = ([0u64; 3], [0.0f64; 2], [0u8; 5]);
     let (mut m1, mut m2) = ([0i32], [0i32]);
     {
-        // Post the receives first, in an order unlike the sends.
-        let mut reqs = vec![
-            c.irecv(prev, 1, &mut a).map_err(e)?,
-            c.irecv(prev, 3, &mut x).map_err(e)?,
-            c.irecv(prev, 2, &mut b).map_err(e)?,
-        ];
+        // Post the receives first, in an order unlike the sends (three
+        // element types: three nested scopes).
         let s3 = [r as u8, 1, 2, 3, 4];
         let s2 = [r as f64 + 0.5, -(r as f64)];
         let s1 = [r as u64, 10 + r as u64, 20 + r as u64];
-        let mut sends = vec![
-            c.isend(next, 3, &s3).map_err(e)?,
-            c.isend(next, 2, &s2).map_err(e)?,
-            c.isend(next, 1, &s1).map_err(e)?,
-        ];
-        wait_all(&mut reqs).map_err(e)?;
-        wait_all(&mut sends).map_err(e)?;
+        comm::scope(c, |su| {
+            su.irecv(prev, 1, &mut a)?;
+            comm::scope(c, |sx| {
+                sx.irecv(prev, 3, &mut x)?;
+                comm::scope(c, |sf| {
+                    sf.irecv(prev, 2, &mut b)?;
+                    sx.isend(next, 3, &s3)?;
+                    sf.isend(next, 2, &s2)?;
+                    su.isend(next, 1, &s1)?;
+                    sf.wait_all()
+                })?;
+                sx.wait_all()
+            })?;
+            su.wait_all()
+        })
+        .map_err(e)?;
     }
     let pr = prev as u64;
     ensure(a == [pr, 10 + pr, 20 + pr], || {
@@ -78,20 +83,24 @@ fn ring(c: &MpiComm) -> TestResult {
         format!("tag 3 payload {x:?}")
     })?;
     // Non-overtaking: same source and tag arrive in order.
-    let mut r1 = c.irecv(prev, 4, &mut m1).map_err(e)?;
-    c.send(next, 4, &[1i32]).map_err(e)?;
-    c.send(next, 4, &[2i32]).map_err(e)?;
-    r1.wait().map_err(e)?;
-    drop(r1);
+    comm::scope(c, |s| {
+        let r1 = s.irecv(prev, 4, &mut m1)?;
+        c.send(next, 4, &[1i32])?;
+        c.send(next, 4, &[2i32])?;
+        s.wait(r1)
+    })
+    .map_err(e)?;
     c.recv(prev, 4, &mut m2).map_err(e)?;
     ensure((m1[0], m2[0]) == (1, 2), || {
         format!("same-tag order {m1:?} {m2:?}")
     })?;
     // The largest user tag works.
     let mut t = [0u32];
-    let rq = c.irecv(prev, comm::MAX_USER_TAG, &mut t).map_err(e)?;
-    c.send(next, comm::MAX_USER_TAG, &[7u32]).map_err(e)?;
-    drop(rq);
+    comm::scope(c, |s| {
+        s.irecv(prev, comm::MAX_USER_TAG, &mut t)?;
+        c.send(next, comm::MAX_USER_TAG, &[7u32])
+    })
+    .map_err(e)?;
     ensure(t[0] == 7, || format!("max tag payload {t:?}"))
 }
 
@@ -101,29 +110,31 @@ fn wait_any(c: &MpiComm) -> TestResult {
     let mut bufs = vec![[0u32; 4]; p];
     let mut seen = vec![];
     {
-        let mut reqs = bufs
-            .iter_mut()
-            .enumerate()
-            .map(|(s, b)| c.irecv(s, 11, b))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(e)?;
         let payloads: Vec<[u32; 4]> = (0..p).map(|d| [r as u32, d as u32, 7, 8]).collect();
-        // Send in reverse order so completions are not simply 0, 1, 2...
-        let mut sends = (0..p)
-            .rev()
-            .map(|d| c.isend(d, 11, &payloads[d]))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(e)?;
-        while let Some(i) = c.wait_any(&mut reqs).map_err(e)? {
-            ensure(reqs[i].is_done(), || {
-                format!("wait_any returned {i} but it is not done")
-            })?;
-            seen.push(i);
-        }
-        wait_all(&mut sends).map_err(e)?;
-        ensure(c.wait_any(&mut reqs).map_err(e)?.is_none(), || {
-            "wait_any on completed requests".into()
+        let mut wrong = Vec::new();
+        let again = comm::scope(c, |sc| {
+            for (s, b) in bufs.iter_mut().enumerate() {
+                sc.irecv(s, 11, b)?;
+            }
+            // Send in reverse order so completions are not simply 0, 1, 2...
+            for d in (0..p).rev() {
+                sc.isend(d, 11, &payloads[d])?;
+            }
+            while let Some((h, buf)) = sc.wait_any_recv()? {
+                let i = h.index();
+                if *buf != [i as u32, r as u32, 7, 8] {
+                    wrong.push((i, buf.to_vec()));
+                }
+                seen.push(i);
+            }
+            sc.wait_all()?;
+            Ok::<_, CommError>(sc.wait_any_recv()?.is_none())
+        })
+        .map_err(e)?;
+        ensure(wrong.is_empty(), || {
+            format!("wait_any handed back buffers holding {wrong:?}")
         })?;
+        ensure(again, || "wait_any on completed requests".into())?;
     }
     seen.sort_unstable();
     ensure(seen == (0..p).collect::<Vec<_>>(), || {
@@ -329,14 +340,17 @@ fn split(c: &MpiComm) -> TestResult {
     let (sr, sp) = (sub.rank(), sub.size());
     let mut rx = [0u64];
     let mut px = [0u64];
-    {
-        let mut a = sub.irecv((sr + sp - 1) % sp, 1, &mut rx).map_err(e)?;
-        let mut b = c.irecv((r + p - 1) % p, 1, &mut px).map_err(e)?;
-        c.send((r + 1) % p, 1, &[99u64]).map_err(e)?;
-        sub.send((sr + 1) % sp, 1, &[r as u64]).map_err(e)?;
-        a.wait().map_err(e)?;
-        b.wait().map_err(e)?;
-    }
+    comm::scope(&*sub, |sa| {
+        let a = sa.irecv((sr + sp - 1) % sp, 1, &mut rx)?;
+        comm::scope(c, |sb| {
+            let b = sb.irecv((r + p - 1) % p, 1, &mut px)?;
+            c.send((r + 1) % p, 1, &[99u64])?;
+            sub.send((sr + 1) % sp, 1, &[r as u64])?;
+            sa.wait(a)?;
+            sb.wait(b)
+        })
+    })
+    .map_err(e)?;
     ensure(px[0] == 99 && rx[0] % 2 == (r % 2) as u64, || {
         format!("parent {px:?} child {rx:?}")
     })?;
@@ -496,21 +510,24 @@ fn truncation(c: &MpiComm) -> TestResult {
     let (next, prev) = ((r + 1) % p, (r + p - 1) % p);
     // Longer message than buffer.
     let mut small = [0.0f64; 1];
-    let rq = c.irecv(prev, 21, &mut small).map_err(e)?;
-    c.send(next, 21, &[1.0f64, 2.0]).map_err(e)?;
-    let mut rq = rq;
-    let err = rq.wait().unwrap_err();
-    drop(rq);
+    let err = comm::scope(c, |s| {
+        let rq = s.irecv(prev, 21, &mut small)?;
+        c.send(next, 21, &[1.0f64, 2.0])?;
+        Ok::<_, CommError>(s.wait(rq).unwrap_err())
+    })
+    .map_err(e)?;
     ensure(
         matches!(err, CommError::MessageTruncated { src, tag: 21, expected: 8, got: 16 } if src == prev),
         || format!("longer message: {err:?}"),
     )?;
     // Shorter message than buffer.
     let mut big = [0u8; 16];
-    let mut rq = c.irecv(prev, 22, &mut big).map_err(e)?;
-    c.send(next, 22, &[5u8; 8]).map_err(e)?;
-    let err = rq.wait().unwrap_err();
-    drop(rq);
+    let err = comm::scope(c, |s| {
+        let rq = s.irecv(prev, 22, &mut big)?;
+        c.send(next, 22, &[5u8; 8])?;
+        Ok::<_, CommError>(s.wait(rq).unwrap_err())
+    })
+    .map_err(e)?;
     ensure(
         matches!(
             err,
@@ -525,9 +542,13 @@ fn truncation(c: &MpiComm) -> TestResult {
     )?;
     // Truncation found by test() / wait_any too.
     let mut one = [0u8; 1];
-    let mut reqs = vec![c.irecv(prev, 23, &mut one).map_err(e)?];
-    c.send(next, 23, &[1u8, 2, 3]).map_err(e)?;
-    let err = c.wait_any(&mut reqs).err();
+    let (err, done) = comm::scope(c, |s| {
+        let rq = s.irecv(prev, 23, &mut one)?;
+        c.send(next, 23, &[1u8, 2, 3])?;
+        let err = s.wait_any_recv().err();
+        Ok::<_, CommError>((err, s.test(rq)?))
+    })
+    .map_err(e)?;
     ensure(
         matches!(
             err,
@@ -539,7 +560,7 @@ fn truncation(c: &MpiComm) -> TestResult {
         ),
         || format!("wait_any: {err:?}"),
     )?;
-    ensure(reqs[0].is_done(), || "failed request is finished".into())?;
+    ensure(done, || "failed request is finished".into())?;
     // Messages to itself (the mailbox), any size, longer or shorter than
     // the buffer: neither the buffer nor the bytes around it are touched.
     // To a peer: longer messages only below the eager limit (Open MPI 4.1
@@ -557,13 +578,12 @@ fn truncation(c: &MpiComm) -> TestResult {
         let (to, from) = if to_self { (r, r) } else { (next, prev) };
         let mut arena = vec![0xa5u8; n_buf + 2 * 4096];
         let payload = vec![0x11u8; n_msg];
-        let mut rq = c
-            .irecv(from, 24, &mut arena[4096..4096 + n_buf])
-            .map_err(e)?;
-        let sq = c.isend(to, 24, &payload).map_err(e)?;
-        let err = rq.wait().unwrap_err();
-        drop(rq);
-        drop(sq);
+        let err = comm::scope(c, |s| {
+            let rq = s.irecv(from, 24, &mut arena[4096..4096 + n_buf])?;
+            s.isend(to, 24, &payload)?;
+            Ok::<_, CommError>(s.wait(rq).unwrap_err())
+        })
+        .map_err(e)?;
         let what = format!("{n_msg} bytes into {n_buf} from rank {from}");
         ensure(
             matches!(err, CommError::MessageTruncated { expected, got, .. } if expected == n_buf && got == n_msg),
@@ -584,12 +604,13 @@ fn truncation(c: &MpiComm) -> TestResult {
     // Exact-length large message into the middle of an arena.
     let mut arena = vec![0xa5u8; 300_000 + 2];
     let payload: Vec<u8> = (0..300_000).map(|i| (i % 253) as u8).collect();
-    {
-        let mut rq = c.irecv(prev, 25, &mut arena[1..300_001]).map_err(e)?;
-        let mut sq = c.isend(next, 25, &payload).map_err(e)?;
-        rq.wait().map_err(e)?;
-        sq.wait().map_err(e)?;
-    }
+    comm::scope(c, |s| {
+        let rq = s.irecv(prev, 25, &mut arena[1..300_001])?;
+        let sq = s.isend(next, 25, &payload)?;
+        s.wait(rq)?;
+        s.wait(sq)
+    })
+    .map_err(e)?;
     ensure(
         arena[0] == 0xa5 && arena[300_001] == 0xa5 && arena[1..300_001] == payload[..],
         || "exact large message".into(),
@@ -607,50 +628,52 @@ fn progress(c: &MpiComm) -> TestResult {
     let out = vec![r as u32; n];
     let mut inp = vec![0u32; n];
     // irecv; blocking send; wait: around the ring.
-    let mut rq = c.irecv(prev, 50, &mut inp).map_err(e)?;
-    c.send(next, 50, &out).map_err(e)?;
-    rq.wait().map_err(e)?;
-    drop(rq);
+    comm::scope(c, |s| {
+        let rq = s.irecv(prev, 50, &mut inp)?;
+        c.send(next, 50, &out)?;
+        s.wait(rq)
+    })
+    .map_err(e)?;
     ensure(inp.iter().all(|&v| v == prev as u32), || {
         "ring of blocking sends".into()
     })?;
     // Even ranks wait for their send before a barrier that odd ranks enter
     // with the matching receive still pending.
-    let mut rq = c.irecv(prev, 51, &mut inp).map_err(e)?;
-    let mut sq = c.isend(next, 51, &out).map_err(e)?;
-    if r % 2 == 0 {
-        sq.wait().map_err(e)?;
-        c.barrier().map_err(e)?;
-    } else {
-        c.barrier().map_err(e)?;
-        sq.wait().map_err(e)?;
-    }
-    rq.wait().map_err(e)?;
-    drop(rq);
-    drop(sq);
+    comm::scope(c, |s| {
+        let rq = s.irecv(prev, 51, &mut inp)?;
+        let sq = s.isend(next, 51, &out)?;
+        if r % 2 == 0 {
+            s.wait(sq)?;
+            c.barrier()?;
+        } else {
+            c.barrier()?;
+            s.wait(sq)?;
+        }
+        s.wait(rq)
+    })
+    .map_err(e)?;
     ensure(inp.iter().all(|&v| v == prev as u32), || {
         "send across a barrier".into()
     })
 }
 
 /// Receives with the same source and tag take the messages in the order
-/// they are waited on; a dropped request completes its receive.
+/// they were posted; a receive left pending completes when its scope ends.
 fn same_tag_order(c: &MpiComm) -> TestResult {
     let (r, p) = (c.rank(), c.size());
     let (next, prev) = ((r + 1) % p, (r + p - 1) % p);
     let (mut a, mut b, mut d) = ([0i64; 2], [0i64; 2], [0i64; 2]);
-    {
-        let mut ra = c.irecv(prev, 40, &mut a).map_err(e)?;
-        let rb = c.irecv(prev, 40, &mut b).map_err(e)?;
-        let rd = c.irecv(prev, 41, &mut d).map_err(e)?;
-        c.send(next, 40, &[1i64, 1]).map_err(e)?;
-        c.send(next, 41, &[3i64, 3]).map_err(e)?;
-        c.send(next, 40, &[2i64, 2]).map_err(e)?;
-        ra.wait().map_err(e)?;
-        // Dropping waits.
-        drop(rd);
-        drop(rb);
-    }
+    comm::scope(c, |s| {
+        let ra = s.irecv(prev, 40, &mut a)?;
+        s.irecv(prev, 40, &mut b)?;
+        s.irecv(prev, 41, &mut d)?;
+        c.send(next, 40, &[1i64, 1])?;
+        c.send(next, 41, &[3i64, 3])?;
+        c.send(next, 40, &[2i64, 2])?;
+        // The other two are completed by the end of the scope.
+        s.wait(ra)
+    })
+    .map_err(e)?;
     ensure(a == [1, 1] && b == [2, 2] && d == [3, 3], || {
         format!("{a:?} {b:?} {d:?}")
     })
@@ -774,16 +797,16 @@ fn threads(c: &MpiComm) -> TestResult {
 /// whose sizes disagree between ranks.
 fn bad_arguments(c: &MpiComm) -> TestResult {
     let (r, p) = (c.rank(), c.size());
-    let err = c.isend(p, 0, &[1u8]).unwrap_err();
+    let err = c.send(p, 0, &[1u8]).unwrap_err();
     ensure(err == CommError::InvalidRank { rank: p, size: p }, || {
         format!("{err:?}")
     })?;
-    let err = c.isend(0, comm::MAX_USER_TAG + 1, &[1u8]).unwrap_err();
+    let err = c.send(0, comm::MAX_USER_TAG + 1, &[1u8]).unwrap_err();
     ensure(matches!(err, CommError::InvalidTag { .. }), || {
         format!("{err:?}")
     })?;
     let mut b = [0u8];
-    ensure(c.irecv(p + 3, 0, &mut b).is_err(), || {
+    ensure(c.recv(p + 3, 0, &mut b).is_err(), || {
         "irecv bad rank".into()
     })?;
     let mut out = vec![0.0; 3];
@@ -861,11 +884,12 @@ fn barrier_and_misc(c: &MpiComm) -> TestResult {
     // Zero-length messages.
     let (r, p) = (c.rank(), c.size());
     let mut nothing: [u8; 0] = [];
-    let rq = c.irecv((r + p - 1) % p, 30, &mut nothing).map_err(e)?;
-    c.send((r + 1) % p, 30, &[] as &[u8]).map_err(e)?;
-    let mut rq = rq;
-    rq.wait().map_err(e)?;
-    Ok(())
+    comm::scope(c, |s| {
+        let rq = s.irecv((r + p - 1) % p, 30, &mut nothing)?;
+        c.send((r + 1) % p, 30, &[] as &[u8])?;
+        s.wait(rq)
+    })
+    .map_err(e)
 }
 
 fn abort_mode(panic: bool) -> ! {
@@ -927,20 +951,21 @@ fn big_mode() {
         let send = marked(n, r as u8);
         let mut recv = vec![0u8; n];
         let res = (|| {
-            let mut rq = c.irecv((r + p - 1) % p, 1, &mut recv)?;
-            c.send((r + 1) % p, 1, &send)?;
-            rq.wait()?;
-            drop(rq);
+            comm::scope(&c, |s| {
+                let rq = s.irecv((r + p - 1) % p, 1, &mut recv)?;
+                c.send((r + 1) % p, 1, &send)?;
+                s.wait(rq)
+            })?;
             Ok(check(&recv, ((r + p - 1) % p) as u8))
         })();
         report("p2p of 2^31 + 7 bytes", res);
         // Longer by one: truncation reported, nothing written.
         let res = (|| {
-            let mut rq = c.irecv((r + p - 1) % p, 2, &mut recv[..n - 1])?;
-            let sq = c.isend((r + 1) % p, 2, &send)?;
-            let err = rq.wait();
-            drop(rq);
-            drop(sq);
+            let err = comm::scope(&c, |s| {
+                let rq = s.irecv((r + p - 1) % p, 2, &mut recv[..n - 1])?;
+                s.isend((r + 1) % p, 2, &send)?;
+                Ok::<_, CommError>(s.wait(rq))
+            })?;
             Ok(
                 matches!(err, Err(CommError::MessageTruncated { got, .. }) if got == n)
                     && check(&recv, ((r + p - 1) % p) as u8),
@@ -995,11 +1020,12 @@ fn overflow_mode() -> ! {
         let (n_buf, n_msg) = (100_000, 300_000);
         let mut arena = vec![0xa5u8; n_buf + 300_000];
         let payload = vec![0x11u8; n_msg];
-        let mut rq = c.irecv(prev, 1, &mut arena[..n_buf]).map_err(e)?;
-        let sq = c.isend(next, 1, &payload).map_err(e)?;
-        let err = rq.wait();
-        drop(rq);
-        drop(sq);
+        let err = comm::scope(c, |s| {
+            let rq = s.irecv(prev, 1, &mut arena[..n_buf])?;
+            s.isend(next, 1, &payload)?;
+            Ok::<_, CommError>(s.wait(rq))
+        })
+        .map_err(e)?;
         let beyond = arena[n_buf..].iter().filter(|&&b| b != 0xa5).count();
         Ok((err, beyond))
     });

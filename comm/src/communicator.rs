@@ -177,19 +177,36 @@ pub trait RequestImpl: Send {
     fn test(&mut self) -> Result<bool>;
     /// Blocks until the request completes.
     fn wait(&mut self) -> Result<()>;
+    /// Called instead of [`wait`](Self::wait) when an incomplete request is
+    /// dropped while its thread unwinds from a panic, where waiting could
+    /// block on a peer that will never send. It must return only once the
+    /// backend no longer touches the buffer, or end the process. The
+    /// default waits.
+    fn abandon(&mut self) {
+        let _ = self.wait();
+    }
 }
 
-/// A non-blocking send or receive in flight.
+/// A non-blocking send or receive in flight, as a backend hands it out.
 ///
-/// The request borrows its buffer for `'a`, so the buffer cannot be touched
-/// or freed while the message may still be moving. Dropping a request that
-/// has not completed waits for it (and ignores its error); call
-/// [`Request::wait`] or [`wait_all`] to see errors.
-pub struct Request<'a> {
-    inner: Option<Box<dyn RequestImpl + 'a>>,
+/// A request does not borrow the buffer it moves: the `unsafe`
+/// [`Communicator::isend_raw`] / [`Communicator::irecv_raw`] that create one
+/// leave keeping the buffer alive to their caller. Safe code reaches
+/// non-blocking transfers through [`scope`](crate::scope()), whose requests
+/// cannot outlive their buffers, or through types that own both the buffers
+/// and the requests (the `halo` exchanger).
+///
+/// Dropping a request that has not completed waits for it (and ignores its
+/// error); call [`Request::wait`] or [`wait_all`] to see errors. While the
+/// thread unwinds from a panic it is abandoned instead
+/// ([`RequestImpl::abandon`]): the in-process backend drops it (its bytes
+/// move only when the receiver tests or waits), the MPI backend ends the
+/// job, which a panicking rank does anyway.
+pub struct Request {
+    inner: Option<Box<dyn RequestImpl>>,
 }
 
-impl std::fmt::Debug for Request<'_> {
+impl std::fmt::Debug for Request {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Request")
             .field("done", &self.inner.is_none())
@@ -197,9 +214,9 @@ impl std::fmt::Debug for Request<'_> {
     }
 }
 
-impl<'a> Request<'a> {
+impl Request {
     /// Wraps a backend request.
-    pub fn new(inner: Box<dyn RequestImpl + 'a>) -> Self {
+    pub fn new(inner: Box<dyn RequestImpl>) -> Self {
         Request { inner: Some(inner) }
     }
 
@@ -237,16 +254,20 @@ impl<'a> Request<'a> {
     }
 }
 
-impl Drop for Request<'_> {
+impl Drop for Request {
     fn drop(&mut self) {
         if let Some(r) = &mut self.inner {
-            let _ = r.wait();
+            if std::thread::panicking() {
+                r.abandon();
+            } else {
+                let _ = r.wait();
+            }
         }
     }
 }
 
 /// Waits for every request; returns the first error after trying them all.
-pub fn wait_all(reqs: &mut [Request<'_>]) -> Result<()> {
+pub fn wait_all(reqs: &mut [Request]) -> Result<()> {
     let mut first = None;
     for r in reqs.iter_mut() {
         if let Err(e) = r.wait() {
@@ -274,13 +295,43 @@ pub trait Communicator: Send {
     /// Collective: ranks with the same `Some(color)` form a new communicator,
     /// ordered by `(key, old rank)`; `None` opts out and gets `None` back.
     fn split(&self, color: Option<u32>, key: usize) -> Result<Option<Box<dyn Communicator>>>;
-    /// Starts sending `data` to `dest` with `tag`.
-    fn isend_bytes<'a>(&'a self, dest: usize, tag: u32, data: &'a [u8]) -> Result<Request<'a>>;
-    /// Starts receiving exactly `buf.len()` bytes from `src` with `tag`.
-    fn irecv_bytes<'a>(&'a self, src: usize, tag: u32, buf: &'a mut [u8]) -> Result<Request<'a>>;
+    /// Starts sending the `len` bytes at `data` to `dest` with `tag`.
+    ///
+    /// Safe code sends through [`scope`](crate::scope()) or
+    /// [`CommExt::send`].
+    ///
+    /// # Safety
+    /// `data` must be valid for reads of `len` bytes (any non-null, even
+    /// dangling, pointer when `len` is 0), and those bytes must not be
+    /// written or freed until the returned request has completed: until
+    /// [`Request::wait`] returns, [`Request::test`] returns `Ok(true)`,
+    /// [`wait_any`](Self::wait_any) reports it, or it is dropped (dropping
+    /// waits). Leaking the request (`std::mem::forget`, a reference cycle)
+    /// and then releasing the bytes is undefined behaviour: the backend may
+    /// still read them.
+    unsafe fn isend_raw(
+        &self,
+        dest: usize,
+        tag: u32,
+        data: *const u8,
+        len: usize,
+    ) -> Result<Request>;
+    /// Starts receiving exactly `len` bytes from `src` with `tag` into `buf`.
+    ///
+    /// Safe code receives through [`scope`](crate::scope()) or
+    /// [`CommExt::recv`].
+    ///
+    /// # Safety
+    /// `buf` must be valid for writes of `len` bytes (any non-null pointer
+    /// when `len` is 0), and nothing else may read, write or free them until
+    /// the returned request has completed (as for
+    /// [`isend_raw`](Self::isend_raw)). Leaking the request and then
+    /// releasing or touching the bytes is undefined behaviour: the backend
+    /// may still write them.
+    unsafe fn irecv_raw(&self, src: usize, tag: u32, buf: *mut u8, len: usize) -> Result<Request>;
     /// Blocks until one not-yet-complete request completes and returns its
     /// index, or `None` when all are already complete.
-    fn wait_any(&self, reqs: &mut [Request<'_>]) -> Result<Option<usize>>;
+    fn wait_any(&self, reqs: &mut [Request]) -> Result<Option<usize>>;
     /// Personalised all-to-all with per-rank byte counts and displacements.
     fn alltoallv_bytes(
         &self,
@@ -379,21 +430,19 @@ pub fn validate_v(
 /// Typed convenience methods, available on every [`Communicator`]
 /// (including `dyn Communicator`).
 pub trait CommExt: Communicator {
-    /// Starts sending a typed slice.
-    fn isend<'a, T: Elem>(&'a self, dest: usize, tag: u32, data: &'a [T]) -> Result<Request<'a>> {
-        self.isend_bytes(dest, tag, as_bytes(data))
-    }
-    /// Starts receiving into a typed slice (exactly its length).
-    fn irecv<'a, T: Elem>(&'a self, src: usize, tag: u32, buf: &'a mut [T]) -> Result<Request<'a>> {
-        self.irecv_bytes(src, tag, as_bytes_mut(buf))
-    }
-    /// Blocking send.
+    /// Blocking send of a typed slice.
     fn send<T: Elem>(&self, dest: usize, tag: u32, data: &[T]) -> Result<()> {
-        self.isend(dest, tag, data)?.wait()
+        let bytes = as_bytes(data);
+        // SAFETY: `bytes` stays borrowed for this whole call, and the request
+        // completes before it returns: waited here, or dropped (which
+        // waits) when starting it failed half-way.
+        unsafe { self.isend_raw(dest, tag, bytes.as_ptr(), bytes.len()) }?.wait()
     }
-    /// Blocking receive.
+    /// Blocking receive into a typed slice (exactly its length).
     fn recv<T: Elem>(&self, src: usize, tag: u32, buf: &mut [T]) -> Result<()> {
-        self.irecv(src, tag, buf)?.wait()
+        let bytes = as_bytes_mut(buf);
+        // SAFETY: as in `send`; `bytes` is exclusively borrowed for this call.
+        unsafe { self.irecv_raw(src, tag, bytes.as_mut_ptr(), bytes.len()) }?.wait()
     }
     /// All-to-all with `block` elements to and from every rank.
     fn alltoall<T: Elem>(&self, send: &[T], recv: &mut [T], block: usize) -> Result<()> {

@@ -2,10 +2,14 @@
 //! bookkeeping every distributed mechanism needs.
 //!
 //! - [`Communicator`] (with typed helpers in [`CommExt`]): rank and size,
-//!   barrier, [`split`](Communicator::split), non-blocking tagged
-//!   send/receive with [`wait_all`] / [`wait_any`](Communicator::wait_any),
+//!   barrier, [`split`](Communicator::split), tagged send/receive,
 //!   alltoall(v), the strided all-to-all (A2AW, [`Strided`] layouts),
 //!   allgather(v), broadcast and allreduce.
+//! - [`scope()`]: non-blocking sends and receives that cannot outlive their
+//!   buffers (the requests belong to the scope, which completes them before
+//!   it returns); the raw, `unsafe` form is
+//!   [`Communicator::isend_raw`] / [`irecv_raw`](Communicator::irecv_raw)
+//!   for types that own both their buffers and their requests.
 //! - [`local`]: the default backend, N ranks as threads of one process with
 //!   real message passing (matching by source and tag, non-blocking requests,
 //!   collectives built from messages). A rank that panics or returns an
@@ -25,10 +29,12 @@
 //! let sums = local::run(4, |c| {
 //!     let (r, p) = (c.rank(), c.size());
 //!     let mut got = [0.0f64];
-//!     let mut rx = c.irecv((r + p - 1) % p, 7, &mut got)?;
-//!     c.send((r + 1) % p, 7, &[r as f64])?;
-//!     rx.wait()?;
-//!     drop(rx);
+//!     let mine = [r as f64];
+//!     comm::scope(c, |s| {
+//!         s.irecv((r + p - 1) % p, 7, &mut got)?;
+//!         s.isend((r + 1) % p, 7, &mine)?;
+//!         Ok::<_, comm::CommError>(())
+//!     })?;
 //!     assert_eq!(got[0] as usize, (r + p - 1) % p);
 //!     let total = comm::exact::allreduce_exact_sum(c, &[r as f64, 0.1])?;
 //!     let max = c.allreduce_scalar(r as f64, ReduceOp::Max)?;
@@ -43,9 +49,11 @@ mod communicator;
 mod error;
 pub mod exact;
 pub mod grid;
+mod launcher;
 pub mod local;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+mod scope;
 
 pub use communicator::{
     as_bytes, as_bytes_mut, validate_peer, validate_tag, validate_v, wait_all, CommExt,
@@ -53,10 +61,14 @@ pub use communicator::{
 };
 pub use error::{CommError, Result};
 pub use grid::{BlockDecomposition, IndexBox, ProcessGrid};
+pub use launcher::{is_launched_by_mpirun, launcher_world_size};
+pub use scope::{scope, scope_in, Req, Scope, ScopeStore};
 
 /// Runs an application body `f` on every rank: on the MPI world when the
 /// process was started by `mpirun` (feature `mpi`), else on `ranks`
-/// in-process ranks. Returns rank 0's result in the process that holds rank
+/// in-process ranks. A build without the `mpi` feature that an MPI launcher
+/// started as one of several processes returns an error saying how to build
+/// with MPI, instead of running the whole job once per process. Returns rank 0's result in the process that holds rank
 /// 0 (`Some`) and `None` in the other MPI processes, or the first failure as
 /// text (the in-process backend names the failed rank; under MPI a failed
 /// rank prints its error and aborts the job, see `mpi::run`).
@@ -75,6 +87,10 @@ where
     if mpi::is_launched_by_mpirun() {
         let (rank, r) = mpi::run(|c| f(c).map(|r| (c.rank(), r)))?;
         return Ok((rank == 0).then_some(r));
+    }
+    #[cfg(not(feature = "mpi"))]
+    if let Some(size) = launcher_world_size().filter(|&n| n > 1) {
+        return Err(launcher::without_mpi_error(size));
     }
     let mut all = local::run(ranks, f).map_err(|e| e.reason)?;
     Ok(Some(all.swap_remove(0)))

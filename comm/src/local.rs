@@ -277,36 +277,51 @@ impl LocalComm {
     }
 }
 
-struct RecvReq<'a> {
-    comm: &'a LocalComm,
+/// A receive in flight. It owns a handle on the world, not a borrow of the
+/// communicator, so it may outlive the call that started it (as every
+/// [`Request`] may); the bytes are copied in on the thread that tests or
+/// waits for it.
+struct RecvReq {
+    world: Arc<World>,
+    /// World rank of the receiver.
+    me: usize,
+    ctx: u64,
     src: usize,
     tag: u32,
-    buf: &'a mut [u8],
+    buf: *mut u8,
+    len: usize,
 }
 
-impl RecvReq<'_> {
+// SAFETY: `buf` is only written through `&mut self` (one thread at a time);
+// the contract of `irecv_raw` keeps the bytes valid and untouched by anyone
+// else until this request completes, from whichever thread completes it.
+unsafe impl Send for RecvReq {}
+
+impl RecvReq {
     fn deliver(&mut self, e: Envelope) -> Result<()> {
-        if e.data.len() != self.buf.len() {
+        if e.data.len() != self.len {
             return Err(CommError::MessageTruncated {
                 src: self.src,
                 tag: self.tag,
-                expected: self.buf.len(),
+                expected: self.len,
                 got: e.data.len(),
             });
         }
-        self.buf.copy_from_slice(&e.data);
-        self.comm.world.recycle(e.data);
+        // SAFETY: `irecv_raw`'s contract: `buf` is valid for `len` bytes and
+        // nobody else touches them until this request completes (now).
+        unsafe { std::ptr::copy_nonoverlapping(e.data.as_ptr(), self.buf, self.len) };
+        self.world.recycle(e.data);
         Ok(())
     }
 }
 
-impl RequestImpl for RecvReq<'_> {
+impl RequestImpl for RecvReq {
     fn test(&mut self) -> Result<bool> {
-        let w = &self.comm.world;
+        let w = &self.world;
         w.check()?;
         let e = {
-            let mut q = lock(&w.mailboxes[self.comm.me()].queue);
-            World::take(&mut q, self.comm.ctx, self.src, self.tag)
+            let mut q = lock(&w.mailboxes[self.me].queue);
+            World::take(&mut q, self.ctx, self.src, self.tag)
         };
         match e {
             Some(e) => self.deliver(e).map(|_| true),
@@ -316,11 +331,28 @@ impl RequestImpl for RecvReq<'_> {
 
     fn wait(&mut self) -> Result<()> {
         let e = self
-            .comm
             .world
-            .wait_take(self.comm.me(), self.comm.ctx, self.src, self.tag)?;
+            .wait_take(self.me, self.ctx, self.src, self.tag)?;
         self.deliver(e)
     }
+
+    /// Nothing moves into the buffer unless this rank tests or waits, so an
+    /// abandoned receive simply stops; its message, if it comes, stays in
+    /// the mailbox.
+    fn abandon(&mut self) {}
+}
+
+/// The bytes of a raw send buffer as a slice.
+///
+/// # Safety
+/// `data` must be valid for reads of `len` bytes (any non-null pointer when
+/// `len` is 0) for the returned lifetime.
+unsafe fn raw_slice<'a>(data: *const u8, len: usize) -> &'a [u8] {
+    if len == 0 {
+        return &[];
+    }
+    // SAFETY: the caller's contract.
+    unsafe { std::slice::from_raw_parts(data, len) }
 }
 
 fn mix(mut x: u64) -> u64 {
@@ -374,26 +406,39 @@ impl Communicator for LocalComm {
         })))
     }
 
-    fn isend_bytes<'a>(&'a self, dest: usize, tag: u32, data: &'a [u8]) -> Result<Request<'a>> {
+    /// Sends are eager: the bytes are copied into the destination's mailbox
+    /// now, and the request is complete at once.
+    unsafe fn isend_raw(
+        &self,
+        dest: usize,
+        tag: u32,
+        data: *const u8,
+        len: usize,
+    ) -> Result<Request> {
         validate_peer(dest, self.size())?;
         validate_tag(tag)?;
-        self.send_ctx(self.ctx, dest, tag, data)?;
+        // SAFETY: the caller guarantees `len` readable bytes at `data`.
+        let bytes = unsafe { raw_slice(data, len) };
+        self.send_ctx(self.ctx, dest, tag, bytes)?;
         Ok(Request::completed())
     }
 
-    fn irecv_bytes<'a>(&'a self, src: usize, tag: u32, buf: &'a mut [u8]) -> Result<Request<'a>> {
+    unsafe fn irecv_raw(&self, src: usize, tag: u32, buf: *mut u8, len: usize) -> Result<Request> {
         validate_peer(src, self.size())?;
         validate_tag(tag)?;
         self.world.check()?;
         Ok(Request::new(Box::new(RecvReq {
-            comm: self,
+            world: self.world.clone(),
+            me: self.me(),
+            ctx: self.ctx,
             src,
             tag,
             buf,
+            len,
         })))
     }
 
-    fn wait_any(&self, reqs: &mut [Request<'_>]) -> Result<Option<usize>> {
+    fn wait_any(&self, reqs: &mut [Request]) -> Result<Option<usize>> {
         let mb = &self.world.mailboxes[self.me()];
         let start = Instant::now();
         loop {
@@ -732,7 +777,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wait_all;
     use num_complex::Complex64;
 
     #[test]
@@ -741,13 +785,12 @@ mod tests {
             if c.rank() == 0 {
                 // Receive in an order different from the send order.
                 let (mut a, mut b, mut x) = ([0u64; 2], [0u64; 2], [0u64; 1]);
-                let mut reqs = vec![
-                    c.irecv(2, 5, &mut a)?,
-                    c.irecv(1, 5, &mut b)?,
-                    c.irecv(1, 9, &mut x)?,
-                ];
-                wait_all(&mut reqs)?;
-                drop(reqs);
+                crate::scope(c, |s| {
+                    s.irecv(2, 5, &mut a)?;
+                    s.irecv(1, 5, &mut b)?;
+                    s.irecv(1, 9, &mut x)?;
+                    s.wait_all()
+                })?;
                 assert_eq!((a, b, x), ([20, 21], [10, 11], [19]));
                 // Two messages with the same (source, tag) arrive in order.
                 let (mut m1, mut m2) = ([0.0f64], [0.0f64]);
@@ -774,14 +817,21 @@ mod tests {
             if c.rank() == 0 {
                 let mut bufs = [[0u8; 4]; 3];
                 let [b1, b2, b3] = &mut bufs;
-                let mut reqs = vec![c.irecv(1, 0, b1)?, c.irecv(2, 0, b2)?, c.irecv(3, 0, b3)?];
                 let mut seen = vec![];
-                while let Some(i) = c.wait_any(&mut reqs)? {
-                    seen.push(i);
-                }
+                crate::scope(c, |s| {
+                    let handles = [s.irecv(1, 0, b1)?, s.irecv(2, 0, b2)?, s.irecv(3, 0, b3)?];
+                    while let Some((h, buf)) = s.wait_any_recv()? {
+                        let i = handles.iter().position(|&x| x == h).unwrap();
+                        // The buffer comes back holding the message.
+                        assert_eq!(buf, &[i as u8 + 1; 4]);
+                        seen.push(i);
+                    }
+                    // Each buffer is handed back once.
+                    assert!(s.wait_recv(handles[0]).is_err());
+                    Ok::<_, CommError>(())
+                })?;
                 seen.sort_unstable();
                 assert_eq!(seen, vec![0, 1, 2]);
-                drop(reqs);
                 assert_eq!(bufs, [[1; 4], [2; 4], [3; 4]]);
             } else {
                 c.send(0, 0, &[c.rank() as u8; 4])?;
@@ -903,11 +953,11 @@ mod tests {
             // User messages on the parent and the child do not mix.
             let peer = (sub.rank() + 1) % 3;
             let mut rx = [0u64];
-            let mut req = sub.irecv((sub.rank() + 2) % 3, 1, &mut rx)?;
-            c.send((r + 1) % 6, 1, &[99u64])?;
-            sub.send(peer, 1, &[r as u64])?;
-            req.wait()?;
-            drop(req);
+            crate::scope(&*sub, |s| {
+                s.irecv((sub.rank() + 2) % 3, 1, &mut rx)?;
+                c.send((r + 1) % 6, 1, &[99u64])?;
+                sub.send(peer, 1, &[r as u64])
+            })?;
             let mut px = [0u64];
             c.recv((r + 5) % 6, 1, &mut px)?;
             assert_eq!(px[0], 99);
@@ -997,10 +1047,10 @@ mod tests {
     #[test]
     fn bad_arguments_are_errors() {
         run(2, |c| {
-            let e = c.isend(2, 0, &[1u8]).unwrap_err();
+            let e = c.send(2, 0, &[1u8]).unwrap_err();
             assert_eq!(e, CommError::InvalidRank { rank: 2, size: 2 });
             assert!(matches!(
-                c.isend(0, crate::MAX_USER_TAG + 1, &[1u8]),
+                c.send(0, crate::MAX_USER_TAG + 1, &[1u8]),
                 Err(CommError::InvalidTag { .. })
             ));
             // Length mismatch between message and buffer.

@@ -71,10 +71,10 @@
 //! [`CommError::Invalid`] naming that rank, and no data moves. This adds
 //! one or two small collectives of latency per call, which matters for
 //! small latency-bound operations; a program that knows its sizes agree
-//! can turn the checks off with `COMM_MPI_CHECKS=0` in the environment
-//! (read by [`init`]) or [`MpiComm::disable_checks`] (inherited by `split`
-//! and [`MpiComm::cart_create`]); mismatched sizes are then undefined
-//! behaviour, as in C. Arguments that are wrong on one rank alone (a
+//! can turn the checks off with the `unsafe` [`MpiComm::disable_checks`]
+//! (inherited by `split` and [`MpiComm::cart_create`]), whose contract is
+//! that sizes always match; mismatched sizes are then undefined
+//! behaviour, as in C. No environment variable turns them off. Arguments that are wrong on one rank alone (a
 //! layout that overruns its buffer, a count array of the wrong length) are
 //! part of the agreed outcome in checked mode; without checks that rank
 //! returns early and the others may wait in the collective for ever.
@@ -88,11 +88,13 @@
 //! give [`CommError::Invalid`].
 //!
 //! **Requests.** Sends hand the caller's buffer to `MPI_Isend` without
-//! copying, and receives give MPI the caller's buffer directly; the
-//! [`Request`] waits for the transfer when dropped, which is what keeps the
-//! borrow sound. Do not `std::mem::forget` an MPI request (or leak it
-//! through an `Rc` cycle): the buffer would be released while MPI may
-//! still read or write it. [`Communicator::wait_any`] polls the pending
+//! copying, and receives give MPI the caller's buffer directly. That is why
+//! [`Communicator::isend_raw`] / [`irecv_raw`](Communicator::irecv_raw) are
+//! `unsafe`: their caller keeps the buffer alive until the request
+//! completes. Safe code goes through [`crate::scope()`], which owns the
+//! requests and completes them before the borrowed buffers can go, so a
+//! leaked request cannot leave MPI writing into freed memory. A request
+//! dropped before completion waits for it. [`Communicator::wait_any`] polls the pending
 //! requests in turn (the trait's [`Request`] hides the raw handles, so
 //! `MPI_Waitany` cannot be used, and receives from the rank itself have no
 //! MPI request); each `MPI_Test` also drives MPI's progress engine.
@@ -161,8 +163,6 @@ static INIT_THREAD: OnceLock<ThreadId> = OnceLock::new();
 static TAG_LIMIT: AtomicU32 = AtomicU32::new(32767);
 /// The self-message mailbox of `MPI_COMM_WORLD`.
 static WORLD_MAILBOX: OnceLock<Arc<Mailbox>> = OnceLock::new();
-/// Default of [`MpiComm::checks`] for new world handles.
-static DEFAULT_CHECKS: AtomicBool = AtomicBool::new(true);
 
 thread_local! {
     /// True while this thread holds a [`Guard`], so nested calls (a
@@ -557,9 +557,6 @@ pub fn init() -> Result<MpiUniverse> {
     let _ = INIT_THREAD.set(std::thread::current().id());
     SERIALIZE.store(threading < Threading::Multiple, Ordering::Relaxed);
     FUNNELED.store(threading < Threading::Serialized, Ordering::Relaxed);
-    if let Ok("0" | "false" | "off") = std::env::var("COMM_MPI_CHECKS").as_deref() {
-        DEFAULT_CHECKS.store(false, Ordering::Relaxed);
-    }
     let u = MpiUniverse {
         universe: Some(universe),
         threading,
@@ -605,16 +602,7 @@ pub fn init() -> Result<MpiUniverse> {
 /// Lets a program pick this backend under a launcher and the in-process
 /// backend otherwise.
 pub fn is_launched_by_mpirun() -> bool {
-    [
-        "OMPI_COMM_WORLD_SIZE",
-        "PMI_SIZE",
-        "PMI_RANK",
-        "PMIX_RANK",
-        "MV2_COMM_WORLD_SIZE",
-        "MPI_LOCALNRANKS",
-    ]
-    .iter()
-    .any(|v| std::env::var_os(v).is_some())
+    crate::launcher::is_launched_by_mpirun()
 }
 
 /// Aborts every process of the MPI job with `code` (`MPI_Abort` on
@@ -715,7 +703,7 @@ impl MpiComm {
             rank: 0,
             size: 1,
             owned: false,
-            checks: DEFAULT_CHECKS.load(Ordering::Relaxed),
+            checks: true,
             mailbox: WORLD_MAILBOX.get_or_init(Default::default).clone(),
             _not_sync: PhantomData,
         };
@@ -768,8 +756,8 @@ impl MpiComm {
     }
 
     /// Whether collectives on this communicator check that every rank
-    /// passed matching sizes (on unless `COMM_MPI_CHECKS=0`; see the
-    /// [module documentation](self)).
+    /// passed matching sizes (on unless [`disable_checks`](Self::disable_checks)
+    /// was called; see the [module documentation](self)).
     pub fn checks(&self) -> bool {
         self.checks
     }
@@ -1025,21 +1013,22 @@ enum Pending {
     Done,
 }
 
-/// A send or receive in flight.
-struct MpiRequest<'a> {
+/// A send or receive in flight. It holds raw handles and the buffer's
+/// address only: the contract of `isend_raw` / `irecv_raw` keeps the buffer
+/// alive until it completes.
+struct MpiRequest {
     pending: Pending,
-    /// The buffer MPI reads or writes stays borrowed while this lives.
-    _buf: PhantomData<&'a mut [u8]>,
 }
 
 // SAFETY: as for `MpiComm`: MPI handles name process-wide objects and every
 // MPI call goes through `enter()`; the mailbox is shared through a mutex;
-// the buffer pointer comes from the (exclusive, for receives) borrow of
-// `'a` that this request represents, and the request is used by one
-// thread at a time (`&mut self`).
-unsafe impl Send for MpiRequest<'_> {}
+// the buffer pointer is covered by the contract of `isend_raw` /
+// `irecv_raw` (valid, and for receives touched by nobody else, until the
+// request completes), and the request is used by one thread at a time
+// (`&mut self`).
+unsafe impl Send for MpiRequest {}
 
-impl MpiRequest<'_> {
+impl MpiRequest {
     fn done(&self) -> bool {
         matches!(self.pending, Pending::Done)
     }
@@ -1061,8 +1050,8 @@ impl MpiRequest<'_> {
                 got: msg.len(),
             });
         }
-        // SAFETY: `buf` is the start of the `len`-byte buffer exclusively
-        // borrowed for `'a`, which this request still represents.
+        // SAFETY: `buf` is the start of the `len`-byte buffer that the
+        // contract of `irecv_raw` keeps valid and ours until completion.
         unsafe { std::ptr::copy_nonoverlapping(msg.as_ptr(), buf, len) };
         Ok(())
     }
@@ -1111,7 +1100,7 @@ impl MpiRequest<'_> {
     }
 }
 
-impl RequestImpl for MpiRequest<'_> {
+impl RequestImpl for MpiRequest {
     fn test(&mut self) -> Result<bool> {
         match &mut self.pending {
             Pending::Done => Ok(true),
@@ -1151,9 +1140,27 @@ impl RequestImpl for MpiRequest<'_> {
             }
         }
     }
+
+    /// A rank unwinding from a panic with a transfer in flight cannot wait
+    /// (the peer may never answer) nor release the buffer while MPI may use
+    /// it; `mpi::run` would abort the job for the panic anyway, so abort
+    /// now, with a message.
+    fn abandon(&mut self) {
+        if let Pending::Mpi { .. } = self.pending {
+            if self.test().unwrap_or(false) {
+                return;
+            }
+            if STATE.load(Ordering::Acquire) == STATE_LIVE {
+                eprintln!(
+                    "comm::mpi: a rank panicked with an MPI transfer in flight; aborting the job"
+                );
+                abort(70);
+            }
+        }
+    }
 }
 
-impl Drop for MpiRequest<'_> {
+impl Drop for MpiRequest {
     fn drop(&mut self) {
         // `Request` waits before dropping us, so this only runs when that
         // wait could not reach MPI. After finalisation nothing moves any
@@ -1210,22 +1217,35 @@ impl Communicator for MpiComm {
 
     /// A send to this rank itself is copied into the communicator's mailbox
     /// and complete at once; others start `MPI_Isend` on `data`.
-    fn isend_bytes<'a>(&'a self, dest: usize, tag: u32, data: &'a [u8]) -> Result<Request<'a>> {
+    unsafe fn isend_raw(
+        &self,
+        dest: usize,
+        tag: u32,
+        data: *const u8,
+        len: usize,
+    ) -> Result<Request> {
         validate_peer(dest, self.size)?;
         self.check_tag(tag)?;
         if dest == self.rank {
-            self.mailbox.post(tag, data);
+            let bytes = if len == 0 {
+                &[][..]
+            } else {
+                // SAFETY: the caller guarantees `len` readable bytes.
+                unsafe { std::slice::from_raw_parts(data, len) }
+            };
+            self.mailbox.post(tag, bytes);
             return Ok(Request::completed());
         }
         let _g = enter()?;
-        let (dt, n) = Dt::exact_bytes(data.len())?;
+        let (dt, n) = Dt::exact_bytes(len)?;
         let mut raw = request_null();
-        // SAFETY: `n` elements of `dt` are exactly `data`, which stays
-        // borrowed (unmoved, unfreed) until the returned request completes:
-        // `Request` waits on drop. `dt` may be freed once the send started.
+        // SAFETY: `n` elements of `dt` are exactly the `len` bytes at
+        // `data`, which the caller keeps valid and unmodified until the
+        // returned request completes (contract of `isend_raw`). `dt` may be
+        // freed once the send started.
         let rc = unsafe {
             ffi::MPI_Isend(
-                data.as_ptr().cast::<c_void>(),
+                data.cast::<c_void>(),
                 n,
                 dt.raw,
                 dest as c_int,
@@ -1237,13 +1257,12 @@ impl Communicator for MpiComm {
         check("MPI_Isend", rc)?;
         Ok(Request::new(Box::new(MpiRequest {
             pending: Pending::Mpi { raw, recv: None },
-            _buf: PhantomData,
         })))
     }
 
     /// A receive from another rank starts `MPI_Irecv` into `buf`; one from
     /// this rank itself waits for its mailbox.
-    fn irecv_bytes<'a>(&'a self, src: usize, tag: u32, buf: &'a mut [u8]) -> Result<Request<'a>> {
+    unsafe fn irecv_raw(&self, src: usize, tag: u32, buf: *mut u8, len: usize) -> Result<Request> {
         validate_peer(src, self.size)?;
         self.check_tag(tag)?;
         if src == self.rank {
@@ -1252,21 +1271,20 @@ impl Communicator for MpiComm {
                     mailbox: self.mailbox.clone(),
                     src,
                     tag,
-                    buf: buf.as_mut_ptr(),
-                    len: buf.len(),
+                    buf,
+                    len,
                 },
-                _buf: PhantomData,
             })));
         }
         let _g = enter()?;
-        let (dt, n) = Dt::exact_bytes(buf.len())?;
+        let (dt, n) = Dt::exact_bytes(len)?;
         let mut raw = request_null();
-        // SAFETY: `n` elements of `dt` are exactly `buf`, which stays
-        // mutably borrowed until the returned request completes (`Request`
-        // waits on drop), so nothing else touches it meanwhile.
+        // SAFETY: `n` elements of `dt` are exactly the `len` bytes at `buf`,
+        // which the caller keeps valid and untouched until the returned
+        // request completes (contract of `irecv_raw`).
         let rc = unsafe {
             ffi::MPI_Irecv(
-                buf.as_mut_ptr().cast::<c_void>(),
+                buf.cast::<c_void>(),
                 n,
                 dt.raw,
                 src as c_int,
@@ -1279,15 +1297,14 @@ impl Communicator for MpiComm {
         Ok(Request::new(Box::new(MpiRequest {
             pending: Pending::Mpi {
                 raw,
-                recv: Some((src, tag, buf.len())),
+                recv: Some((src, tag, len)),
             },
-            _buf: PhantomData,
         })))
     }
 
     /// Polls the pending requests with `MPI_Test` in turn (yielding the
     /// thread between rounds after a short spin) until one completes.
-    fn wait_any(&self, reqs: &mut [Request<'_>]) -> Result<Option<usize>> {
+    fn wait_any(&self, reqs: &mut [Request]) -> Result<Option<usize>> {
         let mut rounds = 0u32;
         loop {
             let mut pending = false;

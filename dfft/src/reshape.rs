@@ -8,7 +8,7 @@
 
 use crate::layout::Layout;
 use crate::FftError;
-use comm::{CommExt, Communicator, Elem, IndexBox, ReduceOp, Request};
+use comm::{CommExt, Communicator, Elem, IndexBox, ReduceOp};
 use std::time::Instant;
 
 /// Tag of reshape messages.
@@ -453,54 +453,64 @@ impl<T: Elem> Reshape<T> {
         send_buf: &mut [T],
         recv_buf: &mut [T],
     ) -> Result<(), FftError> {
-        // Post every receive into its own region of the receive buffer.
-        let mut reqs: Vec<Request<'_>> = Vec::new();
-        let mut slots: Vec<(usize, *const T, usize)> = Vec::new();
-        let base = recv_buf.as_mut_ptr();
-        for &q in peers {
-            let n = self.recv_counts[q];
-            if n > 0 {
-                // SAFETY: the regions [displ, displ + n) of distinct peers are
-                // disjoint and inside `recv_buf`, which outlives the requests;
-                // each slice is the only reference to its region until its
-                // request completes.
-                let ptr = unsafe { base.add(self.recv_displs[q]) };
-                // SAFETY: see above.
-                let region = unsafe { std::slice::from_raw_parts_mut(ptr, n) };
-                reqs.push(comm.irecv(q, TAG, region)?);
-                slots.push((q, ptr.cast_const(), n));
-            }
-        }
+        let recv_regions = regions(recv_buf, &self.recv_displs, &self.recv_counts);
+        let send_regions = regions(send_buf, &self.send_displs, &self.send_counts);
         let pipelined = self.protocol == Protocol::P2pPipelined;
-        let sbase = send_buf.as_mut_ptr();
-        let mut sends = Vec::new();
-        for &q in peers {
-            let n = self.send_counts[q];
-            if n == 0 {
-                continue;
+        comm::scope(comm, |s| {
+            // Post every receive into its own region of the receive buffer.
+            let mut from = Vec::with_capacity(peers.len());
+            let mut recv_regions = recv_regions;
+            for &q in peers {
+                if let Some(region) = recv_regions[q].take() {
+                    s.irecv(q, TAG, region)?;
+                    from.push(q);
+                }
             }
-            // SAFETY: as for the receives: disjoint regions of `send_buf`,
-            // which lives until every send request has completed below.
-            let region =
-                unsafe { std::slice::from_raw_parts_mut(sbase.add(self.send_displs[q]), n) };
-            self.pack_into(input, q, region);
-            if pipelined {
-                // Non-blocking: the next destination is packed while this
-                // message is in flight.
-                sends.push(comm.isend(q, TAG, &*region)?);
-            } else {
-                comm.send(q, TAG, &*region)?;
+            let mut send_regions = send_regions;
+            for &q in peers {
+                let Some(region) = send_regions[q].take() else {
+                    continue;
+                };
+                self.pack_into(input, q, region);
+                if pipelined {
+                    // Non-blocking: the next destination is packed while
+                    // this message is in flight.
+                    s.isend(q, TAG, region)?;
+                } else {
+                    comm.send(q, TAG, region)?;
+                }
             }
-        }
-        self.keep(input, output);
-        while let Some(k) = comm.wait_any(&mut reqs)? {
-            reqs[k].wait()?;
-            let (q, ptr, n) = slots[k];
-            // SAFETY: request k completed and released its slice.
-            let buf = unsafe { std::slice::from_raw_parts(ptr, n) };
-            self.unpack_from(buf, q, output);
-        }
-        comm::wait_all(&mut sends)?;
-        Ok(())
+            self.keep(input, output);
+            while let Some((r, buf)) = s.wait_any_recv()? {
+                self.unpack_from(buf, from[r.index()], output);
+            }
+            Ok::<_, FftError>(())
+        })
     }
+}
+
+/// The non-empty blocks `buf[displs[q]..displs[q] + counts[q]]` as separate
+/// mutable slices, indexed by rank (`None` for empty blocks). The blocks
+/// must be disjoint and lie in ascending order, as the prefix sums of the
+/// counts that the plan uses as displacements do.
+fn regions<'b, T>(
+    mut buf: &'b mut [T],
+    displs: &[usize],
+    counts: &[usize],
+) -> Vec<Option<&'b mut [T]>> {
+    let mut out = Vec::with_capacity(counts.len());
+    let mut at = 0;
+    for (&d, &n) in displs.iter().zip(counts) {
+        if n == 0 {
+            out.push(None);
+            continue;
+        }
+        debug_assert!(d >= at, "blocks overlap or are out of order");
+        let (_, rest) = std::mem::take(&mut buf).split_at_mut(d - at);
+        let (block, rest) = rest.split_at_mut(n);
+        out.push(Some(block));
+        buf = rest;
+        at = d + n;
+    }
+    out
 }

@@ -4,7 +4,7 @@
 use crate::field::{FieldLayout, HaloData};
 use crate::topology::{dir_index, Topology};
 use crate::HaloError;
-use comm::{CommExt, Communicator, Elem, Request};
+use comm::{as_bytes, as_bytes_mut, Communicator, Elem, Request};
 use std::time::{Duration, Instant};
 
 /// Largest channel number: tags are `channel * 27 + direction`, kept below
@@ -33,11 +33,36 @@ pub struct ExchangeStats {
 /// The buffers and bookkeeping for exchanging a fixed set of fields (a fixed
 /// total number of components) on one topology.
 ///
-/// Built once; every exchange reuses its buffers (no allocation per
-/// exchange). One message per neighbour carries every component of every
-/// field. An exchanger has one exchange in flight at most: [`post`] borrows
-/// it mutably until the returned [`Pending`] is finished, so posting twice
-/// or finishing twice does not compile.
+/// Built once; every exchange reuses its buffers. One message per neighbour
+/// carries every component of every field. An exchanger has one exchange
+/// in flight at most: [`post`] borrows it mutably until the returned
+/// [`Pending`] is finished, so posting twice or finishing twice does not
+/// compile:
+///
+/// ```compile_fail
+/// # use halo::{Exchanger, Field, Topology};
+/// # fn f(ex: &mut Exchanger, c: &dyn comm::Communicator, u: &mut Field<f64>) -> Result<(), halo::HaloError> {
+/// let first = ex.post(c, &mut [&mut *u])?;
+/// let second = ex.post(c, &mut [&mut *u])?; // error: `*ex` is already borrowed
+/// # first.finish(&mut [&mut *u])?; second.finish(&mut [&mut *u])
+/// # }
+/// ```
+///
+/// ```compile_fail
+/// # use halo::{Exchanger, Field, Topology};
+/// # fn f(ex: &mut Exchanger, c: &dyn comm::Communicator, u: &mut Field<f64>) -> Result<(), halo::HaloError> {
+/// let pending = ex.post(c, &mut [&mut *u])?;
+/// pending.finish(&mut [&mut *u])?;
+/// pending.finish(&mut [&mut *u]) // error: use of moved value `pending`
+/// # }
+/// ```
+///
+/// The exchanger owns the buffers the messages move through *and* the
+/// requests in flight, so no misuse of safe code can leave a transfer
+/// writing into freed memory: a [`Pending`] that is dropped waits for its
+/// messages; one that is leaked (`std::mem::forget`) leaves them with the
+/// exchanger, whose next [`post`] completes them (and reports the leak as
+/// an error) and whose drop waits for them.
 ///
 /// [`post`]: Exchanger::post
 #[derive(Debug)]
@@ -47,7 +72,22 @@ pub struct Exchanger<T: Elem = f64> {
     channel: u16,
     send: Vec<Vec<T>>,
     recv: Vec<Vec<T>>,
+    /// Receives in flight, one per remote neighbour (in `recv_of` order).
+    recvs: Vec<Request>,
+    /// The neighbour index of each receive.
+    recv_of: Vec<usize>,
+    /// Sends in flight.
+    sends: Vec<Request>,
     stats: ExchangeStats,
+}
+
+impl<T: Elem> Drop for Exchanger<T> {
+    fn drop(&mut self) {
+        // The requests go before the buffers they move bytes through (each
+        // waits, or is abandoned while unwinding, see `comm::Request`).
+        self.recvs.clear();
+        self.sends.clear();
+    }
 }
 
 impl<T: Elem + Default> Exchanger<T> {
@@ -83,6 +123,9 @@ impl<T: Elem + Default> Exchanger<T> {
                 .iter()
                 .map(|n| vec![T::default(); size(n)])
                 .collect(),
+            recvs: Vec::with_capacity(topo.neighbors().len()),
+            recv_of: Vec::with_capacity(topo.neighbors().len()),
+            sends: Vec::with_capacity(topo.neighbors().len()),
             stats: ExchangeStats::default(),
         })
     }
@@ -124,6 +167,19 @@ impl<T: Elem> Exchanger<T> {
         Ok(())
     }
 
+    /// Completes the transfers of an exchange whose [`Pending`] was leaked;
+    /// true if there were any.
+    fn drain(&mut self) -> bool {
+        let leaked = !self.recvs.is_empty() || !self.sends.is_empty();
+        // Errors of a transfer nobody waits for any more do not matter.
+        let _ = comm::wait_all(&mut self.recvs);
+        let _ = comm::wait_all(&mut self.sends);
+        self.recvs.clear();
+        self.recv_of.clear();
+        self.sends.clear();
+        leaked
+    }
+
     /// Packs the owned boundary cells of `fields`, sends them, posts the
     /// receives, and fills the ghost cells whose neighbour is this rank
     /// itself (periodic axes with one rank) by local copies. The fields may
@@ -131,12 +187,25 @@ impl<T: Elem> Exchanger<T> {
     /// come by message are written by [`Pending::finish`], which must be
     /// given the same fields in the same order. Values are those of the
     /// owned cells at `post`.
+    ///
+    /// # Errors
+    /// [`HaloError::Invalid`] when the fields do not match the exchanger or
+    /// the communicator is not the topology's, and when the previous
+    /// exchange's [`Pending`] was leaked instead of finished or dropped
+    /// (its transfers are completed first, so the next `post` works).
     pub fn post<'a, F: HaloData<T> + ?Sized>(
         &'a mut self,
         comm: &'a dyn Communicator,
         fields: &mut [&mut F],
     ) -> Result<Pending<'a, T>, HaloError> {
         let t0 = Instant::now();
+        if self.drain() {
+            return Err(HaloError::Invalid(
+                "the previous exchange was neither finished nor dropped (its Pending was \
+                 leaked); its messages have been received and discarded"
+                    .into(),
+            ));
+        }
         let layouts: Vec<FieldLayout> = fields.iter().map(|f| f.layout()).collect();
         self.check_fields(&layouts)?;
         if comm.rank() != self.topo.rank() {
@@ -151,29 +220,37 @@ impl<T: Elem> Exchanger<T> {
             topo,
             send,
             recv,
+            recvs,
+            recv_of,
+            sends,
             stats,
             channel,
-            ..
+            components,
         } = self;
-        let mut reqs = Vec::with_capacity(send.len());
-        let mut slots = Vec::with_capacity(send.len());
         // Receives first, so messages can land as soon as they are sent.
         for (i, (nb, buf)) in topo.neighbors().iter().zip(recv.iter_mut()).enumerate() {
             if nb.rank != me {
                 // The neighbour sends toward us, i.e. in direction -offset.
                 let tag = u32::from(*channel) * 27 + dir_index(nb.offset.map(|x| -x)) as u32;
-                let (ptr, len) = (buf.as_mut_ptr(), buf.len());
-                // SAFETY: `ptr` points to `len` initialised values owned by
-                // `recv`, which stays exclusively borrowed for 'a through
-                // `Pending`; the slice is the only live reference to them
-                // until its request completes and drops it.
-                let slice = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
-                reqs.push(comm.irecv(nb.rank, tag, slice)?);
-                slots.push(RecvSlot {
-                    neighbor: i,
-                    ptr,
-                    len,
-                });
+                let bytes = as_bytes_mut(buf.as_mut_slice());
+                // SAFETY: the buffer is owned by the exchanger, which owns
+                // the request too: it is neither freed (the exchanger's drop
+                // completes the requests first) nor touched (only `finish`
+                // reads it, after the request completed; `post` drains
+                // leftover requests before repacking) until the request
+                // completes.
+                let r = unsafe { comm.irecv_raw(nb.rank, tag, bytes.as_mut_ptr(), bytes.len()) };
+                match r {
+                    Ok(r) => {
+                        recvs.push(r);
+                        recv_of.push(i);
+                    }
+                    Err(e) => {
+                        recvs.clear();
+                        recv_of.clear();
+                        return Err(e.into());
+                    }
+                }
             }
         }
         for (nb, buf) in topo.neighbors().iter().zip(send.iter_mut()) {
@@ -189,15 +266,27 @@ impl<T: Elem> Exchanger<T> {
                 }
             }
         }
-        let mut sends = Vec::with_capacity(send.len());
         for (nb, buf) in topo.neighbors().iter().zip(send.iter()) {
             if nb.rank != me {
                 let tag = u32::from(*channel) * 27 + dir_index(nb.offset) as u32;
-                sends.push(comm.isend(nb.rank, tag, buf.as_slice())?);
+                let bytes = as_bytes(buf.as_slice());
+                // SAFETY: as for the receives: the exchanger owns the buffer
+                // and the request, and writes the buffer again only in a
+                // later `post`, after these sends completed.
+                let r = unsafe { comm.isend_raw(nb.rank, tag, bytes.as_ptr(), bytes.len()) };
+                match r {
+                    Ok(r) => sends.push(r),
+                    Err(e) => {
+                        recvs.clear();
+                        recv_of.clear();
+                        sends.clear();
+                        return Err(e.into());
+                    }
+                }
                 stats.messages += 1;
                 stats.values_sent += buf.len() as u64;
             } else {
-                stats.values_copied += (nb.send.len() * self.components) as u64;
+                stats.values_copied += (nb.send.len() * *components) as u64;
             }
         }
         // Local copies: the self-neighbour in direction `o` fills its ghosts
@@ -221,13 +310,8 @@ impl<T: Elem> Exchanger<T> {
         stats.post_time += t0.elapsed();
         Ok(Pending {
             comm,
-            topo,
+            ex: self,
             layouts,
-            recvs: reqs,
-            slots,
-            sends,
-            stats,
-            _recv: std::marker::PhantomData,
         })
     }
 
@@ -243,25 +327,28 @@ impl<T: Elem> Exchanger<T> {
     }
 }
 
-/// An exchange in flight, returned by [`Exchanger::post`].
+/// An exchange in flight, returned by [`Exchanger::post`]. Dropping it
+/// without [`finish`](Self::finish) waits for its messages and leaves the
+/// ghost cells they would have filled unchanged.
 #[must_use = "an exchange in flight must be finished to fill the ghost cells"]
 pub struct Pending<'a, T: Elem> {
     comm: &'a dyn Communicator,
-    topo: &'a Topology,
+    ex: &'a mut Exchanger<T>,
     layouts: Vec<FieldLayout>,
-    recvs: Vec<Request<'a>>,
-    slots: Vec<RecvSlot<T>>,
-    sends: Vec<Request<'a>>,
-    stats: &'a mut ExchangeStats,
-    _recv: std::marker::PhantomData<&'a mut [Vec<T>]>,
 }
 
 impl<T: Elem> std::fmt::Debug for Pending<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pending")
-            .field("rank", &self.topo.rank())
-            .field("receives", &self.recvs.len())
+            .field("rank", &self.ex.topo.rank())
+            .field("receives", &self.ex.recvs.len())
             .finish()
+    }
+}
+
+impl<T: Elem> Drop for Pending<'_, T> {
+    fn drop(&mut self) {
+        self.ex.drain();
     }
 }
 
@@ -282,21 +369,10 @@ fn unpack_into<T: Elem, F: HaloData<T> + ?Sized>(
     }
 }
 
-/// Where the message of one pending receive lands.
-#[derive(Debug)]
-struct RecvSlot<T> {
-    neighbor: usize,
-    ptr: *mut T,
-    len: usize,
-}
-
 impl<T: Elem> Pending<'_, T> {
     /// Waits for the messages and unpacks them (each as it arrives) into the
     /// ghost cells of `fields`, which must be the fields given to `post`.
-    pub fn finish<F: HaloData<T> + ?Sized>(
-        mut self,
-        fields: &mut [&mut F],
-    ) -> Result<(), HaloError> {
+    pub fn finish<F: HaloData<T> + ?Sized>(self, fields: &mut [&mut F]) -> Result<(), HaloError> {
         let layouts: Vec<FieldLayout> = fields.iter().map(|f| f.layout()).collect();
         if layouts != self.layouts {
             return Err(HaloError::Invalid(format!(
@@ -304,31 +380,31 @@ impl<T: Elem> Pending<'_, T> {
                 self.layouts
             )));
         }
-        let nbs = self.topo.neighbors();
+        let ex = &mut *self.ex;
+        let nbs = ex.topo.neighbors();
         let mut unpack_time = Duration::ZERO;
         let mut wait_time = Duration::ZERO;
         loop {
             let t = Instant::now();
-            let Some(k) = self.comm.wait_any(&mut self.recvs)? else {
+            let Some(k) = self.comm.wait_any(&mut ex.recvs)? else {
                 break;
             };
-            // A completed request has released its buffer.
-            self.recvs[k].wait()?;
             wait_time += t.elapsed();
             let t = Instant::now();
-            let slot = &self.slots[k];
-            // SAFETY: request `k` is complete, so the mutable slice it held is
-            // gone; the buffer is initialised, lives for 'a and nothing else
-            // refers to it.
-            let buf = unsafe { std::slice::from_raw_parts(slot.ptr.cast_const(), slot.len) };
-            unpack_into(fields, &nbs[slot.neighbor], buf);
+            let i = ex.recv_of[k];
+            // Request `k` has completed: the backend is done with the buffer.
+            unpack_into(fields, &nbs[i], &ex.recv[i]);
             unpack_time += t.elapsed();
         }
         let t = Instant::now();
-        comm::wait_all(&mut self.sends)?;
+        let sent = comm::wait_all(&mut ex.sends);
         wait_time += t.elapsed();
-        self.stats.wait_time += wait_time;
-        self.stats.unpack_time += unpack_time;
+        ex.recvs.clear();
+        ex.recv_of.clear();
+        ex.sends.clear();
+        ex.stats.wait_time += wait_time;
+        ex.stats.unpack_time += unpack_time;
+        sent?;
         Ok(())
     }
 }

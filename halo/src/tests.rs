@@ -288,6 +288,55 @@ fn overlapped_exchange_allows_reading_while_in_flight() {
     .unwrap();
 }
 
+/// A `Pending` that is dropped waits for its messages; one that is leaked
+/// leaves them with the exchanger: the next `post` completes them, says so,
+/// and the exchange after it is correct again. Dropping an exchanger whose
+/// `Pending` was leaked waits for its transfers (no write into freed
+/// buffers: the in-process backend would otherwise still deliver into them
+/// when the next exchange's receive matches an old message).
+#[test]
+fn dropped_and_leaked_exchanges_leave_the_exchanger_usable() {
+    let grid = ProcessGrid::new([3, 1, 1], [true; 3]).unwrap();
+    local::run(3, |comm| {
+        let dec = BlockDecomposition::new([12, 5, 5], grid)?;
+        let topo = Topology::new(comm, &dec, HaloSpec::uniform(1, Neighborhood::Faces))?;
+        let b = topo.owned();
+        let ghost = |u: &Field<f64>| u.get(0, [0, 1, 1]);
+        let expect = |step: f64| tag(0, [(b.lo[0] + 11) % 12, 0, 0]) + step;
+        let mut u = Field::<f64>::new(topo.layout(1));
+        let mut ex = Exchanger::new(&topo, 1, 0)?;
+        // Step 0: post, then drop without finishing.
+        u.fill_owned(0, &b, |p| tag(0, p));
+        drop(ex.post(comm, &mut [&mut u])?);
+        assert_eq!(
+            ghost(&u),
+            0.0,
+            "a dropped exchange fills no ghost by message"
+        );
+        // Step 1: post, then leak.
+        u.fill_owned(0, &b, |p| tag(0, p) + 1.0);
+        std::mem::forget(ex.post(comm, &mut [&mut u])?);
+        let err = ex.post(comm, &mut [&mut u]).unwrap_err();
+        assert!(err.to_string().contains("leaked"), "{err}");
+        // Step 2: the exchanger works again, with this step's values.
+        u.fill_owned(0, &b, |p| tag(0, p) + 2.0);
+        ex.exchange(comm, &mut [&mut u])?;
+        assert_eq!(ghost(&u), expect(2.0));
+        // Step 3: leak, then drop the exchanger (its drop completes the
+        // transfers); a new exchanger on the same channel sees only its own
+        // messages.
+        u.fill_owned(0, &b, |p| tag(0, p) + 3.0);
+        std::mem::forget(ex.post(comm, &mut [&mut u])?);
+        drop(ex);
+        let mut ex = Exchanger::new(&topo, 1, 0)?;
+        u.fill_owned(0, &b, |p| tag(0, p) + 4.0);
+        ex.exchange(comm, &mut [&mut u])?;
+        assert_eq!(ghost(&u), expect(4.0));
+        Ok::<_, HaloError>(())
+    })
+    .unwrap();
+}
+
 #[test]
 fn errors_name_rank_axis_and_sizes() {
     // 10 cells over 4 ranks along axis 0: extents 3, 3, 2, 2.

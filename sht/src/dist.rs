@@ -55,6 +55,7 @@ const TAG_L: u32 = 0x5A2;
 
 /// Errors of the distributed transforms.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DistError {
     /// An error of the serial plan (grid parameters, buffer lengths).
     #[error(transparent)]

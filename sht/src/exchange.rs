@@ -5,7 +5,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use comm::{wait_all, CommExt, Communicator, Request, Strided};
+use comm::{CommExt, Communicator, Strided};
 use num_complex::Complex64;
 
 use crate::dist::DistError;
@@ -184,22 +184,23 @@ pub(crate) fn exchange(
             } else {
                 // The own block never touches the communicator.
                 scatter(&sbuf[sd[me]..sd[me] + sc[me]], &recv[me], dst);
-                let mut reqs: Vec<Request<'_>> = Vec::with_capacity(2 * p);
-                let mut rest: &mut [Complex64] = &mut rbuf[..nr];
-                for q in 0..p {
-                    let (head, tail) = rest.split_at_mut(rc[q]);
-                    rest = tail;
-                    if q != me && rc[q] > 0 {
-                        reqs.push(comm.irecv(q, tag, head)?);
+                let sbuf: &[Complex64] = sbuf;
+                comm::scope(comm, |s| {
+                    let mut rest: &mut [Complex64] = &mut rbuf[..nr];
+                    for q in 0..p {
+                        let (head, tail) = std::mem::take(&mut rest).split_at_mut(rc[q]);
+                        rest = tail;
+                        if q != me && rc[q] > 0 {
+                            s.irecv(q, tag, head)?;
+                        }
                     }
-                }
-                for q in 0..p {
-                    if q != me && sc[q] > 0 {
-                        reqs.push(comm.isend(q, tag, &sbuf[sd[q]..sd[q] + sc[q]])?);
+                    for q in 0..p {
+                        if q != me && sc[q] > 0 {
+                            s.isend(q, tag, &sbuf[sd[q]..sd[q] + sc[q]])?;
+                        }
                     }
-                }
-                wait_all(&mut reqs)?;
-                drop(reqs);
+                    s.wait_all()
+                })?;
             }
             for q in 0..p {
                 if alg == Algorithm::A2av || q != me {

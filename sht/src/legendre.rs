@@ -278,23 +278,13 @@ pub(crate) enum Simd {
 }
 
 impl Simd {
-    /// The name of the set.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Simd::Avx512 => "avx512",
-            Simd::Avx2 => "avx2",
-            Simd::Generic => "portable",
-        }
-    }
-
-    /// The set called `name`, if this build and this CPU support it.
-    pub(crate) fn by_name(name: &str) -> Option<Self> {
+    /// The set for `kernel`, or `None` when this build or this CPU lacks it.
+    pub(crate) fn for_kernel(kernel: crate::Kernel) -> Option<Self> {
         let best = Self::detect();
-        let want = match name {
-            "avx512" => Simd::Avx512,
-            "avx2" => Simd::Avx2,
-            "portable" => return Some(Simd::Generic),
-            _ => return None,
+        let want = match kernel {
+            crate::Kernel::Avx512 => Simd::Avx512,
+            crate::Kernel::Avx2 => Simd::Avx2,
+            crate::Kernel::Portable => return Some(Simd::Generic),
         };
         let rank = |s: Simd| match s {
             Simd::Avx512 => 2,
@@ -302,6 +292,15 @@ impl Simd {
             Simd::Generic => 0,
         };
         (rank(want) <= rank(best)).then_some(want)
+    }
+
+    /// The public name of the set.
+    pub(crate) fn kernel(self) -> crate::Kernel {
+        match self {
+            Simd::Avx512 => crate::Kernel::Avx512,
+            Simd::Avx2 => crate::Kernel::Avx2,
+            Simd::Generic => crate::Kernel::Portable,
+        }
     }
 
     /// The best set this CPU supports.

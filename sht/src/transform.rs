@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 
 use crate::legendre::{anal, coefficients, starts, synth, Order, QForm, Simd, Start};
-use crate::{batch, check_len, gauss_legendre, Parallelism, ShtError};
+use crate::{batch, check_len, gauss_legendre, Kernel, Parallelism, ShtError};
 
 const ZERO: Complex64 = Complex64::new(0.0, 0.0);
 
@@ -159,23 +159,30 @@ impl Sht {
         })
     }
 
-    /// The Legendre kernels in use: `"avx512"`, `"avx2"` or `"portable"`,
-    /// the best this CPU supports, chosen when the plan is made.
-    pub fn kernel(&self) -> &'static str {
-        self.simd.name()
+    /// The Legendre kernels in use; the best this CPU supports unless
+    /// [`set_kernel`](Self::set_kernel) chose others.
+    pub fn kernel(&self) -> Kernel {
+        self.simd.kernel()
     }
 
-    /// Switches to the kernels called `name` (see [`kernel`](Self::kernel))
-    /// if this build and this CPU support them; returns whether it did.
-    /// Every kernel gives the same bits (the same IEEE operations in the
-    /// same order), only the speed differs; this is here to test that.
-    pub fn set_kernel(&mut self, name: &str) -> bool {
-        match Simd::by_name(name) {
+    /// Switches to the Legendre kernels `kernel`. Every kernel gives the
+    /// same bits (the same IEEE operations in the same order), only the
+    /// speed differs; this is here to test that and to measure them.
+    ///
+    /// # Errors
+    /// [`ShtError::KernelUnavailable`] when this build or this CPU lacks
+    /// them (AVX-512 needs rustc >= 1.89 at build time and `avx512f` + `fma`
+    /// at run time, AVX2 `avx2` + `fma`); the kernels in use stay.
+    pub fn set_kernel(&mut self, kernel: Kernel) -> Result<(), ShtError> {
+        match Simd::for_kernel(kernel) {
             Some(s) => {
                 self.simd = s;
-                true
+                Ok(())
             }
-            None => false,
+            None => Err(ShtError::KernelUnavailable {
+                kernel,
+                best: Simd::detect().kernel(),
+            }),
         }
     }
 
