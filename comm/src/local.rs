@@ -10,8 +10,12 @@
 //! on the rank count, and every rank gets the same bits.
 //!
 //! **Failure.** [`run`] catches a panic or an `Err` returned by any rank and
-//! marks the world as failed; every pending or later operation on any rank
-//! then returns [`CommError::PeerFailed`] naming the first failed rank. A
+//! marks the world as failed; from then on every send, and every receive
+//! (or collective) that would have to wait for a message not yet there,
+//! returns [`CommError::PeerFailed`] naming the first failed rank. Messages
+//! that did arrive are still received, so a rank that can complete a
+//! collective with them does (a validation error agreed by a collective
+//! reaches every rank as that error, not as `PeerFailed`). A
 //! receive that waits longer than the deadlock limit (default 300 s,
 //! `COMM_TIMEOUT_SECS` in the environment or [`Options::timeout`]; 0 turns
 //! it off) returns [`CommError::Timeout`]. Nothing waits forever.
@@ -135,10 +139,14 @@ impl World {
         let start = Instant::now();
         let mut q = lock(&mb.queue);
         loop {
-            self.check()?;
+            // A message that has arrived is taken even when a peer has
+            // failed since: only a receive that would block fails, so
+            // every rank that can finish a step with the messages it has
+            // does, and reports the same error as the others after it.
             if let Some(e) = Self::take(&mut q, ctx, src, tag) {
                 return Ok(e);
             }
+            self.check()?;
             q = self.sleep(mb, q, start, me, || {
                 format!("a message from rank {src} with tag {tag}")
             })?;
@@ -318,14 +326,13 @@ impl RecvReq {
 impl RequestImpl for RecvReq {
     fn test(&mut self) -> Result<bool> {
         let w = &self.world;
-        w.check()?;
         let e = {
             let mut q = lock(&w.mailboxes[self.me].queue);
             World::take(&mut q, self.ctx, self.src, self.tag)
         };
         match e {
             Some(e) => self.deliver(e).map(|_| true),
-            None => Ok(false),
+            None => w.check().map(|()| false),
         }
     }
 
@@ -426,7 +433,6 @@ impl Communicator for LocalComm {
     unsafe fn irecv_raw(&self, src: usize, tag: u32, buf: *mut u8, len: usize) -> Result<Request> {
         validate_peer(src, self.size())?;
         validate_tag(tag)?;
-        self.world.check()?;
         Ok(Request::new(Box::new(RecvReq {
             world: self.world.clone(),
             me: self.me(),

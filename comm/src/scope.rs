@@ -1,47 +1,4 @@
-//! Non-blocking transfers that cannot outlive their buffers.
-//!
-//! [`scope`] runs a closure with a [`Scope`]: every send or receive started
-//! through it borrows its buffer for the lifetime `'s` of the whole
-//! [`scope`] call, and the scope itself owns the requests. The user holds
-//! only [`Req`] handles, so no request can be leaked: when the closure
-//! returns (or panics) every transfer still in flight is waited for before
-//! [`scope`] returns, in the manner of [`std::thread::scope`]. A receive
-//! that has completed hands its buffer back ([`Scope::wait_recv`],
-//! [`Scope::wait_any_recv`]), so it can be read inside the scope without
-//! `unsafe`.
-//!
-//! A buffer created inside the closure cannot be lent to the scope, and a
-//! request cannot escape it:
-//!
-//! ```compile_fail
-//! use comm::{local, CommExt, Communicator};
-//! local::run(1, |c| {
-//!     comm::scope(c, |s| {
-//!         let mut buf = [0u8; 4];
-//!         // error: `buf` does not live long enough
-//!         s.irecv(0, 1, &mut buf)?;
-//!         Ok::<_, comm::CommError>(())
-//!     })
-//! })
-//! .unwrap();
-//! ```
-//!
-//! Reading a receive buffer while the transfer may still be writing it does
-//! not compile either; it comes back from the scope once complete:
-//!
-//! ```compile_fail
-//! use comm::{local, Communicator};
-//! local::run(1, |c| {
-//!     let mut buf = [0u8; 4];
-//!     comm::scope(c, |s| {
-//!         s.irecv(0, 1, &mut buf)?;
-//!         // error: `buf` is mutably borrowed by the receive
-//!         let first = buf[0];
-//!         Ok::<_, comm::CommError>(())
-//!     })
-//! })
-//! .unwrap();
-//! ```
+//! Non-blocking transfers that cannot outlive their buffers: [`scope()`].
 
 use crate::communicator::{as_bytes, as_bytes_mut, Communicator, Elem, Request};
 use crate::error::{CommError, Result};
@@ -102,7 +59,7 @@ impl ScopeStore {
 type Invariant<'s> = fn(&'s ()) -> &'s ();
 
 /// Non-blocking transfers of elements of type `T` whose buffers are
-/// borrowed for `'s`; see [the module documentation](self).
+/// borrowed for `'s`; see [`scope()`].
 pub struct Scope<'s, T: Elem> {
     comm: &'s dyn Communicator,
     store: ScopeStore,
@@ -126,6 +83,49 @@ impl<T: Elem> std::fmt::Debug for Scope<'_, T> {
 }
 
 /// Runs `f` with a [`Scope`] for non-blocking transfers of `T` on `comm`.
+///
+/// Every send or receive started through the scope borrows its buffer for
+/// the lifetime `'s` of the whole call, and the scope itself owns the
+/// requests. The closure holds only [`Req`] handles, so no request can be
+/// leaked: when it returns (or panics) every transfer still in flight is
+/// completed before this function returns, in the manner of
+/// [`std::thread::scope`]. A receive
+/// that has completed hands its buffer back ([`Scope::wait_recv`],
+/// [`Scope::wait_any_recv`]), so it can be read inside the scope without
+/// `unsafe`.
+///
+/// A buffer created inside the closure cannot be lent to the scope, and a
+/// request cannot escape it:
+///
+/// ```compile_fail
+/// use comm::{local, CommExt, Communicator};
+/// local::run(1, |c| {
+///     comm::scope(c, |s| {
+///         let mut buf = [0u8; 4];
+///         // error: `buf` does not live long enough
+///         s.irecv(0, 1, &mut buf)?;
+///         Ok::<_, comm::CommError>(())
+///     })
+/// })
+/// .unwrap();
+/// ```
+///
+/// Reading a receive buffer while the transfer may still be writing it does
+/// not compile either; it comes back from the scope once complete:
+///
+/// ```compile_fail
+/// use comm::{local, Communicator};
+/// local::run(1, |c| {
+///     let mut buf = [0u8; 4];
+///     comm::scope(c, |s| {
+///         s.irecv(0, 1, &mut buf)?;
+///         // error: `buf` is mutably borrowed by the receive
+///         let first = buf[0];
+///         Ok::<_, comm::CommError>(())
+///     })
+/// })
+/// .unwrap();
+/// ```
 ///
 /// Every transfer still in flight when `f` returns is waited for before this
 /// returns (also when `f` panics). The result is `f`'s error if it failed,

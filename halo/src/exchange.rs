@@ -78,6 +78,8 @@ pub struct Exchanger<T: Elem = f64> {
     recv_of: Vec<usize>,
     /// Sends in flight.
     sends: Vec<Request>,
+    /// The layouts of the fields of the exchange in flight.
+    layouts: Vec<FieldLayout>,
     stats: ExchangeStats,
 }
 
@@ -126,6 +128,7 @@ impl<T: Elem + Default> Exchanger<T> {
             recvs: Vec::with_capacity(topo.neighbors().len()),
             recv_of: Vec::with_capacity(topo.neighbors().len()),
             sends: Vec::with_capacity(topo.neighbors().len()),
+            layouts: Vec::new(),
             stats: ExchangeStats::default(),
         })
     }
@@ -206,8 +209,14 @@ impl<T: Elem> Exchanger<T> {
                     .into(),
             ));
         }
-        let layouts: Vec<FieldLayout> = fields.iter().map(|f| f.layout()).collect();
-        self.check_fields(&layouts)?;
+        // The layouts of this exchange, kept in the exchanger (reused, and
+        // nothing for a leaked `Pending` to lose) for `finish` to compare.
+        let mut layouts = std::mem::take(&mut self.layouts);
+        layouts.clear();
+        layouts.extend(fields.iter().map(|f| f.layout()));
+        let checked = self.check_fields(&layouts);
+        self.layouts = layouts;
+        checked?;
         if comm.rank() != self.topo.rank() {
             return Err(HaloError::Invalid(format!(
                 "the topology belongs to rank {}, the communicator says rank {}",
@@ -226,6 +235,7 @@ impl<T: Elem> Exchanger<T> {
             stats,
             channel,
             components,
+            ..
         } = self;
         // Receives first, so messages can land as soon as they are sent.
         for (i, (nb, buf)) in topo.neighbors().iter().zip(recv.iter_mut()).enumerate() {
@@ -308,11 +318,7 @@ impl<T: Elem> Exchanger<T> {
         }
         stats.exchanges += 1;
         stats.post_time += t0.elapsed();
-        Ok(Pending {
-            comm,
-            ex: self,
-            layouts,
-        })
+        Ok(Pending { comm, ex: self })
     }
 
     /// A blocking exchange: [`post`](Self::post) then
@@ -334,7 +340,6 @@ impl<T: Elem> Exchanger<T> {
 pub struct Pending<'a, T: Elem> {
     comm: &'a dyn Communicator,
     ex: &'a mut Exchanger<T>,
-    layouts: Vec<FieldLayout>,
 }
 
 impl<T: Elem> std::fmt::Debug for Pending<'_, T> {
@@ -373,11 +378,15 @@ impl<T: Elem> Pending<'_, T> {
     /// Waits for the messages and unpacks them (each as it arrives) into the
     /// ghost cells of `fields`, which must be the fields given to `post`.
     pub fn finish<F: HaloData<T> + ?Sized>(self, fields: &mut [&mut F]) -> Result<(), HaloError> {
-        let layouts: Vec<FieldLayout> = fields.iter().map(|f| f.layout()).collect();
-        if layouts != self.layouts {
+        if !fields
+            .iter()
+            .map(|f| f.layout())
+            .eq(self.ex.layouts.iter().copied())
+        {
+            let layouts: Vec<FieldLayout> = fields.iter().map(|f| f.layout()).collect();
             return Err(HaloError::Invalid(format!(
                 "finish was given fields with layouts {layouts:?}, but post was given {:?}",
-                self.layouts
+                self.ex.layouts
             )));
         }
         let ex = &mut *self.ex;

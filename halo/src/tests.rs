@@ -346,13 +346,16 @@ fn errors_name_rank_axis_and_sizes() {
         Topology::new(comm, &dec, HaloSpec::uniform(3, Neighborhood::Faces)).map(|_| ())
     })
     .unwrap_err();
-    // Every rank reports the same error.
+    // Every rank reports the same error itself (the agreement is one
+    // collective, which every rank completes with the messages it has),
+    // not as the `PeerFailed` of whichever rank returned first.
     for e in &err.ranks {
         let e = e.as_ref().unwrap();
         assert!(
             e.contains("rank 2 owns 2 cells on axis 0, fewer than the communicated width 3"),
             "{e}"
         );
+        assert!(!e.contains(" failed: "), "{e}");
     }
     let e = local::run(1, |comm| {
         let dec = BlockDecomposition::new([4, 4, 4], ProcessGrid::new([1, 1, 1], [true; 3])?)?;

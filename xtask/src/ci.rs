@@ -3,14 +3,20 @@
 //! stopping at the first failure:
 //!
 //! 1. `cargo fmt --all -- --check`
-//! 2. `cargo clippy --workspace --all-targets -- -D warnings`
-//! 3. `cargo test --workspace`, then `imex` with its system LAPACK
+//! 2. `cargo clippy --workspace --all-targets -- -D warnings`, then the
+//!    same with the `mpi` features of every crate that has one
+//! 3. `cargo doc --workspace --no-deps` with warnings as errors
+//! 4. `cargo test --workspace`, then `imex` with its system LAPACK
 //!    backend (`--features lapack`: clippy and tests)
-//! 4. `cargo build -p comm --features mpi --example mpi_selftest`, then the
+//! 5. the tests of `comm` and `halo` (the in-process backend, scopes,
+//!    exchangers) under AddressSanitizer with the nightly toolchain, when
+//!    one is installed (`rustup run nightly`); skipped with a message
+//!    otherwise
+//! 6. `cargo build -p comm --features mpi --example mpi_selftest`, then the
 //!    self-test under `mpirun -np 1`, `2` and `4` (skipped when
 //!    `comm/examples/mpi_selftest.rs` does not exist)
-//! 5. `cargo xtask bitexact` (in-process suite)
-//! 6. `cargo xtask bitexact --mpi` (MPI suite)
+//! 7. `cargo xtask bitexact` (in-process suite)
+//! 8. `cargo xtask bitexact --mpi` (MPI suite)
 //!
 //! The two bitexact suites run inside this process (the same code as the
 //! `bitexact` task). At the end it prints the elapsed time of every stage.
@@ -24,10 +30,13 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Short names of the stages, for `--skip`.
-pub const STAGES: [&str; 7] = [
+pub const STAGES: [&str; 10] = [
     "fmt",
     "clippy",
+    "clippy-mpi",
+    "doc",
     "test",
+    "asan",
     "lapack",
     "selftest",
     "bitexact",
@@ -38,7 +47,8 @@ pub const STAGES: [&str; 7] = [
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
     /// Stages to leave out, for local use (comma-separated: fmt, clippy,
-    /// test, lapack, selftest, bitexact, bitexact-mpi).
+    /// clippy-mpi, doc, test, asan, lapack, selftest, bitexact,
+    /// bitexact-mpi).
     #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(STAGES))]
     pub skip: Vec<String>,
 }
@@ -108,6 +118,50 @@ impl Pipeline {
         }
         println!("  {:<62} {:>8.1} s", "total", total);
     }
+}
+
+/// The `mpi` feature of every crate that has one.
+const MPI_FEATURES: &str = "comm/mpi,sht/mpi,heat3d/mpi,pfc/mpi,poisson/mpi";
+
+/// Runs a prepared command with the output streamed.
+fn run_cmd(cmd: &mut Command, what: &str) -> Result<()> {
+    let status = cmd.status().with_context(|| format!("cannot run {what}"))?;
+    if !status.success() {
+        bail!("`{what}` failed with {status}");
+    }
+    Ok(())
+}
+
+/// True when rustup has a nightly toolchain (needed for `-Zsanitizer`).
+fn has_nightly() -> bool {
+    Command::new("rustup")
+        .args(["run", "nightly", "rustc", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The in-process backend's tests (comm: messages, scopes, collectives;
+/// halo: exchangers, leaked and dropped exchanges) under AddressSanitizer,
+/// in a target folder of their own. Doc tests are left out: rustdoc does
+/// not take the sanitizer's target flags.
+fn asan() -> Result<()> {
+    let target_dir = util::workspace_root().join("target/asan");
+    run_cmd(
+        Command::new("rustup")
+            .args([
+                "run", "nightly", "cargo", "test", "-p", "comm", "-p", "halo",
+            ])
+            .args(["--lib", "--tests", "--target", "x86_64-unknown-linux-gnu"])
+            .current_dir(util::workspace_root())
+            .env("RUSTFLAGS", "-Zsanitizer=address")
+            .env("CARGO_TARGET_DIR", target_dir)
+            .env_remove("RUSTC")
+            .env_remove("RUSTDOC")
+            .env_remove("CARGO"),
+        "cargo +nightly test (AddressSanitizer)",
+    )
 }
 
 /// Runs `cargo ARGS` with the output streamed.
@@ -206,9 +260,53 @@ pub fn run(args: &Args) -> Result<()> {
                 ])
             },
         )?;
+        p.stage(
+            skip,
+            "clippy-mpi",
+            &format!(
+                "cargo clippy --workspace --all-targets --features {MPI_FEATURES} -- -D warnings"
+            ),
+            || {
+                cargo(&[
+                    "clippy",
+                    "--workspace",
+                    "--all-targets",
+                    "--features",
+                    MPI_FEATURES,
+                    "--",
+                    "-D",
+                    "warnings",
+                ])
+            },
+        )?;
+        p.stage(
+            skip,
+            "doc",
+            "RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --no-deps",
+            || {
+                run_cmd(
+                    util::cargo().env("RUSTDOCFLAGS", "-D warnings").args([
+                        "doc",
+                        "--workspace",
+                        "--no-deps",
+                    ]),
+                    "cargo doc",
+                )
+            },
+        )?;
         p.stage(skip, "test", "cargo test --workspace", || {
             cargo(&["test", "--workspace"])
         })?;
+        if has_nightly() {
+            p.stage(
+                skip,
+                "asan",
+                "cargo +nightly test -p comm -p halo --lib --tests (AddressSanitizer)",
+                asan,
+            )?;
+        } else {
+            println!("\n==> ci: no nightly toolchain (`rustup run nightly rustc`): AddressSanitizer stage skipped");
+        }
         // The system LAPACK backend of `imex` (OpenBLAS), against faer.
         p.stage(
             skip,

@@ -8,7 +8,7 @@
 //!   communication avoidance and agglomeration threshold ([`bitexact_mg`]).
 //! - `cargo xtask bench heat3d [--quick] [--out DIR]`: weak scaling, the
 //!   order sweep against a memory-bandwidth reference, blocking vs overlap;
-//!   tables, `heat3d.json` and `heat3d.png` ([`bench`]).
+//!   tables, `heat3d.json` and `heat3d.png` ([`mod@bench`]).
 //! - `cargo xtask bench imex | chebyshev | exact-sum | halo [-- ARGS]`: the
 //!   benchmarks that live in their crates, with their references.
 //! - `cargo xtask bench sht-transpose [--quick]`: the distributed SHT's

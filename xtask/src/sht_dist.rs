@@ -9,7 +9,7 @@
 //!   does not depend on the decomposition. Every case must give the hash
 //!   of the in-process 1-rank run: in-process at 1, 2, 3, 4, 6 and 8 ranks,
 //!   or with `--mpi` under `mpirun -np 1, 2, 4`.
-//! - [`bench`]: `cargo xtask bench sht-transpose`. The example's `bench`
+//! - [`bench()`]: `cargo xtask bench sht-transpose`. The example's `bench`
 //!   mode times, per algorithm and queue length 1..13, 13 scalar fields
 //!   (the seed's four vector fields and one scalar) through the theta
 //!   transposition (grid `1 x P`) and the `l` transposition (grid `P x 1`)
