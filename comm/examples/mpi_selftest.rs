@@ -212,11 +212,7 @@ fn alltoallw_transpose(c: &MpiComm) -> TestResult {
         .map(|k| ((r * b + k / n) * n + k % n) as f64)
         .collect();
     let send: Vec<Strided> = (0..p)
-        .map(|d| Strided {
-            offset: d * b,
-            counts: [1, b, b],
-            strides: [0, 1, n],
-        })
+        .map(|d| Strided::nested(d * b, [1, b, b], [0, 1, n]))
         .collect();
     let recv: Vec<Strided> = (0..p).map(|s| Strided::vector(s * b, b, b, n)).collect();
     let mut out = vec![0.0; b * n];
@@ -246,33 +242,21 @@ fn alltoallw_3d(c: &MpiComm) -> TestResult {
     let send_layout = |src: usize, dst: usize| -> Strided {
         let q = (src + 2 * dst) % 4;
         match q {
-            0 => Strided {
-                offset: 3,
-                counts: [2, 3, 4],
-                strides: [40, 9, 2],
-            },
+            0 => Strided::nested(3, [2, 3, 4], [40, 9, 2]),
             1 => Strided::contiguous(src + dst, 5),
-            2 => Strided {
-                offset: 1,
-                counts: [3, 0, 2],
-                strides: [10, 1, 1],
-            },
-            _ => Strided {
-                offset: 7,
-                counts: [2, 2, 3],
-                strides: [50, 3, 13],
-            },
+            2 => Strided::nested(1, [3, 0, 2], [10, 1, 1]),
+            _ => Strided::nested(7, [2, 2, 3], [50, 3, 13]),
         }
     };
     let recv_layout = |src: usize, dst: usize| -> Strided {
         let s = send_layout(src, dst);
-        let [c0, c1, c2] = s.counts;
+        let [_, c0, c1, c2] = s.counts;
         // Block of its own, row-major with padding, placed by source rank.
-        Strided {
-            offset: 1 + (src * 37) % 60,
-            counts: [c0, c1, c2],
-            strides: [c1 * c2 * 2 + 1, c2 + 1, 1],
-        }
+        Strided::nested(
+            1 + (src * 37) % 60,
+            [c0, c1, c2],
+            [c1 * c2 * 2 + 1, c2 + 1, 1],
+        )
     };
     let send_l: Vec<Strided> = (0..p).map(|d| send_layout(r, d)).collect();
     let recv_l: Vec<Strided> = (0..p).map(|s| recv_layout(s, r)).collect();

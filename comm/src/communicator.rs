@@ -58,21 +58,24 @@ pub fn as_bytes_mut<T: Elem>(s: &mut [T]) -> &mut [u8] {
 }
 
 /// A block of elements inside a buffer, described without packing: the
-/// element `(i, j, k)` with `i < counts[0]`, `j < counts[1]`, `k < counts[2]`
-/// sits at `offset + i * strides[0] + j * strides[1] + k * strides[2]`
+/// element `(h, i, j, k)` with `h < counts[0]`, `i < counts[1]`,
+/// `j < counts[2]`, `k < counts[3]` sits at
+/// `offset + h * strides[0] + i * strides[1] + j * strides[2] + k * strides[3]`
 /// (all in elements). Elements travel in that order, `k` fastest.
 ///
-/// This is what [`Communicator::alltoallw_bytes`] exchanges: the A2AW
-/// transposition of a strided sub-array (an MPI subarray or nested vector
-/// type) without user packing.
+/// Four levels hold a sub-box of a 3D array in any memory order, repeated
+/// over a batch of fields (the outer level). This is what
+/// [`Communicator::alltoallw_bytes`] exchanges (the A2AW transposition of a
+/// strided sub-array, an MPI nested vector type, without user packing) and
+/// what a [`Redistribution`](crate::Redistribution) moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Strided {
     /// Index of the first element.
     pub offset: usize,
-    /// Number of elements along each of the three nested directions.
-    pub counts: [usize; 3],
+    /// Number of elements along each of the four nested directions.
+    pub counts: [usize; 4],
     /// Distance in elements between neighbours along each direction.
-    pub strides: [usize; 3],
+    pub strides: [usize; 4],
 }
 
 impl Strided {
@@ -80,8 +83,8 @@ impl Strided {
     pub fn contiguous(offset: usize, len: usize) -> Self {
         Strided {
             offset,
-            counts: [1, 1, len],
-            strides: [0, 0, 1],
+            counts: [1, 1, 1, len],
+            strides: [0, 0, 0, 1],
         }
     }
 
@@ -89,9 +92,35 @@ impl Strided {
     pub fn vector(offset: usize, count: usize, block_len: usize, stride: usize) -> Self {
         Strided {
             offset,
-            counts: [1, count, block_len],
-            strides: [0, stride, 1],
+            counts: [1, 1, count, block_len],
+            strides: [0, 0, stride, 1],
         }
+    }
+
+    /// Three nested directions (the outer, fourth one of length 1).
+    pub fn nested(offset: usize, counts: [usize; 3], strides: [usize; 3]) -> Self {
+        Strided {
+            offset,
+            counts: [1, counts[0], counts[1], counts[2]],
+            strides: [0, strides[0], strides[1], strides[2]],
+        }
+    }
+
+    /// The block repeated `count` times, `stride` elements apart (a batch of
+    /// fields stored one after another), as the new outer direction.
+    ///
+    /// # Errors
+    /// [`CommError::Invalid`] when the outer direction is in use already.
+    pub fn repeated(self, count: usize, stride: usize) -> Result<Self> {
+        if self.counts[0] > 1 {
+            return Err(CommError::invalid(format!(
+                "cannot repeat {self:?}: its outer direction is in use"
+            )));
+        }
+        let mut r = self;
+        r.counts[0] = count;
+        r.strides[0] = stride;
+        Ok(r)
     }
 
     /// Number of elements described.
@@ -110,7 +139,7 @@ impl Strided {
             return 0;
         }
         self.offset
-            + (0..3)
+            + (0..4)
                 .map(|d| (self.counts[d] - 1) * self.strides[d])
                 .sum::<usize>()
             + 1
@@ -131,7 +160,8 @@ impl Strided {
     /// into the contiguous `dst`.
     pub fn gather_bytes(&self, src: &[u8], elem: usize, dst: &mut [u8]) {
         let mut p = 0;
-        self.for_each_run(elem, |off, n| {
+        self.for_each_run(|off, n| {
+            let (off, n) = (off * elem, n * elem);
             dst[p..p + n].copy_from_slice(&src[off..off + n]);
             p += n;
         });
@@ -140,34 +170,148 @@ impl Strided {
     /// Copies the contiguous `src` into the described elements of `dst`.
     pub fn scatter_bytes(&self, src: &[u8], elem: usize, dst: &mut [u8]) {
         let mut p = 0;
-        self.for_each_run(elem, |off, n| {
+        self.for_each_run(|off, n| {
+            let (off, n) = (off * elem, n * elem);
             dst[off..off + n].copy_from_slice(&src[p..p + n]);
             p += n;
         });
     }
 
-    /// Calls `f(byte_offset, byte_len)` for each maximal contiguous run.
-    fn for_each_run(&self, elem: usize, mut f: impl FnMut(usize, usize)) {
+    /// Copies the described elements out of `src` into the contiguous `dst`.
+    pub fn gather<T: Copy>(&self, src: &[T], dst: &mut [T]) {
+        let mut p = 0;
+        self.for_each_run(|off, n| {
+            dst[p..p + n].copy_from_slice(&src[off..off + n]);
+            p += n;
+        });
+    }
+
+    /// Copies the contiguous `src` into the described elements of `dst`.
+    pub fn scatter<T: Copy>(&self, src: &[T], dst: &mut [T]) {
+        let mut p = 0;
+        self.for_each_run(|off, n| {
+            dst[off..off + n].copy_from_slice(&src[p..p + n]);
+            p += n;
+        });
+    }
+
+    /// Calls `f(element_offset, element_count)` for each maximal run of
+    /// consecutive elements, in travel order.
+    pub fn for_each_run(&self, mut f: impl FnMut(usize, usize)) {
         if self.is_empty() {
             return;
         }
-        let [c0, c1, c2] = self.counts;
-        let [s0, s1, s2] = self.strides;
-        if s2 == 1 {
-            for i in 0..c0 {
-                for j in 0..c1 {
-                    f((self.offset + i * s0 + j * s1) * elem, c2 * elem);
-                }
-            }
-        } else {
-            for i in 0..c0 {
-                for j in 0..c1 {
-                    for k in 0..c2 {
-                        f((self.offset + i * s0 + j * s1 + k * s2) * elem, elem);
+        let [c0, c1, c2, c3] = self.counts;
+        let [s0, s1, s2, s3] = self.strides;
+        for h in 0..c0 {
+            for i in 0..c1 {
+                for j in 0..c2 {
+                    let base = self.offset + h * s0 + i * s1 + j * s2;
+                    if s3 == 1 {
+                        f(base, c3);
+                    } else {
+                        for k in 0..c3 {
+                            f(base + k * s3, 1);
+                        }
                     }
                 }
             }
         }
+    }
+}
+
+/// Copies the elements of block `from` in `src` to the elements of block
+/// `to` in `dst`, element for element in travel order (the blocks have the
+/// same length).
+pub(crate) fn copy_strided<T: Copy>(src: &[T], from: &Strided, dst: &mut [T], to: &Strided) {
+    debug_assert_eq!(from.len(), to.len());
+    let [c0, c1, c2, c3] = from.counts;
+    let [t0, t1, t2, t3] = to.counts;
+    // Same shape (the usual case): walk both together, rows at a time.
+    if [c0, c1, c2, c3] == [t0, t1, t2, t3] {
+        let (fs, ts) = (from.strides, to.strides);
+        for h in 0..c0 {
+            for i in 0..c1 {
+                for j in 0..c2 {
+                    let a = from.offset + h * fs[0] + i * fs[1] + j * fs[2];
+                    let b = to.offset + h * ts[0] + i * ts[1] + j * ts[2];
+                    if fs[3] == 1 && ts[3] == 1 {
+                        dst[b..b + c3].copy_from_slice(&src[a..a + c3]);
+                    } else {
+                        for k in 0..c3 {
+                            dst[b + k * ts[3]] = src[a + k * fs[3]];
+                        }
+                    }
+                }
+            }
+        }
+        return;
+    }
+    // Different shapes of the same length: merge the two sequences of runs.
+    let (mut a, mut b) = (Runs::new(from), Runs::new(to));
+    let (mut ra, mut rb) = (a.next(), b.next());
+    while let (Some((ao, an)), Some((bo, bn))) = (ra, rb) {
+        let n = an.min(bn);
+        dst[bo..bo + n].copy_from_slice(&src[ao..ao + n]);
+        ra = if an > n {
+            Some((ao + n, an - n))
+        } else {
+            a.next()
+        };
+        rb = if bn > n {
+            Some((bo + n, bn - n))
+        } else {
+            b.next()
+        };
+    }
+}
+
+/// The runs of consecutive elements of a [`Strided`] block, in travel order.
+struct Runs<'a> {
+    l: &'a Strided,
+    row: usize,
+    rows: usize,
+    k: usize,
+}
+
+impl<'a> Runs<'a> {
+    fn new(l: &'a Strided) -> Self {
+        let rows = if l.is_empty() {
+            0
+        } else {
+            l.counts[0] * l.counts[1] * l.counts[2]
+        };
+        Runs {
+            l,
+            row: 0,
+            rows,
+            k: 0,
+        }
+    }
+}
+
+impl Iterator for Runs<'_> {
+    type Item = (usize, usize);
+
+    fn next(&mut self) -> Option<(usize, usize)> {
+        if self.row >= self.rows {
+            return None;
+        }
+        let [_, c1, c2, c3] = self.l.counts;
+        let [s0, s1, s2, s3] = self.l.strides;
+        let (h, i, j) = (self.row / (c1 * c2), (self.row / c2) % c1, self.row % c2);
+        let base = self.l.offset + h * s0 + i * s1 + j * s2;
+        if s3 == 1 {
+            self.row += 1;
+            return Some((base, c3));
+        }
+        let run = (base + self.k * s3, 1);
+        self.k += 1;
+        if self.k == c3 {
+            self.k = 0;
+            self.row += 1;
+        }
+        Some(run)
     }
 }
 

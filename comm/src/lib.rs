@@ -10,6 +10,10 @@
 //!   it returns); the raw, `unsafe` form is
 //!   [`Communicator::isend_raw`] / [`irecv_raw`](Communicator::irecv_raw)
 //!   for types that own both their buffers and their requests.
+//! - [`Redistribution`]: the one engine that moves strided blocks between
+//!   ranks (a `dfft` reshape, an `sht` transposition) by any [`Protocol`]
+//!   (alltoall, alltoallv, alltoallw, point-to-point, pipelined), or the
+//!   fastest of them measured on the real plan (`Auto`).
 //! - [`local`]: the default backend, N ranks as threads of one process with
 //!   real message passing (matching by source and tag, non-blocking requests,
 //!   collectives built from messages). A rank that panics or returns an
@@ -53,6 +57,7 @@ mod launcher;
 pub mod local;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+mod redist;
 mod scope;
 
 pub use communicator::{
@@ -62,6 +67,7 @@ pub use communicator::{
 pub use error::{CommError, Result};
 pub use grid::{BlockDecomposition, IndexBox, ProcessGrid};
 pub use launcher::{is_launched_by_mpirun, launcher_world_size};
+pub use redist::{Protocol, Redistribution, REDIST_TAG};
 pub use scope::{scope, scope_in, Req, Scope, ScopeStore};
 
 /// Runs an application body `f` on every rank: on the MPI world when the

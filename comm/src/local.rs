@@ -924,11 +924,7 @@ mod tests {
                 .collect();
             // To rank d: my b rows, columns d*b..(d+1)*b, sent column by column.
             let send: Vec<Strided> = (0..p)
-                .map(|d| Strided {
-                    offset: d * b,
-                    counts: [1, b, b],
-                    strides: [0, 1, n],
-                })
+                .map(|d| Strided::nested(d * b, [1, b, b], [0, 1, n]))
                 .collect();
             // From rank s: b x b block, lands in my rows at columns s*b.., row j = column j of source.
             let recv: Vec<Strided> = (0..p).map(|s| Strided::vector(s * b, b, b, n)).collect();

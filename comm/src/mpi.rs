@@ -447,12 +447,12 @@ impl Dt {
         };
         let base = Dt::bytes(1)?;
         let mut cur = Dt::contiguous(elem, &base, false)?;
-        for d in (0..3).rev() {
+        for d in (0..4).rev() {
             let n = l.counts[d];
             if n == 1 {
                 continue;
             }
-            cur = if d == 2 && l.strides[2] == 1 {
+            cur = if d == 3 && l.strides[3] == 1 {
                 Dt::contiguous(n, &cur, false)?
             } else {
                 let count = to_int(n, "strided layout count")?;

@@ -3,10 +3,12 @@
 //! - [`Layout`]: a global shape block-decomposed over a process grid, with
 //!   the memory order of each local block; [`Layout::bricks`],
 //!   [`Layout::pencils`] and [`Layout::slabs`] build the usual families.
-//! - [`Reshape`]: a planned move between any two layouts, with one of four
-//!   [`Protocol`]s (alltoall padded to the largest message, alltoallv, p2p,
-//!   pipelined p2p) or `Auto`, which times them on the real plan and keeps
-//!   the fastest. Data a rank keeps never goes through the communicator.
+//! - [`Reshape`]: a planned move between any two layouts, a
+//!   [`comm::Redistribution`] (the engine shared with `sht`) of the box
+//!   intersections, with one of five [`Protocol`]s (alltoall padded to the
+//!   largest message, alltoallv, strided alltoallw, p2p, pipelined p2p) or
+//!   `Auto`, which times them on the real plan and keeps the fastest. Data a
+//!   rank keeps never goes through the communicator.
 //! - [`Fft3d`]: complex-to-complex and real-to-complex transforms with
 //!   selectable normalisation, batching, and spectral output either in the
 //!   input layout or transposed (fewer reshapes).

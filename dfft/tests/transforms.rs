@@ -328,7 +328,7 @@ fn auto_picks_a_protocol_and_reports_its_timings() {
         let a = Layout::pencils([20, 18, 16], 3, 2)?;
         let b = Layout::pencils([20, 18, 16], 3, 0)?;
         let r = Reshape::<Complex64>::new(c, &a, &b, 1, Protocol::Auto)?;
-        assert_eq!(r.timings().len(), 4);
+        assert_eq!(r.timings().len(), Protocol::ALL.len());
         assert!(Protocol::ALL.contains(&r.protocol()));
         // Every rank chose the same protocol.
         let code = Protocol::ALL

@@ -536,11 +536,7 @@ impl DistSht {
         let legendre = self
             .lat
             .iter()
-            .map(|&(t0, tl)| Strided {
-                offset: t0,
-                counts: [nm_me, nb, tl],
-                strides: [nb * nt, nt, 1],
-            })
+            .map(|&(t0, tl)| Strided::nested(t0, [nm_me, nb, tl], [nb * nt, nt, 1]))
             .collect();
         let phi = (0..self.lat.len())
             .map(|t| Strided::contiguous(self.slot0[t] * nb * self.ntl, self.nm[t] * nb * self.ntl))
@@ -613,20 +609,12 @@ impl DistSht {
         let level = self
             .group
             .iter()
-            .map(|&(g0, gl)| Strided {
-                offset: g0,
-                counts: [nf, nrl, gl],
-                strides: [nrl * ntup, ntup, 1],
-            })
+            .map(|&(g0, gl)| Strided::nested(g0, [nf, nrl, gl], [nrl * ntup, ntup, 1]))
             .collect();
         let lm = self
             .lev
             .iter()
-            .map(|&(r0, rl)| Strided {
-                offset: r0,
-                counts: [nf, rl, nlm],
-                strides: [nlm * nr, 1, nr],
-            })
+            .map(|&(r0, rl)| Strided::nested(r0, [nf, rl, nlm], [nlm * nr, 1, nr]))
             .collect();
         (level, lm)
     }

@@ -241,11 +241,7 @@ mod tests {
     #[test]
     fn gather_scatter_round_trip() {
         let src: Vec<Complex64> = (0..40).map(|i| Complex64::new(i as f64, -1.0)).collect();
-        let l = Strided {
-            offset: 3,
-            counts: [2, 3, 4],
-            strides: [17, 1, 4],
-        };
+        let l = Strided::nested(3, [2, 3, 4], [17, 1, 4]);
         let mut packed = vec![Complex64::new(0.0, 0.0); l.len()];
         gather(&src, &l, &mut packed);
         assert_eq!(packed[0].re, 3.0);
