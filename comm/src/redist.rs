@@ -249,15 +249,24 @@ impl<T: Elem + Default> Redistribution<T> {
         if protocol == Protocol::Auto {
             plan.tune(comm)?;
         } else {
-            plan.set_protocol(protocol);
+            plan.set_protocol(protocol)?;
         }
         Ok(plan)
     }
 
-    /// Switches to `protocol` (a concrete one; `Auto` is resolved at build
-    /// time). Local: every rank must switch alike.
-    fn set_protocol(&mut self, protocol: Protocol) {
-        debug_assert_ne!(protocol, Protocol::Auto);
+    /// Switches to `protocol`, a concrete one (local: every rank must switch
+    /// alike before the next execution). For measuring protocols against
+    /// each other on one plan.
+    ///
+    /// # Errors
+    /// [`CommError::Invalid`] for [`Protocol::Auto`], which is resolved when
+    /// a plan is built.
+    pub fn set_protocol(&mut self, protocol: Protocol) -> Result<()> {
+        if protocol == Protocol::Auto {
+            return Err(CommError::invalid(
+                "set_protocol needs a concrete protocol; Auto is resolved when the plan is built",
+            ));
+        }
         self.protocol = protocol;
         let p = self.send.len();
         let (ns, nr) = match protocol {
@@ -271,6 +280,7 @@ impl<T: Elem + Default> Redistribution<T> {
         self.recv_buf.clear();
         self.recv_buf.resize(nr, T::default());
         self.recv_buf.shrink_to_fit();
+        Ok(())
     }
 
     fn tune(&mut self, comm: &dyn Communicator) -> Result<()> {
@@ -278,7 +288,7 @@ impl<T: Elem + Default> Redistribution<T> {
         let mut dst = vec![T::default(); self.dst_len];
         let mut best = (f64::INFINITY, Protocol::Alltoallv);
         for proto in Protocol::ALL {
-            self.set_protocol(proto);
+            self.set_protocol(proto)?;
             self.execute(comm, &src, &mut dst)?;
             let mut times = [0.0; 3];
             for t in &mut times {
@@ -295,8 +305,7 @@ impl<T: Elem + Default> Redistribution<T> {
                 best = (t, proto);
             }
         }
-        self.set_protocol(best.1);
-        Ok(())
+        self.set_protocol(best.1)
     }
 }
 

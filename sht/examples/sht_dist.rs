@@ -20,7 +20,7 @@
 
 use comm::{CommExt, Communicator};
 use num_complex::Complex64;
-use sht::{Algorithm, DistConfig, DistSht, Sht, Transposition};
+use sht::{DistConfig, DistSht, Protocol, Sht, Transposition};
 
 /// The fixed hash case: uneven sizes, an equator row, 3 fields.
 const NTHETA: usize = 13;
@@ -147,7 +147,7 @@ fn hash_suite(c: &dyn Communicator) -> Result<Vec<String>, String> {
             continue;
         }
         for queue in [1, 2, 3] {
-            for alg in Algorithm::ALL {
+            for alg in Protocol::ALL {
                 let cfg = DistConfig {
                     nphi: NPHI,
                     lmax: Some(LMAX),
@@ -214,7 +214,7 @@ fn bench_suite(c: &dyn Communicator, a: &BenchArgs) -> Result<Vec<String>, Strin
             continue;
         }
         for &queue in &a.queues {
-            for alg in Algorithm::ALL {
+            for alg in Protocol::ALL {
                 let cfg = DistConfig {
                     queue,
                     theta_algorithm: alg,

@@ -40,12 +40,13 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use comm::{CommError, CommExt, Communicator, ProcessGrid, ReduceOp, Strided};
+use comm::{
+    CommError, CommExt, Communicator, ProcessGrid, Protocol, Redistribution, ReduceOp, Strided,
+};
 use num_complex::Complex64;
 use rayon::prelude::*;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 
-use crate::exchange::{exchange, Algorithm, Scratch};
 use crate::snake::Decomposition;
 use crate::{batch, check_len, Parallelism, Sht, ShtError};
 
@@ -107,7 +108,7 @@ pub struct Timing {
     /// The transposition.
     pub transposition: Transposition,
     /// The algorithm.
-    pub algorithm: Algorithm,
+    pub algorithm: Protocol,
     /// Median seconds of one round trip (there and back) of the measured
     /// fields, the slowest rank's.
     pub seconds: f64,
@@ -133,17 +134,17 @@ pub struct DistConfig {
     /// more scalar field, so a full 3-vector counts three); a batch of more
     /// is transposed in chunks of this many.
     pub queue: usize,
-    /// Algorithm of the theta transposition.
-    pub theta_algorithm: Algorithm,
-    /// Algorithm of the `l` transposition.
-    pub l_algorithm: Algorithm,
+    /// Protocol of the theta transposition.
+    pub theta_algorithm: Protocol,
+    /// Protocol of the `l` transposition.
+    pub l_algorithm: Protocol,
     /// Threads for the Legendre and phi steps (bit-identical either way).
     pub parallelism: Parallelism,
 }
 
 impl DistConfig {
     /// `nphi = 2 ntheta`, default `lmax`, queue length 1, both algorithms
-    /// [`Algorithm::Auto`], no threads.
+    /// [`Protocol::Auto`], no threads.
     pub fn new(ntheta: usize, nr: usize, pi_r: usize, pi_theta: usize) -> Self {
         Self {
             ntheta,
@@ -153,19 +154,18 @@ impl DistConfig {
             pi_r,
             pi_theta,
             queue: 1,
-            theta_algorithm: Algorithm::Auto,
-            l_algorithm: Algorithm::Auto,
+            theta_algorithm: Protocol::Auto,
+            l_algorithm: Protocol::Auto,
             parallelism: Parallelism::None,
         }
     }
 
     fn encode(&self) -> Vec<i64> {
-        let alg = |a: Algorithm| match a {
-            Algorithm::P2p => 0,
-            Algorithm::A2av => 1,
-            Algorithm::A2aw => 2,
-            Algorithm::A2ap => 3,
-            Algorithm::Auto => 4,
+        let alg = |a: Protocol| {
+            Protocol::ALL
+                .iter()
+                .position(|&x| x == a)
+                .map_or(Protocol::ALL.len() as i64, |i| i as i64)
         };
         vec![
             self.ntheta as i64,
@@ -193,8 +193,8 @@ pub struct DistSht {
     theta_comm: Box<dyn Communicator>,
     radial_comm: Box<dyn Communicator>,
     queue: usize,
-    theta_alg: Algorithm,
-    l_alg: Algorithm,
+    theta_alg: Protocol,
+    l_alg: Protocol,
     par: Parallelism,
     timings: Vec<Timing>,
     nrl: usize,
@@ -216,9 +216,6 @@ pub struct DistSht {
     /// Per radial rank: its level block, and its tuple group `(start, len)`.
     lev: Vec<(usize, usize)>,
     group: Vec<(usize, usize)>,
-    /// A2AP slots for one field.
-    theta_pad1: usize,
-    l_pad1: usize,
     r2c: Arc<dyn RealToComplex<f64>>,
     c2r: Arc<dyn ComplexToReal<f64>>,
     a: Vec<Complex64>,
@@ -227,21 +224,21 @@ pub struct DistSht {
     ser: Vec<Complex64>,
     ser2: Vec<Complex64>,
     rows: Vec<Complex64>,
-    scratch: Scratch,
-    /// Layouts already built, per transposition and batch size (the queue
-    /// length and the remainder of a batch): no allocation once warm.
-    layouts: Vec<Layouts>,
+    /// Redistributions already planned, per transposition and batch size
+    /// (the queue length and the remainder of a batch): no allocation once
+    /// warm.
+    plans: Vec<Plans>,
 }
 
-/// The two sides of one transposition for one batch size.
+/// The two directions of one transposition for one batch size.
 #[derive(Debug)]
-struct Layouts {
+struct Plans {
     which: Transposition,
     n: usize,
-    /// Theta: the Legendre side; l: the level side.
-    first: Vec<Strided>,
-    /// Theta: the phi side; l: the lm side.
-    second: Vec<Strided>,
+    /// Theta: Legendre side to phi side; l: level side to lm side.
+    fwd: Redistribution<Complex64>,
+    /// The way back.
+    bwd: Redistribution<Complex64>,
 }
 
 impl std::fmt::Debug for DistSht {
@@ -259,7 +256,7 @@ impl std::fmt::Debug for DistSht {
 
 impl DistSht {
     /// Builds the plan (collective over `comm`, which must hold
-    /// `pi_r * pi_theta` ranks). With [`Algorithm::Auto`] the algorithms
+    /// `pi_r * pi_theta` ranks). With [`Protocol::Auto`] the algorithms
     /// are timed here on `queue` fields and the fastest kept.
     ///
     /// Errors, the same on every rank: ranks passing different
@@ -327,19 +324,7 @@ impl DistSht {
             .collect();
         let nrl = lev[ir].1;
         let ntl = lat[it].1;
-        // A2AP slots: the largest block of one field over all ranks.
         let nt = cfg.ntheta;
-        let theta_local = (0..pt)
-            .map(|t| (nm[it] * lat[t].1).max(nm[t] * ntl))
-            .max()
-            .unwrap_or(0)
-            * nrl;
-        let l_local = (0..pr)
-            .map(|r| (nrl * group[r].1).max(lev[r].1 * group[ir].1))
-            .max()
-            .unwrap_or(0);
-        let mut pads = [theta_local as f64, l_local as f64];
-        comm.allreduce_f64(&mut pads, ReduceOp::Max)?;
         let mut planner = RealFftPlanner::<f64>::new();
         let r2c = planner.plan_fft_forward(cfg.nphi);
         let c2r = planner.plan_fft_inverse(cfg.nphi);
@@ -377,30 +362,27 @@ impl DistSht {
             lat,
             lev,
             group,
-            theta_pad1: pads[0] as usize,
-            l_pad1: pads[1] as usize,
             r2c,
             c2r,
-            scratch: Scratch::default(),
-            layouts: vec![],
+            plans: vec![],
         };
-        if plan.theta_alg == Algorithm::Auto {
+        if plan.theta_alg == Protocol::Auto {
             plan.theta_alg = if pt == 1 {
                 // The 1d scheme has no theta transposition.
-                Algorithm::A2aw
+                Protocol::Alltoallw
             } else {
                 plan.tune(Transposition::Theta)?
             };
         }
-        if plan.l_alg == Algorithm::Auto {
+        if plan.l_alg == Protocol::Auto {
             plan.l_alg = plan.tune(Transposition::L)?;
         }
         Ok(plan)
     }
 
-    fn tune(&mut self, which: Transposition) -> Result<Algorithm, DistError> {
-        let mut best = (f64::INFINITY, Algorithm::A2aw);
-        for alg in Algorithm::ALL {
+    fn tune(&mut self, which: Transposition) -> Result<Protocol, DistError> {
+        let mut best = (f64::INFINITY, Protocol::Alltoallw);
+        for alg in Protocol::ALL {
             let t = self.measure(which, alg, self.queue, 3)?;
             self.timings.push(Timing {
                 transposition: which,
@@ -422,11 +404,11 @@ impl DistSht {
     pub fn measure(
         &mut self,
         which: Transposition,
-        alg: Algorithm,
+        alg: Protocol,
         nfields: usize,
         reps: usize,
     ) -> Result<f64, DistError> {
-        if alg == Algorithm::Auto {
+        if alg == Protocol::Auto {
             return Err(DistError::Invalid(
                 "measure needs a concrete algorithm, not auto".into(),
             ));
@@ -514,12 +496,12 @@ impl DistSht {
     }
     /// The theta transposition's algorithm (the winner under `Auto`; with
     /// one theta rank there is no theta transposition, and `Auto` leaves
-    /// [`Algorithm::A2aw`] unmeasured).
-    pub fn theta_algorithm(&self) -> Algorithm {
+    /// [`Protocol::Alltoallw`] unmeasured).
+    pub fn theta_algorithm(&self) -> Protocol {
         self.theta_alg
     }
     /// The `l` transposition's algorithm (the winner under `Auto`).
-    pub fn l_algorithm(&self) -> Algorithm {
+    pub fn l_algorithm(&self) -> Protocol {
         self.l_alg
     }
     /// The times measured by `Auto` (empty without it).
@@ -545,62 +527,60 @@ impl DistSht {
     }
 
     /// Moves `a` (Legendre side) to `b` (phi side) when `forward`, else back.
-    fn theta_move(&mut self, alg: Algorithm, nb: usize, forward: bool) -> Result<(), DistError> {
-        let i = self.layouts_for(Transposition::Theta, nb);
-        let lay = &self.layouts[i];
-        let pad = self.theta_pad1 * (nb / self.nrl);
+    fn theta_move(&mut self, alg: Protocol, nb: usize, forward: bool) -> Result<(), DistError> {
+        let i = self.plan_for(Transposition::Theta, nb, alg)?;
         let (a_len, b_len) = (
             self.nm[self.it] * nb * self.sht.ntheta(),
             (self.sht.lmax() + 1) * nb * self.ntl,
         );
+        let plans = &mut self.plans[i];
+        let comm = &*self.theta_comm;
         if forward {
-            exchange(
-                &*self.theta_comm,
-                alg,
-                TAG_THETA,
-                &self.a[..a_len],
-                &lay.first,
-                &mut self.b[..b_len],
-                &lay.second,
-                pad,
-                &mut self.scratch,
-            )
+            plans
+                .fwd
+                .execute(comm, &self.a[..a_len], &mut self.b[..b_len])?;
         } else {
-            exchange(
-                &*self.theta_comm,
-                alg,
-                TAG_THETA,
-                &self.b[..b_len],
-                &lay.second,
-                &mut self.a[..a_len],
-                &lay.first,
-                pad,
-                &mut self.scratch,
-            )
+            plans
+                .bwd
+                .execute(comm, &self.b[..b_len], &mut self.a[..a_len])?;
         }
+        Ok(())
     }
 
-    /// Index of the cached layouts of `which` for batch size `n` (batch
-    /// entries for theta, fields for l), built on first use.
-    fn layouts_for(&mut self, which: Transposition, n: usize) -> usize {
-        if let Some(i) = self
-            .layouts
-            .iter()
-            .position(|l| l.which == which && l.n == n)
-        {
-            return i;
+    /// Index of the planned redistributions of `which` for batch size `n`
+    /// (batch entries for theta, fields for l), planned on first use
+    /// (collective over the transposition's communicator) and switched to
+    /// `alg`.
+    fn plan_for(
+        &mut self,
+        which: Transposition,
+        n: usize,
+        alg: Protocol,
+    ) -> Result<usize, DistError> {
+        if let Some(i) = self.plans.iter().position(|l| l.which == which && l.n == n) {
+            let p = &mut self.plans[i];
+            if p.fwd.protocol() != alg {
+                p.fwd.set_protocol(alg)?;
+                p.bwd.set_protocol(alg)?;
+            }
+            return Ok(i);
         }
-        let (first, second) = match which {
-            Transposition::Theta => self.theta_layouts(n),
-            Transposition::L => self.l_layouts(n),
+        let (first, second, comm, tag) = match which {
+            Transposition::Theta => {
+                let (a, b) = self.theta_layouts(n);
+                (a, b, &*self.theta_comm, TAG_THETA)
+            }
+            Transposition::L => {
+                let (a, b) = self.l_layouts(n);
+                (a, b, &*self.radial_comm, TAG_L)
+            }
         };
-        self.layouts.push(Layouts {
-            which,
-            n,
-            first,
-            second,
-        });
-        self.layouts.len() - 1
+        let mut fwd = Redistribution::new(comm, first.clone(), second.clone(), alg)?;
+        let mut bwd = Redistribution::new(comm, second, first, alg)?;
+        fwd.set_tag(tag)?;
+        bwd.set_tag(tag)?;
+        self.plans.push(Plans { which, n, fwd, bwd });
+        Ok(self.plans.len() - 1)
     }
 
     /// `l`-transposition layouts for `nf` fields: the level side and the lm side.
@@ -621,7 +601,7 @@ impl DistSht {
 
     fn l_move(
         &mut self,
-        alg: Algorithm,
+        alg: Protocol,
         level: &[Complex64],
         lm: &mut [Complex64],
         nf: usize,
@@ -629,18 +609,11 @@ impl DistSht {
         let (ll, ml) = (self.level_len(), self.lm_len());
         for f0 in (0..nf).step_by(self.queue) {
             let q = self.queue.min(nf - f0);
-            let i = self.layouts_for(Transposition::L, q);
-            let lay = &self.layouts[i];
-            exchange(
+            let i = self.plan_for(Transposition::L, q, alg)?;
+            self.plans[i].fwd.execute(
                 &*self.radial_comm,
-                alg,
-                TAG_L,
                 &level[f0 * ll..(f0 + q) * ll],
-                &lay.first,
                 &mut lm[f0 * ml..(f0 + q) * ml],
-                &lay.second,
-                self.l_pad1 * q,
-                &mut self.scratch,
             )?;
         }
         Ok(())
@@ -648,7 +621,7 @@ impl DistSht {
 
     fn l_back(
         &mut self,
-        alg: Algorithm,
+        alg: Protocol,
         lm: &[Complex64],
         level: &mut [Complex64],
         nf: usize,
@@ -656,18 +629,11 @@ impl DistSht {
         let (ll, ml) = (self.level_len(), self.lm_len());
         for f0 in (0..nf).step_by(self.queue) {
             let q = self.queue.min(nf - f0);
-            let i = self.layouts_for(Transposition::L, q);
-            let lay = &self.layouts[i];
-            exchange(
+            let i = self.plan_for(Transposition::L, q, alg)?;
+            self.plans[i].bwd.execute(
                 &*self.radial_comm,
-                alg,
-                TAG_L,
                 &lm[f0 * ml..(f0 + q) * ml],
-                &lay.second,
                 &mut level[f0 * ll..(f0 + q) * ll],
-                &lay.first,
-                self.l_pad1 * q,
-                &mut self.scratch,
             )?;
         }
         Ok(())

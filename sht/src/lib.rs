@@ -32,8 +32,8 @@
 //!   orders `m` dealt snake-like over the theta ranks ([`snake_orders`]),
 //!   the theta transposition between the Legendre and the phi steps, the
 //!   `l` transposition to the layout holding all radial points of a set of
-//!   `(l, m)` ([`snake_degrees`], [`Decomposition`]), each by P2P, A2AV,
-//!   A2AW or A2AP ([`Algorithm`], `Auto` measured at plan time) with a
+//!   `(l, m)` ([`snake_degrees`], [`Decomposition`]), each a [`comm::Redistribution`] (the engine `dfft` shares) by P2P, A2AV,
+//!   A2AW or A2AP ([`Protocol`], `Auto` measured at plan time) with a
 //!   queue length; bit-identical to the serial transform.
 //!
 //! # Convention
@@ -158,15 +158,17 @@
 #![warn(missing_docs)]
 
 mod dist;
-mod exchange;
 mod gauss;
 mod legendre;
 mod snake;
 mod transform;
 mod vector;
 
+/// How a transposition moves its blocks: the protocols of the shared
+/// redistribution engine ([`comm::Redistribution`]); `a2av`, `a2aw` and
+/// `a2ap` name alltoallv, alltoallw and the padded alltoall.
+pub use comm::Protocol;
 pub use dist::{DistConfig, DistError, DistSht, Timing, Transposition};
-pub use exchange::Algorithm;
 pub use snake::{snake, snake_degrees, snake_orders, Decomposition};
 
 pub use gauss::gauss_legendre;

@@ -5,7 +5,7 @@ use comm::{local, Communicator};
 use num_complex::Complex64;
 use proptest::prelude::*;
 use sht::{
-    snake, Algorithm, Decomposition, DistConfig, DistError, DistSht, Parallelism, Sht, ShtError,
+    snake, Decomposition, DistConfig, DistError, DistSht, Parallelism, Protocol, Sht, ShtError,
 };
 
 struct Rng(u64);
@@ -305,7 +305,7 @@ impl Case {
     fn check_grid(&self, pr: usize, pt: usize, queues: &[usize]) {
         local::run(pr * pt, |c: &dyn Communicator| {
             for &queue in queues {
-                for alg in Algorithm::ALL {
+                for alg in Protocol::ALL {
                     let cfg = DistConfig {
                         queue,
                         theta_algorithm: alg,
@@ -372,8 +372,9 @@ fn threads_and_auto_are_bit_identical() {
             case.check_rank(&mut d)?;
             // Auto measured both transpositions (the theta one only in 2d)
             // and picked the fastest it measured.
-            let n_theta = if pt > 1 { 4 } else { 0 };
-            assert_eq!(d.timings().len(), n_theta + 4);
+            let n = sht::Protocol::ALL.len();
+            let n_theta = if pt > 1 { n } else { 0 };
+            assert_eq!(d.timings().len(), n_theta + n);
             for which in [sht::Transposition::Theta, sht::Transposition::L] {
                 let t: Vec<_> = d
                     .timings()
@@ -414,8 +415,8 @@ fn round_trip_recovers_band_limited_coefficients() {
     let errs = local::run(6, |c: &dyn Communicator| {
         let cfg = DistConfig {
             lmax: Some(lmax),
-            theta_algorithm: Algorithm::A2aw,
-            l_algorithm: Algorithm::P2p,
+            theta_algorithm: Protocol::Alltoallw,
+            l_algorithm: Protocol::P2p,
             ..DistConfig::new(ntheta, nr, 3, 2)
         };
         let mut d = DistSht::new(c, &cfg)?;
@@ -465,8 +466,8 @@ fn same_error(msgs: &[String], needles: &[&str]) {
 #[test]
 fn errors_name_the_value_and_range_on_every_rank() {
     let base = |pr, pt| DistConfig {
-        theta_algorithm: Algorithm::P2p,
-        l_algorithm: Algorithm::P2p,
+        theta_algorithm: Protocol::P2p,
+        l_algorithm: Protocol::P2p,
         ..DistConfig::new(8, 6, pr, pt)
     };
     // lmax >= ntheta.

@@ -15,7 +15,7 @@
 
 use comm::{local, CommError, CommExt, ReduceOp};
 use num_complex::Complex64;
-use sht::{Algorithm, DistConfig, DistError, DistSht};
+use sht::{DistConfig, DistError, DistSht, Protocol};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -61,7 +61,7 @@ fn injected(rank: usize) -> DistError {
 fn run_case(
     pi_r: usize,
     pi_theta: usize,
-    alg: Algorithm,
+    alg: Protocol,
     failed: usize,
     fault: Fault,
 ) -> (Duration, local::RunError, Seen) {
@@ -125,7 +125,7 @@ fn run_case(
     )
 }
 
-fn check(pi_r: usize, pi_theta: usize, alg: Algorithm, failed: usize, fault: Fault) {
+fn check(pi_r: usize, pi_theta: usize, alg: Protocol, failed: usize, fault: Fault) {
     let (elapsed, err, seen) = run_case(pi_r, pi_theta, alg, failed, fault);
     assert!(
         elapsed < BOUND,
@@ -176,25 +176,37 @@ fn check(pi_r: usize, pi_theta: usize, alg: Algorithm, failed: usize, fault: Fau
 
 #[test]
 fn error_in_the_theta_transposition() {
-    check(2, 2, Algorithm::P2p, 1, Fault::ErrorBeforeSynthesis);
-    check(1, 3, Algorithm::A2aw, 0, Fault::ErrorBeforeSynthesis);
+    check(2, 2, Protocol::P2p, 1, Fault::ErrorBeforeSynthesis);
+    check(1, 3, Protocol::Alltoallw, 0, Fault::ErrorBeforeSynthesis);
 }
 
 #[test]
 fn library_error_in_synthesis() {
-    check(2, 2, Algorithm::A2av, 2, Fault::BadGridBuffer);
-    check(1, 4, Algorithm::A2ap, 3, Fault::BadGridBuffer);
+    check(2, 2, Protocol::Alltoallv, 2, Fault::BadGridBuffer);
+    check(1, 4, Protocol::Alltoall, 3, Fault::BadGridBuffer);
 }
 
 #[test]
 fn panic_in_the_l_transposition() {
-    check(2, 2, Algorithm::A2ap, 3, Fault::PanicBeforeToLm);
+    check(2, 2, Protocol::Alltoall, 3, Fault::PanicBeforeToLm);
     // The 1d scheme: the l transposition is the only communication.
-    check(3, 1, Algorithm::P2p, 1, Fault::PanicBeforeToLm);
+    check(3, 1, Protocol::P2p, 1, Fault::PanicBeforeToLm);
 }
 
 #[test]
 fn error_between_the_l_transpositions() {
-    check(2, 2, Algorithm::A2aw, 0, Fault::ErrorBetweenToLmAndFromLm);
-    check(4, 1, Algorithm::A2av, 2, Fault::ErrorBetweenToLmAndFromLm);
+    check(
+        2,
+        2,
+        Protocol::Alltoallw,
+        0,
+        Fault::ErrorBetweenToLmAndFromLm,
+    );
+    check(
+        4,
+        1,
+        Protocol::Alltoallv,
+        2,
+        Fault::ErrorBetweenToLmAndFromLm,
+    );
 }

@@ -34,8 +34,8 @@ pub const RANKS: [usize; 6] = [1, 2, 3, 4, 6, 8];
 pub const MPI_RANKS: [usize; 3] = [1, 2, 4];
 /// Rank counts of the transposition bench.
 pub const BENCH_RANKS: [usize; 2] = [2, 4];
-/// The four algorithms, in the example's spelling.
-pub const ALGORITHMS: [&str; 4] = ["p2p", "a2av", "a2aw", "a2ap"];
+/// The five protocols of the redistribution engine, in the example's spelling.
+pub const ALGORITHMS: [&str; 5] = ["alltoall", "alltoallv", "alltoallw", "p2p", "p2p_plined"];
 const CASE_LIMIT: Duration = Duration::from_secs(300);
 
 /// Builds the `sht_dist` example in release (with feature `mpi` when
@@ -511,7 +511,7 @@ mod tests {
     #[test]
     fn parses_example_lines() {
         let lines = vec![
-            "case ranks=2 grid=1x2 alg=a2aw queue=3 backend=in-process hash=00ff".to_string(),
+            "case ranks=2 grid=1x2 alg=alltoallw queue=3 backend=in-process hash=00ff".to_string(),
             "bench which=theta ranks=2 backend=mpi ntheta=64 lmax=43 levels=8 fields=13 alg=p2p queue=5 values_per_rank=100 seconds=1.5e-3 transform_seconds=4e-3".to_string(),
         ];
         let c = parse_cases(&lines).unwrap();
@@ -519,7 +519,7 @@ mod tests {
             c,
             vec![HashCase {
                 grid: "1x2".into(),
-                alg: "a2aw".into(),
+                alg: "alltoallw".into(),
                 queue: 3,
                 hash: "00ff".into()
             }]
