@@ -31,6 +31,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+/// Most message buffers the world keeps for reuse.
+const POOL_LIMIT: usize = 4096;
+
 /// Context bit reserved for the collectives' internal messages.
 const COLLECTIVE: u64 = 1 << 63;
 /// Internal tags of the collectives.
@@ -49,6 +52,8 @@ struct Envelope {
 #[derive(Default)]
 struct Queue {
     msgs: VecDeque<Envelope>,
+    /// Messages announced by `reserve_messages` (kept as capacity).
+    reserved: usize,
     /// Bumped on every arrival and on failure, so `wait_any` can sleep
     /// without missing a wake-up.
     generation: u64,
@@ -100,16 +105,41 @@ impl World {
         }
     }
 
+    /// A message buffer holding `data`: a recycled one with room for it
+    /// when the pool has one (the newest such), so a program that repeats
+    /// its messages allocates none once warm.
     fn buffer(&self, data: &[u8]) -> Vec<u8> {
-        let mut v = lock(&self.pool).pop().unwrap_or_default();
-        v.clear();
+        let mut v = self.empty_buffer(data.len());
         v.extend_from_slice(data);
+        v
+    }
+
+    /// An empty message buffer with room for `len` bytes, recycled if the
+    /// pool has one.
+    fn empty_buffer(&self, len: usize) -> Vec<u8> {
+        let mut v = {
+            let mut p = lock(&self.pool);
+            // Best fit: the smallest buffer with room, so small messages
+            // do not take the buffers large ones need.
+            let fit = p
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.capacity() >= len)
+                .min_by_key(|(_, b)| b.capacity())
+                .map(|(i, _)| i);
+            match fit {
+                Some(i) => p.swap_remove(i),
+                None => p.pop().unwrap_or_default(),
+            }
+        };
+        v.clear();
+        v.reserve(len);
         v
     }
 
     fn recycle(&self, v: Vec<u8>) {
         let mut p = lock(&self.pool);
-        if p.len() < 1024 {
+        if p.len() < POOL_LIMIT {
             p.push(v);
         }
     }
@@ -208,11 +238,17 @@ impl LocalComm {
     }
 
     fn send_ctx(&self, ctx: u64, dest: usize, tag: u32, data: &[u8]) -> Result<()> {
+        self.send_vec_ctx(ctx, dest, tag, self.world.buffer(data))
+    }
+
+    /// Sends a message buffer as it is (from the pool, filled by the
+    /// caller).
+    fn send_vec_ctx(&self, ctx: u64, dest: usize, tag: u32, data: Vec<u8>) -> Result<()> {
         let env = Envelope {
             ctx,
             src: self.rank,
             tag,
-            data: self.world.buffer(data),
+            data,
         };
         self.world.post(self.members[dest], env)
     }
@@ -289,7 +325,7 @@ impl LocalComm {
 /// communicator, so it may outlive the call that started it (as every
 /// [`Request`] may); the bytes are copied in on the thread that tests or
 /// waits for it.
-struct RecvReq {
+pub(crate) struct RecvReq {
     world: Arc<World>,
     /// World rank of the receiver.
     me: usize,
@@ -433,7 +469,7 @@ impl Communicator for LocalComm {
     unsafe fn irecv_raw(&self, src: usize, tag: u32, buf: *mut u8, len: usize) -> Result<Request> {
         validate_peer(src, self.size())?;
         validate_tag(tag)?;
-        Ok(Request::new(Box::new(RecvReq {
+        Ok(Request::local(RecvReq {
             world: self.world.clone(),
             me: self.me(),
             ctx: self.ctx,
@@ -441,7 +477,22 @@ impl Communicator for LocalComm {
             tag,
             buf,
             len,
-        })))
+        }))
+    }
+
+    /// Sets `messages` buffers of `bytes` bytes aside in the world's pool
+    /// and room for as many envelopes in this rank's mailbox, so those
+    /// messages, once they flow, allocate nothing.
+    fn reserve_messages(&self, messages: usize, bytes: usize) {
+        {
+            let mut q = lock(&self.world.mailboxes[self.me()].queue);
+            q.reserved += messages;
+            let more = q.reserved.saturating_sub(q.msgs.len());
+            q.msgs.reserve(more);
+        }
+        let mut p = lock(&self.world.pool);
+        let n = messages.min(POOL_LIMIT.saturating_sub(p.len()));
+        p.extend((0..n).map(|_| Vec::with_capacity(bytes)));
     }
 
     fn wait_any(&self, reqs: &mut [Request]) -> Result<Option<usize>> {
@@ -535,12 +586,13 @@ impl Communicator for LocalComm {
                 send_layouts.len().min(recv_layouts.len()),
             ));
         }
-        let mut scratch = Vec::new();
         for k in 0..p {
             let r = (self.rank + k) % p;
             let l = &send_layouts[r];
-            scratch.resize(l.len() * elem_size, 0);
-            l.gather_bytes(send, elem_size, &mut scratch);
+            let n = l.len() * elem_size;
+            let mut buf = self.world.empty_buffer(n);
+            buf.resize(n, 0);
+            l.gather_bytes(send, elem_size, &mut buf);
             if r == self.rank {
                 if recv_layouts[r].len() != l.len() {
                     return Err(CommError::length(
@@ -549,9 +601,10 @@ impl Communicator for LocalComm {
                         l.len(),
                     ));
                 }
-                recv_layouts[r].scatter_bytes(&scratch, elem_size, recv);
+                recv_layouts[r].scatter_bytes(&buf, elem_size, recv);
+                self.world.recycle(buf);
             } else {
-                self.send_ctx(self.coll(), r, TAG_A2A, &scratch)?;
+                self.send_vec_ctx(self.coll(), r, TAG_A2A, buf)?;
             }
         }
         for k in 1..p {
@@ -730,7 +783,8 @@ where
         failed: AtomicBool::new(false),
         failure: Mutex::new(None),
         timeout: opts.timeout,
-        pool: Mutex::new(Vec::new()),
+        // Room for every buffer the pool may keep: recycling never grows it.
+        pool: Mutex::new(Vec::with_capacity(POOL_LIMIT)),
     });
     let members = Arc::new((0..n).collect::<Vec<_>>());
     let outcomes: Vec<std::result::Result<R, String>> = std::thread::scope(|s| {

@@ -10,7 +10,9 @@
 //! at build time and every rank keeps the same winner. The protocol never
 //! changes a bit of the result: every element lands where its block says.
 
-use crate::communicator::{copy_strided, CommExt, Communicator, Elem, ReduceOp, Strided};
+use crate::communicator::{
+    as_bytes, as_bytes_mut, copy_strided, CommExt, Communicator, Elem, ReduceOp, Strided,
+};
 use crate::error::{CommError, Result};
 use crate::scope::{scope_in, ScopeStore};
 use std::fmt;
@@ -150,6 +152,10 @@ pub struct Redistribution<T: Elem> {
     protocol: Protocol,
     timings: Vec<(Protocol, f64)>,
     tag: u32,
+    /// Byte counts and displacements of the all-to-all protocols (send
+    /// counts, send displacements, receive counts, receive displacements),
+    /// so an execution converts nothing.
+    bytes: [Vec<usize>; 4],
     send_buf: Vec<T>,
     recv_buf: Vec<T>,
     store: ScopeStore,
@@ -227,6 +233,12 @@ impl<T: Elem + Default> Redistribution<T> {
             .unwrap_or(0);
         let pad = comm.allreduce_scalar(local_max as f64, ReduceOp::Max)? as usize;
         let from = (0..p).filter(|&q| recv_counts[q] > 0).collect::<Vec<_>>();
+        // Two rounds of messages per peer can be in flight: a rank finishes
+        // an execution only with every peer's message of it, so a peer is
+        // at most one execution ahead.
+        let peers = send_counts.iter().filter(|&&c| c > 0).count();
+        let largest = send_counts.iter().copied().max().unwrap_or(0);
+        comm.reserve_messages(2 * peers, largest.max(pad) * std::mem::size_of::<T>());
         let mut plan = Redistribution {
             rank: me,
             src_len: send.iter().map(Strided::extent).max().unwrap_or(0),
@@ -243,6 +255,7 @@ impl<T: Elem + Default> Redistribution<T> {
             protocol,
             timings: Vec::new(),
             tag: REDIST_TAG,
+            bytes: Default::default(),
             send_buf: Vec::new(),
             recv_buf: Vec::new(),
         };
@@ -280,6 +293,42 @@ impl<T: Elem + Default> Redistribution<T> {
         self.recv_buf.clear();
         self.recv_buf.resize(nr, T::default());
         self.recv_buf.shrink_to_fit();
+        let es = std::mem::size_of::<T>();
+        let me = self.rank;
+        self.bytes = match protocol {
+            Protocol::Alltoall => {
+                // Slots of `pad` elements; the own slot stays empty (the own
+                // block is copied directly).
+                let counts = |c: &[usize]| {
+                    (0..p)
+                        .map(|q| {
+                            if q == me || c[q] == 0 {
+                                0
+                            } else {
+                                self.pad * es
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                };
+                let displs = (0..p).map(|q| q * self.pad * es).collect::<Vec<_>>();
+                [
+                    counts(&self.send_counts),
+                    displs.clone(),
+                    counts(&self.recv_counts),
+                    displs,
+                ]
+            }
+            Protocol::Alltoallv => {
+                let b = |v: &[usize]| v.iter().map(|x| x * es).collect::<Vec<_>>();
+                [
+                    b(&self.send_counts),
+                    b(&self.send_displs),
+                    b(&self.recv_counts),
+                    b(&self.recv_displs),
+                ]
+            }
+            _ => Default::default(),
+        };
         Ok(())
     }
 
@@ -406,18 +455,15 @@ impl<T: Elem> Redistribution<T> {
                     }
                 }
                 copy_strided(src, &self.send[me], dst, &self.recv[me]);
-                if padded {
-                    comm.alltoall(&self.send_buf, &mut self.recv_buf, self.pad)?;
-                } else {
-                    comm.alltoallv(
-                        &self.send_buf,
-                        &self.send_counts,
-                        &self.send_displs,
-                        &mut self.recv_buf,
-                        &self.recv_counts,
-                        &self.recv_displs,
-                    )?;
-                }
+                let [sc, sd, rc, rd] = &self.bytes;
+                comm.alltoallv_bytes(
+                    as_bytes(&self.send_buf),
+                    sc,
+                    sd,
+                    as_bytes_mut(&mut self.recv_buf),
+                    rc,
+                    rd,
+                )?;
                 for (q, b) in self.recv.iter().enumerate() {
                     if self.recv_counts[q] > 0 {
                         let s = at(&self.recv_displs, q);

@@ -80,6 +80,9 @@ pub struct Exchanger<T: Elem = f64> {
     sends: Vec<Request>,
     /// The layouts of the fields of the exchange in flight.
     layouts: Vec<FieldLayout>,
+    /// Whether the communicator was told what this exchanger sends
+    /// (`Communicator::reserve_messages`, on the first `post`).
+    reserved: bool,
     stats: ExchangeStats,
 }
 
@@ -129,6 +132,7 @@ impl<T: Elem + Default> Exchanger<T> {
             recv_of: Vec::with_capacity(topo.neighbors().len()),
             sends: Vec::with_capacity(topo.neighbors().len()),
             layouts: Vec::new(),
+            reserved: false,
             stats: ExchangeStats::default(),
         })
     }
@@ -225,6 +229,14 @@ impl<T: Elem> Exchanger<T> {
             )));
         }
         let me = self.topo.rank();
+        if !self.reserved {
+            // One message per remote neighbour and exchange; a neighbour
+            // can be one exchange ahead, so two may be in flight.
+            let remote = self.send.iter().filter(|b| !b.is_empty()).count();
+            let largest = self.send.iter().map(Vec::len).max().unwrap_or(0);
+            comm.reserve_messages(2 * remote, largest * std::mem::size_of::<T>());
+            self.reserved = true;
+        }
         let Exchanger {
             topo,
             send,
