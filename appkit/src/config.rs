@@ -176,6 +176,87 @@ pub fn parse_triple_f64(s: &str) -> Result<[f64; 3], String> {
     split_triple::<f64>(s).ok_or_else(|| format!("expected X or AxBxC with numbers, got {s:?}"))
 }
 
+/// A value chosen by name, kept with the name as written: for types of
+/// other crates that implement [`FromStr`](std::str::FromStr) but not serde
+/// (a protocol or algorithm enum). In TOML and JSON it is the name as a
+/// string; parsing goes through the type's own `FromStr`, so an unknown name
+/// gets that type's error (which typically lists the valid names) and names
+/// the type learns later work without a change here. It is also a clap value
+/// type (`Option<ByName<T>>` fields take `--flag NAME`).
+///
+/// ```
+/// use appkit::config::ByName;
+///
+/// let b: ByName<u8> = "7".parse().unwrap();
+/// assert_eq!((*b.value(), b.name()), (7, "7"));
+/// assert!("x".parse::<ByName<u8>>().unwrap_err().contains("\"x\""));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ByName<T> {
+    name: String,
+    value: T,
+}
+
+impl<T> ByName<T> {
+    /// The parsed value.
+    pub fn value(&self) -> &T {
+        &self.value
+    }
+
+    /// The name as written.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl<T: std::str::FromStr> std::str::FromStr for ByName<T>
+where
+    T::Err: std::fmt::Display,
+{
+    type Err = String;
+
+    /// Parses `name` with `T`'s `FromStr`; the error is `T`'s message,
+    /// prefixed with the name when the message does not quote it.
+    fn from_str(name: &str) -> Result<Self, String> {
+        match name.parse::<T>() {
+            Ok(value) => Ok(ByName {
+                name: name.to_string(),
+                value,
+            }),
+            Err(e) => {
+                let m = e.to_string();
+                Err(if m.contains(&format!("{name:?}")) {
+                    m
+                } else {
+                    format!("invalid value {name:?}: {m}")
+                })
+            }
+        }
+    }
+}
+
+impl<T> std::fmt::Display for ByName<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+impl<T> Serialize for ByName<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.name)
+    }
+}
+
+impl<'de, T: std::str::FromStr> Deserialize<'de> for ByName<T>
+where
+    T::Err: std::fmt::Display,
+{
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// Sets each named field of the configuration `$dst` from the `Option`
 /// field of the same name of the command line `$src` when it is `Some`:
 /// the "flags override the file" step of every application.
@@ -324,6 +405,26 @@ mod tests {
         assert_eq!(parse_triple_f64("0.5"), Ok([0.5; 3]));
         assert_eq!(parse_triple_f64("1x2.5x3"), Ok([1.0, 2.5, 3.0]));
         assert!(parse_triple_f64("1x2").is_err());
+    }
+
+    #[test]
+    fn by_name_round_trips_and_reports_the_parse_error() {
+        #[derive(Debug, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct C {
+            count: ByName<u32>,
+        }
+        let c: C = parse_toml("count = \"12\"\n").unwrap();
+        assert_eq!((*c.count.value(), c.count.name()), (12, "12"));
+        assert_eq!(c.count.to_string(), "12");
+        let back = toml::to_string(&c).unwrap();
+        assert_eq!(back.trim(), "count = \"12\"");
+        let e = parse_toml::<C>("count = \"lots\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"lots\"") && e.contains("line 1"), "{e}");
+        let e = "lots".parse::<ByName<u32>>().unwrap_err();
+        assert!(e.contains("\"lots\"") && e.contains("invalid digit"), "{e}");
     }
 
     #[test]

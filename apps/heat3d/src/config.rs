@@ -2,7 +2,7 @@
 
 use crate::stencil;
 use anyhow::{bail, Result};
-pub use appkit::config::PerAxis;
+pub use appkit::config::{ByName, PerAxis};
 use appkit::validate;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -95,6 +95,11 @@ pub struct Config {
     pub operator: Operator,
     /// Time step of the spectral operator.
     pub spectral_step: SpectralStep,
+    /// Reshape protocol of the spectral operator's distributed FFTs, by
+    /// `dfft`'s name (`alltoallv`, `alltoall`, `p2p`, `p2p-pipelined`,
+    /// `auto`, ...); the finite-difference operator does not reshape and
+    /// ignores it.
+    pub protocol: ByName<dfft::Protocol>,
     /// Stencil order (2, 4, ..., 20) of the finite-difference operator.
     pub order: usize,
     /// Number of steps.
@@ -133,6 +138,7 @@ impl Default for Config {
             diffusivity: 1.0,
             operator: Operator::Fd,
             spectral_step: SpectralStep::Exact,
+            protocol: default_protocol(),
             order: 2,
             steps: 300,
             dt: None,
@@ -149,6 +155,14 @@ impl Default for Config {
             output: Output::default(),
         }
     }
+}
+
+/// The reshape protocol the apps used before it was an option: `alltoallv`,
+/// the default of `dfft::Options`.
+pub fn default_protocol() -> ByName<dfft::Protocol> {
+    "alltoallv"
+        .parse()
+        .expect("dfft knows the alltoallv protocol")
 }
 
 impl Config {
@@ -248,6 +262,23 @@ mod tests {
         let c = Config::from_toml("n = [8, 16, 32]\norder = 8\nmode = \"blocking\"\n").unwrap();
         assert_eq!(c.shape(), [8, 16, 32]);
         assert_eq!(c.mode, Mode::Blocking);
+    }
+
+    #[test]
+    fn protocols_are_parsed_by_dfft() {
+        assert_eq!(
+            *Config::default().protocol.value(),
+            dfft::Options::default().protocol
+        );
+        let c = Config::from_toml("protocol = \"p2p\"\n").unwrap();
+        assert_eq!(*c.protocol.value(), dfft::Protocol::P2p);
+        let e = Config::from_toml("protocol = \"carrier-pigeon\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("carrier-pigeon") && e.contains("alltoallv") && e.contains("line 1"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -88,6 +88,11 @@ pub struct Report {
     pub wall: f64,
     /// Cell updates per second per step (global cells / median step).
     pub cells_per_second: f64,
+    /// The reshape protocol of each reshape of the spectral operator's
+    /// forward transform as the plan reports it (`Auto`'s winners; `dfft`'s
+    /// `Debug` names); empty for the finite-difference operator and where
+    /// the transform needs no reshape (one rank).
+    pub reshape_protocols: Vec<String>,
     /// Order-independent hash of the global field ([`appkit::field_hash`]).
     pub hash: u64,
     /// The same hash as 16 hex digits (JSON readers that hold numbers as
@@ -475,6 +480,7 @@ impl Spectral {
             );
         }
         let opts = dfft::Options {
+            protocol: *cfg.protocol.value(),
             output: dfft::Output::Transposed,
             normalization: dfft::Normalization::Full,
             ..dfft::Options::default()
@@ -666,10 +672,24 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
         } else {
             0.0
         },
+        reshape_protocols: s
+            .spectral
+            .as_ref()
+            .map(|sp| reshape_protocols(&sp.plan))
+            .unwrap_or_default(),
         hash,
         hash_hex: appkit::hash::hex(hash),
         files,
     })
+}
+
+/// The protocol of each reshape of `plan`'s forward transform, by its
+/// `Debug` name (`Auto` reports the winner of each).
+pub fn reshape_protocols(plan: &dfft::Fft3d) -> Vec<String> {
+    plan.protocols()
+        .iter()
+        .map(|(p, _)| format!("{p:?}"))
+        .collect()
 }
 
 impl Report {
@@ -687,7 +707,16 @@ impl Report {
                 PHASES,
             ),
             Operator::Spectral => (
-                format!("spectral, {:?} step", c.spectral_step),
+                format!(
+                    "spectral, {:?} step, protocol {} (reshapes: {})",
+                    c.spectral_step,
+                    c.protocol,
+                    if self.reshape_protocols.is_empty() {
+                        "none".to_string()
+                    } else {
+                        self.reshape_protocols.join(", ")
+                    }
+                ),
                 SPECTRAL_PHASES,
             ),
         };

@@ -4,7 +4,7 @@
 use anyhow::Result;
 use appkit::config::parse_triple;
 use clap::Parser;
-use heat3d::config::{Config, Initial, Integrator, Mode, Operator, PerAxis, SpectralStep};
+use heat3d::config::{ByName, Config, Initial, Integrator, Mode, Operator, PerAxis, SpectralStep};
 use std::path::PathBuf;
 
 /// Heat equation du/dt = D lap(u) on a periodic box with central finite
@@ -51,6 +51,12 @@ struct Cli {
     /// Time step of the spectral operator.
     #[arg(long, value_enum)]
     spectral_step: Option<SpectralStep>,
+    /// Reshape protocol of the spectral operator's distributed FFTs, as dfft
+    /// names them: alltoallv (default), alltoall, p2p, p2p-pipelined, auto, ...
+    /// (an unknown name lists the valid ones). Accepted and ignored by the
+    /// finite-difference operator, which does not reshape.
+    #[arg(long, value_name = "NAME")]
+    protocol: Option<ByName<dfft::Protocol>>,
     /// Process grid PXxPYxPZ (default: smallest halo surface).
     #[arg(long, value_parser = parse_triple)]
     grid: Option<[usize; 3]>,
@@ -91,7 +97,8 @@ fn config(cli: &Cli) -> Result<Config> {
         initial,
         warmup,
         operator,
-        spectral_step
+        spectral_step,
+        protocol
     );
     if cli.dt.is_some() {
         c.dt = cli.dt;

@@ -8,7 +8,7 @@
 //! per axis with `points_per_period` grid points each.
 
 use anyhow::{bail, Result};
-pub use appkit::config::PerAxis;
+pub use appkit::config::{ByName, PerAxis};
 use appkit::validate;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -83,6 +83,10 @@ pub struct Config {
     pub amplitude: Option<f64>,
     /// Diagnostics every this many steps (and at the end).
     pub diag_every: usize,
+    /// Reshape protocol of the distributed FFTs, by `dfft`'s name
+    /// (`alltoallv`, `alltoall`, `p2p`, `p2p-pipelined`, `auto`, ...). Every
+    /// protocol gives the same bits.
+    pub protocol: ByName<dfft::Protocol>,
     /// Output files.
     pub output: Output,
 }
@@ -102,9 +106,18 @@ impl Default for Config {
             seed_radius: 2.0,
             amplitude: None,
             diag_every: 1,
+            protocol: default_protocol(),
             output: Output::default(),
         }
     }
+}
+
+/// The reshape protocol the app used before it was an option: `alltoallv`,
+/// the default of `dfft::Options`.
+pub fn default_protocol() -> ByName<dfft::Protocol> {
+    "alltoallv"
+        .parse()
+        .expect("dfft knows the alltoallv protocol")
 }
 
 impl Config {
@@ -308,6 +321,23 @@ mod tests {
         bad(&|c| c.diag_every = 0, "diag_every");
         bad(&|c| c.r = f64::NAN, "r must be finite");
         Config::default().validate().unwrap();
+    }
+
+    #[test]
+    fn protocols_are_parsed_by_dfft() {
+        assert_eq!(
+            *Config::default().protocol.value(),
+            dfft::Options::default().protocol
+        );
+        let c = Config::from_toml("protocol = \"auto\"\n").unwrap();
+        assert_eq!(*c.protocol.value(), dfft::Protocol::Auto);
+        let e = Config::from_toml("protocol = \"smoke-signals\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("smoke-signals") && e.contains("alltoallv") && e.contains("line 1"),
+            "{e}"
+        );
     }
 
     #[test]

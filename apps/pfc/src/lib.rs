@@ -105,6 +105,7 @@ impl<'c> Solver<'c> {
         let grid = ProcessGrid::for_shape(shape, comm.size(), [true; 3])?.dims();
         let input = dfft::Layout::new(shape, grid, [0, 1, 2])?;
         let opts = dfft::Options {
+            protocol: *cfg.protocol.value(),
             output: dfft::Output::Transposed,
             normalization: dfft::Normalization::Full,
             ..dfft::Options::default()
@@ -268,6 +269,17 @@ impl<'c> Solver<'c> {
         self.time
     }
 
+    /// The protocol of each reshape of the forward transform as the plan
+    /// reports it (`Auto`'s winners), by `dfft`'s `Debug` names; empty when
+    /// the transform needs no reshape (one rank).
+    pub fn reshape_protocols(&self) -> Vec<String> {
+        self.plan
+            .protocols()
+            .iter()
+            .map(|(p, _)| format!("{p:?}"))
+            .collect()
+    }
+
     /// One semi-implicit step (collective). Returns false when a value is
     /// not finite.
     pub fn step(&mut self) -> Result<bool> {
@@ -404,6 +416,10 @@ pub struct Report {
     pub wall: f64,
     /// Mean time per step (seconds, diagnostics and output included).
     pub time_per_step: f64,
+    /// The protocol of each reshape of the forward transform
+    /// ([`Solver::reshape_protocols`]; the requested one is
+    /// `config.protocol`).
+    pub reshape_protocols: Vec<String>,
     /// Order-independent hash of the global field.
     pub hash: u64,
     /// The same hash as 16 hex digits.
@@ -419,6 +435,7 @@ impl Report {
         format!(
             "pfc: {:?} grid ({:?} BCC periods x {} points), {} {} rank(s) on grid {:?}\n\
              r {}  psi0 {}  dt {}  steps {} -> {}  final time {:.4}\n\
+             reshape protocol {} (reshapes: {})\n\
              free energy: {:.12e} -> {:.12e}\n\
              mean density: {:.15e} (drift {:.3e}, relative {:.3e})\n\
              time per step {:.3} ms  wall {:.3} s\n\
@@ -435,6 +452,12 @@ impl Report {
             self.first.step,
             self.last.step,
             self.last.time,
+            self.config.protocol,
+            if self.reshape_protocols.is_empty() {
+                "none".to_string()
+            } else {
+                self.reshape_protocols.join(", ")
+            },
             self.first.free_energy,
             self.last.free_energy,
             self.last.mean_density,
@@ -545,6 +568,7 @@ pub fn run(
         last,
         wall: wall[0],
         time_per_step: wall[0] / cfg.steps.max(1) as f64,
+        reshape_protocols: s.reshape_protocols(),
         hash,
         hash_hex: appkit::hash::hex(hash),
         files,

@@ -4,7 +4,7 @@
 use anyhow::{bail, Result};
 use appkit::config::parse_triple;
 use clap::Parser;
-use pfc::config::{Config, Initial, PerAxis};
+use pfc::config::{ByName, Config, Initial, PerAxis};
 use std::path::PathBuf;
 
 /// Phase-field crystal model (conserved Swift-Hohenberg) on a periodic box,
@@ -48,6 +48,11 @@ struct Cli {
     /// Diagnostics every this many steps.
     #[arg(long)]
     diag_every: Option<usize>,
+    /// Reshape protocol of the distributed FFTs, as dfft names them:
+    /// alltoallv (default), alltoall, p2p, p2p-pipelined, auto, ... (an
+    /// unknown name lists the valid ones).
+    #[arg(long, value_name = "NAME")]
+    protocol: Option<ByName<dfft::Protocol>>,
     /// VTK snapshot every this many steps (0: none).
     #[arg(long)]
     vtk_every: Option<usize>,
@@ -87,7 +92,8 @@ fn config(cli: &Cli) -> Result<Config> {
         initial,
         seed,
         seed_radius,
-        diag_every
+        diag_every,
+        protocol
     );
     if let Some(v) = cli.vtk_every {
         c.output.vtk_every = v;
