@@ -14,7 +14,10 @@
 //! run one at a time, each `mpirun` oversubscribing the cores already.
 //!
 //! `--suite` picks these (SHT and heat3d), the multigrid suite of
-//! [`crate::bitexact_mg`] (the `poisson` app), or all of them (the default).
+//! [`crate::bitexact_mg`] (the `poisson` app), the suites over `dfft`'s
+//! reshape protocols ([`crate::bitexact_spectral`]: heat3d's spectral
+//! operator; [`crate::bitexact_pfc`]: the pfc app), or all of them (the
+//! default).
 
 use crate::util::{self, HeatReport};
 use anyhow::{bail, Result};
@@ -77,6 +80,11 @@ pub enum Suite {
     Heat3d,
     /// The `poisson` app only ([`crate::bitexact_mg`]).
     Multigrid,
+    /// heat3d's spectral operator over ranks, grids and reshape protocols
+    /// ([`crate::bitexact_spectral`]).
+    Spectral,
+    /// The pfc app over ranks and reshape protocols ([`crate::bitexact_pfc`]).
+    Pfc,
 }
 
 /// Where a case runs.
@@ -341,17 +349,36 @@ fn references(orders: &[usize]) -> Vec<Case> {
         .collect()
 }
 
-/// Runs the selected suites; fails if any case of either failed or differed.
+/// Runs the selected suites (every one even when an earlier one failed);
+/// fails if any case of any of them failed or differed.
 pub fn run(args: &Args) -> Result<()> {
-    let heat3d = match args.suite {
-        Suite::Multigrid => Ok(()),
-        _ => run_heat3d(args),
+    let wanted = |s: Suite| args.suite == Suite::All || args.suite == s;
+    let mut failed: Vec<&str> = vec![];
+    let mut outcome = |name, r: Result<()>| {
+        if let Err(e) = r {
+            eprintln!("xtask: bitexact {name}: {e:#}");
+            failed.push(name);
+        }
     };
-    let multigrid = match args.suite {
-        Suite::Heat3d => Ok(()),
-        _ => crate::bitexact_mg::run(args.mpi, args.jobs),
-    };
-    heat3d.and(multigrid)
+    if wanted(Suite::Heat3d) {
+        outcome("heat3d", run_heat3d(args));
+    }
+    if wanted(Suite::Multigrid) {
+        outcome("multigrid", crate::bitexact_mg::run(args.mpi, args.jobs));
+    }
+    if wanted(Suite::Spectral) {
+        outcome(
+            "spectral",
+            crate::bitexact_spectral::run(args.mpi, args.jobs),
+        );
+    }
+    if wanted(Suite::Pfc) {
+        outcome("pfc", crate::bitexact_pfc::run(args.mpi, args.jobs));
+    }
+    if !failed.is_empty() {
+        bail!("bit-exactness suite(s) failed: {}", failed.join(", "));
+    }
+    Ok(())
 }
 
 /// Runs the heat3d suite; prints the table and `bitexact: N passed, M

@@ -1,11 +1,14 @@
 //! Project automation, run as `cargo xtask TASK` (an alias in
 //! `.cargo/config.toml` for `cargo run --release --package xtask --`).
 //!
-//! - `cargo xtask bitexact [--mpi] [--orders 2,4,...] [--suite all|heat3d|multigrid]`:
+//! - `cargo xtask bitexact [--mpi] [--orders 2,4,...] [--suite all|heat3d|multigrid|spectral|pfc]`:
 //!   heat3d gives the same field bits for every rank count, process grid,
 //!   exchange mode and backend ([`bitexact`]); the `poisson` app the same
 //!   solution and residual history for every rank count, overlap,
-//!   communication avoidance and agglomeration threshold ([`bitexact_mg`]).
+//!   communication avoidance and agglomeration threshold ([`bitexact_mg`]);
+//!   heat3d's spectral operator and the pfc app the same field for every
+//!   rank count, process grid and `dfft` reshape protocol
+//!   ([`bitexact_spectral`], [`bitexact_pfc`], sharing [`fft_suite`]).
 //! - `cargo xtask bench heat3d [--quick] [--out DIR]`: weak scaling, the
 //!   order sweep against a memory-bandwidth reference, blocking vs overlap;
 //!   tables, `heat3d.json` and `heat3d.png` ([`mod@bench`]).
@@ -20,8 +23,11 @@ mod bench;
 mod bench_mg;
 mod bitexact;
 mod bitexact_mg;
+mod bitexact_pfc;
+mod bitexact_spectral;
 mod ci;
 mod cost;
+mod fft_suite;
 mod plot;
 mod sht_bench;
 mod sht_dist;
@@ -41,7 +47,7 @@ struct Cli {
 /// The tasks.
 #[derive(Debug, Subcommand)]
 enum Task {
-    /// heat3d's and poisson's hashes must not depend on ranks, grid, options or backend.
+    /// heat3d's, poisson's and pfc's hashes must not depend on ranks, grid, options, protocol or backend.
     Bitexact(bitexact::Args),
     /// Benchmarks.
     Bench {
