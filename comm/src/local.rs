@@ -10,12 +10,12 @@
 //! on the rank count, and every rank gets the same bits.
 //!
 //! **Failure.** [`run`] catches a panic or an `Err` returned by any rank and
-//! marks the world as failed; from then on every send, and every receive
-//! (or collective) that would have to wait for a message not yet there,
-//! returns [`CommError::PeerFailed`] naming the first failed rank. Messages
-//! that did arrive are still received, so a rank that can complete a
-//! collective with them does (a validation error agreed by a collective
-//! reaches every rank as that error, not as `PeerFailed`). A
+//! marks the world as failed; from then on every receive (or collective)
+//! that would have to wait for a message not yet there returns
+//! [`CommError::PeerFailed`] naming the first failed rank. Sends still
+//! complete and messages that did arrive are still received, so a rank that
+//! can complete a collective with them does (a validation error agreed by a
+//! collective reaches every rank as that error, not as `PeerFailed`). A
 //! receive that waits longer than the deadlock limit (default 300 s,
 //! `COMM_TIMEOUT_SECS` in the environment or [`Options::timeout`]; 0 turns
 //! it off) returns [`CommError::Timeout`]. Nothing waits forever.
@@ -67,6 +67,9 @@ struct Mailbox {
 
 struct World {
     mailboxes: Vec<Mailbox>,
+    /// Per world rank: its body has returned (or panicked), so it sends
+    /// nothing more.
+    done: Vec<AtomicBool>,
     failed: AtomicBool,
     failure: Mutex<Option<(usize, String)>>,
     timeout: Option<Duration>,
@@ -88,6 +91,25 @@ impl World {
             return Err(CommError::PeerFailed { rank, reason });
         }
         Ok(())
+    }
+
+    /// True when a receive from world rank `src` that finds no message can
+    /// never complete because a rank failed: `src` has stopped (it failed,
+    /// or returned, perhaps after a receive of its own failed). While `src`
+    /// runs, its message may still come, so the receive waits for it.
+    fn gone(&self, src: usize) -> bool {
+        self.failed.load(Ordering::Acquire) && self.done[src].load(Ordering::Acquire)
+    }
+
+    /// Records that world rank `rank` stopped and wakes every waiting
+    /// receive, so it can see whether its source is gone.
+    fn finished(&self, rank: usize) {
+        self.done[rank].store(true, Ordering::Release);
+        for mb in &self.mailboxes {
+            let mut q = lock(&mb.queue);
+            q.generation += 1;
+            mb.arrived.notify_all();
+        }
     }
 
     fn fail(&self, rank: usize, reason: String) {
@@ -144,8 +166,10 @@ impl World {
         }
     }
 
+    /// Delivers an envelope. Sends complete even after a peer failed (they
+    /// only deposit bytes): a rank in the middle of a collective finishes
+    /// its part, so the others can finish theirs with what arrived.
     fn post(&self, world_dest: usize, env: Envelope) -> Result<()> {
-        self.check()?;
         let mb = &self.mailboxes[world_dest];
         let mut q = lock(&mb.queue);
         q.msgs.push_back(env);
@@ -163,20 +187,31 @@ impl World {
         q.msgs.remove(i)
     }
 
-    /// Blocks until a matching envelope arrives.
-    fn wait_take(&self, me: usize, ctx: u64, src: usize, tag: u32) -> Result<Envelope> {
+    /// Blocks until a matching envelope from `src` (rank in the context;
+    /// `src_world` in the world) arrives.
+    fn wait_take(
+        &self,
+        me: usize,
+        ctx: u64,
+        src: usize,
+        src_world: usize,
+        tag: u32,
+    ) -> Result<Envelope> {
         let mb = &self.mailboxes[me];
         let start = Instant::now();
         let mut q = lock(&mb.queue);
         loop {
             // A message that has arrived is taken even when a peer has
-            // failed since: only a receive that would block fails, so
-            // every rank that can finish a step with the messages it has
-            // does, and reports the same error as the others after it.
+            // failed since, and one that may still come is waited for: only
+            // a receive whose source has stopped fails. So every rank that
+            // can finish a step with its peers' messages does, and reports
+            // the same error as the others after it.
             if let Some(e) = Self::take(&mut q, ctx, src, tag) {
                 return Ok(e);
             }
-            self.check()?;
+            if self.gone(src_world) {
+                self.check()?;
+            }
             q = self.sleep(mb, q, start, me, || {
                 format!("a message from rank {src} with tag {tag}")
             })?;
@@ -254,7 +289,10 @@ impl LocalComm {
     }
 
     fn recv_ctx(&self, ctx: u64, src: usize, tag: u32) -> Result<Vec<u8>> {
-        Ok(self.world.wait_take(self.me(), ctx, src, tag)?.data)
+        Ok(self
+            .world
+            .wait_take(self.me(), ctx, src, self.members[src], tag)?
+            .data)
     }
 
     fn coll(&self) -> u64 {
@@ -329,6 +367,8 @@ pub(crate) struct RecvReq {
     world: Arc<World>,
     /// World rank of the receiver.
     me: usize,
+    /// World rank of the sender.
+    src_world: usize,
     ctx: u64,
     src: usize,
     tag: u32,
@@ -368,14 +408,15 @@ impl RequestImpl for RecvReq {
         };
         match e {
             Some(e) => self.deliver(e).map(|_| true),
-            None => w.check().map(|()| false),
+            None if w.gone(self.src_world) => w.check().map(|()| false),
+            None => Ok(false),
         }
     }
 
     fn wait(&mut self) -> Result<()> {
         let e = self
             .world
-            .wait_take(self.me, self.ctx, self.src, self.tag)?;
+            .wait_take(self.me, self.ctx, self.src, self.src_world, self.tag)?;
         self.deliver(e)
     }
 
@@ -472,6 +513,7 @@ impl Communicator for LocalComm {
         Ok(Request::local(RecvReq {
             world: self.world.clone(),
             me: self.me(),
+            src_world: self.members[src],
             ctx: self.ctx,
             src,
             tag,
@@ -513,8 +555,9 @@ impl Communicator for LocalComm {
                 return Ok(None);
             }
             let mut q = lock(&mb.queue);
+            // Arrivals, failures and stopped ranks bump the generation; the
+            // tests above report a receive whose source is gone.
             while q.generation == generation {
-                self.world.check()?;
                 q = self.world.sleep(mb, q, start, self.me(), || {
                     "any of the pending receives".to_string()
                 })?;
@@ -780,6 +823,7 @@ where
     }
     let world = Arc::new(World {
         mailboxes: (0..n).map(|_| Mailbox::default()).collect(),
+        done: (0..n).map(|_| AtomicBool::new(false)).collect(),
         failed: AtomicBool::new(false),
         failure: Mutex::new(None),
         timeout: opts.timeout,
@@ -810,6 +854,7 @@ where
                         if let Err(e) = &out {
                             comm.world.fail(r, e.clone());
                         }
+                        comm.world.finished(r);
                         out
                     })
                     .expect("spawning a rank thread")
