@@ -4,8 +4,9 @@
 
 use crate::problem::{Boundary, Poisson};
 use crate::MgError;
-use comm::{CommExt, Communicator, IndexBox};
+use comm::{as_bytes, as_bytes_mut, Communicator, IndexBox};
 use halo::Field;
+use std::cell::RefCell;
 
 /// The factorised bottom operator.
 #[derive(Debug)]
@@ -16,6 +17,12 @@ pub(crate) struct Bottom {
     global: [usize; 3],
     /// Every rank's box on the bottom level, in rank order.
     boxes: Vec<IndexBox>,
+    /// Byte counts and displacements of the gather, in rank order.
+    counts: Vec<usize>,
+    displs: Vec<usize>,
+    /// Work buffers of `solve`, kept so a solve allocates nothing: this
+    /// rank's values, every rank's in rank order, the global vector.
+    scratch: RefCell<[Vec<f64>; 3]>,
 }
 
 impl Bottom {
@@ -90,11 +97,24 @@ impl Bottom {
                 a[i * m + j] = v / d;
             }
         }
+        let es = std::mem::size_of::<f64>();
+        let counts: Vec<usize> = boxes.iter().map(|b| b.len() * es).collect();
+        let displs = counts
+            .iter()
+            .scan(0, |a, &c| {
+                let o = *a;
+                *a += c;
+                Some(o)
+            })
+            .collect();
         Ok(Bottom {
             chol: a,
             m,
             global,
             boxes,
+            counts,
+            displs,
+            scratch: RefCell::new([Vec::new(), vec![0.0; m], vec![0.0; m]]),
         })
     }
 
@@ -102,13 +122,26 @@ impl Bottom {
     /// `comm`, solves on every rank, writes this rank's block into `u`
     /// (ghosts zeroed). `f` and `u` hold this rank's box `boxes[rank]`.
     pub fn solve(&self, comm: &dyn Communicator, f: &Field, u: &mut Field) -> Result<(), MgError> {
-        let mine = f.owned_values(0);
-        let (all, counts) = comm.allgather_varying(&mine)?;
+        let mut scratch = self.scratch.borrow_mut();
+        let [mine, all, b] = &mut *scratch;
+        mine.clear();
+        let (lay, vals) = (f.layout(), f.as_slice());
+        let (r, st) = (lay.owned_region(), lay.strides());
+        for i in r.lo[0]..r.hi[0] {
+            for j in r.lo[1]..r.hi[1] {
+                let o = i * st[0] + j * st[1];
+                mine.extend_from_slice(&vals[o + r.lo[2]..o + r.hi[2]]);
+            }
+        }
+        comm.allgatherv_bytes(
+            as_bytes(mine),
+            as_bytes_mut(all),
+            &self.counts,
+            &self.displs,
+        )?;
         let g = self.global;
-        let mut b = vec![0.0; self.m];
-        let mut off = 0;
-        for (bx, &c) in self.boxes.iter().zip(&counts) {
-            let mut t = off;
+        let mut t = 0;
+        for bx in &self.boxes {
             for i in bx.lo[0]..bx.hi[0] {
                 for j in bx.lo[1]..bx.hi[1] {
                     for k in bx.lo[2]..bx.hi[2] {
@@ -117,7 +150,6 @@ impl Bottom {
                     }
                 }
             }
-            off += c;
         }
         let (l, m) = (&self.chol, self.m);
         for i in 0..m {

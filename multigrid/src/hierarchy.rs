@@ -3,10 +3,10 @@
 use crate::bottom::Bottom;
 use crate::level::{self, BoxGeom, Stencil};
 use crate::problem::{Boundary, Poisson};
-use crate::transfer::redistribute;
+use crate::transfer;
 use crate::{LevelStats, MgError, MgOptions, SolveReport};
 use comm::exact::{allreduce_exact_sums, ExactSum};
-use comm::{BlockDecomposition, Communicator, IndexBox, ProcessGrid};
+use comm::{BlockDecomposition, Communicator, IndexBox, ProcessGrid, Redistribution};
 use halo::{Exchanger, Field, FieldLayout, HaloSpec, Neighborhood, Region, Topology};
 use std::time::Instant;
 
@@ -28,6 +28,9 @@ struct Child {
     boxes: Vec<IndexBox>,
     f: Field,
     u: Field,
+    /// When the next level lives on fewer ranks: the gather of `f` onto
+    /// them and the scatter of their `u` back, planned on first use.
+    transfers: Option<(Redistribution<f64>, Redistribution<f64>)>,
 }
 
 /// This rank's part of one level.
@@ -942,6 +945,7 @@ impl Work {
                     boxes: boxes_of(&cdec, grid.size()),
                     f: Field::new(cl),
                     u: Field::new(cl),
+                    transfers: None,
                 })
             }
         };
@@ -1057,21 +1061,28 @@ impl Work {
             }
             _ => ex,
         };
-        let mut fields: Vec<&mut Field> = if with_f { vec![u, f] } else { vec![u] };
+        // Arrays, not vectors: a sweep allocates nothing.
+        let mut both;
+        let mut one;
+        let fields: &mut [&mut Field] = if with_f {
+            both = [u, f];
+            &mut both
+        } else {
+            one = [u];
+            &mut one
+        };
         if opts.overlap {
-            let pending = ex.post(comm, &mut fields)?;
+            let pending = ex.post(comm, fields)?;
             st.halo_s += t.elapsed().as_secs_f64();
-            drop(fields);
             let t = Instant::now();
             sweep!(&inner);
             st.smooth_s += t.elapsed().as_secs_f64();
             let t = Instant::now();
-            let mut fields: Vec<&mut Field> = if with_f {
-                vec![&mut self.u, &mut self.f]
+            if with_f {
+                pending.finish(&mut [&mut self.u, &mut self.f])?;
             } else {
-                vec![&mut self.u]
-            };
-            pending.finish(&mut fields)?;
+                pending.finish(&mut [&mut self.u])?;
+            }
             st.halo_s += t.elapsed().as_secs_f64();
             let t = Instant::now();
             for r in level::frame(outer, &inner) {
@@ -1079,7 +1090,7 @@ impl Work {
             }
             st.smooth_s += t.elapsed().as_secs_f64();
         } else {
-            ex.exchange(comm, &mut fields)?;
+            ex.exchange(comm, fields)?;
             st.halo_s += t.elapsed().as_secs_f64();
             let t = Instant::now();
             sweep!(outer);
@@ -1177,11 +1188,30 @@ fn cycle(
             level::copy_owned(&nw.u, &mut child.u);
             st.coarse_s += t.elapsed().as_secs_f64();
         } else {
-            redistribute(
+            if child.transfers.is_none() {
+                // Collective on this level's ranks, which all get here.
+                let next_layout = next.work.as_ref().map(|w| w.layout);
+                let down = transfer::plan(
+                    comm,
+                    &child.boxes,
+                    Some(&child.layout),
+                    &next.boxes,
+                    next_layout.as_ref(),
+                )?;
+                let up = transfer::plan(
+                    comm,
+                    &next.boxes,
+                    next_layout.as_ref(),
+                    &child.boxes,
+                    Some(&child.layout),
+                )?;
+                child.transfers = Some((down, up));
+            }
+            let (down, up) = child.transfers.as_mut().expect("planned above");
+            transfer::execute(
                 comm,
-                &child.boxes,
+                down,
                 Some(&child.f),
-                &next.boxes,
                 next.work.as_mut().map(|w| &mut w.f),
             )?;
             st.coarse_s += t.elapsed().as_secs_f64();
@@ -1191,11 +1221,10 @@ fn cycle(
             }
             let t = Instant::now();
             let next = &rest[0];
-            redistribute(
+            transfer::execute(
                 comm,
-                &next.boxes,
+                up,
                 next.work.as_ref().map(|w| &w.u),
-                &child.boxes,
                 Some(&mut child.u),
             )?;
             st.coarse_s += t.elapsed().as_secs_f64();

@@ -358,14 +358,13 @@ pub(crate) fn reflect_walls(problem: &Poisson, geom: &BoxGeom, lay: &FieldLayout
             continue;
         }
         let (a, b) = ((d + 1) % 3, (d + 2) % 3);
-        let mut planes = Vec::new();
-        if geom.lo[d] == 0 {
-            planes.push((g - 1, g, faces[d][0]));
-        }
-        if geom.lo[d] + geom.n[d] == geom.global[d] {
-            planes.push((g + geom.n[d], g + geom.n[d] - 1, faces[d][1]));
-        }
-        for (ghost, inner, bc) in planes {
+        let low = (geom.lo[d] == 0).then_some((g - 1, g, faces[d][0]));
+        let high = (geom.lo[d] + geom.n[d] == geom.global[d]).then_some((
+            g + geom.n[d],
+            g + geom.n[d] - 1,
+            faces[d][1],
+        ));
+        for (ghost, inner, bc) in low.into_iter().chain(high) {
             let sign = if bc == Boundary::Dirichlet { -1.0 } else { 1.0 };
             for ia in 0..p[a] {
                 for ib in 0..p[b] {
@@ -403,27 +402,32 @@ pub(crate) fn copy_owned(src: &Field, dst: &mut Field) {
 }
 
 /// Splits `outer` minus `inner` (`inner` inside `outer`) into at most six
-/// disjoint boxes.
-pub(crate) fn frame(outer: &Region, inner: &Region) -> Vec<Region> {
+/// disjoint, non-empty boxes (without allocating: sweeps call this on every
+/// visit).
+pub(crate) fn frame(outer: &Region, inner: &Region) -> impl Iterator<Item = Region> {
+    let mut out = [Region::default(); 6];
+    let mut n = 0;
     if inner.is_empty() {
-        return vec![*outer];
-    }
-    let mut out = Vec::new();
-    let mut rest = *outer;
-    for d in 0..3 {
-        if inner.lo[d] > rest.lo[d] {
-            let mut r = rest;
-            r.hi[d] = inner.lo[d];
-            out.push(r);
+        out[0] = *outer;
+        n = 1;
+    } else {
+        let mut rest = *outer;
+        for d in 0..3 {
+            if inner.lo[d] > rest.lo[d] {
+                let mut r = rest;
+                r.hi[d] = inner.lo[d];
+                out[n] = r;
+                n += 1;
+            }
+            if inner.hi[d] < rest.hi[d] {
+                let mut r = rest;
+                r.lo[d] = inner.hi[d];
+                out[n] = r;
+                n += 1;
+            }
+            rest.lo[d] = inner.lo[d];
+            rest.hi[d] = inner.hi[d];
         }
-        if inner.hi[d] < rest.hi[d] {
-            let mut r = rest;
-            r.lo[d] = inner.hi[d];
-            out.push(r);
-        }
-        rest.lo[d] = inner.lo[d];
-        rest.hi[d] = inner.hi[d];
     }
-    out.retain(|r| !r.is_empty());
-    out
+    out.into_iter().take(n).filter(|r| !r.is_empty())
 }

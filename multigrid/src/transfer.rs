@@ -1,97 +1,66 @@
 //! Moving one level between two decompositions of the same global box:
 //! the gather of a coarse level onto fewer ranks (agglomeration) and the
-//! scatter of its correction back.
+//! scatter of its correction back, each a [`comm::Redistribution`] (the
+//! engine `dfft` and `sht` share) of the box intersections, planned once.
 
 use crate::MgError;
-use comm::{CommExt, Communicator, IndexBox};
-use halo::Field;
+use comm::{Communicator, IndexBox, Protocol, Redistribution, Strided};
+use halo::{Field, FieldLayout};
 
-/// Sends the owned values of `from` (this rank's box `from_boxes[rank]`, or
-/// nothing past the end of `from_boxes`) to the ranks whose boxes in
-/// `to_boxes` intersect it, and receives this rank's box `to_boxes[rank]`
-/// into `to` (when this rank has one). Collective on `comm`; pure data
-/// movement, so values arrive bit for bit.
-pub(crate) fn redistribute(
+/// The block `x` (global indices) of a field whose owned box is `own`, in
+/// its padded array (component 0), travelling row by row.
+fn block(lay: &FieldLayout, own: &IndexBox, x: &IndexBox) -> Strided {
+    if x.is_empty() {
+        return Strided::contiguous(0, 0);
+    }
+    let (s, g) = (lay.strides(), lay.ghost);
+    let offset = (0..3)
+        .map(|d| (x.lo[d] - own.lo[d] + g[d]) * [s[0], s[1], 1][d])
+        .sum();
+    Strided::nested(offset, x.shape(), [s[0], s[1], 1])
+}
+
+/// Plans the move of the owned values of a field with layout `from` (this
+/// rank's box `from_boxes[rank]`, or nothing past the end of `from_boxes`)
+/// to the ranks whose boxes in `to_boxes` intersect it, landing in a field
+/// with layout `to` on this rank's box `to_boxes[rank]` (when it has one).
+/// Collective on `comm`; pure data movement, so values arrive bit for bit.
+pub(crate) fn plan(
     comm: &dyn Communicator,
     from_boxes: &[IndexBox],
-    from: Option<&Field>,
+    from: Option<&FieldLayout>,
     to_boxes: &[IndexBox],
-    to: Option<&mut Field>,
-) -> Result<(), MgError> {
-    let p = comm.size();
-    let me = comm.rank();
-    let empty = IndexBox {
-        lo: [0; 3],
-        hi: [0; 3],
-    };
+    to: Option<&FieldLayout>,
+) -> Result<Redistribution<f64>, MgError> {
+    let (p, me) = (comm.size(), comm.rank());
+    let empty = IndexBox::default();
     let my_from = from_boxes.get(me).copied().unwrap_or(empty);
     let my_to = to_boxes.get(me).copied().unwrap_or(empty);
-    let mut send_counts = vec![0usize; p];
-    let mut send = Vec::new();
-    if let Some(src) = from {
-        for q in 0..p {
-            let Some(tb) = to_boxes.get(q) else { break };
-            let x = my_from.intersect(tb);
-            send_counts[q] = x.len();
-            pack(src, &my_from, &x, &mut send);
-        }
-    }
-    let recv_counts: Vec<usize> = (0..p)
-        .map(|s| from_boxes.get(s).map_or(0, |fb| fb.intersect(&my_to).len()))
+    let send = (0..p)
+        .map(|q| match (from, to_boxes.get(q)) {
+            (Some(l), Some(tb)) => block(l, &my_from, &my_from.intersect(tb)),
+            _ => Strided::contiguous(0, 0),
+        })
         .collect();
-    let displs = |c: &[usize]| {
-        c.iter()
-            .scan(0, |acc, &x| {
-                let d = *acc;
-                *acc += x;
-                Some(d)
-            })
-            .collect::<Vec<usize>>()
-    };
-    let (sd, rd) = (displs(&send_counts), displs(&recv_counts));
-    let mut recv = vec![0.0; recv_counts.iter().sum()];
-    comm.alltoallv(&send, &send_counts, &sd, &mut recv, &recv_counts, &rd)?;
-    if let Some(dst) = to {
-        for s in 0..p {
-            let Some(fb) = from_boxes.get(s) else { break };
-            let x = fb.intersect(&my_to);
-            unpack(dst, &my_to, &x, &recv[rd[s]..rd[s] + recv_counts[s]]);
-        }
-    }
+    let recv = (0..p)
+        .map(|q| match (to, from_boxes.get(q)) {
+            (Some(l), Some(fb)) => block(l, &my_to, &fb.intersect(&my_to)),
+            _ => Strided::contiguous(0, 0),
+        })
+        .collect();
+    Ok(Redistribution::new(comm, send, recv, Protocol::Alltoallv)?)
+}
+
+/// Executes a planned move from `from` into `to` (either may be absent on
+/// a rank that holds no box on that side).
+pub(crate) fn execute(
+    comm: &dyn Communicator,
+    plan: &mut Redistribution<f64>,
+    from: Option<&Field>,
+    to: Option<&mut Field>,
+) -> Result<(), MgError> {
+    let src = from.map_or(&[][..], |f| f.as_slice());
+    let dst = to.map_or(&mut [][..], |f| f.as_mut_slice());
+    plan.execute(comm, src, dst)?;
     Ok(())
-}
-
-fn pack(f: &Field, own: &IndexBox, x: &IndexBox, out: &mut Vec<f64>) {
-    if x.is_empty() {
-        return;
-    }
-    let lay = f.layout();
-    let (s, g) = (lay.strides(), lay.ghost);
-    let v = f.as_slice();
-    for i in x.lo[0]..x.hi[0] {
-        for j in x.lo[1]..x.hi[1] {
-            let o = (i - own.lo[0] + g[0]) * s[0] + (j - own.lo[1] + g[1]) * s[1] + g[2];
-            let (a, b) = (o + x.lo[2] - own.lo[2], o + x.hi[2] - own.lo[2]);
-            out.extend_from_slice(&v[a..b]);
-        }
-    }
-}
-
-fn unpack(f: &mut Field, own: &IndexBox, x: &IndexBox, input: &[f64]) {
-    if x.is_empty() {
-        return;
-    }
-    let lay = f.layout();
-    let (s, g) = (lay.strides(), lay.ghost);
-    let v = f.as_mut_slice();
-    let n2 = x.hi[2] - x.lo[2];
-    let mut t = 0;
-    for i in x.lo[0]..x.hi[0] {
-        for j in x.lo[1]..x.hi[1] {
-            let o = (i - own.lo[0] + g[0]) * s[0] + (j - own.lo[1] + g[1]) * s[1] + g[2];
-            let a = o + x.lo[2] - own.lo[2];
-            v[a..a + n2].copy_from_slice(&input[t..t + n2]);
-            t += n2;
-        }
-    }
 }
