@@ -224,6 +224,9 @@ pub struct DistSht {
     ser: Vec<Complex64>,
     ser2: Vec<Complex64>,
     rows: Vec<Complex64>,
+    /// Phi-step buffers of the one-thread path: a grid row, its spectrum,
+    /// the forward and the inverse FFT's scratch.
+    phi_scratch: (Vec<f64>, Vec<Complex64>, Vec<Complex64>, Vec<Complex64>),
     /// Redistributions already planned, per transposition and batch size
     /// (the queue length and the remainder of a batch): no allocation once
     /// warm.
@@ -328,6 +331,7 @@ impl DistSht {
         let mut planner = RealFftPlanner::<f64>::new();
         let r2c = planner.plan_fft_forward(cfg.nphi);
         let c2r = planner.plan_fft_inverse(cfg.nphi);
+        let (fwd_scratch, inv_scratch) = (r2c.get_scratch_len(), c2r.get_scratch_len());
         let q = cfg.queue;
         // A vector field moves two components: room for at least two.
         let qb = q.max(2);
@@ -364,6 +368,12 @@ impl DistSht {
             group,
             r2c,
             c2r,
+            phi_scratch: (
+                vec![0.0; cfg.nphi],
+                vec![ZERO; cfg.nphi / 2 + 1],
+                vec![ZERO; fwd_scratch],
+                vec![ZERO; inv_scratch],
+            ),
             plans: vec![],
         };
         if plan.theta_alg == Protocol::Auto {
@@ -1044,10 +1054,15 @@ impl DistSht {
         };
         match self.par {
             Parallelism::None => {
-                let mut s = init();
-                grid.chunks_mut(nphi)
+                // The plan's buffers: one thread allocates nothing.
+                let (_, buf, _, scr) = &mut self.phi_scratch;
+                let mut s = (std::mem::take(buf), std::mem::take(scr));
+                let res = grid
+                    .chunks_mut(nphi)
                     .enumerate()
-                    .try_for_each(|x| one(&mut s, x))?
+                    .try_for_each(|x| one(&mut s, x));
+                (*buf, *scr) = s;
+                res?
             }
             Parallelism::Rayon => grid
                 .par_chunks_mut(nphi)
@@ -1086,10 +1101,18 @@ impl DistSht {
         };
         match self.par {
             Parallelism::None => {
-                let mut s = init();
-                grid.chunks(nphi)
+                let (inp, buf, scr, _) = &mut self.phi_scratch;
+                let mut s = (
+                    std::mem::take(inp),
+                    std::mem::take(buf),
+                    std::mem::take(scr),
+                );
+                let res = grid
+                    .chunks(nphi)
                     .zip(rows.chunks_mut(mm))
-                    .try_for_each(|x| one(&mut s, x))?
+                    .try_for_each(|x| one(&mut s, x));
+                (*inp, *buf, *scr) = s;
+                res?
             }
             Parallelism::Rayon => grid
                 .par_chunks(nphi)

@@ -1,0 +1,98 @@
+//! Warm transpositions, and the distributed transforms around the theta
+//! transposition, allocate nothing (in-process backend): the theta and `l`
+//! transpositions are planned redistributions, reused for every call of the
+//! same batch size. Counted
+//! by a global allocator that tallies the allocations of each thread (each
+//! in-process rank is a thread).
+
+use comm::local;
+use num_complex::Complex64;
+use sht::{DistConfig, DistError, DistSht, Protocol};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+struct Counting;
+
+thread_local! {
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards to the system allocator; the counter is a const-initialised
+// thread-local `Cell` without destructor, which never allocates.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.with(|c| c.set(c.get() + 1));
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCS.with(|c| c.set(c.get() + 1));
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made by this thread while `f` runs.
+fn allocations<R>(f: impl FnOnce() -> R) -> (u64, R) {
+    let before = ALLOCS.with(Cell::get);
+    let r = f();
+    (ALLOCS.with(Cell::get) - before, r)
+}
+
+#[test]
+fn warm_transposes_and_transforms_allocate_nothing() {
+    // (Pi_r, Pi_theta): the 1d scheme, the 2d scheme, theta ranks only.
+    for (pr, pt) in [(1, 1), (2, 1), (2, 2), (1, 3)] {
+        for protocol in Protocol::ALL {
+            let counts = local::run(pr * pt, |c| {
+                let cfg = DistConfig {
+                    queue: 2,
+                    theta_algorithm: protocol,
+                    l_algorithm: protocol,
+                    ..DistConfig::new(24, 6, pr, pt)
+                };
+                let mut d = DistSht::new(c, &cfg)?;
+                let nf = 3;
+                let coeffs: Vec<Complex64> = (0..nf * d.level_len())
+                    .map(|i| Complex64::new((i % 7) as f64, 0.0))
+                    .collect();
+                let mut back = vec![Complex64::default(); coeffs.len()];
+                let mut grid = vec![0.0; nf * d.grid_len()];
+                let mut lm = vec![Complex64::default(); nf * d.lm_len()];
+                // With one theta rank the transforms are the serial ones
+                // (whose batched Legendre analysis still allocates per
+                // order); with several, the distributed path around the
+                // theta transposition is checked too.
+                let transforms = pt > 1;
+                let mut step = |d: &mut DistSht| -> Result<(), DistError> {
+                    if transforms {
+                        d.synthesis(&coeffs, &mut grid)?;
+                        d.analysis(&grid, &mut back)?;
+                    }
+                    d.to_lm(&coeffs, &mut lm)?;
+                    d.from_lm(&lm, &mut back)
+                };
+                for _ in 0..3 {
+                    step(&mut d)?;
+                }
+                let (n, res) = allocations(|| (0..3).try_for_each(|_| step(&mut d)));
+                res?;
+                Ok::<_, DistError>(n)
+            })
+            .unwrap();
+            for (rank, n) in counts.iter().enumerate() {
+                assert_eq!(
+                    *n, 0,
+                    "grid {pr}x{pt}, {protocol}, rank {rank}: {n} allocations"
+                );
+            }
+        }
+    }
+}
