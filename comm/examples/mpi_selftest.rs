@@ -896,6 +896,31 @@ fn abort_mode(panic: bool) -> ! {
     std::process::exit(0)
 }
 
+/// A rank panics inside a scope while its receive is in flight (the peer
+/// never sends): it cannot wait and must not release the buffer MPI may
+/// still write, so it ends the job with a message (`mpi_selftest
+/// scope-panic`, 2 or more ranks). Exits 0 only if it did not abort.
+fn scope_panic_mode() -> ! {
+    let res = comm::mpi::run(|c| {
+        let p = c.size();
+        let mut buf = [0u8; 64];
+        if c.rank() == 1 % p {
+            comm::scope(c, |s| {
+                s.irecv(0, 9, &mut buf)?;
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                panic!("deliberate panic inside a scope on rank {}", c.rank());
+                #[allow(unreachable_code)]
+                Ok::<_, CommError>(())
+            })
+        } else {
+            // Waits for a message rank 1 never sends.
+            c.recv(1 % p, 10, &mut buf)
+        }
+    });
+    eprintln!("mpi selftest scope-panic mode: run returned {res:?} instead of aborting");
+    std::process::exit(0)
+}
+
 /// Messages and collectives beyond `i32::MAX` bytes (needs about 5 GB
 /// per rank): `mpi_selftest big`, best with 1 or 2 ranks.
 fn big_mode() {
@@ -1030,6 +1055,7 @@ fn main() {
         Some("overflow") => overflow_mode(),
         Some("abort") => abort_mode(false),
         Some("panic") => abort_mode(true),
+        Some("scope-panic") => scope_panic_mode(),
         Some("big") => big_mode(),
         _ => {}
     }

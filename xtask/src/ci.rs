@@ -236,6 +236,53 @@ fn selftest(exe: &PathBuf, np: usize) -> Result<()> {
     }
 }
 
+/// Failure modes of the self-test: a rank that returns an error, one that
+/// panics, one that panics inside a scope with a receive in flight. Each
+/// must end the whole job (no hang) with a message naming the cause.
+const ABORT_MODES: [(&str, &str); 3] = [
+    ("abort", "deliberate failure on rank 1"),
+    ("panic", "deliberate panic on rank 1"),
+    ("scope-panic", "MPI transfer in flight"),
+];
+
+/// Longest an aborting self-test may take before it counts as a hang.
+const ABORT_LIMIT_SECS: &str = "120";
+
+/// Runs `mpi_selftest MODE` on 2 processes and checks that the job ends
+/// unsuccessfully, in bounded time, with `says` in its output.
+fn selftest_aborts(exe: &PathBuf, mode: &str, says: &str) -> Result<()> {
+    println!(
+        "$ timeout {ABORT_LIMIT_SECS} mpirun {} -np 2 {} {mode}",
+        MPIRUN_FLAGS.join(" "),
+        exe.display()
+    );
+    let out = Command::new("timeout")
+        .arg(ABORT_LIMIT_SECS)
+        .arg("mpirun")
+        .args(MPIRUN_FLAGS)
+        .args(["-np", "2"])
+        .arg(exe)
+        .arg(mode)
+        .output()
+        .context("cannot run mpirun")?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    print!("{text}");
+    if out.status.code() == Some(124) {
+        bail!("mpi_selftest {mode} hung: killed after {ABORT_LIMIT_SECS} s");
+    }
+    if out.status.success() {
+        bail!("mpi_selftest {mode} exited successfully: the job was not aborted");
+    }
+    if !text.contains(says) {
+        bail!("mpi_selftest {mode} aborted without saying {says:?}");
+    }
+    Ok(())
+}
+
 /// Runs the CI pipeline.
 pub fn run(args: &Args) -> Result<()> {
     let skip = args.skip.as_slice();
@@ -352,6 +399,14 @@ pub fn run(args: &Args) -> Result<()> {
                     "selftest",
                     &format!("mpirun -np {np} mpi_selftest"),
                     || selftest(&exe, np),
+                )?;
+            }
+            for (mode, says) in ABORT_MODES {
+                p.stage(
+                    skip,
+                    "selftest",
+                    &format!("mpirun -np 2 mpi_selftest {mode} (must abort)"),
+                    || selftest_aborts(&exe, mode, says),
                 )?;
             }
         } else {
