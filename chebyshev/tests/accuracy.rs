@@ -4,6 +4,7 @@
 
 mod common;
 
+use approx::{abs_diff_eq, assert_abs_diff_eq, assert_relative_eq, relative_eq};
 use chebyshev::num_complex::Complex;
 use chebyshev::{Condition, Order, Parallelism, RadialGrid, Side, Transform};
 use common::*;
@@ -31,10 +32,26 @@ fn grid_points_follow_the_seed_formula() {
         for k in 0..nr {
             // x_k = cos((k - 1) pi / (Nr - 1)) for the seed's 1-based k.
             let want = (k as f64 * std::f64::consts::PI / n).cos();
-            assert!((g.x()[k] - want).abs() <= 2.0 * EPS, "nr {nr} k {k}");
+            // Both are cos of k pi / n, the angle possibly rounded in
+            // another order: the two results differ by at most one
+            // rounding of the angle plus one of cos each, 2 ulps of 1
+            // (measured 3.9e-16 = 1.75 eps, at the bound's edge by design:
+            // the grid must be the seed formula to the last ulp or two).
+            assert!(
+                abs_diff_eq!(g.x()[k], want, epsilon = 2.0 * EPS),
+                "nr {nr} k {k}: {} vs {want}",
+                g.x()[k]
+            );
             assert_eq!(g.x()[k], -g.x()[nr - 1 - k], "antisymmetry");
             let r = (RO - RI) / 2.0 * want + (RO + RI) / 2.0;
-            assert!((g.r()[k] - r).abs() <= 4.0 * EPS, "nr {nr} k {k}");
+            // r = h x + m adds at most 2 roundings of values below 2
+            // (4 eps) to x's 2 ulps scaled by h = 1/2. Measured 2.2e-16,
+            // a 4x margin.
+            assert!(
+                abs_diff_eq!(g.r()[k], r, epsilon = 4.0 * EPS),
+                "nr {nr} k {k}: {} vs {r}",
+                g.r()[k]
+            );
         }
         assert!(g.x().windows(2).all(|w| w[0] > w[1]));
         assert_eq!(g.map_factor(), 2.0 / (RO - RI));
@@ -63,12 +80,20 @@ fn fast_transform_equals_direct_formula() {
             let want = direct_transform(&data[col.clone()]);
             let want_im = direct_transform(&im[col.clone()]);
             let scale = max_abs(&want).max(1.0);
+            // A fast DCT's round-off grows as eps log2 N: 8 eps log2 N
+            // times the output scale. Measured at most 0.14 of this bound
+            // (7x margin).
             let tol = 8.0 * EPS * (nr as f64).log2().max(1.0) * scale;
             let got_re: Vec<f64> = cplx[col.clone()].iter().map(|z| z.re).collect();
             let got_im: Vec<f64> = cplx[col.clone()].iter().map(|z| z.im).collect();
-            assert!(max_diff(&fast[col.clone()], &want) < tol, "real nr {nr}");
-            assert!(max_diff(&got_re, &want) < tol, "complex re nr {nr}");
-            assert!(max_diff(&got_im, &want_im) < tol, "complex im nr {nr}");
+            let (e_re, e_cre, e_cim) = (
+                max_diff(&fast[col.clone()], &want),
+                max_diff(&got_re, &want),
+                max_diff(&got_im, &want_im),
+            );
+            assert!(e_re < tol, "real nr {nr}: {e_re:e} >= {tol:e}");
+            assert!(e_cre < tol, "complex re nr {nr}: {e_cre:e} >= {tol:e}");
+            assert!(e_cim < tol, "complex im nr {nr}: {e_cim:e} >= {tol:e}");
         }
     }
 }
@@ -88,7 +113,12 @@ fn chebyshev_polynomial_has_one_coefficient() {
             let want_m = if m == 0 || m == n { 2.0 } else { 1.0 } / g.norm();
             for (i, v) in f.iter().enumerate() {
                 let want = if i == m { want_m } else { 0.0 };
-                assert!((v - want).abs() < 1e-14, "nr {nr} m {m} i {i}: {v}");
+                // Round-off of an nr-term DCT of values <= 1, scaled by
+                // c: measured at most 1.8e-15 (nr 64), 1e-14 is a 5.6x margin.
+                assert!(
+                    abs_diff_eq!(*v, want, epsilon = 1e-14),
+                    "nr {nr} m {m} i {i}: {v} vs {want}"
+                );
             }
         }
     }
@@ -104,7 +134,9 @@ fn transforms_round_trip() {
         t.to_spectral(&mut v, Parallelism::None).unwrap();
         t.to_grid(&mut v, Parallelism::None).unwrap();
         let err = rel_err(&v, &data);
-        assert!(err < 1e-14, "real nr {nr}: {err:e}");
+        // Two DCTs of round-off eps log2 N each; measured at most 8.9e-16
+        // (nr up to 1025), 1e-14 is an 11x margin.
+        assert!(err < 1e-14, "real nr {nr}: {err:e} >= 1e-14");
 
         let cdata: Vec<Complex<f64>> = data.iter().map(|&x| Complex::new(x, -0.5 * x)).collect();
         let mut c = cdata.clone();
@@ -114,7 +146,9 @@ fn transforms_round_trip() {
             .iter()
             .zip(&cdata)
             .fold(0.0f64, |m, (a, b)| m.max((a - b).norm()));
-        assert!(err < 1e-14 * max_abs(&data), "complex nr {nr}: {err:e}");
+        // As the real path; measured at most 1.2e-15 relative, 8.6x margin.
+        let tol = 1e-14 * max_abs(&data);
+        assert!(err < tol, "complex nr {nr}: {err:e} >= {tol:e}");
     }
 }
 
@@ -168,6 +202,7 @@ fn derivatives_of_polynomials_are_exact() {
     // the polynomials (degree Nr - 1, roots spread over the shell) stay
     // well below; we demand 2 N^2 eps and 2 N^3 eps. Missing one degree
     // (or a wrong factor) would give errors of order 1e-3 or more.
+    // Measured: at most 0.23 of tol1 and 0.11 of tol2 (4x and 9x margins).
     for nr in [3, 4, 5, 8, 9, 16, 17, 33, 65] {
         for seed in 0..3 {
             let e = polynomial_errors(nr, 100 + seed);
@@ -196,14 +231,12 @@ fn derivative_matrices_are_consistent() {
             let sum2: f64 = d2.row(i).sum();
             let scale1 = d1.row(i).iter().fold(0.0f64, |m, v| m.max(v.abs()));
             let scale2 = d2.row(i).iter().fold(0.0f64, |m, v| m.max(v.abs()));
-            assert!(
-                sum1.abs() <= nr as f64 * EPS * scale1,
-                "D1 row sum {sum1:e}"
-            );
-            assert!(
-                sum2.abs() <= nr as f64 * EPS * scale2,
-                "D2 row sum {sum2:e}"
-            );
+            // Exact row sums are 0 (derivative of a constant); summing nr
+            // terms of size <= scale rounds by at most nr eps scale.
+            // Measured at most 0.10 and 0.19 of these bounds.
+            let (tol1, tol2) = (nr as f64 * EPS * scale1, nr as f64 * EPS * scale2);
+            assert!(sum1.abs() <= tol1, "D1 row sum {sum1:e} > {tol1:e}");
+            assert!(sum2.abs() <= tol2, "D2 row sum {sum2:e} > {tol2:e}");
             for j in 0..nr {
                 assert_eq!(d1[[n - i, n - j]], -d1[[i, j]], "D1 antisymmetry");
                 assert_eq!(d2[[n - i, n - j]], d2[[i, j]], "D2 symmetry");
@@ -212,14 +245,20 @@ fn derivative_matrices_are_consistent() {
         // Corner entries: D1[0,0] = (2 N^2 + 1) / 6 in x.
         let nn = n as f64;
         let want = (2.0 * nn * nn + 1.0) / 6.0 * s;
-        assert!((d1[[0, 0]] - want).abs() < 1e-13 * want, "D1[0,0]");
+        // Round-off only, whichever way the library computes the entry.
+        // Measured at most 5e-16 relative (nr up to 64), 1e-13 is a 200x
+        // margin.
+        assert_relative_eq!(d1[[0, 0]], want, epsilon = 0.0, max_relative = 1e-13);
         // D2 against D1 * D1.
         let d11 = d1.dot(&d1);
         let scale = d2.iter().fold(0.0f64, |m, v| m.max(v.abs()));
         let diff = (&d11 - &d2).iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        // Round-off of the nr-term products. Measured at most 9.8e-16
+        // relative (nr 64); was 1e-12 (1000x margin), tightened to 1e-13,
+        // a 100x margin.
         assert!(
-            diff < 1e-12 * scale,
-            "D2 vs D1^2: {diff:e} (scale {scale:e})"
+            diff < 1e-13 * scale,
+            "D2 vs D1^2: {diff:e} >= 1e-13 * {scale:e}"
         );
     }
 }
@@ -270,8 +309,10 @@ fn spectral_convergence_on_a_smooth_function() {
         // Exponential, not algebraic: the apparent order between 9 and 17
         // points is over 20 (an algebraic O(N^-p) method would show p).
         let order = (a[i] / b[i]).ln() / (17.0f64 / 9.0).ln();
-        assert!(order > 20.0, "path {i}: apparent order {order}");
-        assert!(a[i] / c[i] > 1e6, "path {i}: ratio {}", a[i] / c[i]);
+        // Measured apparent orders 29.9 to 32.2 and 9 -> 33 ratios of
+        // 1.1e7 to 3.0e8: margins of 1.5x on the order, 11x on the ratio.
+        assert!(order > 20.0, "path {i}: apparent order {order} <= 20");
+        assert!(a[i] / c[i] > 1e6, "path {i}: ratio {} <= 1e6", a[i] / c[i]);
         // At 33 points only rounding is left (~N^2 eps for d/dr,
         // ~N^4 eps for d2/dr2, relative to the max of the derivative).
         let (scale, floor) = if i % 2 == 0 {
@@ -279,8 +320,13 @@ fn spectral_convergence_on_a_smooth_function() {
         } else {
             (d2max, 1e-10)
         };
+        // Measured 1.7e-13, 2.5e-11, 3.5e-14, 8.5e-12 for the four paths:
+        // margins of 6x, 4x, 29x, 12x.
         let rel = c[i] / scale;
-        assert!(rel < floor, "path {i}: relative error at 33 points {rel:e}");
+        assert!(
+            rel < floor,
+            "path {i}: relative error at 33 points {rel:e} >= {floor:e}"
+        );
     }
 }
 
@@ -296,8 +342,16 @@ fn clenshaw_curtis_is_exact_for_polynomials() {
             let f: Vec<f64> = g.r().iter().map(|r| (r - RI).powi(deg as i32)).collect();
             let got = g.integrate(&f).unwrap();
             let want = len.powi(deg as i32 + 1) / (deg + 1) as f64;
+            // Clenshaw-Curtis with nr points is exact for degree nr - 1:
+            // only the round-off of an nr-term weighted sum, <= 4 nr eps
+            // relative for positive terms. Measured at most 0.14 of it.
             assert!(
-                (got - want).abs() < 4.0 * EPS * want.max(1e-300) * nr as f64,
+                relative_eq!(
+                    got,
+                    want,
+                    epsilon = 0.0,
+                    max_relative = 4.0 * EPS * nr as f64
+                ),
                 "nr {nr} deg {deg}: {got} vs {want}"
             );
             // and centred monomials, odd ones integrate to 0 by symmetry
@@ -310,8 +364,11 @@ fn clenshaw_curtis_is_exact_for_polynomials() {
             } else {
                 0.0
             };
+            // Exact as above; the terms are at most (len/2)^deg <= 1 and
+            // cancel, so an absolute bound of 4.5 eps. Measured at most
+            // 2.2e-16, a 4.5x margin.
             assert!(
-                (got - want).abs() < 1e-15,
+                abs_diff_eq!(got, want, epsilon = 1e-15),
                 "nr {nr} centred deg {deg}: {got} vs {want}"
             );
         }
@@ -321,9 +378,17 @@ fn clenshaw_curtis_is_exact_for_polynomials() {
             let got = g.integrate_shell(&f).unwrap();
             let p = j as i32 + 3;
             let want = (RO.powi(p) - RI.powi(p)) / p as f64;
+            // r^2 r^j has degree <= nr - 1: exact up to nr-term round-off
+            // (one more product than above, 8 nr eps). Measured at most
+            // 0.03 of it.
             assert!(
-                (got - want).abs() < 8.0 * EPS * want * nr as f64,
-                "shell nr {nr} j {j}"
+                relative_eq!(
+                    got,
+                    want,
+                    epsilon = 0.0,
+                    max_relative = 8.0 * EPS * nr as f64
+                ),
+                "shell nr {nr} j {j}: {got} vs {want}"
             );
         }
     }
@@ -337,13 +402,18 @@ fn clenshaw_curtis_converges_on_smooth_integrands() {
     let f: Vec<f64> = g.r().iter().map(|&r| smooth(r).0).collect();
     let got = g.integrate(&f).unwrap();
     let want = anti(RO) - anti(RI);
-    assert!((got - want).abs() < 1e-15, "{got} vs {want}");
+    // At 33 points the quadrature error of this entire integrand is far
+    // below round-off; the value is ~0.52 (ulp 1.1e-16), so 1e-15 is ~9 ulps. Measured
+    // 2.2e-16, a 4.5x margin.
+    assert_abs_diff_eq!(got, want, epsilon = 1e-15);
     // int r^2 e^r dr = e^r (r^2 - 2 r + 2)
     let anti = |r: f64| r.exp() * (r * r - 2.0 * r + 2.0);
     let f: Vec<f64> = g.r().iter().map(|r| r.exp()).collect();
     let got = g.integrate_shell(&f).unwrap();
     let want = anti(RO) - anti(RI);
-    assert!((got - want).abs() < 1e-14, "{got} vs {want}");
+    // As above for a value of ~4 (ulp 8.9e-16): 1e-14 is ~11 ulps.
+    // Measured 0 here (the roundings happened to cancel).
+    assert_abs_diff_eq!(got, want, epsilon = 1e-14);
 }
 
 #[test]
@@ -373,12 +443,16 @@ fn boundary_rows_give_boundary_values() {
             let srow = g.spectral_boundary_row(side, bc).unwrap();
             let got = dot(&row, &f);
             let sgot = dot(&srow, &coef);
+            // 33 points resolve the smooth function to round-off; the
+            // Neumann rows have entries ~ s N^2 ~ 2000, so round-off is
+            // ~1e-12 absolute. Measured at most 3.7e-13 (grid rows) and
+            // 1.8e-12 (spectral rows): margins of 27x and 5.6x.
             assert!(
-                (got - want).abs() < 1e-11,
+                abs_diff_eq!(got, want, epsilon = 1e-11),
                 "{side:?} {bc:?} grid {got} vs {want}"
             );
             assert!(
-                (sgot - want).abs() < 1e-11,
+                abs_diff_eq!(sgot, want, epsilon = 1e-11),
                 "{side:?} {bc:?} spectral {sgot} vs {want}"
             );
         }
@@ -405,7 +479,18 @@ fn boundary_rows_give_boundary_values() {
             let nn = (n * n) as f64;
             assert_eq!(sdir[n], c * h * sign);
             let dsign = if side == Side::Inner { -sign } else { 1.0 };
-            assert!((sneu[n] - c * h * s * dsign * nn).abs() <= 2.0 * EPS * (c * s * nn));
+            // Derived: a product of four rounded factors differs from
+            // another evaluation by at most 2 eps relative (measured 0).
+            assert!(
+                abs_diff_eq!(
+                    sneu[n],
+                    c * h * s * dsign * nn,
+                    epsilon = 2.0 * EPS * (c * s * nn)
+                ),
+                "{side:?} n {n}: {} vs {}",
+                sneu[n],
+                c * h * s * dsign * nn
+            );
         }
     }
 }
@@ -420,13 +505,23 @@ fn spectral_value_matrix_is_the_transform() {
         let dense = matvec(&b0, &v);
         let mut fast = v.clone();
         t.to_grid(&mut fast, Parallelism::None).unwrap();
-        assert!(max_diff(&dense, &fast) < 1e-14 * max_abs(&v) * nr as f64);
+        // Derived: an nr-term dense sum with entries <= 1 rounds by at most
+        // ~nr eps |v|; 1e-14 nr (45 nr eps) covers it and the DCT's eps
+        // log N. Measured at most 1.3e-3 of this bound.
+        let (d, tol) = (max_diff(&dense, &fast), 1e-14 * max_abs(&v) * nr as f64);
+        assert!(d < tol, "nr {nr}: B0 v vs fast {d:e} >= {tol:e}");
         // involution: B0 * B0 = I
         let id = b0.dot(&b0);
         for i in 0..nr {
             for j in 0..nr {
                 let want = if i == j { 1.0 } else { 0.0 };
-                assert!((id[[i, j]] - want).abs() < 1e-14 * nr as f64);
+                // As above: nr-term sums; measured at most 1.8e-15
+                // (2.8e-3 of the bound).
+                assert!(
+                    abs_diff_eq!(id[[i, j]], want, epsilon = 1e-14 * nr as f64),
+                    "nr {nr} ({i}, {j}): {} vs {want}",
+                    id[[i, j]]
+                );
             }
         }
     }
@@ -460,7 +555,10 @@ fn dirichlet_bvp_with_collocation_matrices() {
         let err = max_diff(&x, &want);
         println!("sin BVP nr {nr}: {err:.2e}");
         if nr >= 33 {
-            assert!(err < 1e-13, "nr {nr}: {err:e}");
+            // Spectral accuracy leaves the LU solve's round-off with
+            // cond(D2) ~ N^4: measured 1.5e-14 and 4.7e-14 at nr 33 and
+            // 65, a 2x margin.
+            assert!(err < 1e-13, "nr {nr}: {err:e} >= 1e-13");
         }
     }
 }
@@ -526,9 +624,11 @@ fn shell_conduction_profile_grid_and_spectral() {
             let (e, es) = (max_diff(&x, &want), max_diff(&xs, &want));
             println!("conduction nr {nr} {outer:?}/{inner:?}: grid {e:.2e} spectral {es:.2e}");
             if nr == 33 {
+                // Measured at most 1.6e-14 (grid) and 7.2e-16 (spectral):
+                // 6x and 140x margins under one shared bound.
                 assert!(
                     e < 1e-13 && es < 1e-13,
-                    "nr {nr} {outer:?} {inner:?}: {e:e} {es:e}"
+                    "nr {nr} {outer:?} {inner:?}: {e:e} {es:e}, bound 1e-13"
                 );
             }
         }
