@@ -66,7 +66,10 @@ pub enum Selection {
     /// Fewest reshapes: a slab that holds the current and the next transform
     /// axis whole whenever the rank count fits the third axis (one reshape
     /// serves two transforms), a pencil otherwise; no reshape at all when
-    /// the current layout already holds the axis whole.
+    /// the current layout already holds the axis whole; with
+    /// [`Output::Input`], the input layout itself when it holds every
+    /// remaining axis whole (no reshape back at the end). Never more
+    /// reshapes than [`Selection::Pencils`].
     MinReshape,
     /// One pencil per transform axis, the classic pencil pipeline (the
     /// baseline the selection is measured against).
@@ -239,7 +242,24 @@ impl Fft3d {
             let gl = if real_stage { g } else { cglobal };
             if !cur.is_whole(axis) {
                 let to = match options.selection {
-                    Selection::MinReshape => layout_for(gl, p, axis, next)?,
+                    Selection::MinReshape => {
+                        // When the spectrum must end in the input layout and
+                        // that layout holds every remaining axis whole, go
+                        // straight there: one reshape finishes the plan,
+                        // while any other layout (a slab with another memory
+                        // order included) would need a reshape back. The 1D
+                        // transforms then run on strided lines where the
+                        // axis is not contiguous: the same lines, the same
+                        // 1D plan, the same bits.
+                        let end = input.with_global(gl)?;
+                        if options.output == Output::Input
+                            && axes[i..].iter().all(|&a| end.is_whole(a))
+                        {
+                            end
+                        } else {
+                            layout_for(gl, p, axis, next)?
+                        }
+                    }
                     Selection::Pencils => layout_for(gl, p, axis, None)?,
                 };
                 if real_stage {

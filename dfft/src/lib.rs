@@ -17,7 +17,11 @@
 //! default) a plan reshapes only when the next transform axis is not whole,
 //! and then into a slab that also holds the axis after it whole when the
 //! rank count fits the third axis, so one reshape serves two transforms;
-//! [`Output::Transposed`] leaves the spectrum in the last layout. Reshapes
+//! with [`Output::Input`] it goes straight into the input layout instead
+//! when that holds every remaining axis whole (one reshape, where a slab in
+//! another memory order would need a second one back), so it never needs
+//! more reshapes than the pencil pipeline. [`Output::Transposed`] leaves
+//! the spectrum in the last layout. Reshapes
 //! per forward + backward C2C pair on 8 ranks for 64^3 (the same on 32 ranks
 //! for 120 x 120 x 115; `cargo run --release -p dfft --example
 //! reshape_table -- NX NY NZ RANKS` prints it for any case):
