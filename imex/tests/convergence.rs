@@ -14,6 +14,7 @@
 
 mod common;
 
+use approx::{abs_diff_eq, assert_abs_diff_eq};
 use common::{fit_slope, orthogonal, Lcg};
 use imex::{DegreeOperator, Matrix, ModeBlock, ModeLayout, Scheme, Stepper};
 use num_complex::Complex64;
@@ -125,7 +126,10 @@ fn run_with(scheme: &str, steps: usize, t_end: f64, varying: bool) -> f64 {
             .step(dt, &mut u, |t, u, n| explicit(&p, t, u, n))
             .unwrap();
     }
-    assert!((stepper.time() - t_end).abs() < 1e-12);
+    // The time is a sum of up to 160 steps of values <= 1: at most
+    // 160 eps ~ 3.6e-14 of accumulated rounding. Measured at most 2.7e-15;
+    // 1e-12 is a 375x margin over the measurement, 28x over the derivation.
+    assert_abs_diff_eq!(stepper.time(), t_end, epsilon = 1e-12);
     let mut err: f64 = 0.0;
     for (l, ms) in p.layout.degrees() {
         for &m in ms {
@@ -162,8 +166,12 @@ fn check_order_with(scheme: &str, order: f64, varying: bool) {
         errs.iter().map(|e| format!("{e:.3e}")).collect::<Vec<_>>(),
         pairs.join(", "),
     );
+    // The fitted slope over dt = 1/20 .. 1/160 differs from the order by
+    // the higher-order terms. Measured deviations: at most 0.067 (bpr353),
+    // 0.025 (sbdf3), 0.019 (sbdf3, varying dt), the others below 0.01: a 1.5x
+    // margin for the worst; a scheme one order off misses by 1.
     assert!(
-        (slope - order).abs() < 0.1,
+        abs_diff_eq!(slope, order, epsilon = 0.1),
         "{scheme}: measured slope {slope:.3}, expected {order} +- 0.1 (errors {errs:?})"
     );
 }
