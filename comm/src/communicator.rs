@@ -266,6 +266,33 @@ pub(crate) fn copy_strided<T: Copy>(src: &[T], from: &Strided, dst: &mut [T], to
     }
 }
 
+/// [`copy_strided`] on raw bytes, for elements of `elem` bytes.
+pub(crate) fn copy_strided_bytes(
+    src: &[u8],
+    from: &Strided,
+    dst: &mut [u8],
+    to: &Strided,
+    elem: usize,
+) {
+    debug_assert_eq!(from.len(), to.len());
+    let (mut a, mut b) = (Runs::new(from), Runs::new(to));
+    let (mut ra, mut rb) = (a.next(), b.next());
+    while let (Some((ao, an)), Some((bo, bn))) = (ra, rb) {
+        let n = an.min(bn);
+        dst[bo * elem..(bo + n) * elem].copy_from_slice(&src[ao * elem..(ao + n) * elem]);
+        ra = if an > n {
+            Some((ao + n, an - n))
+        } else {
+            a.next()
+        };
+        rb = if bn > n {
+            Some((bo + n, bn - n))
+        } else {
+            b.next()
+        };
+    }
+}
+
 /// The runs of consecutive elements of a [`Strided`] block, in travel order.
 struct Runs<'a> {
     l: &'a Strided,

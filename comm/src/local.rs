@@ -52,8 +52,11 @@ struct Envelope {
 #[derive(Default)]
 struct Queue {
     msgs: VecDeque<Envelope>,
-    /// Messages announced by `reserve_messages` (kept as capacity).
+    /// The most messages one `reserve_messages` of this rank announced
+    /// (kept as capacity).
     reserved: usize,
+    /// Size classes of the pool buffers set aside for this rank's messages.
+    set_aside: Vec<usize>,
     /// Bumped on every arrival and on failure, so `wait_any` can sleep
     /// without missing a wake-up.
     generation: u64,
@@ -299,11 +302,13 @@ impl LocalComm {
         self.ctx | COLLECTIVE
     }
 
-    /// Gathers every rank's bytes on rank 0 (in rank order); others get `None`.
+    /// Gathers every rank's bytes on rank 0 (in rank order); others get
+    /// `None`. The buffers come from the world's pool: give them back with
+    /// [`World::recycle`].
     fn gather_root(&self, data: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
         if self.rank == 0 {
             let mut all = Vec::with_capacity(self.size());
-            all.push(data.to_vec());
+            all.push(self.world.buffer(data));
             for r in 1..self.size() {
                 all.push(self.recv_ctx(self.coll(), r, TAG_GATHER)?);
             }
@@ -354,6 +359,7 @@ impl LocalComm {
                     *x = f(*x, y);
                 }
             }
+            all.into_iter().for_each(|v| self.world.recycle(v));
         }
         self.bcast_internal(crate::as_bytes_mut(data), 0)
     }
@@ -460,7 +466,9 @@ impl Communicator for LocalComm {
     }
 
     fn barrier(&self) -> Result<()> {
-        self.gather_root(&[])?;
+        if let Some(all) = self.gather_root(&[])? {
+            all.into_iter().for_each(|v| self.world.recycle(v));
+        }
         self.bcast_internal(&mut [], 0)
     }
 
@@ -522,19 +530,29 @@ impl Communicator for LocalComm {
         }))
     }
 
-    /// Sets `messages` buffers of `bytes` bytes aside in the world's pool
-    /// and room for as many envelopes in this rank's mailbox, so those
-    /// messages, once they flow, allocate nothing.
+    /// Makes sure the world's pool holds `messages` buffers of the size
+    /// class of `bytes` (the next power of two) set aside for this rank,
+    /// and this rank's mailbox room for as many envelopes, so those
+    /// messages, once they flow, allocate nothing. Plans of one size class
+    /// run one after another and share what was set aside (memory grows
+    /// with the largest plan of a class, not with their number); plans of
+    /// different classes get buffers of their own, so small messages never
+    /// take the buffers large ones need.
     fn reserve_messages(&self, messages: usize, bytes: usize) {
-        {
+        let class = bytes.max(1).next_power_of_two();
+        let missing = {
             let mut q = lock(&self.world.mailboxes[self.me()].queue);
-            q.reserved += messages;
+            q.reserved = q.reserved.max(messages);
             let more = q.reserved.saturating_sub(q.msgs.len());
             q.msgs.reserve(more);
-        }
+            let have = q.set_aside.iter().filter(|&&c| c == class).count();
+            let missing = messages.saturating_sub(have);
+            q.set_aside.extend((0..missing).map(|_| class));
+            missing
+        };
         let mut p = lock(&self.world.pool);
-        let n = messages.min(POOL_LIMIT.saturating_sub(p.len()));
-        p.extend((0..n).map(|_| Vec::with_capacity(bytes)));
+        let n = missing.min(POOL_LIMIT.saturating_sub(p.len()));
+        p.extend((0..n).map(|_| Vec::with_capacity(class)));
     }
 
     fn wait_any(&self, reqs: &mut [Request]) -> Result<Option<usize>> {
@@ -632,11 +650,8 @@ impl Communicator for LocalComm {
         for k in 0..p {
             let r = (self.rank + k) % p;
             let l = &send_layouts[r];
-            let n = l.len() * elem_size;
-            let mut buf = self.world.empty_buffer(n);
-            buf.resize(n, 0);
-            l.gather_bytes(send, elem_size, &mut buf);
             if r == self.rank {
+                // The own block is copied directly, without a buffer.
                 if recv_layouts[r].len() != l.len() {
                     return Err(CommError::length(
                         format!("alltoallw block kept by rank {r} (elements)"),
@@ -644,9 +659,12 @@ impl Communicator for LocalComm {
                         l.len(),
                     ));
                 }
-                recv_layouts[r].scatter_bytes(&buf, elem_size, recv);
-                self.world.recycle(buf);
+                crate::communicator::copy_strided_bytes(send, l, recv, &recv_layouts[r], elem_size);
             } else {
+                let n = l.len() * elem_size;
+                let mut buf = self.world.empty_buffer(n);
+                buf.resize(n, 0);
+                l.gather_bytes(send, elem_size, &mut buf);
                 self.send_vec_ctx(self.coll(), r, TAG_A2A, buf)?;
             }
         }
