@@ -196,8 +196,10 @@ fn spectral_operator_is_exact_in_time_and_identical_across_ranks() {
         ..Config::default()
     };
     let one = run(&base, 1);
-    // The integrating factor is exact in time and the Gaussian is resolved.
-    assert!(one.last.max_error < 1e-12, "{}", one.last.max_error);
+    // The integrating factor is exact in time and the Gaussian is resolved:
+    // only rounding remains (measured 3.3e-15 with values of order 1);
+    // 1e-13 leaves a 30x margin.
+    assert!(one.last.max_error < 1e-13, "{}", one.last.max_error);
     for (ranks, grid) in [(2, None), (3, Some([1, 3, 1])), (4, Some([2, 1, 2]))] {
         let r = run(
             &Config {

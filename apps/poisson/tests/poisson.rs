@@ -70,6 +70,10 @@ fn error_is_second_order_for_every_boundary_set() {
             "{bc:?}: rms {:.3e} -> {:.3e} (order {rms:.3}), max order {max:.3}",
             r[0].error_rms, r[1].error_rms
         );
+        // Second order from n = 16 to 32: measured rms orders 2.004-2.008
+        // and max orders 1.889-1.947 (the maximum sits near a wall, where
+        // the pre-asymptotic term is largest); the windows fail a first-order
+        // scheme or a mis-scaled operator.
         assert!(rms > 1.9 && rms < 2.1, "{bc:?}: rms order {rms}");
         assert!(max > 1.8 && max < 2.2, "{bc:?}: max order {max}");
     }
