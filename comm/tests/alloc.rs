@@ -8,43 +8,9 @@ use comm::{
     local, scope_in, BlockDecomposition, CommError, Communicator, ProcessGrid, Protocol,
     Redistribution, ScopeStore, Strided,
 };
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
-struct Counting;
-
-thread_local! {
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-// SAFETY: forwards to the system allocator; the counter is a const-initialised
-// thread-local `Cell` without destructor, which never allocates.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.with(|c| c.set(c.get() + 1));
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.with(|c| c.set(c.get() + 1));
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Allocations made by this thread while `f` runs.
-fn allocations<R>(f: impl FnOnce() -> R) -> (u64, R) {
-    let before = ALLOCS.with(Cell::get);
-    let r = f();
-    (ALLOCS.with(Cell::get) - before, r)
-}
+static GLOBAL: testkit::Counting = testkit::Counting;
 
 /// A transpose-like redistribution of an `n^3` array between a slab and a
 /// pencil decomposition.
@@ -86,7 +52,7 @@ fn warm_executions_and_scopes_allocate_nothing() {
                     r.execute(c, &src, &mut dst)?;
                 }
                 let (n, res) =
-                    allocations(|| (0..5).try_for_each(|_| r.execute(c, &src, &mut dst)));
+                    testkit::allocations(|| (0..5).try_for_each(|_| r.execute(c, &src, &mut dst)));
                 res?;
                 out.push((protocol, n));
             }
@@ -104,7 +70,8 @@ fn warm_executions_and_scopes_allocate_nothing() {
             for _ in 0..3 {
                 ring(&mut store, &mut got)?;
             }
-            let (n, res) = allocations(|| (0..5).try_for_each(|_| ring(&mut store, &mut got)));
+            let (n, res) =
+                testkit::allocations(|| (0..5).try_for_each(|_| ring(&mut store, &mut got)));
             res?;
             out.push((Protocol::Auto, n));
             Ok::<_, CommError>(out)

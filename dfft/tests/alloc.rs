@@ -6,43 +6,9 @@
 use comm::{local, Protocol};
 use dfft::{Fft3d, FftError, Kind, Layout, Options};
 use num_complex::Complex64;
-use std::alloc::{GlobalAlloc, Layout as MemLayout, System};
-use std::cell::Cell;
-
-struct Counting;
-
-thread_local! {
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-// SAFETY: forwards to the system allocator; the counter is a const-initialised
-// thread-local `Cell` without destructor, which never allocates.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: MemLayout) -> *mut u8 {
-        ALLOCS.with(|c| c.set(c.get() + 1));
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: MemLayout) {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: MemLayout, new_size: usize) -> *mut u8 {
-        ALLOCS.with(|c| c.set(c.get() + 1));
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Allocations made by this thread while `f` runs.
-fn allocations<R>(f: impl FnOnce() -> R) -> (u64, R) {
-    let before = ALLOCS.with(Cell::get);
-    let r = f();
-    (ALLOCS.with(Cell::get) - before, r)
-}
+static GLOBAL: testkit::Counting = testkit::Counting;
 
 #[test]
 fn warm_transforms_allocate_nothing() {
@@ -69,7 +35,7 @@ fn warm_transforms_allocate_nothing() {
                 for _ in 0..3 {
                     step()?;
                 }
-                let (n, res) = allocations(|| (0..3).try_for_each(|_| step()));
+                let (n, res) = testkit::allocations(|| (0..3).try_for_each(|_| step()));
                 res?;
                 Ok::<_, FftError>(n)
             })

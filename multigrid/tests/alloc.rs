@@ -6,43 +6,9 @@
 
 use comm::{local, ProcessGrid};
 use multigrid::{Boundary, CommAvoiding, Hierarchy, MgError, MgOptions, Poisson};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
-struct Counting;
-
-thread_local! {
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-// SAFETY: forwards to the system allocator; the counter is a const-initialised
-// thread-local `Cell` without destructor, which never allocates.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.with(|c| c.set(c.get() + 1));
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.with(|c| c.set(c.get() + 1));
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Allocations made by this thread while `f` runs.
-fn allocations<R>(f: impl FnOnce() -> R) -> (u64, R) {
-    let before = ALLOCS.with(Cell::get);
-    let r = f();
-    (ALLOCS.with(Cell::get) - before, r)
-}
+static GLOBAL: testkit::Counting = testkit::Counting;
 
 #[test]
 fn warm_vcycles_allocate_nothing() {
@@ -74,7 +40,7 @@ fn warm_vcycles_allocate_nothing() {
                         mg.vcycle(c, &mut u, &f)?;
                     }
                     let (k, res) =
-                        allocations(|| (0..3).try_for_each(|_| mg.vcycle(c, &mut u, &f)));
+                        testkit::allocations(|| (0..3).try_for_each(|_| mg.vcycle(c, &mut u, &f)));
                     res?;
                     Ok::<_, MgError>(k)
                 })
