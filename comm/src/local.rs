@@ -144,14 +144,21 @@ impl World {
     fn empty_buffer(&self, len: usize) -> Vec<u8> {
         let mut v = {
             let mut p = lock(&self.pool);
-            // Best fit: the smallest buffer with room, so small messages
-            // do not take the buffers large ones need.
+            // The most recently recycled buffer that fits well (room for
+            // `len`, less than twice that: warm in cache, and small
+            // messages do not take the buffers large ones need); else the
+            // smallest with room.
             let fit = p
                 .iter()
-                .enumerate()
-                .filter(|(_, b)| b.capacity() >= len)
-                .min_by_key(|(_, b)| b.capacity())
-                .map(|(i, _)| i);
+                .rposition(|b| b.capacity() >= len && b.capacity() / 2 < len.max(1))
+                .or_else(|| {
+                    p.iter()
+                        .enumerate()
+                        .rev()
+                        .filter(|(_, b)| b.capacity() >= len)
+                        .min_by_key(|(_, b)| b.capacity())
+                        .map(|(i, _)| i)
+                });
             match fit {
                 Some(i) => p.swap_remove(i),
                 None => p.pop().unwrap_or_default(),
