@@ -22,8 +22,6 @@
 use crate::util::{self, HeatReport};
 use anyhow::{bail, Result};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// Global cells per axis: uneven, so blocks differ in size, and large enough
@@ -117,11 +115,7 @@ struct Case {
 }
 
 /// What one run gave: the report, or why there is none.
-#[derive(Debug)]
-struct Ran {
-    result: std::result::Result<HeatReport, String>,
-    seconds: f64,
-}
+type Ran = util::Ran<HeatReport>;
 
 /// Checks that `grid` splits `n` into blocks at least `order / 2` cells wide
 /// on every axis (the ghost width must not exceed any block's extent).
@@ -176,46 +170,28 @@ fn run_case(heat3d: &Path, case: &Case, json: &Path) -> Ran {
         .args(["--integrator", "euler"])
         .args(["--warmup", "0", "--no-vtk", "-q", "--json"])
         .arg(json);
-    let _ = std::fs::remove_file(json);
-    let out = match util::run_captured(cmd, CASE_LIMIT) {
-        Ok(o) => o,
-        Err(e) => {
-            return Ran {
-                result: Err(format!("{e:#}")),
-                seconds: 0.0,
-            }
+    let ran = util::run_report(cmd, json, CASE_LIMIT, |p| {
+        HeatReport::read(p).map_err(|e| format!("{e:#}"))
+    });
+    let result = ran.result.and_then(|r| {
+        if r.ranks != case.ranks || r.grid != case.grid || r.backend != case.backend.name() {
+            Err(format!(
+                "asked for {} {} rank(s) on grid {:?}, the report says {} {} on {:?}",
+                case.ranks,
+                case.backend.name(),
+                case.grid,
+                r.ranks,
+                r.backend,
+                r.grid
+            ))
+        } else {
+            Ok(r)
         }
-    };
-    let seconds = out.seconds;
-    if !out.success() {
-        return Ran {
-            result: Err(format!(
-                "{}\n--- stderr ---\n{}\n--- stdout (tail) ---\n{}",
-                out.status_text(),
-                out.stderr.trim_end(),
-                util::tail(&out.stdout, 10)
-            )),
-            seconds,
-        };
+    });
+    Ran {
+        result,
+        seconds: ran.seconds,
     }
-    let result = HeatReport::read(json)
-        .map_err(|e| format!("{e:#}\n--- stderr ---\n{}", out.stderr.trim_end()))
-        .and_then(|r| {
-            if r.ranks != case.ranks || r.grid != case.grid || r.backend != case.backend.name() {
-                Err(format!(
-                    "asked for {} {} rank(s) on grid {:?}, the report says {} {} on {:?}",
-                    case.ranks,
-                    case.backend.name(),
-                    case.grid,
-                    r.ranks,
-                    r.backend,
-                    r.grid
-                ))
-            } else {
-                Ok(r)
-            }
-        });
-    Ran { result, seconds }
 }
 
 /// Runs `cases` on `jobs` threads and calls `done(i, case, ran)` in case
@@ -226,34 +202,14 @@ fn run_all(
     label: &str,
     cases: &[Case],
     jobs: usize,
-    mut done: impl FnMut(usize, &Case, &Ran),
+    done: impl FnMut(usize, &Case, &Ran),
 ) {
-    let next = AtomicUsize::new(0);
-    let (tx, rx) = mpsc::channel::<(usize, Ran)>();
-    std::thread::scope(|s| {
-        for _ in 0..jobs.clamp(1, cases.len().max(1)) {
-            let tx = tx.clone();
-            let next = &next;
-            s.spawn(move || loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(case) = cases.get(i) else { break };
-                let ran = run_case(heat3d, case, &dir.join(format!("{label}{i}.json")));
-                if tx.send((i, ran)).is_err() {
-                    break;
-                }
-            });
-        }
-        drop(tx);
-        let mut slots: Vec<Option<Ran>> = (0..cases.len()).map(|_| None).collect();
-        let mut printed = 0;
-        for (i, ran) in rx {
-            slots[i] = Some(ran);
-            while let Some(Some(r)) = slots.get(printed) {
-                done(printed, &cases[printed], r);
-                printed += 1;
-            }
-        }
-    });
+    util::run_ordered(
+        cases,
+        jobs,
+        |i, case| run_case(heat3d, case, &dir.join(format!("{label}{i}.json"))),
+        done,
+    );
 }
 
 /// Prints the table and counts the results.

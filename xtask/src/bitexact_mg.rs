@@ -20,8 +20,6 @@ use crate::util;
 use anyhow::{bail, Result};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// Global cells: even blocks on 1, 2, 3, 4, 6 and 8 ranks, five levels
@@ -102,11 +100,7 @@ impl Report {
 }
 
 /// What one run gave.
-#[derive(Debug)]
-struct Ran {
-    result: std::result::Result<Report, String>,
-    seconds: f64,
-}
+type Ran = util::Ran<Report>;
 
 /// Checks that the grid `poisson` picks for [`SHAPE`] gives even blocks on
 /// every rank count of the suites.
@@ -152,49 +146,28 @@ fn run_case(bin: &Path, case: &Case, json: &Path) -> Ran {
         cmd.arg("--no-overlap");
     }
     cmd.args(["--quiet", "--json"]).arg(json);
-    let _ = std::fs::remove_file(json);
-    let out = match util::run_captured(cmd, CASE_LIMIT) {
-        Ok(o) => o,
-        Err(e) => {
-            return Ran {
-                result: Err(format!("{e:#}")),
-                seconds: 0.0,
-            }
+    let ran = util::run_report(cmd, json, CASE_LIMIT, |p| {
+        util::read_json::<Report>("poisson", p)
+    });
+    let result = ran.result.and_then(|r| {
+        if r.ranks != case.ranks || r.backend != case.backend.name() {
+            Err(format!(
+                "asked for {} {} rank(s), the report says {} {}",
+                case.ranks,
+                case.backend.name(),
+                r.ranks,
+                r.backend
+            ))
+        } else if !r.converged {
+            Err(format!("not converged after {} iterations", r.iterations))
+        } else {
+            Ok(r)
         }
-    };
-    let seconds = out.seconds;
-    if !out.success() {
-        return Ran {
-            result: Err(format!(
-                "{}\n--- stderr ---\n{}",
-                out.status_text(),
-                out.stderr.trim_end()
-            )),
-            seconds,
-        };
+    });
+    Ran {
+        result,
+        seconds: ran.seconds,
     }
-    let result = std::fs::read_to_string(json)
-        .map_err(|e| format!("poisson wrote no report to {}: {e}", json.display()))
-        .and_then(|t| {
-            serde_json::from_str::<Report>(&t)
-                .map_err(|e| format!("cannot parse {}: {e}", json.display()))
-        })
-        .and_then(|r| {
-            if r.ranks != case.ranks || r.backend != case.backend.name() {
-                Err(format!(
-                    "asked for {} {} rank(s), the report says {} {}",
-                    case.ranks,
-                    case.backend.name(),
-                    r.ranks,
-                    r.backend
-                ))
-            } else if !r.converged {
-                Err(format!("not converged after {} iterations", r.iterations))
-            } else {
-                Ok(r)
-            }
-        });
-    Ran { result, seconds }
 }
 
 /// Runs `cases` on `jobs` threads; calls `done` in case order.
@@ -206,32 +179,12 @@ fn run_all(
     jobs: usize,
     mut done: impl FnMut(&Case, &Ran),
 ) {
-    let next = AtomicUsize::new(0);
-    let (tx, rx) = mpsc::channel::<(usize, Ran)>();
-    std::thread::scope(|s| {
-        for _ in 0..jobs.clamp(1, cases.len().max(1)) {
-            let tx = tx.clone();
-            let next = &next;
-            s.spawn(move || loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(case) = cases.get(i) else { break };
-                let ran = run_case(bin, case, &dir.join(format!("{label}{i}.json")));
-                if tx.send((i, ran)).is_err() {
-                    break;
-                }
-            });
-        }
-        drop(tx);
-        let mut slots: Vec<Option<Ran>> = (0..cases.len()).map(|_| None).collect();
-        let mut printed = 0;
-        for (i, ran) in rx {
-            slots[i] = Some(ran);
-            while let Some(Some(r)) = slots.get(printed) {
-                done(&cases[printed], r);
-                printed += 1;
-            }
-        }
-    });
+    util::run_ordered(
+        cases,
+        jobs,
+        |i, case| run_case(bin, case, &dir.join(format!("{label}{i}.json"))),
+        |_, case, ran| done(case, ran),
+    );
 }
 
 /// Counts the results and what the cases exercised.

@@ -13,7 +13,7 @@
 //! [`RANKS`] x every concrete protocol and `auto`; MPI: `mpirun -np`
 //! [`MPI_RANKS`] x the same protocols.
 
-use crate::fft_suite::{self, Backend, Suite};
+use crate::fft_suite;
 use crate::util;
 use anyhow::Result;
 
@@ -58,31 +58,13 @@ fn args() -> Vec<String> {
 /// Runs the pfc suite (in-process, or under MPI when `mpi`) with `jobs`
 /// in-process cases at a time.
 pub fn run(mpi: bool, jobs: usize) -> Result<()> {
-    let protocols = fft_suite::protocols()?;
-    let plain = fft_suite::build_app("pfc", false)?;
-    let mpi_bin = if mpi {
-        Some(fft_suite::build_app("pfc", true)?)
-    } else {
-        None
-    };
-    let cases = if mpi {
-        fft_suite::cases(MPI_RANKS, &protocols, Backend::Mpi)
-    } else {
-        fft_suite::cases(RANKS, &protocols, Backend::InProcess)
-    };
-    Suite {
-        name: "pfc",
-        app: "pfc",
-        plain,
-        mpi: mpi_bin,
-        args: args(),
-    }
-    .run(&cases, jobs)
+    fft_suite::run_app("pfc", "pfc", args(), (RANKS, MPI_RANKS), mpi, jobs)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fft_suite::Backend;
 
     #[test]
     fn suite_sizes() {

@@ -14,7 +14,7 @@
 //! [`MPI_GRIDS`] x the same protocols.
 
 use crate::bitexact::N;
-use crate::fft_suite::{self, Backend, Suite};
+use crate::fft_suite;
 use crate::util;
 use anyhow::Result;
 
@@ -57,31 +57,13 @@ fn args() -> Vec<String> {
 /// Runs the spectral suite (in-process, or under MPI when `mpi`) with
 /// `jobs` in-process cases at a time.
 pub fn run(mpi: bool, jobs: usize) -> Result<()> {
-    let protocols = fft_suite::protocols()?;
-    let plain = fft_suite::build_app("heat3d", false)?;
-    let mpi_bin = if mpi {
-        Some(fft_suite::build_app("heat3d", true)?)
-    } else {
-        None
-    };
-    let cases = if mpi {
-        fft_suite::cases(MPI_GRIDS, &protocols, Backend::Mpi)
-    } else {
-        fft_suite::cases(GRIDS, &protocols, Backend::InProcess)
-    };
-    Suite {
-        name: "spectral",
-        app: "heat3d",
-        plain,
-        mpi: mpi_bin,
-        args: args(),
-    }
-    .run(&cases, jobs)
+    fft_suite::run_app("spectral", "heat3d", args(), (GRIDS, MPI_GRIDS), mpi, jobs)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fft_suite::Backend;
 
     #[test]
     fn grids_hold_their_rank_counts_and_fit_n() {

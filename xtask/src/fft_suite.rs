@@ -15,8 +15,6 @@ use crate::util;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// Longest one case may run before it is killed and counted as failed.
@@ -107,11 +105,7 @@ pub struct Report {
 }
 
 /// What one run gave.
-#[derive(Debug)]
-pub struct Ran {
-    result: std::result::Result<Report, String>,
-    seconds: f64,
-}
+pub type Ran = util::Ran<Report>;
 
 /// A suite: an app binary (and its MPI build), the arguments every case
 /// shares, and a name for the table.
@@ -134,12 +128,7 @@ impl Suite<'_> {
         let bin = match (case.backend, &self.mpi) {
             (Backend::InProcess, _) => &self.plain,
             (Backend::Mpi, Some(b)) => b,
-            (Backend::Mpi, None) => {
-                return Ran {
-                    result: Err("no MPI build of the app".into()),
-                    seconds: 0.0,
-                }
-            }
+            (Backend::Mpi, None) => return Ran::failed("no MPI build of the app"),
         };
         let mut cmd = util::ranks_command(bin, &[], case.ranks, case.backend == Backend::Mpi);
         cmd.args(&self.args)
@@ -149,36 +138,13 @@ impl Suite<'_> {
         if let Some(g) = case.grid {
             cmd.args(["--grid", &util::triple(g)]);
         }
-        let _ = std::fs::remove_file(json);
-        let out = match util::run_captured(cmd, CASE_LIMIT) {
-            Ok(o) => o,
-            Err(e) => {
-                return Ran {
-                    result: Err(format!("{e:#}")),
-                    seconds: 0.0,
-                }
-            }
-        };
-        let seconds = out.seconds;
-        if !out.success() {
-            return Ran {
-                result: Err(format!(
-                    "{}\n--- stderr ---\n{}\n--- stdout (tail) ---\n{}",
-                    out.status_text(),
-                    out.stderr.trim_end(),
-                    util::tail(&out.stdout, 10)
-                )),
-                seconds,
-            };
+        let ran = util::run_report(cmd, json, CASE_LIMIT, |p| {
+            util::read_json::<Report>(self.app, p)
+        });
+        Ran {
+            result: ran.result.and_then(|r| check(case, r)),
+            seconds: ran.seconds,
         }
-        let result = std::fs::read_to_string(json)
-            .map_err(|e| format!("{} wrote no report to {}: {e}", self.app, json.display()))
-            .and_then(|t| {
-                serde_json::from_str::<Report>(&t)
-                    .map_err(|e| format!("cannot parse {}: {e}", json.display()))
-            })
-            .and_then(|r| check(case, r));
-        Ran { result, seconds }
     }
 
     /// Runs `cases` on `jobs` threads; calls `done` in case order, each as
@@ -191,32 +157,12 @@ impl Suite<'_> {
         jobs: usize,
         mut done: impl FnMut(&Case, &Ran),
     ) {
-        let next = AtomicUsize::new(0);
-        let (tx, rx) = mpsc::channel::<(usize, Ran)>();
-        std::thread::scope(|s| {
-            for _ in 0..jobs.clamp(1, cases.len().max(1)) {
-                let tx = tx.clone();
-                let next = &next;
-                s.spawn(move || loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(case) = cases.get(i) else { break };
-                    let ran = self.run_case(case, &dir.join(format!("{label}{i}.json")));
-                    if tx.send((i, ran)).is_err() {
-                        break;
-                    }
-                });
-            }
-            drop(tx);
-            let mut slots: Vec<Option<Ran>> = (0..cases.len()).map(|_| None).collect();
-            let mut printed = 0;
-            for (i, ran) in rx {
-                slots[i] = Some(ran);
-                while let Some(Some(r)) = slots.get(printed) {
-                    done(&cases[printed], r);
-                    printed += 1;
-                }
-            }
-        });
+        util::run_ordered(
+            cases,
+            jobs,
+            |i, case| self.run_case(case, &dir.join(format!("{label}{i}.json"))),
+            |_, case, ran| done(case, ran),
+        );
     }
 
     /// Runs the in-process 1-rank reference with [`REFERENCE_PROTOCOL`],
@@ -361,6 +307,42 @@ fn check(case: &Case, r: Report) -> std::result::Result<Report, String> {
         ));
     }
     Ok(r)
+}
+
+/// The grids of one suite per rank count: `None` lets the app choose.
+pub type Grids<'a> = &'a [(usize, &'a [Option<[usize; 3]>])];
+
+/// Builds `app` (and its MPI build when `mpi`) and runs the suite `name`
+/// over `grids` in-process, or over `mpi_grids` under MPI, with `args` for
+/// every case and `jobs` in-process cases at a time.
+pub fn run_app(
+    name: &str,
+    app: &str,
+    args: Vec<String>,
+    (grids, mpi_grids): (Grids<'_>, Grids<'_>),
+    mpi: bool,
+    jobs: usize,
+) -> Result<()> {
+    let protocols = protocols()?;
+    let plain = build_app(app, false)?;
+    let mpi_bin = if mpi {
+        Some(build_app(app, true)?)
+    } else {
+        None
+    };
+    let cases = if mpi {
+        cases(mpi_grids, &protocols, Backend::Mpi)
+    } else {
+        cases(grids, &protocols, Backend::InProcess)
+    };
+    Suite {
+        name,
+        app,
+        plain,
+        mpi: mpi_bin,
+        args,
+    }
+    .run(&cases, jobs)
 }
 
 /// Builds `package`'s binary (with feature `mpi` when `mpi`); see

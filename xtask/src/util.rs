@@ -8,6 +8,8 @@ use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// The flags that let OpenMPI's `mpirun` run as root and start more ranks
@@ -352,4 +354,103 @@ pub fn median(v: &[f64]) -> f64 {
 pub fn tail(s: &str, n: usize) -> String {
     let lines: Vec<&str> = s.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// What one case of a suite gave: its parsed report, or why there is none,
+/// and how long it ran.
+#[derive(Debug)]
+pub struct Ran<R> {
+    /// The report, or the reason there is none.
+    pub result: std::result::Result<R, String>,
+    /// Wall-clock seconds of the run (0 when it did not start).
+    pub seconds: f64,
+}
+
+impl<R> Ran<R> {
+    /// A case that could not run.
+    pub fn failed(why: impl Into<String>) -> Self {
+        Ran {
+            result: Err(why.into()),
+            seconds: 0.0,
+        }
+    }
+}
+
+/// Runs `cmd` (which writes its report to `json`) within `limit` and reads
+/// the report with `read`. A failed run gives its status, its stderr and the
+/// tail of its stdout; a missing or unreadable report, `read`'s error and
+/// the stderr.
+pub fn run_report<R>(
+    cmd: Command,
+    json: &Path,
+    limit: Duration,
+    read: impl FnOnce(&Path) -> std::result::Result<R, String>,
+) -> Ran<R> {
+    let _ = std::fs::remove_file(json);
+    let out = match run_captured(cmd, limit) {
+        Ok(o) => o,
+        Err(e) => return Ran::failed(format!("{e:#}")),
+    };
+    let seconds = out.seconds;
+    if !out.success() {
+        return Ran {
+            result: Err(format!(
+                "{}\n--- stderr ---\n{}\n--- stdout (tail) ---\n{}",
+                out.status_text(),
+                out.stderr.trim_end(),
+                tail(&out.stdout, 10)
+            )),
+            seconds,
+        };
+    }
+    Ran {
+        result: read(json).map_err(|e| format!("{e}\n--- stderr ---\n{}", out.stderr.trim_end())),
+        seconds,
+    }
+}
+
+/// Reads a JSON report of type `R`; the error names the app and the file.
+pub fn read_json<R: serde::de::DeserializeOwned>(
+    app: &str,
+    json: &Path,
+) -> std::result::Result<R, String> {
+    let text = std::fs::read_to_string(json)
+        .map_err(|e| format!("{app} wrote no report to {}: {e}", json.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("cannot parse {}: {e}", json.display()))
+}
+
+/// Runs `run(i, case)` for every case on `jobs` threads and calls
+/// `done(i, case, result)` in case order, each as soon as it and every case
+/// before it have finished.
+pub fn run_ordered<C: Sync, T: Send>(
+    cases: &[C],
+    jobs: usize,
+    run: impl Fn(usize, &C) -> T + Sync,
+    mut done: impl FnMut(usize, &C, &T),
+) {
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = mpsc::channel::<(usize, T)>();
+    std::thread::scope(|s| {
+        for _ in 0..jobs.clamp(1, cases.len().max(1)) {
+            let tx = tx.clone();
+            let (next, run) = (&next, &run);
+            s.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(case) = cases.get(i) else { break };
+                if tx.send((i, run(i, case))).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        let mut slots: Vec<Option<T>> = (0..cases.len()).map(|_| None).collect();
+        let mut printed = 0;
+        for (i, r) in rx {
+            slots[i] = Some(r);
+            while let Some(Some(r)) = slots.get(printed) {
+                done(printed, &cases[printed], r);
+                printed += 1;
+            }
+        }
+    });
 }
