@@ -45,6 +45,20 @@ unsafe impl Elem for f64 {}
 // SAFETY: `Complex<f64>` is `#[repr(C)]` with two f64 fields, no padding.
 unsafe impl Elem for Complex64 {}
 
+/// The `len` bytes at `data` as a slice (an empty slice when `len` is 0,
+/// whatever `data` is), for backends implementing `isend_raw`.
+///
+/// # Safety
+/// `data` must be valid for reads of `len` bytes for the returned lifetime
+/// when `len` is not 0.
+pub(crate) unsafe fn raw_slice<'a>(data: *const u8, len: usize) -> &'a [u8] {
+    if len == 0 {
+        return &[];
+    }
+    // SAFETY: the caller's contract.
+    unsafe { std::slice::from_raw_parts(data, len) }
+}
+
 /// Views a slice of elements as bytes.
 pub fn as_bytes<T: Elem>(s: &[T]) -> &[u8] {
     // SAFETY: `Elem` guarantees plain data without padding.
@@ -248,22 +262,9 @@ pub(crate) fn copy_strided<T: Copy>(src: &[T], from: &Strided, dst: &mut [T], to
         return;
     }
     // Different shapes of the same length: merge the two sequences of runs.
-    let (mut a, mut b) = (Runs::new(from), Runs::new(to));
-    let (mut ra, mut rb) = (a.next(), b.next());
-    while let (Some((ao, an)), Some((bo, bn))) = (ra, rb) {
-        let n = an.min(bn);
-        dst[bo..bo + n].copy_from_slice(&src[ao..ao + n]);
-        ra = if an > n {
-            Some((ao + n, an - n))
-        } else {
-            a.next()
-        };
-        rb = if bn > n {
-            Some((bo + n, bn - n))
-        } else {
-            b.next()
-        };
-    }
+    merge_runs(from, to, |a, b, n| {
+        dst[b..b + n].copy_from_slice(&src[a..a + n]);
+    });
 }
 
 /// [`copy_strided`] on raw bytes, for elements of `elem` bytes.
@@ -275,11 +276,20 @@ pub(crate) fn copy_strided_bytes(
     elem: usize,
 ) {
     debug_assert_eq!(from.len(), to.len());
+    merge_runs(from, to, |a, b, n| {
+        dst[b * elem..(b + n) * elem].copy_from_slice(&src[a * elem..(a + n) * elem]);
+    });
+}
+
+/// Walks the runs of `from` and `to` (blocks of the same length) together
+/// and calls `copy(from_offset, to_offset, count)` for each stretch that is
+/// consecutive in both, in travel order.
+fn merge_runs(from: &Strided, to: &Strided, mut copy: impl FnMut(usize, usize, usize)) {
     let (mut a, mut b) = (Runs::new(from), Runs::new(to));
     let (mut ra, mut rb) = (a.next(), b.next());
     while let (Some((ao, an)), Some((bo, bn))) = (ra, rb) {
         let n = an.min(bn);
-        dst[bo * elem..(bo + n) * elem].copy_from_slice(&src[ao * elem..(ao + n) * elem]);
+        copy(ao, bo, n);
         ra = if an > n {
             Some((ao + n, an - n))
         } else {

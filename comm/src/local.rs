@@ -439,19 +439,6 @@ impl RequestImpl for RecvReq {
     fn abandon(&mut self) {}
 }
 
-/// The bytes of a raw send buffer as a slice.
-///
-/// # Safety
-/// `data` must be valid for reads of `len` bytes (any non-null pointer when
-/// `len` is 0) for the returned lifetime.
-unsafe fn raw_slice<'a>(data: *const u8, len: usize) -> &'a [u8] {
-    if len == 0 {
-        return &[];
-    }
-    // SAFETY: the caller's contract.
-    unsafe { std::slice::from_raw_parts(data, len) }
-}
-
 fn mix(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -517,7 +504,7 @@ impl Communicator for LocalComm {
         validate_peer(dest, self.size())?;
         validate_tag(tag)?;
         // SAFETY: the caller guarantees `len` readable bytes at `data`.
-        let bytes = unsafe { raw_slice(data, len) };
+        let bytes = unsafe { crate::communicator::raw_slice(data, len) };
         self.send_ctx(self.ctx, dest, tag, bytes)?;
         Ok(Request::completed())
     }

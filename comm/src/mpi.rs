@@ -1227,12 +1227,8 @@ impl Communicator for MpiComm {
         validate_peer(dest, self.size)?;
         self.check_tag(tag)?;
         if dest == self.rank {
-            let bytes = if len == 0 {
-                &[][..]
-            } else {
-                // SAFETY: the caller guarantees `len` readable bytes.
-                unsafe { std::slice::from_raw_parts(data, len) }
-            };
+            // SAFETY: the caller guarantees `len` readable bytes.
+            let bytes = unsafe { crate::communicator::raw_slice(data, len) };
             self.mailbox.post(tag, bytes);
             return Ok(Request::completed());
         }

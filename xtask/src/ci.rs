@@ -292,40 +292,14 @@ pub fn run(args: &Args) -> Result<()> {
         p.stage(skip, "fmt", "cargo fmt --all -- --check", || {
             cargo(&["fmt", "--all", "--", "--check"])
         })?;
-        p.stage(
-            skip,
-            "clippy",
-            "cargo clippy --workspace --all-targets -- -D warnings",
-            || {
-                cargo(&[
-                    "clippy",
-                    "--workspace",
-                    "--all-targets",
-                    "--",
-                    "-D",
-                    "warnings",
-                ])
-            },
-        )?;
-        p.stage(
-            skip,
-            "clippy-mpi",
-            &format!(
-                "cargo clippy --workspace --all-targets --features {MPI_FEATURES} -- -D warnings"
-            ),
-            || {
-                cargo(&[
-                    "clippy",
-                    "--workspace",
-                    "--all-targets",
-                    "--features",
-                    MPI_FEATURES,
-                    "--",
-                    "-D",
-                    "warnings",
-                ])
-            },
-        )?;
+        for (stage, features) in [("clippy", None), ("clippy-mpi", Some(MPI_FEATURES))] {
+            let mut args = vec!["clippy", "--workspace", "--all-targets"];
+            args.extend(features.iter().flat_map(|f| ["--features", f]));
+            args.extend(["--", "-D", "warnings"]);
+            p.stage(skip, stage, &format!("cargo {}", args.join(" ")), || {
+                cargo(&args)
+            })?;
+        }
         p.stage(
             skip,
             "doc",
