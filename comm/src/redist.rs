@@ -236,9 +236,9 @@ impl<T: Elem + Default> Redistribution<T> {
         // Two rounds of messages per peer can be in flight: a rank finishes
         // an execution only with every peer's message of it, so a peer is
         // at most one execution ahead.
+        // No message is longer than `pad`, the largest block over all ranks.
         let peers = send_counts.iter().filter(|&&c| c > 0).count();
-        let largest = send_counts.iter().copied().max().unwrap_or(0);
-        comm.reserve_messages(2 * peers, largest.max(pad) * std::mem::size_of::<T>());
+        comm.reserve_messages(2 * peers, pad * std::mem::size_of::<T>());
         let mut plan = Redistribution {
             rank: me,
             src_len: send.iter().map(Strided::extent).max().unwrap_or(0),

@@ -87,9 +87,11 @@ impl<T: Elem> std::fmt::Debug for Scope<'_, T> {
 /// Every send or receive started through the scope borrows its buffer for
 /// the lifetime `'s` of the whole call, and the scope itself owns the
 /// requests. The closure holds only [`Req`] handles, so no request can be
-/// leaked: when it returns (or panics) every transfer still in flight is
-/// completed before this function returns, in the manner of
-/// [`std::thread::scope`]. A receive
+/// leaked: when it returns every transfer still in flight is completed
+/// before this function returns, in the manner of [`std::thread::scope`];
+/// when it panics they are abandoned while unwinding, which returns only
+/// once the backend no longer touches the buffers (or ends the process:
+/// [`RequestImpl::abandon`](crate::RequestImpl::abandon)). A receive
 /// that has completed hands its buffer back ([`Scope::wait_recv`],
 /// [`Scope::wait_any_recv`]), so it can be read inside the scope without
 /// `unsafe`.
@@ -128,7 +130,8 @@ impl<T: Elem> std::fmt::Debug for Scope<'_, T> {
 /// ```
 ///
 /// Every transfer still in flight when `f` returns is waited for before this
-/// returns (also when `f` panics). The result is `f`'s error if it failed,
+/// returns (when `f` panics, abandoned as described above). The result is
+/// `f`'s error if it failed,
 /// else the first error of those waits, else `f`'s value.
 ///
 /// ```
@@ -178,7 +181,8 @@ where
         failed: false,
         _borrow: PhantomData,
     };
-    // A panic in `f` drops `s`, and `Scope`'s drop waits for every transfer.
+    // A panic in `f` drops `s`, and `Scope`'s drop abandons every transfer
+    // still in flight (see `RequestImpl::abandon`).
     let out = f(&mut s);
     let waited = s.wait_all();
     *store = std::mem::take(&mut s.store);
