@@ -255,6 +255,86 @@ pub enum ImexError {
     /// [`crate::Stepper::advance`] was called without [`crate::Stepper::begin_step`].
     #[error("no step is in progress: call begin_step first")]
     NoStepInProgress,
+    /// [`crate::Stepper::import_meta`] received the state of a different scheme.
+    #[error("checkpoint was written by scheme {received:?}, this stepper runs {expected:?}")]
+    SchemeMismatch {
+        /// The stepper's scheme name ([`crate::Scheme::name`]).
+        expected: String,
+        /// The scheme name in the checkpoint.
+        received: String,
+    },
+    /// [`crate::Stepper::import_meta`] received more filled multistep history entries than the
+    /// scheme keeps (or than steps were taken).
+    #[error(
+        "checkpoint of scheme {scheme:?} claims {received} filled history entries, expected at \
+         most {max} (the scheme's history depth, capped by the number of completed steps)"
+    )]
+    HistoryDepth {
+        /// The scheme name.
+        scheme: String,
+        /// The largest valid count: the history depth (0 for DIRK schemes), at most the number
+        /// of completed steps.
+        max: usize,
+        /// The count in the checkpoint.
+        received: usize,
+    },
+    /// [`crate::Stepper::import_meta`] received a step-size history entry that no stepper
+    /// produces: NaN, infinite, negative, or zero where a step has been taken.
+    #[error(
+        "step-size history entry {index} is {received}, expected finite and >= 0 (and > 0 for \
+         the {taken} most recent completed steps)"
+    )]
+    InvalidStepHistory {
+        /// Position in the history (0 = the last step).
+        index: usize,
+        /// The value passed.
+        received: f64,
+        /// How many entries must be positive (`min(steps, 2)`).
+        taken: usize,
+    },
+    /// The exported history of one mode does not have the length the stepper expects.
+    #[error(
+        "history of mode (l = {l}, m = {m}) has {received} values, expected {expected} \
+         ({entries} entries of 2 x nr values)"
+    )]
+    HistoryLength {
+        /// The degree.
+        l: usize,
+        /// The order.
+        m: usize,
+        /// Number of history entries (A u, N and L u together) the stepper holds.
+        entries: usize,
+        /// The required number of values.
+        expected: usize,
+        /// The number of values passed.
+        received: usize,
+    },
+    /// The exported history of one mode holds a NaN or infinite value.
+    #[error(
+        "history of mode (l = {l}, m = {m}) has the non-finite value {value} at index {index}"
+    )]
+    NonFiniteHistory {
+        /// The degree.
+        l: usize,
+        /// The order.
+        m: usize,
+        /// Position of the value in the mode's data.
+        index: usize,
+        /// The value.
+        value: f64,
+    },
+    /// After [`crate::Stepper::import_meta`], a held mode's history has not been imported
+    /// with [`crate::Stepper::import_mode`] yet: the stepper can neither step nor export.
+    #[error(
+        "the history of mode (l = {l}, m = {m}) has not been imported since import_meta (and \
+         maybe others): import every held mode first"
+    )]
+    IncompleteImport {
+        /// The degree of the first such mode in storage order.
+        l: usize,
+        /// Its order.
+        m: usize,
+    },
     /// The thread pool for [`crate::Parallelism::Rayon`] could not be built.
     #[error("could not build a thread pool of {threads} threads: {reason}")]
     ThreadPool {

@@ -37,6 +37,16 @@
 //! threads. The backends' own multi-right-hand-side solves ([`SolveMode::Native`]) do not
 //! give that guarantee and are an explicit opt-out.
 //!
+//! # Checkpoint and restart
+//!
+//! [`Stepper::export_meta`] (the scalar state: time, steps, step sizes, filled history) and
+//! [`Stepper::export_mode`] (per mode `(l, m)`, the history entries later steps read, as plain
+//! `f64`s in an order independent of the layout and the thread count) give everything that
+//! determines the future steps besides the operators, the state block and the boundary values;
+//! [`Stepper::import_meta`] and [`Stepper::import_mode`] load it into a fresh stepper holding
+//! any set of modes, which then continues bit for bit like the uninterrupted run. See
+//! [`StepperMeta`] for the data order.
+//!
 //! # Backends
 //!
 //! [`FaerLu`] (pure Rust, default) and [`LapackLu`] (`dgetrf`/`dgetrs` from the system
@@ -93,7 +103,8 @@ pub use lu::{AnyLu, AnyScratch, FaerLu, FaerScratch, LapackLu, LuBackend, LuFact
 pub use matrix::Matrix;
 pub use scheme::{DirkTableau, MultistepScheme, MultistepWeights, Scheme, SchemeKind};
 pub use stepper::{
-    BoundaryRow, DegreeOperator, Parallelism, SolveMode, StepProgress, Stepper, StepperOptions,
+    BoundaryRow, DegreeOperator, Parallelism, SolveMode, StepProgress, Stepper, StepperMeta,
+    StepperOptions,
 };
 
 // The `lapack` crate declares the LAPACK symbols; this links the system OpenBLAS that

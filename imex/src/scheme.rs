@@ -76,6 +76,20 @@ impl MultistepScheme {
     pub(crate) fn uses_implicit_history(&self) -> bool {
         matches!(self.family, Family::Cnab2)
     }
+
+    /// How many of the newest held entries of each history kind (`[A u, N, L u]`) a later step
+    /// can still read, with `filled` entries held after a completed step. Every step pushes one
+    /// entry into each ring before reading any, so the oldest entry of a full ring (index
+    /// `k - 1`) is overwritten unread; and CNAB2 never reads its older `A u` and `L u` (`a_2` and
+    /// `bI_2` are 0 in every variant of [`MultistepScheme::step_weights`]). The test
+    /// `readable_history_covers_every_weight_read` checks this against the weights.
+    pub(crate) fn readable_history(&self, filled: usize) -> [usize; 3] {
+        let kept = filled.min(self.steps() - 1);
+        match self.family {
+            Family::Cnab2 => [0, kept, 0],
+            Family::Sbdf(_) => [kept, kept, 0],
+        }
+    }
 }
 
 /// Weights of one multistep step, after the start-up and variable-step rules.
@@ -777,6 +791,60 @@ mod tests {
             // b_imp[0] <= 1 from one or two divisions: measured at most
             // 1.1e-16, 9x margin.
             assert_abs_diff_eq!(w.b_imp[0], c.b_imp[0], epsilon = 1e-15);
+        }
+    }
+
+    /// Every history entry a later step reads with a non-zero weight is among the entries
+    /// [`MultistepScheme::readable_history`] counts (so a checkpoint of those suffices).
+    #[test]
+    fn readable_history_covers_every_weight_read() {
+        let patterns = [
+            [1.0, 1.0, 1.0],
+            [1.5, 1.0, 1.0],
+            [1.0, 1.5, 1.0],
+            [1.0, 1.0, 1.5],
+            [0.7, 1.3, 0.9],
+        ];
+        for scheme in [
+            Scheme::cnab2(),
+            Scheme::sbdf1(),
+            Scheme::sbdf2(),
+            Scheme::sbdf3(),
+        ] {
+            let ms = scheme.multistep().unwrap();
+            let depth = ms.steps();
+            for filled0 in 0..=depth {
+                let readable = ms.readable_history(filled0);
+                // Step s (1-based) after the checkpoint: s pushes have moved saved entry i to
+                // ring index i + s.
+                for s in 1..=depth {
+                    let filled = (filled0 + s - 1).min(depth);
+                    if scheme.startup_tableau().is_some() && filled + 1 < depth {
+                        continue; // a DIRK start-up step: reads no history
+                    }
+                    for steps in &patterns {
+                        let w = ms.step_weights(filled, steps);
+                        let check = |kind: usize, index: usize, weight: f64| {
+                            if weight != 0.0 && index >= s {
+                                let saved = index - s;
+                                assert!(
+                                    saved < readable[kind],
+                                    "{}: filled {filled0}, step {s}, {steps:?}: kind {kind} \
+                                     reads saved entry {saved}, readable {readable:?}",
+                                    scheme.name()
+                                );
+                            }
+                        };
+                        for j in 0..w.k {
+                            check(0, j, w.a[j]);
+                            check(1, j, w.b_exp[j]);
+                        }
+                        for j in 1..=w.k {
+                            check(2, j - 1, w.b_imp[j]);
+                        }
+                    }
+                }
+            }
         }
     }
 

@@ -8,6 +8,10 @@ use rayon::prelude::*;
 
 use crate::kernels::matvec_columns;
 use crate::scheme::{SchemeRef, StepWeights};
+mod checkpoint;
+
+pub use checkpoint::StepperMeta;
+
 use crate::{
     DirkTableau, FaerLu, ImexError, LuBackend, LuFactors, Matrix, ModeBlock, ModeLayout, Scheme,
     SchemeKind,
@@ -152,6 +156,9 @@ struct DegreeWork<S> {
     hist_au: Vec<Vec<f64>>,
     hist_n: Vec<Vec<f64>>,
     hist_lu: Vec<Vec<f64>>,
+    /// Per held order: the history of this mode is awaited by an import
+    /// ([`Stepper::import_meta`] sets them, [`Stepper::import_mode`] clears them).
+    missing: Vec<bool>,
     au0: Vec<f64>,
     stage_n: Vec<Vec<f64>>,
     stage_lu: Vec<Vec<f64>>,
@@ -505,6 +512,11 @@ where
 /// Drive it with [`Stepper::step`] and a closure for the explicit terms, or, when the explicit
 /// terms of several fields are computed together, with [`Stepper::begin_step`] and
 /// [`Stepper::advance`].
+///
+/// For checkpoint/restart, [`Stepper::export_meta`] and [`Stepper::export_mode`] give
+/// everything besides the operators and the boundary values that determines the future steps,
+/// and [`Stepper::import_meta`] and [`Stepper::import_mode`] put it into a fresh stepper, which
+/// then continues bit-identically (see [`StepperMeta`]).
 pub struct Stepper<B: LuBackend = FaerLu> {
     scheme: Scheme,
     startup: Option<DirkTableau>,
@@ -518,6 +530,8 @@ pub struct Stepper<B: LuBackend = FaerLu> {
     dt_hist: [f64; 2],
     filled: usize,
     pending: Option<Pending>,
+    /// Held modes whose history an import still awaits (see `DegreeWork::missing`).
+    missing_modes: usize,
     explicit_buf: Option<ModeBlock>,
 }
 
@@ -614,6 +628,7 @@ impl<B: LuBackend> Stepper<B> {
                 hist_au: Vec::new(),
                 hist_n: Vec::new(),
                 hist_lu: Vec::new(),
+                missing: Vec::new(),
                 au0: Vec::new(),
                 stage_n: Vec::new(),
                 stage_lu: Vec::new(),
@@ -649,6 +664,7 @@ impl<B: LuBackend> Stepper<B> {
             dt_hist: [0.0; 2],
             filled: 0,
             pending: None,
+            missing_modes: 0,
             explicit_buf: None,
         })
     }
@@ -699,7 +715,8 @@ impl<B: LuBackend> Stepper<B> {
     }
 
     /// Forgets the multistep history (the next step starts the scheme again) and sets the
-    /// time; the LU factors stay cached.
+    /// time; the LU factors stay cached. Also abandons an incomplete import
+    /// ([`Stepper::import_meta`]).
     pub fn restart(&mut self, time: f64) -> Result<(), ImexError> {
         if !time.is_finite() {
             return Err(ImexError::InvalidTime { received: time });
@@ -707,10 +724,12 @@ impl<B: LuBackend> Stepper<B> {
         self.pending = None;
         self.time = time;
         self.filled = 0;
+        self.missing_modes = 0;
         for d in &mut self.degrees {
             d.hist_au.clear();
             d.hist_n.clear();
             d.hist_lu.clear();
+            d.missing.clear();
         }
         Ok(())
     }
@@ -855,6 +874,7 @@ impl<B: LuBackend> Stepper<B> {
         if !(dt > 0.0 && dt.is_finite()) {
             return Err(ImexError::InvalidTimeStep { received: dt });
         }
+        self.check_import_complete()?;
         let steps = [dt, self.dt_hist[0], self.dt_hist[1]];
         let (plan, coefficient, assembly) = match self.scheme.view() {
             SchemeRef::Multistep(ms) => match &self.startup {
