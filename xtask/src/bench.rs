@@ -61,6 +61,9 @@ pub enum Target {
     /// sht: scalar and vector synthesis + analysis on one core at lmax 63
     /// to 511, with SHTns and ducc0 on the same grid in the same run.
     Sht(crate::sht_bench::Args),
+    /// The dynamo app: the Christensen et al. (2001) benchmark values
+    /// (`--case 0|1`) or the time per step and its phases (`--perf`).
+    Dynamo(crate::dynamo::BenchArgs),
 }
 
 /// Options of the benchmarks that live in their crates.
@@ -475,6 +478,7 @@ pub fn run(target: &Target) -> Result<()> {
         Target::ShtTranspose(a) => return crate::sht_dist::bench(a),
         Target::Sht(a) => return crate::sht_bench::run(a),
         Target::MethodCost(a) => return crate::cost::run(a),
+        Target::Dynamo(a) => return crate::dynamo::bench(a),
     };
     let start = Instant::now();
     let plan = Plan::new(args.quick);

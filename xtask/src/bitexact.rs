@@ -83,6 +83,9 @@ pub enum Suite {
     Spectral,
     /// The pfc app over ranks and reshape protocols ([`crate::bitexact_pfc`]).
     Pfc,
+    /// The dynamo app over ranks, 1d/2d grids, transposition protocols and
+    /// queue lengths ([`crate::dynamo`]).
+    Dynamo,
 }
 
 /// Where a case runs.
@@ -330,6 +333,9 @@ pub fn run(args: &Args) -> Result<()> {
     }
     if wanted(Suite::Pfc) {
         outcome("pfc", crate::bitexact_pfc::run(args.mpi, args.jobs));
+    }
+    if wanted(Suite::Dynamo) {
+        outcome("dynamo", crate::dynamo::bitexact(args.mpi, args.jobs));
     }
     if !failed.is_empty() {
         bail!("bit-exactness suite(s) failed: {}", failed.join(", "));

@@ -1,14 +1,19 @@
 //! Project automation, run as `cargo xtask TASK` (an alias in
 //! `.cargo/config.toml` for `cargo run --release --package xtask --`).
 //!
-//! - `cargo xtask bitexact [--mpi] [--orders 2,4,...] [--suite all|heat3d|multigrid|spectral|pfc]`:
+//! - `cargo xtask bitexact [--mpi] [--orders 2,4,...] [--suite all|heat3d|multigrid|spectral|pfc|dynamo]`:
 //!   heat3d gives the same field bits for every rank count, process grid,
 //!   exchange mode and backend ([`bitexact`]); the `poisson` app the same
 //!   solution and residual history for every rank count, overlap,
 //!   communication avoidance and agglomeration threshold ([`bitexact_mg`]);
 //!   heat3d's spectral operator and the pfc app the same field for every
 //!   rank count, process grid and `dfft` reshape protocol
-//!   ([`bitexact_spectral`], [`bitexact_pfc`], sharing [`fft_suite`]).
+//!   ([`bitexact_spectral`], [`bitexact_pfc`], sharing [`fft_suite`]);
+//!   the dynamo app the same state for every rank count, 1d/2d process grid,
+//!   transposition protocol and queue length ([`mod@dynamo`]).
+//! - `cargo xtask bench dynamo [--case 0|1] [--perf]`: the Christensen et
+//!   al. (2001) benchmark values against the published ones, and the time
+//!   per step with its phases ([`mod@dynamo`]).
 //! - `cargo xtask bench heat3d [--quick] [--out DIR]`: weak scaling, the
 //!   order sweep against a memory-bandwidth reference, blocking vs overlap;
 //!   tables, `heat3d.json` and `heat3d.png` ([`mod@bench`]).
@@ -27,6 +32,7 @@ mod bitexact_pfc;
 mod bitexact_spectral;
 mod ci;
 mod cost;
+mod dynamo;
 mod fft_suite;
 mod plot;
 mod sht_bench;
