@@ -621,73 +621,66 @@ impl Solver {
             0.0
         };
         let hscale = ((self.res.lmax * (self.res.lmax + 1)) as f64).sqrt();
+        let k = Coefficients { cor, lor, alf };
         let mut rate: f64 = 0.0;
         let mut nan: Option<NanPlace> = None;
         let (gs, gt, gp) = (&self.gs, &self.gt, &self.gp);
         let (os, ot, op) = (&mut self.os, &mut self.ot, &mut self.op);
         for lr in 0..nrl {
-            let k = r0 + lr;
-            let (rk, drk) = (r[k], self.dr[k]);
-            let dh = rk / hscale;
+            let kr = r0 + lr;
+            let (rk, drk) = (r[kr], self.dr[kr]);
+            let inv = [1.0 / drk, hscale / rk];
             for lj in 0..ntl {
-                let (c, s) = (self.cos_t[lj], self.sin_t[lj]);
-                let base = (lr * ntl + lj) * nphi;
-                for p in base..base + nphi {
-                    let (ur, ut, up) = (gs[p], gt[p], gp[p]);
-                    let (wr, wt, wp) = (gs[gl + p], gt[gl + p], gp[gl + p]);
-                    let (tr, tt, tp) = (gs[3 * gl + p], gt[2 * gl + p], gp[2 * gl + p]);
-                    // u x w - (2/E) z x u.
-                    let mut fr = ut * wp - up * wt + cor * s * up;
-                    let mut ft = up * wr - ur * wp + cor * c * up;
-                    let mut fp = ur * wt - ut * wr - cor * (c * ut + s * ur);
-                    let adv = -(ur * tr + ut * tt + up * tp);
-                    let mut br = 0.0;
-                    let mut bh = 0.0;
-                    if magnetic {
-                        let (bbr, bt, bp) = (gs[4 * gl + p], gt[3 * gl + p], gp[3 * gl + p]);
-                        let (jr, jt, jp) = (gs[5 * gl + p], gt[4 * gl + p], gp[4 * gl + p]);
-                        fr += lor * (jt * bp - jp * bt);
-                        ft += lor * (jp * bbr - jr * bp);
-                        fp += lor * (jr * bt - jt * bbr);
-                        os[2 * gl + p] = ut * bp - up * bt;
-                        ot[gl + p] = up * bbr - ur * bp;
-                        op[gl + p] = ur * bt - ut * bbr;
-                        br = bbr.abs();
-                        bh = (bt * bt + bp * bp).sqrt();
-                    }
-                    os[p] = fr;
-                    os[gl + p] = adv;
-                    ot[p] = ft;
-                    op[p] = fp;
-                    if cfl {
-                        let uh = (ut * ut + up * up).sqrt();
-                        let cr = (ur.abs() + alf * br) / drk;
-                        let ch = (uh + alf * bh) / dh;
-                        let m = cr.max(ch);
-                        if m.is_finite() {
-                            rate = rate.max(m);
-                        } else if nan.is_none() {
-                            let what = if !(ur.is_finite() && ut.is_finite() && up.is_finite()) {
-                                "velocity"
-                            } else {
-                                "magnetic field"
-                            };
-                            nan = Some(NanPlace {
-                                r: rk,
-                                theta: self.dist.sht().theta()[j0 + lj],
-                                phi: self.dist.sht().phi(p - base),
-                                what,
-                            });
-                        }
-                        if nan.is_none() && !(tr.is_finite() && adv.is_finite()) {
-                            nan = Some(NanPlace {
-                                r: rk,
-                                theta: self.dist.sht().theta()[j0 + lj],
-                                phi: self.dist.sht().phi(p - base),
-                                what: "temperature",
-                            });
-                        }
-                    }
+                let cs = [self.cos_t[lj], self.sin_t[lj]];
+                let b = (lr * ntl + lj) * nphi;
+                fn seg(v: &[f64], at: usize, n: usize) -> &[f64] {
+                    &v[at..at + n]
+                }
+                let row = |v, f: usize| seg(v, f * gl + b, nphi);
+                let input = Row {
+                    u: [row(gs, 0), row(gt, 0), row(gp, 0)],
+                    w: [row(gs, 1), row(gt, 1), row(gp, 1)],
+                    g: [row(gs, 3), row(gt, 2), row(gp, 2)],
+                    b: if magnetic {
+                        [row(gs, 4), row(gt, 3), row(gp, 3)]
+                    } else {
+                        [&[][..]; 3]
+                    },
+                    j: if magnetic {
+                        [row(gs, 5), row(gt, 4), row(gp, 4)]
+                    } else {
+                        [&[][..]; 3]
+                    },
+                };
+                let (os0, os1) = os.split_at_mut(gl);
+                let (os1, os2) = os1.split_at_mut(gl);
+                let (ot0, ot1) = ot.split_at_mut(gl);
+                let (op0, op1) = op.split_at_mut(gl);
+                let out = RowOut {
+                    f: [
+                        &mut os0[b..b + nphi],
+                        &mut ot0[b..b + nphi],
+                        &mut op0[b..b + nphi],
+                    ],
+                    adv: &mut os1[b..b + nphi],
+                    v: if magnetic {
+                        Some([
+                            &mut os2[b..b + nphi],
+                            &mut ot1[b..b + nphi],
+                            &mut op1[b..b + nphi],
+                        ])
+                    } else {
+                        None
+                    },
+                };
+                let (m, check) = if magnetic {
+                    row_products::<true>(&input, out, cs, &k, inv)
+                } else {
+                    row_products::<false>(&input, out, cs, &k, inv)
+                };
+                rate = rate.max(m);
+                if cfl && !check.is_finite() && nan.is_none() {
+                    nan = Some(locate_nan(self.dist.sht(), &input, rk, j0 + lj));
                 }
             }
         }
@@ -809,5 +802,108 @@ impl Solver {
             }
         }
         Ok(dt)
+    }
+}
+
+/// The factors of the nonlinear terms.
+struct Coefficients {
+    /// Coriolis, `2/E`.
+    cor: f64,
+    /// Lorentz, `1/(E Pm)`.
+    lor: f64,
+    /// Alfven factor times `sqrt(1/(E Pm))`.
+    alf: f64,
+}
+
+/// One latitude row of the synthesised fields: `(r, theta, phi)` components.
+pub(crate) struct Row<'a> {
+    u: [&'a [f64]; 3],
+    w: [&'a [f64]; 3],
+    g: [&'a [f64]; 3],
+    b: [&'a [f64]; 3],
+    j: [&'a [f64]; 3],
+}
+
+/// One latitude row of the products.
+struct RowOut<'a> {
+    f: [&'a mut [f64]; 3],
+    adv: &'a mut [f64],
+    v: Option<[&'a mut [f64]; 3]>,
+}
+
+/// The products of one row: `F = u x w - (2/E) z x u (+ (1/(E Pm)) j x B)`,
+/// `-u . grad T` (and `V = u x B`). Returns the largest CFL rate (speed
+/// over spacing, `inv = [1/dr, 1/dh]`) and a sum that is finite exactly
+/// when every input is.
+#[inline(always)]
+fn row_products<const MAG: bool>(
+    x: &Row<'_>,
+    out: RowOut<'_>,
+    [c, s]: [f64; 2],
+    k: &Coefficients,
+    inv: [f64; 2],
+) -> (f64, f64) {
+    let n = x.u[0].len();
+    let [fr_o, ft_o, fp_o] = out.f;
+    let adv_o = out.adv;
+    let mut vo = out.v;
+    let (mut rate, mut check) = (0.0f64, 0.0f64);
+    for i in 0..n {
+        let (ur, ut, up) = (x.u[0][i], x.u[1][i], x.u[2][i]);
+        let (wr, wt, wp) = (x.w[0][i], x.w[1][i], x.w[2][i]);
+        let (tr, tt, tp) = (x.g[0][i], x.g[1][i], x.g[2][i]);
+        let mut fr = ut * wp - up * wt + k.cor * s * up;
+        let mut ft = up * wr - ur * wp + k.cor * c * up;
+        let mut fp = ur * wt - ut * wr - k.cor * (c * ut + s * ur);
+        let adv = -(ur * tr + ut * tt + up * tp);
+        let (mut br, mut bh) = (0.0, 0.0);
+        if MAG {
+            let (bbr, bt, bp) = (x.b[0][i], x.b[1][i], x.b[2][i]);
+            let (jr, jt, jp) = (x.j[0][i], x.j[1][i], x.j[2][i]);
+            fr += k.lor * (jt * bp - jp * bt);
+            ft += k.lor * (jp * bbr - jr * bp);
+            fp += k.lor * (jr * bt - jt * bbr);
+            if let Some([v0, v1, v2]) = &mut vo {
+                v0[i] = ut * bp - up * bt;
+                v1[i] = up * bbr - ur * bp;
+                v2[i] = ur * bt - ut * bbr;
+            }
+            br = bbr.abs();
+            bh = (bt * bt + bp * bp).sqrt();
+            check += jr + jt + jp;
+        }
+        fr_o[i] = fr;
+        ft_o[i] = ft;
+        fp_o[i] = fp;
+        adv_o[i] = adv;
+        let uh = (ut * ut + up * up).sqrt();
+        let m = ((ur.abs() + k.alf * br) * inv[0]).max((uh + k.alf * bh) * inv[1]);
+        rate = rate.max(m);
+        check += fr + ft + fp + adv + br + bh;
+    }
+    (rate, check)
+}
+
+/// Where in one row of the grid the first non-finite input is.
+fn locate_nan(sht: &sht::Sht, row: &Row<'_>, r: f64, j: usize) -> NanPlace {
+    let bad = |v: &[&[f64]; 3]| {
+        (0..row.u[0].len()).find(|&k| v.iter().any(|c| c.get(k).is_some_and(|x| !x.is_finite())))
+    };
+    let (what, k) = if let Some(k) = bad(&row.u) {
+        ("velocity", k)
+    } else if let Some(k) = bad(&row.w) {
+        ("vorticity", k)
+    } else if let Some(k) = bad(&row.g) {
+        ("temperature gradient", k)
+    } else if let Some(k) = bad(&row.b) {
+        ("magnetic field", k)
+    } else {
+        ("current density", bad(&row.j).unwrap_or(0))
+    };
+    NanPlace {
+        r,
+        theta: sht.theta()[j],
+        phi: sht.phi(k),
+        what,
     }
 }
