@@ -13,6 +13,8 @@ use std::cell::RefCell;
 pub(crate) struct Bottom {
     /// Lower Cholesky factor, row-major `m x m`.
     chol: Vec<f64>,
+    /// Cells with a non-zero diagonal; the others are held at 0.
+    active: Vec<bool>,
     m: usize,
     global: [usize; 3],
     /// Every rank's box on the bottom level, in rank order.
@@ -71,16 +73,45 @@ impl Bottom {
                 }
             }
         }
-        if problem.is_singular() {
-            // A + s e eᵀ: for a zero-mean rhs, the zero-mean solution.
-            let dmax = (0..m).map(|r| a[r * m + r]).fold(0.0, f64::max);
+        for i in 0..g[0] {
+            for j in 0..g[1] {
+                for k in 0..g[2] {
+                    let row = idx([i, j, k]);
+                    a[row * m + row] += problem.alpha(level, [i, j, k].map(|x| x as i64));
+                }
+            }
+        }
+        // Inactive cells (every face closed, no shift): identity rows, and
+        // their right-hand side is ignored (the solution there is 0).
+        let active: Vec<bool> = (0..m).map(|r| a[r * m + r] > 0.0).collect();
+        for r in 0..m {
+            if !active[r] {
+                a[r * m + r] = 1.0;
+            }
+        }
+        let dmax = (0..m).map(|r| a[r * m + r]).fold(0.0, f64::max);
+        let singular = problem.is_singular();
+        if singular {
+            // A + s e eᵀ over the active cells: for a zero-mean rhs, the
+            // zero-mean solution.
             let sh = dmax.max(1.0) / m as f64;
-            a.iter_mut().for_each(|x| *x += sh);
+            for r in (0..m).filter(|&r| active[r]) {
+                for c in (0..m).filter(|&c| active[c]) {
+                    a[r * m + c] += sh;
+                }
+            }
         }
         for j in 0..m {
             let mut d = a[j * m + j];
             for k in 0..j {
                 d -= a[j * m + k] * a[j * m + k];
+            }
+            if singular && d <= 1e-12 * dmax && d.is_finite() {
+                // Another null vector: a region closed off from the rest
+                // (closed faces all around it). Pinning its last cell
+                // makes the factorisation definite; the bottom solve is
+                // then exact up to a constant on that region.
+                d = dmax;
             }
             if d <= 0.0 || !d.is_finite() {
                 return Err(MgError::Invalid(format!(
@@ -109,6 +140,7 @@ impl Bottom {
             .collect();
         Ok(Bottom {
             chol: a,
+            active,
             m,
             global,
             boxes,
@@ -152,6 +184,11 @@ impl Bottom {
             }
         }
         let (l, m) = (&self.chol, self.m);
+        for (v, &on) in b.iter_mut().zip(&self.active) {
+            if !on {
+                *v = 0.0;
+            }
+        }
         for i in 0..m {
             let mut v = b[i];
             for k in 0..i {

@@ -11,9 +11,11 @@ pub(crate) enum Stencil {
     /// Dirichlet face, `-1/h²` next to a Neumann face), indexed by padded
     /// index along that axis. Ghost cells beyond walls hold 0.
     Const { ih2: [f64; 3], wall: [Vec<f64>; 3] },
-    /// Variable face coefficients: `w[d][x]` is the weight of the lower face
-    /// along `d` of padded cell `x` (0 on walls), `diag` and `inv_diag` the
-    /// diagonal and its inverse (0 on cells that do not exist).
+    /// Variable face coefficients or a shift: `w[d][x]` is the weight of
+    /// the lower face along `d` of padded cell `x` (0 on walls and closed
+    /// faces), `diag` and `inv_diag` the diagonal (faces plus shift) and its
+    /// inverse (0 on cells that do not exist and on inactive cells, whose
+    /// diagonal is 0).
     Var {
         w: [Vec<f64>; 3],
         diag: Vec<f64>,
@@ -67,7 +69,7 @@ impl Stencil {
         let per = problem.periodic();
         let p = layout.padded();
         let n = geom.global.map(|x| x as i64);
-        if !problem.has_variable_coefficient() {
+        if !problem.is_variable() {
             let wall = [0, 1, 2].map(|d| {
                 (0..p[d])
                     .map(|x| {
@@ -135,7 +137,10 @@ impl Stencil {
                             bu
                         };
                     }
+                    let dsum = dsum + problem.alpha(level, gp);
                     diag[x] = dsum;
+                    // A cell whose faces are all closed and without shift
+                    // is inactive: smoothing leaves it at 0.
                     inv_diag[x] = if dsum > 0.0 { 1.0 / dsum } else { 0.0 };
                 }
             }
@@ -192,11 +197,14 @@ pub(crate) fn smooth(
                             + (w[1][x] * u[x - s1] + w[1][x + s1] * u[x + s1])
                             + (w[2][x] * u[x - 1] + w[2][x + 1] * u[x + 1]);
                         let gs = (f[x] + nb) * inv_diag[x];
-                        u[x] = if omega == 1.0 {
+                        let v = if omega == 1.0 {
                             gs
                         } else {
                             u[x] + omega * (gs - u[x])
                         };
+                        // Inactive cells (zero diagonal) are held at 0,
+                        // whatever a coarse correction added to them.
+                        u[x] = if inv_diag[x] == 0.0 { 0.0 } else { v };
                     }
                 }
             }

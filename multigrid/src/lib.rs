@@ -1,13 +1,17 @@
 //! Cell-centred geometric multigrid for 7-point operators on [`halo`]
 //! fields, with results **bit-identical for any rank count**.
 //!
-//! - [`Poisson`]: the problem `-div(beta grad u) = f`: global shape, box
-//!   lengths, a [`Boundary`] per face (periodic, Dirichlet, Neumann) and
-//!   optionally variable face coefficients ([`FaceCoefficient`]; coarse
-//!   faces average the fine faces they cover). Problems without a
-//!   Dirichlet face are singular: the right-hand side must have zero mean
-//!   (checked with the exact sum of [`comm::exact`]) and the solution is
-//!   returned with zero mean.
+//! - [`Poisson`]: the problem `alpha u - div(beta grad u) = f`: global
+//!   shape, box lengths, a [`Boundary`] per face (periodic, Dirichlet,
+//!   Neumann), optionally variable face coefficients ([`FaceCoefficient`];
+//!   coarse faces average the fine faces they cover; a zero face is closed,
+//!   as a cut-cell aperture of a solid face) and a shift ([`CellCoefficient`],
+//!   `alpha >= 0`, coarse cells average the fine cells: the Helmholtz
+//!   operator of an implicit diffusion step). A cell with every face closed
+//!   and no shift is inactive and held at 0. Problems without a Dirichlet
+//!   face and without a shift are singular: the right-hand side must have
+//!   zero mean (checked with the exact sum of [`comm::exact`]) and the
+//!   solution is returned with zero mean.
 //! - [`Hierarchy`]: the levels, coarsened by 2 while the global shape is
 //!   even (the depth depends on the global shape only). Red-black
 //!   Gauss-Seidel with the colour taken from **global** indices, restriction
@@ -65,7 +69,7 @@ mod problem;
 mod transfer;
 
 pub use hierarchy::Hierarchy;
-pub use problem::{Boundary, FaceCoefficient, Poisson};
+pub use problem::{Boundary, CellCoefficient, FaceCoefficient, Poisson};
 
 use comm::CommError;
 use halo::HaloError;

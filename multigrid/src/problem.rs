@@ -25,8 +25,15 @@ pub enum Boundary {
 /// (the face between cells `p - e_axis` and `p`). `p[axis]` runs over
 /// `0..=shape[axis]` on non-periodic axes (`0` and `shape[axis]` are the
 /// walls) and `0..shape[axis]` on periodic ones; the other two indices run
-/// over the cells. Values must be finite and positive.
+/// over the cells. Values must be finite and non-negative; a zero face is
+/// closed (no flux: a cut-cell aperture of a solid face).
 pub type FaceCoefficient = Arc<dyn Fn(usize, [usize; 3]) -> f64 + Send + Sync>;
+
+/// A cell-coefficient function `alpha(p)` of the global fine-level cell
+/// `p`: the shift of `alpha u - div(beta grad u) = f` (a Helmholtz operator,
+/// such as `1/dt - nu lap` of an implicit diffusion step). Values must be
+/// finite and non-negative.
+pub type CellCoefficient = Arc<dyn Fn([usize; 3]) -> f64 + Send + Sync>;
 
 /// The cell-centred problem `-div(beta grad u) = f` (`beta = 1`: the
 /// Poisson equation `-Δu = f`) on a box of cells, discretised by the
@@ -39,6 +46,7 @@ pub struct Poisson {
     pub lengths: [f64; 3],
     faces: [[Boundary; 2]; 3],
     coefficient: Option<FaceCoefficient>,
+    shift: Option<CellCoefficient>,
 }
 
 impl fmt::Debug for Poisson {
@@ -55,6 +63,7 @@ impl fmt::Debug for Poisson {
                     "constant 1"
                 },
             )
+            .field("shift", &self.shift.is_some())
             .finish()
     }
 }
@@ -106,6 +115,7 @@ impl Poisson {
             lengths,
             faces,
             coefficient: None,
+            shift: None,
         })
     }
 
@@ -114,6 +124,21 @@ impl Poisson {
     pub fn with_coefficient(mut self, beta: FaceCoefficient) -> Self {
         self.coefficient = Some(beta);
         self
+    }
+
+    /// The same problem with the shift `alpha` (see [`CellCoefficient`]):
+    /// the operator becomes `alpha u - div(beta grad u)`. Coarse cells take
+    /// the mean of the eight fine cells they cover (the restriction is the
+    /// 8-cell average, so this is the coarse operator of the averaged
+    /// equation). Checked when a hierarchy is built.
+    pub fn with_shift(mut self, alpha: CellCoefficient) -> Self {
+        self.shift = Some(alpha);
+        self
+    }
+
+    /// Whether a shift was given ([`with_shift`](Self::with_shift)).
+    pub fn has_shift(&self) -> bool {
+        self.shift.is_some()
     }
 
     /// The boundary conditions, `[axis][low, high]`.
@@ -137,12 +162,40 @@ impl Poisson {
     }
 
     /// Whether the operator is singular: no face is Dirichlet (every face
-    /// periodic or Neumann), so constants are in its null space.
+    /// periodic or Neumann) and there is no shift, so constants are in its
+    /// null space. (With closed faces a shift-free operator may have more
+    /// null vectors, one per closed-off region; the solvers handle a
+    /// right-hand side that sums to zero over each of them.)
     pub fn is_singular(&self) -> bool {
-        self.faces
-            .iter()
-            .flatten()
-            .all(|&b| b != Boundary::Dirichlet)
+        self.shift.is_none()
+            && self
+                .faces
+                .iter()
+                .flatten()
+                .all(|&b| b != Boundary::Dirichlet)
+    }
+
+    /// Whether the stencil needs per-cell weights (variable faces or a shift).
+    pub(crate) fn is_variable(&self) -> bool {
+        self.coefficient.is_some() || self.shift.is_some()
+    }
+
+    /// The shift at level `level` of the level cell `p` (inside the box):
+    /// the fine value, or the fixed-order mean of the eight cells below.
+    pub(crate) fn alpha(&self, level: usize, p: [i64; 3]) -> f64 {
+        let Some(alpha) = &self.shift else {
+            return 0.0;
+        };
+        let n = self.shape.map(|x| (x >> level) as i64);
+        let per = self.periodic();
+        let mut q = [0i64; 3];
+        for e in 0..3 {
+            q[e] = if per[e] { p[e].rem_euclid(n[e]) } else { p[e] };
+            if q[e] < 0 || q[e] >= n[e] {
+                return 0.0;
+            }
+        }
+        alpha_rec(alpha.as_ref(), level, q)
     }
 
     /// The centre of the cell with global index `p`.
@@ -180,8 +233,23 @@ impl Poisson {
         beta_rec(beta.as_ref(), level, d, q)
     }
 
-    /// Checks every fine face coefficient (finite and positive).
+    /// Checks every fine face coefficient and shift (finite, non-negative).
     pub(crate) fn check_coefficient(&self) -> Result<(), MgError> {
+        if let Some(alpha) = &self.shift {
+            for i in 0..self.shape[0] {
+                for j in 0..self.shape[1] {
+                    for k in 0..self.shape[2] {
+                        let v = alpha([i, j, k]);
+                        if !(v.is_finite() && v >= 0.0) {
+                            return Err(MgError::Invalid(format!(
+                                "shift {v} at cell {:?} must be finite and non-negative",
+                                [i, j, k]
+                            )));
+                        }
+                    }
+                }
+            }
+        }
         let Some(beta) = &self.coefficient else {
             return Ok(());
         };
@@ -195,9 +263,9 @@ impl Poisson {
                 for j in 0..hi[1] {
                     for k in 0..hi[2] {
                         let v = beta(d, [i, j, k]);
-                        if !(v.is_finite() && v > 0.0) {
+                        if !(v.is_finite() && v >= 0.0) {
                             return Err(MgError::Invalid(format!(
-                                "face coefficient {v} on axis {d} at face index {:?} must be positive and finite",
+                                "face coefficient {v} on axis {d} at face index {:?} must be finite and non-negative",
                                 [i, j, k]
                             )));
                         }
@@ -230,4 +298,18 @@ fn beta_rec(
         v[t] = beta_rec(beta, level - 1, d, q);
     }
     0.25 * ((v[0] + v[1]) + (v[2] + v[3]))
+}
+
+/// The shift of a coarse cell as the (fixed-order) mean of the eight fine
+/// cells it covers.
+fn alpha_rec(alpha: &(dyn Fn([usize; 3]) -> f64 + Send + Sync), level: usize, p: [i64; 3]) -> f64 {
+    if level == 0 {
+        return alpha(p.map(|x| x as usize));
+    }
+    let mut v = [0.0; 8];
+    for (t, o) in v.iter_mut().enumerate() {
+        let q = [0, 1, 2].map(|d| 2 * p[d] + ((t >> (2 - d)) & 1) as i64);
+        *o = alpha_rec(alpha, level - 1, q);
+    }
+    0.125 * (((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])))
 }

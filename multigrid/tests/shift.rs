@@ -1,0 +1,243 @@
+//! The Helmholtz shift `alpha u - div(beta grad u)` and closed faces
+//! (`beta = 0`, cut-cell apertures of solid faces): convergence order,
+//! equivalence of a closed plane with a Neumann wall, inactive cells, and
+//! the same bits on every rank count.
+
+use comm::{local, CommExt, ProcessGrid};
+use multigrid::{
+    Boundary, CellCoefficient, CommAvoiding, FaceCoefficient, Hierarchy, MgError, MgOptions,
+    Poisson,
+};
+use std::f64::consts::PI;
+use std::sync::Arc;
+
+const D: Boundary = Boundary::Dirichlet;
+const P: Boundary = Boundary::Periodic;
+const N: Boundary = Boundary::Neumann;
+
+/// Solves `problem` with MG-PCG on `ranks` ranks; returns every rank's
+/// owned box and values and the iteration count.
+fn solve(
+    problem: &Poisson,
+    ranks: usize,
+    opts: MgOptions,
+    rhs: &(dyn Fn([usize; 3]) -> f64 + Sync),
+) -> (Vec<(comm::IndexBox, Vec<f64>)>, usize) {
+    let out = local::run(ranks, |cm| {
+        let grid = ProcessGrid::for_shape(problem.shape, cm.size(), problem.periodic())?;
+        let levels = Hierarchy::max_levels(problem.shape).min(5);
+        let mut mg = Hierarchy::new(cm, grid, problem, levels, opts)?;
+        let mut f = mg.new_field();
+        let mut u = mg.new_field();
+        f.fill_owned(0, &mg.owned(), rhs);
+        let rep = mg.solve_pcg(cm, &mut u, &f)?;
+        assert!(rep.converged, "{rep:?}");
+        let all = cm.allgather_varying(&u.owned_values(0))?;
+        let _ = all;
+        Ok::<_, MgError>(((mg.owned(), u.owned_values(0)), rep.iterations))
+    })
+    .unwrap();
+    let it = out[0].1;
+    (out.into_iter().map(|o| o.0).collect(), it)
+}
+
+/// The global field from the ranks' blocks.
+fn gather(n: [usize; 3], parts: &[(comm::IndexBox, Vec<f64>)]) -> Vec<f64> {
+    let mut g = vec![f64::NAN; n[0] * n[1] * n[2]];
+    for (b, v) in parts {
+        let mut t = 0;
+        for i in b.lo[0]..b.hi[0] {
+            for j in b.lo[1]..b.hi[1] {
+                for k in b.lo[2]..b.hi[2] {
+                    g[(i * n[1] + j) * n[2] + k] = v[t];
+                    t += 1;
+                }
+            }
+        }
+    }
+    g
+}
+
+#[test]
+fn helmholtz_shift_is_second_order_and_rank_independent() {
+    // alpha u - lap u = f on the periodic unit cube with u = sin 2 pi x cos 2 pi y sin 2 pi z
+    // and a variable alpha: f = (alpha + 12 pi^2) u.
+    let alpha = |x: [f64; 3]| 50.0 + 30.0 * (2.0 * PI * x[1]).cos().powi(2);
+    let u =
+        |x: [f64; 3]| (2.0 * PI * x[0]).sin() * (2.0 * PI * x[1]).cos() * (2.0 * PI * x[2]).sin();
+    let mut errs = vec![];
+    let mut hashes = vec![];
+    for n in [16usize, 32] {
+        let h = 1.0 / n as f64;
+        let centre = move |p: [usize; 3]| p.map(|x| (x as f64 + 0.5) * h);
+        let a: CellCoefficient = Arc::new(move |p| alpha(centre(p)));
+        let prob = Poisson::new([n; 3], [1.0; 3], [P; 3])
+            .unwrap()
+            .with_shift(a);
+        assert!(!prob.is_singular());
+        let rhs = move |p: [usize; 3]| {
+            let x = centre(p);
+            (alpha(x) + 12.0 * PI * PI) * u(x)
+        };
+        let (parts, it) = solve(&prob, 1, MgOptions::default(), &rhs);
+        assert!(it <= 12, "{it} PCG iterations");
+        let g = gather([n; 3], &parts);
+        let mut err: f64 = 0.0;
+        for (i, v) in g.iter().enumerate() {
+            let p = [i / (n * n), (i / n) % n, i % n];
+            err = err.max((v - u(centre(p))).abs());
+        }
+        errs.push(err);
+        if n == 16 {
+            for (ranks, ca) in [
+                (1, CommAvoiding::OFF),
+                (2, CommAvoiding::ALL),
+                (4, CommAvoiding::ALL),
+                (8, CommAvoiding::OFF),
+            ] {
+                let opts = MgOptions {
+                    comm_avoiding: ca,
+                    ..MgOptions::default()
+                };
+                let g = gather([n; 3], &solve(&prob, ranks, opts, &rhs).0);
+                hashes.push(g.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+            }
+        }
+    }
+    let order = (errs[0] / errs[1]).log2();
+    assert!(order > 1.9 && order < 2.2, "errors {errs:?}, order {order}");
+    assert!(
+        hashes.windows(2).all(|w| w[0] == w[1]),
+        "results differ across ranks"
+    );
+}
+
+#[test]
+fn a_closed_plane_is_a_neumann_wall() {
+    // Box of 2n cells along x, Dirichlet at both ends, faces at x = n
+    // closed: each half is the n-cell problem with a Neumann face there.
+    let n = 16usize;
+    let f = |x: [f64; 3]| 1.0 + x[0] + (2.0 * PI * x[1]).sin() * (2.0 * PI * x[2]).cos();
+    let closed: FaceCoefficient = Arc::new(
+        move |d, p: [usize; 3]| {
+            if d == 0 && p[0] == n {
+                0.0
+            } else {
+                1.0
+            }
+        },
+    );
+    let h = 1.0 / n as f64;
+    let whole = Poisson::new([2 * n, n, n], [2.0, 1.0, 1.0], [D, P, P])
+        .unwrap()
+        .with_coefficient(closed);
+    let rhs_whole = move |p: [usize; 3]| {
+        // The right half mirrors the left: x -> 2 - x.
+        let x = (p[0] as f64 + 0.5) * h;
+        let xl = if x < 1.0 { x } else { 2.0 - x };
+        f([xl, (p[1] as f64 + 0.5) * h, (p[2] as f64 + 0.5) * h])
+    };
+    let half = Poisson::with_faces([n, n, n], [1.0; 3], [[D, N], [P, P], [P, P]]).unwrap();
+    let rhs_half = move |p: [usize; 3]| f([0, 1, 2].map(|d| (p[d] as f64 + 0.5) * h));
+    let opts = MgOptions {
+        tol: 1e-12,
+        ..MgOptions::default()
+    };
+    let gw = gather([2 * n, n, n], &solve(&whole, 2, opts, &rhs_whole).0);
+    let gh = gather([n; 3], &solve(&half, 1, opts, &rhs_half).0);
+    let mut diff: f64 = 0.0;
+    let scale = gh.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    for i in 0..n {
+        for j in 0..n {
+            for k in 0..n {
+                let a = gh[(i * n + j) * n + k];
+                let left = gw[(i * n + j) * n + k];
+                let right = gw[((2 * n - 1 - i) * n + j) * n + k];
+                diff = diff.max((a - left).abs()).max((a - right).abs());
+            }
+        }
+    }
+    // Both solves stop at a relative residual of 1e-12; the solutions
+    // agree to a small multiple of that.
+    assert!(
+        diff <= 1e-9 * scale,
+        "closed plane vs Neumann wall: {diff} (scale {scale})"
+    );
+}
+
+#[test]
+fn inactive_cells_stay_zero_and_the_rest_is_rank_independent() {
+    // A Dirichlet box with a cube of cells whose faces are all closed.
+    let n = 16usize;
+    let inside = |p: [usize; 3]| {
+        (5..9).contains(&p[0]) && (6..10).contains(&p[1]) && (4..12).contains(&p[2])
+    };
+    let closed: FaceCoefficient = Arc::new(move |d, p: [usize; 3]| {
+        let mut q = p;
+        let lower_in = p[d] > 0 && {
+            q[d] -= 1;
+            inside(q)
+        };
+        if inside(p) || lower_in {
+            0.0
+        } else {
+            1.0 + 0.5 * (p[0] % 3) as f64
+        }
+    });
+    let prob = Poisson::new([n; 3], [1.0; 3], [D; 3])
+        .unwrap()
+        .with_coefficient(closed);
+    let rhs = move |p: [usize; 3]| {
+        if inside(p) {
+            0.0
+        } else {
+            1.0 + (p[1] % 4) as f64
+        }
+    };
+    let mut first: Option<Vec<u64>> = None;
+    for (ranks, ca) in [
+        (1, CommAvoiding::OFF),
+        (2, CommAvoiding::ALL),
+        (4, CommAvoiding::ALL),
+        (8, CommAvoiding::OFF),
+    ] {
+        let opts = MgOptions {
+            comm_avoiding: ca,
+            ..MgOptions::default()
+        };
+        let (parts, it) = solve(&prob, ranks, opts, &rhs);
+        assert!(it < 30, "{it} iterations");
+        let g = gather([n; 3], &parts);
+        for (i, v) in g.iter().enumerate() {
+            let p = [i / (n * n), (i / n) % n, i % n];
+            if inside(p) {
+                assert_eq!(*v, 0.0, "inactive cell {p:?} = {v}");
+            } else {
+                assert!(
+                    *v > 0.0,
+                    "the solution of a positive source is positive: {p:?} = {v}"
+                );
+            }
+        }
+        let bits: Vec<u64> = g.iter().map(|v| v.to_bits()).collect();
+        match &first {
+            None => first = Some(bits),
+            Some(b) => assert_eq!(b, &bits, "{ranks} ranks differ from 1"),
+        }
+    }
+}
+
+#[test]
+fn negative_shift_is_refused() {
+    let a: CellCoefficient = Arc::new(|p| if p == [1, 2, 3] { -1.0 } else { 1.0 });
+    let prob = Poisson::new([8; 3], [1.0; 3], [P; 3])
+        .unwrap()
+        .with_shift(a);
+    let e = local::run(1, |cm| {
+        let grid = ProcessGrid::for_shape(prob.shape, 1, prob.periodic())?;
+        Hierarchy::new(cm, grid, &prob, 2, MgOptions::default()).map(|_| ())
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("shift -1") && e.contains("[1, 2, 3]"), "{e}");
+}
