@@ -1,0 +1,542 @@
+//! The incompressible flow solver on a periodic MAC grid: velocity
+//! components on the cell faces, pressure at the cell centres, a body force,
+//! implicit diffusion through `multigrid` (one Helmholtz solve per
+//! component) and an incremental projection (MG-preconditioned CG on the
+//! cut-cell or staircase pressure operator).
+//!
+//! One step from `u^n`, `p^n`:
+//!
+//! ```text
+//! (1/dt - nu lap) u*  = u^n/dt - grad p^n - N + f w      (fluid velocity points; u* = 0 elsewhere)
+//! -div(A grad phi)    = -div(A u*) / dt                   (A: apertures)
+//! u^{n+1} = u* - dt grad phi,   p^{n+1} = p^n + phi
+//! ```
+//!
+//! with `N` the centred advective term `(u . grad) u` (Navier-Stokes:
+//! forward Euler on the first step, then Adams-Bashforth 2; Stokes: 0), `w`
+//! the fluid fraction of the velocity's control volume. No-slip walls: the
+//! Laplacian's couplings across a wall are closed and `nu / (t h^2)` is
+//! added to the diagonal (the linear extrapolation through the wall point
+//! at fraction `t` of the spacing, Gibou et al. 2002). Every operation on
+//! a point reads the same operands in the same order on any
+//! decomposition, and the multigrid solves are rank independent, so the
+//! fields have the same bits on any rank count.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use comm::exact::{allreduce_exact_sums, ExactSum};
+use comm::{BlockDecomposition, CommExt, Communicator, IndexBox, ProcessGrid, ReduceOp};
+use halo::{Exchanger, Field, FieldLayout, HaloSpec, Neighborhood, Topology};
+use multigrid::{
+    Boundary, CellCoefficient, FaceCoefficient, Hierarchy, MgOptions, Poisson, SolveReport,
+};
+
+use crate::geometry::Geometry;
+
+/// What a solver needs besides the geometry.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Params {
+    /// Box length (the same on every axis).
+    pub length: f64,
+    /// Kinematic viscosity.
+    pub nu: f64,
+    /// Step size.
+    pub dt: f64,
+    /// Body force on the fluid.
+    pub force: [f64; 3],
+    /// Navier-Stokes (advective term on) or Stokes.
+    pub navier_stokes: bool,
+    /// Multigrid options of every solve.
+    pub mg: MgOptions,
+    /// Relative residual of the momentum solves.
+    pub momentum_tol: f64,
+    /// Relative residual of the pressure solves.
+    pub pressure_tol: f64,
+}
+
+/// Seconds per phase of the steps taken (this rank).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Phases {
+    /// Right-hand sides and the three Helmholtz solves.
+    pub momentum: f64,
+    /// Divergence, the pressure solve and the correction.
+    pub projection: f64,
+    /// Halo exchanges: the solver's own and those inside the multigrid
+    /// solves (waits included).
+    pub halo: f64,
+}
+
+/// What one step did.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct StepStats {
+    /// CG iterations of the three momentum solves.
+    pub momentum_iterations: [usize; 3],
+    /// CG iterations of the pressure solve.
+    pub pressure_iterations: usize,
+    /// `max |u^{n+1} - u^n| / max |u^{n+1}|`.
+    pub change: f64,
+    /// Seconds of the step (the slowest rank's).
+    pub seconds: f64,
+}
+
+/// One rank's solver.
+pub struct Flow {
+    params: Params,
+    geom: Arc<Geometry>,
+    h: f64,
+    owned: IndexBox,
+    lay: FieldLayout,
+    mg_u: Vec<Hierarchy>,
+    mg_p: Hierarchy,
+    ex3: Exchanger<f64>,
+    ex1: Exchanger<f64>,
+    /// Velocity components (lower faces of the cells).
+    pub u: [Field; 3],
+    /// Pressure (divided by the density).
+    pub p: Field,
+    ustar: [Field; 3],
+    rhs: Field,
+    phi: Field,
+    nl: [Field; 3],
+    nl_old: [Field; 3],
+    steps: u64,
+    time: f64,
+    phases: Phases,
+    own_halo: f64,
+}
+
+impl std::fmt::Debug for Flow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Flow")
+            .field("params", &self.params)
+            .field("owned", &self.owned)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Levels of a hierarchy: halve while every extent stays even and at least 8.
+fn levels(n: [usize; 3]) -> usize {
+    let mut s = n;
+    let mut l = 1;
+    while s.iter().all(|&x| x % 2 == 0 && x >= 8) {
+        s = s.map(|x| x / 2);
+        l += 1;
+    }
+    l
+}
+
+impl Flow {
+    /// Builds the solver (collective): the process grid, the four
+    /// hierarchies and the exchangers. The fields are zero.
+    pub fn new(comm: &dyn Communicator, geom: Arc<Geometry>, params: Params) -> Result<Self> {
+        let n = geom.n;
+        let h = params.length / n[0] as f64;
+        let grid = ProcessGrid::for_shape(n, comm.size(), [true; 3])?;
+        let lev = levels(n);
+        let mut mg_u = Vec::with_capacity(3);
+        for d in 0..3 {
+            let g = geom.clone();
+            let nu = params.nu;
+            let beta: FaceCoefficient = Arc::new(move |e, p| {
+                let q = g.shift(p, e, -1);
+                if g.fluid[d][g.idx(p)] && g.fluid[d][g.idx(q)] {
+                    nu
+                } else {
+                    0.0
+                }
+            });
+            let g = geom.clone();
+            let (dt, h2) = (params.dt, h * h);
+            let alpha: CellCoefficient = Arc::new(move |p| {
+                let i = g.idx(p);
+                if g.fluid[d][i] {
+                    1.0 / dt + nu * g.wall[d][i] / h2
+                } else {
+                    0.0
+                }
+            });
+            let prob = Poisson::new(n, [params.length; 3], [Boundary::Periodic; 3])?
+                .with_coefficient(beta)
+                .with_shift(alpha);
+            let opts = MgOptions {
+                tol: params.momentum_tol,
+                ..params.mg
+            };
+            mg_u.push(Hierarchy::new(comm, grid, &prob, lev, opts)?);
+        }
+        let g = geom.clone();
+        let beta: FaceCoefficient = Arc::new(move |e, p| g.aperture[e][g.idx(p)]);
+        let prob =
+            Poisson::new(n, [params.length; 3], [Boundary::Periodic; 3])?.with_coefficient(beta);
+        let opts = MgOptions {
+            tol: params.pressure_tol,
+            ..params.mg
+        };
+        let mg_p = Hierarchy::new(comm, grid, &prob, lev, opts)?;
+        let lay = mg_p.layout();
+        let dec = BlockDecomposition::new(n, grid)?;
+        let spec = HaloSpec {
+            ghost: lay.ghost,
+            width: [1; 3],
+            neighborhood: Neighborhood::Full,
+        };
+        let topo = Topology::new(comm, &dec, spec)?;
+        if topo.owned() != mg_p.owned() {
+            bail!("internal error: the flow's and the multigrid's blocks differ");
+        }
+        let ex3 = Exchanger::new(&topo, 3, 0)?;
+        let ex1 = Exchanger::new(&topo, 1, 1)?;
+        let f = || Field::new(lay);
+        Ok(Flow {
+            params,
+            h,
+            owned: topo.owned(),
+            lay,
+            mg_u,
+            mg_p,
+            ex3,
+            ex1,
+            u: [f(), f(), f()],
+            p: f(),
+            ustar: [f(), f(), f()],
+            rhs: f(),
+            phi: f(),
+            nl: [f(), f(), f()],
+            nl_old: [f(), f(), f()],
+            geom,
+            steps: 0,
+            time: 0.0,
+            phases: Phases::default(),
+            own_halo: 0.0,
+        })
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// The geometry.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geom
+    }
+
+    /// This rank's block of cells.
+    pub fn owned(&self) -> IndexBox {
+        self.owned
+    }
+
+    /// Steps taken.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Simulated time.
+    pub fn time(&self) -> f64 {
+        self.time
+    }
+
+    /// Sets the step count and time (restarts).
+    pub fn set_clock(&mut self, steps: u64, time: f64) {
+        self.steps = steps;
+        self.time = time;
+    }
+
+    /// Seconds per phase so far.
+    pub fn phases(&self) -> Phases {
+        let mg: f64 = self
+            .mg_u
+            .iter()
+            .chain(std::iter::once(&self.mg_p))
+            .flat_map(|m| m.level_stats())
+            .map(|s| s.halo_s)
+            .sum();
+        Phases {
+            halo: self.own_halo + mg,
+            ..self.phases
+        }
+    }
+
+    /// The multigrid hierarchies (u, v, w, pressure).
+    pub fn hierarchies(&self) -> impl Iterator<Item = &Hierarchy> {
+        self.mg_u.iter().chain(std::iter::once(&self.mg_p))
+    }
+
+    /// Visits the owned cells: `f(global index, padded linear index)`.
+    fn for_owned(&self, mut f: impl FnMut([usize; 3], usize)) {
+        let (b, g, s) = (self.owned, self.lay.ghost, self.lay.strides());
+        for i in b.lo[0]..b.hi[0] {
+            for j in b.lo[1]..b.hi[1] {
+                let row = (i - b.lo[0] + g[0]) * s[0] + (j - b.lo[1] + g[1]) * s[1];
+                for k in b.lo[2]..b.hi[2] {
+                    f([i, j, k], row + k - b.lo[2] + g[2]);
+                }
+            }
+        }
+    }
+
+    /// Sets velocity component `d` at the owned points from `f(x)`, `x` the
+    /// point's position; points that are not fluid get 0.
+    pub fn set_velocity(&mut self, d: usize, f: impl Fn([f64; 3]) -> f64) {
+        let h = self.h;
+        let g = self.geom.clone();
+        let owned = self.owned;
+        self.u[d].fill_owned(0, &owned, |p| {
+            if g.fluid[d][g.idx(p)] {
+                let mut x = p.map(|i| (i as f64 + 0.5) * h);
+                x[d] -= 0.5 * h;
+                f(x)
+            } else {
+                0.0
+            }
+        });
+    }
+
+    fn exchange3(&mut self, comm: &dyn Communicator, which: bool) -> Result<()> {
+        let t = Instant::now();
+        let [a, b, c] = if which { &mut self.ustar } else { &mut self.u };
+        self.ex3.exchange(comm, &mut [a, b, c])?;
+        self.own_halo += t.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    fn exchange1(&mut self, comm: &dyn Communicator, pressure: bool) -> Result<()> {
+        let t = Instant::now();
+        let f = if pressure { &mut self.p } else { &mut self.phi };
+        self.ex1.exchange(comm, &mut [f])?;
+        self.own_halo += t.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    /// The centred advective term at the owned fluid points (ghosts of `u` current).
+    fn advection(&mut self) {
+        let s = self.lay.strides();
+        let ih2 = 0.5 / self.h;
+        let g = self.geom.clone();
+        let mut out: [Vec<(usize, f64)>; 3] = [vec![], vec![], vec![]];
+        self.for_owned(|p, x| {
+            let i = g.idx(p);
+            for d in 0..3 {
+                if !g.fluid[d][i] {
+                    continue;
+                }
+                let ud = self.u[d].as_slice();
+                let mut n = 0.0;
+                for e in 0..3 {
+                    let ue = self.u[e].as_slice();
+                    let adv = if e == d {
+                        ud[x]
+                    } else {
+                        // u_e at the u_d point: the four nearest u_e points.
+                        0.25 * ((ue[x] + ue[x + s[e]]) + (ue[x - s[d]] + ue[x - s[d] + s[e]]))
+                    };
+                    n += adv * (ud[x + s[e]] - ud[x - s[e]]) * ih2;
+                }
+                out[d].push((x, n));
+            }
+        });
+        for d in 0..3 {
+            let v = self.nl[d].as_mut_slice();
+            v.fill(0.0);
+            for &(x, n) in &out[d] {
+                v[x] = n;
+            }
+        }
+    }
+
+    /// One step (collective).
+    pub fn step(&mut self, comm: &dyn Communicator) -> Result<StepStats> {
+        let t0 = Instant::now();
+        let (dt, h) = (self.params.dt, self.h);
+        let s = self.lay.strides();
+        self.exchange3(comm, false)?;
+        self.exchange1(comm, true)?;
+        if self.params.navier_stokes {
+            std::mem::swap(&mut self.nl, &mut self.nl_old);
+            self.advection();
+        }
+        let ab2 = self.params.navier_stokes && self.steps > 0;
+        let g = self.geom.clone();
+        let mut its = [0usize; 3];
+        for d in 0..3 {
+            let f = self.params.force[d];
+            let (ud, pp, nl, no) = (
+                self.u[d].as_slice().to_vec(),
+                self.p.as_slice(),
+                self.nl[d].as_slice(),
+                self.nl_old[d].as_slice(),
+            );
+            let mut rhs = vec![];
+            self.for_owned(|p, x| {
+                let i = g.idx(p);
+                let v = if g.fluid[d][i] {
+                    let n = if !self.params.navier_stokes {
+                        0.0
+                    } else if ab2 {
+                        1.5 * nl[x] - 0.5 * no[x]
+                    } else {
+                        nl[x]
+                    };
+                    ud[x] / dt - (pp[x] - pp[x - s[d]]) / h - n + f * g.weight[d][i]
+                } else {
+                    0.0
+                };
+                rhs.push((x, v));
+            });
+            let r = self.rhs.as_mut_slice();
+            for (x, v) in rhs {
+                r[x] = v;
+            }
+            // Warm start from u^n.
+            self.ustar[d]
+                .as_mut_slice()
+                .copy_from_slice(self.u[d].as_slice());
+            let rep: SolveReport = self.mg_u[d].solve_pcg(comm, &mut self.ustar[d], &self.rhs)?;
+            if !rep.converged {
+                bail!(
+                    "the momentum solve of component {d} did not converge in step {} ({} iterations, relative residual {:.3e})",
+                    self.steps + 1,
+                    rep.iterations,
+                    rep.residuals.last().copied().unwrap_or(f64::NAN)
+                );
+            }
+            its[d] = rep.iterations;
+        }
+        let t1 = Instant::now();
+        // Projection.
+        self.exchange3(comm, true)?;
+        {
+            let (a0, a1, a2) = (&g.aperture[0], &g.aperture[1], &g.aperture[2]);
+            let us = [
+                self.ustar[0].as_slice(),
+                self.ustar[1].as_slice(),
+                self.ustar[2].as_slice(),
+            ];
+            let mut rhs = vec![];
+            self.for_owned(|p, x| {
+                let a = [a0, a1, a2];
+                let mut div = 0.0;
+                for d in 0..3 {
+                    let up = g.idx(g.shift(p, d, 1));
+                    div += a[d][up] * us[d][x + s[d]] - a[d][g.idx(p)] * us[d][x];
+                }
+                rhs.push((x, -div / (h * dt)));
+            });
+            let r = self.rhs.as_mut_slice();
+            for (x, v) in rhs {
+                r[x] = v;
+            }
+        }
+        self.phi.as_mut_slice().fill(0.0);
+        let rep = self.mg_p.solve_pcg(comm, &mut self.phi, &self.rhs)?;
+        if !rep.converged {
+            bail!(
+                "the pressure solve did not converge in step {} ({} iterations, relative residual {:.3e})",
+                self.steps + 1,
+                rep.iterations,
+                rep.residuals.last().copied().unwrap_or(f64::NAN)
+            );
+        }
+        self.exchange1(comm, false)?;
+        let mut change: f64 = 0.0;
+        let mut umax: f64 = 0.0;
+        {
+            let ph = self.phi.as_slice().to_vec();
+            for d in 0..3 {
+                let (us, un) = (self.ustar[d].as_slice(), self.u[d].as_mut_slice());
+                let fl = &g.fluid[d];
+                let mut upd = vec![];
+                // Collect first (for_owned borrows self).
+                let (b, gh, st) = (self.owned, self.lay.ghost, s);
+                for i in b.lo[0]..b.hi[0] {
+                    for j in b.lo[1]..b.hi[1] {
+                        let row = (i - b.lo[0] + gh[0]) * st[0] + (j - b.lo[1] + gh[1]) * st[1];
+                        for k in b.lo[2]..b.hi[2] {
+                            let x = row + k - b.lo[2] + gh[2];
+                            let v = if fl[g.idx([i, j, k])] {
+                                us[x] - dt * (ph[x] - ph[x - st[d]]) / h
+                            } else {
+                                0.0
+                            };
+                            upd.push((x, v));
+                        }
+                    }
+                }
+                for (x, v) in upd {
+                    change = change.max((v - un[x]).abs());
+                    umax = umax.max(v.abs());
+                    un[x] = v;
+                }
+            }
+            let (pp, ph) = (self.p.as_mut_slice(), self.phi.as_slice());
+            for (a, b) in pp.iter_mut().zip(ph) {
+                *a += b;
+            }
+        }
+        let mut m = [change, umax];
+        comm.allreduce_f64(&mut m, ReduceOp::Max)?;
+        let t2 = Instant::now();
+        self.phases.momentum += (t1 - t0).as_secs_f64();
+        self.phases.projection += (t2 - t1).as_secs_f64();
+        self.steps += 1;
+        self.time += dt;
+        let seconds = comm.allreduce_scalar((t2 - t0).as_secs_f64(), ReduceOp::Max)?;
+        Ok(StepStats {
+            momentum_iterations: its,
+            pressure_iterations: rep.iterations,
+            change: if m[1] > 0.0 { m[0] / m[1] } else { 0.0 },
+            seconds,
+        })
+    }
+
+    /// Exact global sums (collective): `[sum u_x, sum u_y, sum u_z, sum |u|^2]`
+    /// over the velocity points, times `h^3`.
+    pub fn sums(&self, comm: &dyn Communicator) -> Result<[f64; 4]> {
+        let mut acc: [ExactSum; 4] = std::array::from_fn(|_| ExactSum::new());
+        let h3 = self.h.powi(3);
+        self.for_owned(|_, x| {
+            for d in 0..3 {
+                let v = self.u[d].as_slice()[x];
+                acc[d].add(v * h3);
+                acc[3].add(v * v * h3);
+            }
+        });
+        let s = allreduce_exact_sums(comm, &acc)?;
+        Ok([s[0], s[1], s[2], s[3]])
+    }
+
+    /// The largest `|div(A u)| h^2` over the cells relative to `max |u| h^2`
+    /// (collective; ghosts of `u` are refreshed).
+    pub fn divergence(&mut self, comm: &dyn Communicator) -> Result<f64> {
+        self.exchange3(comm, false)?;
+        let s = self.lay.strides();
+        let g = self.geom.clone();
+        let mut m: f64 = 0.0;
+        let mut umax: f64 = 0.0;
+        self.for_owned(|p, x| {
+            let mut div = 0.0;
+            for d in 0..3 {
+                let up = g.idx(g.shift(p, d, 1));
+                let u = self.u[d].as_slice();
+                div += g.aperture[d][up] * u[x + s[d]] - g.aperture[d][g.idx(p)] * u[x];
+                umax = umax.max(u[x].abs());
+            }
+            m = m.max(div.abs());
+        });
+        let mut v = [m, umax];
+        comm.allreduce_f64(&mut v, ReduceOp::Max)?;
+        Ok(if v[1] > 0.0 { v[0] / v[1] } else { 0.0 })
+    }
+
+    /// The owned values of a field, row-major over the owned box.
+    pub fn owned_values(f: &Field) -> Vec<f64> {
+        f.owned_values(0)
+    }
+
+    /// The layout of every field.
+    pub fn layout(&self) -> FieldLayout {
+        self.lay
+    }
+}
