@@ -1,5 +1,458 @@
-//! `flow`: incompressible flow through porous sphere beds.
+//! `flow`: incompressible Stokes and Navier-Stokes flow through porous
+//! sphere beds in a periodic box driven by a body force, on a MAC grid with
+//! cut-cell or ghost-cell immersed boundaries (geometry from `ibm`),
+//! implicit diffusion and projection through `multigrid`, fields on `halo`.
+//!
+//! - [`geometry`]: the global geometry arrays the solver reads, built from
+//!   the bodies;
+//! - [`solver`]: the step;
+//! - [`config`]: the TOML configuration;
+//! - [`run`]: a whole run: march (to a steady state for Stokes), the
+//!   permeability and the drag coefficient, output files, the report.
+//!
+//! **Driving-force convention.** The body force `f` acts on the fluid only:
+//! at each fluid velocity point it is weighted by the fluid fraction of the
+//! point's control volume (cut cells; 1 with ghost cells), so the force on
+//! the fluid is `f V_f`, `V_f` the fluid volume the weights add up to
+//! (`f (1 - c) V_box` in the limit); in a steady state the bodies take it
+//! up. The flow is the one a mean pressure gradient `G = f` drives through
+//! the periodic array (in the fluid the two momentum equations are the
+//! same), and the drag of Zick and Homsy (1982) is the force on the
+//! spheres in that problem, which adds the mean gradient's buoyancy-like
+//! `G V_s`: `F = G V_box = f V_box`, shared by the `N` spheres of radius
+//! `a`, `F / N = 6 pi mu a K U` with `U` the superficial velocity (the box
+//! average of `u`, solid counted as 0). So the report's
+//! `K = f V_box / (6 pi mu a N U)` is theirs (with `F = f (1 - c) V_box`
+//! instead it would be `(1 - c)` times theirs), and the permeability is
+//! Darcy's `k = mu U / G = mu U / f`, `k / a^2 = 2 / (9 c K)`.
 #![warn(missing_docs)]
 
+pub mod bodies;
+pub mod config;
 pub mod geometry;
 pub mod solver;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use appkit::checkpoint::{self as ck, Expected, Header};
+use appkit::progress::Progress;
+use appkit::vtk;
+use comm::{CommExt, Communicator, ReduceOp};
+use multigrid::{CommAvoiding, MgOptions};
+use serde::Serialize;
+
+use config::{Config, Initial};
+use geometry::Geometry;
+use solver::{Flow, Params, Phases};
+
+/// What a run reports (rank 0).
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The configuration as run.
+    pub config: Config,
+    /// Ranks.
+    pub ranks: usize,
+    /// Steps taken in this run.
+    pub steps: u64,
+    /// Final step number.
+    pub final_step: u64,
+    /// Final time.
+    pub time: f64,
+    /// The step size.
+    pub dt: f64,
+    /// Whether the steady tolerance was reached.
+    pub steady: bool,
+    /// The last relative change per step.
+    pub change: f64,
+    /// Solid fraction of the bodies.
+    pub solid_fraction: f64,
+    /// Spheres in the box.
+    pub spheres: usize,
+    /// Sphere radius (of the array or packing).
+    pub radius: f64,
+    /// Mean CG iterations per step of the momentum solves (all three) and of the pressure solve.
+    pub iterations: [f64; 2],
+    /// CG iterations of the last step: momentum (per component) and pressure.
+    pub last_iterations: [usize; 4],
+    /// Seconds per step (the slowest rank's, the mean over the steps).
+    pub seconds_per_step: f64,
+    /// Million cells per second per rank.
+    pub mcells_per_rank: f64,
+    /// Seconds per step and phase (rank 0's).
+    pub phases: Phases,
+    /// Superficial velocity (box average) per axis.
+    pub superficial_velocity: [f64; 3],
+    /// Kinetic energy per unit box volume.
+    pub energy: f64,
+    /// The body force on the fluid along the force direction, `f V_f`.
+    pub fluid_force: f64,
+    /// Drag coefficient `K = f V_box / (6 pi mu a N U)` (with bodies and a
+    /// force; the module documentation has the convention).
+    pub drag_coefficient: Option<f64>,
+    /// Permeability over the radius squared, `k / a^2`.
+    pub permeability: Option<f64>,
+    /// `max |div(A u)| / max |u|` at the end.
+    pub divergence: f64,
+    /// Hash of the velocity and pressure (decomposition independent).
+    pub hash: String,
+    /// Files written.
+    pub files: Vec<String>,
+}
+
+impl Report {
+    /// A human-readable summary.
+    pub fn summary(&self) -> String {
+        let c = &self.config;
+        let mut s = format!(
+            "flow: {}^3 cells on {} ranks, {:?} {:?} (c = {:.5}, {} spheres, a = {:.5}), {}, dt = {:.3e}\n",
+            c.n,
+            self.ranks,
+            c.method,
+            c.bodies,
+            self.solid_fraction,
+            self.spheres,
+            self.radius,
+            if c.navier_stokes { "Navier-Stokes" } else { "Stokes" },
+            self.dt
+        );
+        s += &format!(
+            "  {} steps to t = {:.5}{}, last change {:.3e}\n",
+            self.steps,
+            self.time,
+            if self.steady { " (steady)" } else { "" },
+            self.change
+        );
+        s += &format!(
+            "  CG iterations per step: momentum {:.1} (three solves), pressure {:.1}\n",
+            self.iterations[0], self.iterations[1]
+        );
+        let p = &self.phases;
+        s += &format!(
+            "  {:.4} s/step ({:.2} Mcell/s per rank): momentum {:.4} s, projection {:.4} s, of which halo {:.4} s\n",
+            self.seconds_per_step, self.mcells_per_rank, p.momentum, p.projection, p.halo
+        );
+        s += &format!(
+            "  superficial velocity U = {:.8e}, energy {:.6e}, max |div| / max |u| = {:.2e}\n",
+            self.superficial_velocity[0], self.energy, self.divergence
+        );
+        if let (Some(k), Some(perm)) = (self.drag_coefficient, self.permeability) {
+            s += &format!("  drag coefficient K = {k:.6}, permeability k/a^2 = {perm:.6e}\n");
+        }
+        s += &format!("  hash {}", self.hash);
+        s
+    }
+}
+
+/// The MG options of `cfg`.
+pub fn mg_options(cfg: &Config) -> MgOptions {
+    MgOptions {
+        overlap: cfg.overlap,
+        comm_avoiding: if cfg.comm_avoiding {
+            CommAvoiding::ALL
+        } else {
+            CommAvoiding::OFF
+        },
+        max_iter: 500,
+        ..MgOptions::default()
+    }
+}
+
+/// The solver parameters of `cfg`.
+pub fn params(cfg: &Config) -> Params {
+    Params {
+        length: cfg.length,
+        nu: cfg.nu,
+        dt: cfg.dt(),
+        force: cfg.force,
+        navier_stokes: cfg.navier_stokes,
+        mg: mg_options(cfg),
+        momentum_tol: cfg.momentum_tol,
+        pressure_tol: cfg.pressure_tol,
+    }
+}
+
+/// The hash of the velocity and pressure (collective).
+pub fn hash(comm: &dyn Communicator, f: &Flow) -> Result<u64> {
+    // The four fields stacked along axis 0: one global field of [4 n, n, n].
+    let n = f.geometry().n;
+    let shape = [4 * n[0], n[1], n[2]];
+    let mut h = 0u64;
+    for (i, field) in f.u.iter().chain(std::iter::once(&f.p)).enumerate() {
+        let v = field.owned_values(0);
+        let mut b = f.owned();
+        b.lo[0] += i * n[0];
+        b.hi[0] += i * n[0];
+        h = h.wrapping_add(appkit::hash::local_field_hash(shape, &b, &v)?);
+    }
+    Ok(appkit::hash::combine(comm, h)?)
+}
+
+const CK_FIELDS: usize = 4;
+
+/// Writes a checkpoint of the velocity and pressure (collective): the four
+/// fields gathered on rank 0 in global order, an `appkit` checkpoint of
+/// shape `[4 n, n, n]`. Stokes and the first step of Navier-Stokes need
+/// nothing else; the Adams-Bashforth history of a Navier-Stokes run is not
+/// saved, so a restarted Navier-Stokes run takes one forward-Euler step.
+pub fn write_checkpoint(
+    comm: &dyn Communicator,
+    f: &Flow,
+    cfg: &Config,
+    path: &Path,
+) -> Result<()> {
+    let n = f.geometry().n;
+    let mut all = Vec::new();
+    for field in f.u.iter().chain(std::iter::once(&f.p)) {
+        let g = ck::gather_f64(comm, n, &f.owned(), &field.owned_values(0))?;
+        if let Some(g) = g {
+            all.extend(g);
+        }
+    }
+    let mut header = Header::new("flow", &[CK_FIELDS * n[0], n[1], n[2]], f.steps(), f.time());
+    header.meta.insert(
+        "config".into(),
+        serde_json::to_string(&(cfg.n, cfg.length, cfg.nu, cfg.method, cfg.bodies))?,
+    );
+    let written = if comm.rank() == 0 {
+        ck::write_f64(path, &header, &all).with_context(|| format!("writing {}", path.display()))
+    } else {
+        Ok(())
+    };
+    let mut ok = [u64::from(written.is_ok())];
+    comm.broadcast(&mut ok, 0)?;
+    written?;
+    if ok[0] == 0 {
+        bail!("rank 0 failed to write {}", path.display());
+    }
+    Ok(())
+}
+
+/// Reads a checkpoint into `f` (every rank reads the file).
+pub fn read_checkpoint(f: &mut Flow, cfg: &Config, path: &Path) -> Result<()> {
+    let n = f.geometry().n;
+    let (header, values) = ck::read_f64(
+        path,
+        &Expected {
+            app: "flow",
+            shape: &[CK_FIELDS * n[0], n[1], n[2]],
+        },
+    )
+    .with_context(|| format!("restart from {} (for n = {})", path.display(), n[0]))?;
+    let want = serde_json::to_string(&(cfg.n, cfg.length, cfg.nu, cfg.method, cfg.bodies))?;
+    if header.meta.get("config") != Some(&want) {
+        bail!(
+            "checkpoint {} was written with (n, length, nu, method, bodies) = {}, this run has {want}",
+            path.display(),
+            header.meta.get("config").map_or("?", |s| s.as_str())
+        );
+    }
+    let m = n[0] * n[1] * n[2];
+    let owned = f.owned();
+    for (i, field) in f.u.iter_mut().chain(std::iter::once(&mut f.p)).enumerate() {
+        let block = ck::block_of(n, &values[i * m..(i + 1) * m], &owned);
+        let mut t = 0;
+        field.fill_owned(0, &owned, |_| {
+            t += 1;
+            block[t - 1]
+        });
+    }
+    f.set_clock(header.step, header.time);
+    Ok(())
+}
+
+/// Writes the VTK snapshot (collective): pressure, fluid fraction and the
+/// velocity at the cell centres (the mean of the two faces per component).
+pub fn write_vtk(comm: &dyn Communicator, f: &mut Flow, dir: &Path) -> Result<Option<PathBuf>> {
+    f.divergence(comm)?; // refreshes the velocity ghosts
+    let g = f.geometry().clone();
+    let n = g.n;
+    let b = f.owned();
+    let lay = f.layout();
+    let s = lay.strides();
+    let mut vel = Vec::with_capacity(3 * b.len());
+    let mut theta = Vec::with_capacity(b.len());
+    let p = f.p.owned_values(0);
+    for i in b.lo[0]..b.hi[0] {
+        for j in b.lo[1]..b.hi[1] {
+            for k in b.lo[2]..b.hi[2] {
+                let x = (i - b.lo[0] + lay.ghost[0]) * s[0]
+                    + (j - b.lo[1] + lay.ghost[1]) * s[1]
+                    + (k - b.lo[2] + lay.ghost[2]);
+                for d in 0..3 {
+                    let u = f.u[d].as_slice();
+                    vel.push(0.5 * (u[x] + u[x + s[d]]));
+                }
+                theta.push(g.theta[g.idx([i, j, k])]);
+            }
+        }
+    }
+    let image = vtk::Image::new(n, [g.h; 3]);
+    Ok(image.write_parallel(
+        comm,
+        dir,
+        &format!("flow_{:06}", f.steps()),
+        &b,
+        &[
+            vtk::Field::cell_vector("velocity", &vel),
+            vtk::Field::cell_scalar("pressure", &p),
+            vtk::Field::cell_scalar("fluid_fraction", &theta),
+        ],
+    )?)
+}
+
+/// A whole run on `comm` (collective).
+pub fn run(
+    comm: &dyn Communicator,
+    cfg: &Config,
+    geom: Arc<Geometry>,
+    bodies: (usize, f64),
+    restart: Option<&Path>,
+    progress: bool,
+) -> Result<Report> {
+    let rank = comm.rank();
+    let mut f = Flow::new(comm, geom.clone(), params(cfg))?;
+    if let Some(p) = restart {
+        read_checkpoint(&mut f, cfg, p)?;
+    } else if cfg.initial == Initial::TaylorGreen {
+        let k = 2.0 * std::f64::consts::PI / cfg.length;
+        let a = cfg.amplitude;
+        f.set_velocity(0, |x| a * (k * x[0]).sin() * (k * x[1]).cos());
+        f.set_velocity(1, |x| -a * (k * x[0]).cos() * (k * x[1]).sin());
+    }
+    let dir = cfg.output.dir.clone();
+    if let Some(d) = &dir {
+        appkit::output::create_dir(comm, d)?;
+    }
+    let mut files = Vec::new();
+    let bar = if rank == 0 {
+        Progress::steps(cfg.steps as u64, progress)
+    } else {
+        Progress::hidden()
+    };
+    let (mut taken, mut steady, mut change) = (0u64, false, f64::INFINITY);
+    let (mut it_m, mut it_p) = (0usize, 0usize);
+    let mut last = [0usize; 4];
+    let mut seconds = 0.0;
+    let start = Instant::now();
+    while (taken as usize) < cfg.steps {
+        let st = f.step(comm)?;
+        taken += 1;
+        seconds += st.seconds;
+        change = st.change;
+        it_m += st.momentum_iterations.iter().sum::<usize>();
+        it_p += st.pressure_iterations;
+        last = [
+            st.momentum_iterations[0],
+            st.momentum_iterations[1],
+            st.momentum_iterations[2],
+            st.pressure_iterations,
+        ];
+        if !change.is_finite() {
+            bail!("the velocity is not finite after step {}", f.steps());
+        }
+        if taken % cfg.diag_every as u64 == 0 {
+            bar.set_message(format!(
+                "t = {:.4e}  change {:.2e}  its {}/{}/{} + {}",
+                f.time(),
+                change,
+                last[0],
+                last[1],
+                last[2],
+                last[3]
+            ));
+        }
+        bar.inc(1);
+        steady = !cfg.navier_stokes && cfg.steady_tol > 0.0 && change < cfg.steady_tol;
+        if let Some(d) = &dir {
+            let every = cfg.output.checkpoint_every;
+            if every > 0 && taken % every as u64 == 0 {
+                let p = d.join(format!("flow_{:06}.chk", f.steps()));
+                write_checkpoint(comm, &f, cfg, &p)?;
+                files.push(p.display().to_string());
+            }
+            let every = cfg.output.vtk_every;
+            if cfg.output.vtk && every > 0 && taken % every as u64 == 0 {
+                if let Some(p) = write_vtk(comm, &mut f, d)? {
+                    files.push(p.display().to_string());
+                }
+            }
+        }
+        if steady {
+            break;
+        }
+    }
+    bar.finish();
+    let _wall = start.elapsed();
+    if let Some(d) = &dir {
+        let p = d.join(format!("flow_{:06}.chk", f.steps()));
+        write_checkpoint(comm, &f, cfg, &p)?;
+        files.push(p.display().to_string());
+        if cfg.output.vtk {
+            if let Some(p) = write_vtk(comm, &mut f, d)? {
+                files.push(p.display().to_string());
+            }
+        }
+    }
+    let sums = f.sums(comm)?;
+    let vol = cfg.length.powi(3);
+    let u_sup = [sums[0] / vol, sums[1] / vol, sums[2] / vol];
+    let energy = 0.5 * sums[3] / vol;
+    let divergence = f.divergence(comm)?;
+    // The applied force along the force direction: f times the weights.
+    let fd = (0..3)
+        .max_by(|&a, &b| cfg.force[a].abs().total_cmp(&cfg.force[b].abs()))
+        .unwrap_or(0);
+    let fluid_force = cfg.force[fd] * geom.weight[fd].iter().sum::<f64>() * geom.h.powi(3);
+    let (spheres, radius) = bodies;
+    let (drag, perm) = if spheres > 0 && cfg.force[fd] != 0.0 && u_sup[fd] != 0.0 {
+        let k = cfg.force[fd] * vol
+            / (6.0 * std::f64::consts::PI * cfg.nu * radius * spheres as f64 * u_sup[fd]);
+        let perm = cfg.nu * u_sup[fd] / cfg.force[fd] / (radius * radius);
+        (Some(k), Some(perm))
+    } else {
+        (None, None)
+    };
+    let h = hash(comm, &f)?;
+    let ranks = comm.size();
+    let sps = seconds / taken.max(1) as f64;
+    let cells = (cfg.n as f64).powi(3);
+    let ph = f.phases();
+    let per = |x: f64| x / taken.max(1) as f64;
+    let _ = ReduceOp::Max;
+    Ok(Report {
+        config: cfg.clone(),
+        ranks,
+        steps: taken,
+        final_step: f.steps(),
+        time: f.time(),
+        dt: cfg.dt(),
+        steady,
+        change,
+        solid_fraction: geom.solid_fraction,
+        spheres,
+        radius,
+        iterations: [
+            it_m as f64 / taken.max(1) as f64,
+            it_p as f64 / taken.max(1) as f64,
+        ],
+        last_iterations: last,
+        seconds_per_step: sps,
+        mcells_per_rank: cells / ranks as f64 / sps / 1e6,
+        phases: Phases {
+            momentum: per(ph.momentum),
+            projection: per(ph.projection),
+            halo: per(ph.halo),
+        },
+        superficial_velocity: u_sup,
+        energy,
+        fluid_force,
+        drag_coefficient: drag,
+        permeability: perm,
+        divergence,
+        hash: appkit::hash::hex(h),
+        files,
+    })
+}
