@@ -327,6 +327,24 @@ pub fn run(
         appkit::output::create_dir(comm, d)?;
     }
     let mut files = Vec::new();
+    let mut series = match (&dir, rank == 0) {
+        (Some(d), true) => {
+            let p = d.join(if restart.is_some() {
+                format!("flow_from_{:06}.csv", f.steps())
+            } else {
+                "flow.csv".to_string()
+            });
+            files.push(p.display().to_string());
+            Some(appkit::csv::Series::create(
+                &p,
+                &[
+                    "step", "time", "change", "its_u", "its_v", "its_w", "its_p", "seconds",
+                ],
+                appkit::csv::FloatFormat::ExpDigits(10),
+            )?)
+        }
+        _ => None,
+    };
     let bar = if rank == 0 {
         Progress::steps(cfg.steps as u64, progress)
     } else {
@@ -350,6 +368,18 @@ pub fn run(
             st.momentum_iterations[2],
             st.pressure_iterations,
         ];
+        if let Some(out) = &mut series {
+            out.row(&[
+                f.steps().into(),
+                f.time().into(),
+                change.into(),
+                st.momentum_iterations[0].into(),
+                st.momentum_iterations[1].into(),
+                st.momentum_iterations[2].into(),
+                st.pressure_iterations.into(),
+                st.seconds.into(),
+            ])?;
+        }
         if !change.is_finite() {
             bail!("the velocity is not finite after step {}", f.steps());
         }

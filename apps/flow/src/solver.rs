@@ -314,34 +314,41 @@ impl Flow {
     fn advection(&mut self) {
         let s = self.lay.strides();
         let ih2 = 0.5 / self.h;
-        let g = self.geom.clone();
-        let mut out: [Vec<(usize, f64)>; 3] = [vec![], vec![], vec![]];
-        self.for_owned(|p, x| {
-            let i = g.idx(p);
-            for d in 0..3 {
-                if !g.fluid[d][i] {
-                    continue;
-                }
-                let ud = self.u[d].as_slice();
-                let mut n = 0.0;
-                for e in 0..3 {
-                    let ue = self.u[e].as_slice();
-                    let adv = if e == d {
-                        ud[x]
-                    } else {
-                        // u_e at the u_d point: the four nearest u_e points.
-                        0.25 * ((ue[x] + ue[x + s[e]]) + (ue[x - s[d]] + ue[x - s[d] + s[e]]))
-                    };
-                    n += adv * (ud[x + s[e]] - ud[x - s[e]]) * ih2;
-                }
-                out[d].push((x, n));
-            }
-        });
+        let g = &*self.geom;
+        let (b, gh) = (self.owned, self.lay.ghost);
+        let u = [
+            self.u[0].as_slice(),
+            self.u[1].as_slice(),
+            self.u[2].as_slice(),
+        ];
         for d in 0..3 {
-            let v = self.nl[d].as_mut_slice();
-            v.fill(0.0);
-            for &(x, n) in &out[d] {
-                v[x] = n;
+            let out = self.nl[d].as_mut_slice();
+            out.fill(0.0);
+            let ud = u[d];
+            for i in b.lo[0]..b.hi[0] {
+                for j in b.lo[1]..b.hi[1] {
+                    let row = (i - b.lo[0] + gh[0]) * s[0] + (j - b.lo[1] + gh[1]) * s[1];
+                    let grow = (i * g.n[1] + j) * g.n[2];
+                    for k in b.lo[2]..b.hi[2] {
+                        if !g.fluid[d][grow + k] {
+                            continue;
+                        }
+                        let x = row + k - b.lo[2] + gh[2];
+                        let mut n = 0.0;
+                        for e in 0..3 {
+                            let ue = u[e];
+                            let adv = if e == d {
+                                ud[x]
+                            } else {
+                                // u_e at the u_d point: the four nearest u_e points.
+                                0.25 * ((ue[x] + ue[x + s[e]])
+                                    + (ue[x - s[d]] + ue[x - s[d] + s[e]]))
+                            };
+                            n += adv * (ud[x + s[e]] - ud[x - s[e]]) * ih2;
+                        }
+                        out[x] = n;
+                    }
+                }
             }
         }
     }
@@ -358,36 +365,42 @@ impl Flow {
             self.advection();
         }
         let ab2 = self.params.navier_stokes && self.steps > 0;
-        let g = self.geom.clone();
+        let geom = self.geom.clone();
+        let g = &*geom;
         let mut its = [0usize; 3];
         for d in 0..3 {
             let f = self.params.force[d];
-            let (ud, pp, nl, no) = (
-                self.u[d].as_slice().to_vec(),
-                self.p.as_slice(),
-                self.nl[d].as_slice(),
-                self.nl_old[d].as_slice(),
-            );
-            let mut rhs = vec![];
-            self.for_owned(|p, x| {
-                let i = g.idx(p);
-                let v = if g.fluid[d][i] {
-                    let n = if !self.params.navier_stokes {
-                        0.0
-                    } else if ab2 {
-                        1.5 * nl[x] - 0.5 * no[x]
-                    } else {
-                        nl[x]
-                    };
-                    ud[x] / dt - (pp[x] - pp[x - s[d]]) / h - n + f * g.weight[d][i]
-                } else {
-                    0.0
-                };
-                rhs.push((x, v));
-            });
-            let r = self.rhs.as_mut_slice();
-            for (x, v) in rhs {
-                r[x] = v;
+            {
+                let (b, gh) = (self.owned, self.lay.ghost);
+                let (ud, pp, nl, no) = (
+                    self.u[d].as_slice(),
+                    self.p.as_slice(),
+                    self.nl[d].as_slice(),
+                    self.nl_old[d].as_slice(),
+                );
+                let r = self.rhs.as_mut_slice();
+                let ns = self.params.navier_stokes;
+                for i in b.lo[0]..b.hi[0] {
+                    for j in b.lo[1]..b.hi[1] {
+                        let row = (i - b.lo[0] + gh[0]) * s[0] + (j - b.lo[1] + gh[1]) * s[1];
+                        let grow = (i * g.n[1] + j) * g.n[2];
+                        for k in b.lo[2]..b.hi[2] {
+                            let (x, gi) = (row + k - b.lo[2] + gh[2], grow + k);
+                            r[x] = if g.fluid[d][gi] {
+                                let n = if !ns {
+                                    0.0
+                                } else if ab2 {
+                                    1.5 * nl[x] - 0.5 * no[x]
+                                } else {
+                                    nl[x]
+                                };
+                                ud[x] / dt - (pp[x] - pp[x - s[d]]) / h - n + f * g.weight[d][gi]
+                            } else {
+                                0.0
+                            };
+                        }
+                    }
+                }
             }
             // Warm start from u^n.
             self.ustar[d]
@@ -408,25 +421,29 @@ impl Flow {
         // Projection.
         self.exchange3(comm, true)?;
         {
-            let (a0, a1, a2) = (&g.aperture[0], &g.aperture[1], &g.aperture[2]);
+            let (b, gh) = (self.owned, self.lay.ghost);
             let us = [
                 self.ustar[0].as_slice(),
                 self.ustar[1].as_slice(),
                 self.ustar[2].as_slice(),
             ];
-            let mut rhs = vec![];
-            self.for_owned(|p, x| {
-                let a = [a0, a1, a2];
-                let mut div = 0.0;
-                for d in 0..3 {
-                    let up = g.idx(g.shift(p, d, 1));
-                    div += a[d][up] * us[d][x + s[d]] - a[d][g.idx(p)] * us[d][x];
-                }
-                rhs.push((x, -div / (h * dt)));
-            });
             let r = self.rhs.as_mut_slice();
-            for (x, v) in rhs {
-                r[x] = v;
+            let scale = -1.0 / (h * dt);
+            for i in b.lo[0]..b.hi[0] {
+                for j in b.lo[1]..b.hi[1] {
+                    let row = (i - b.lo[0] + gh[0]) * s[0] + (j - b.lo[1] + gh[1]) * s[1];
+                    for k in b.lo[2]..b.hi[2] {
+                        let (x, p) = (row + k - b.lo[2] + gh[2], [i, j, k]);
+                        let gi = g.idx(p);
+                        let mut div = 0.0;
+                        for d in 0..3 {
+                            let up = g.idx(g.shift(p, d, 1));
+                            div +=
+                                g.aperture[d][up] * us[d][x + s[d]] - g.aperture[d][gi] * us[d][x];
+                        }
+                        r[x] = div * scale;
+                    }
+                }
             }
         }
         self.phi.as_mut_slice().fill(0.0);
@@ -443,31 +460,27 @@ impl Flow {
         let mut change: f64 = 0.0;
         let mut umax: f64 = 0.0;
         {
-            let ph = self.phi.as_slice().to_vec();
+            let (b, gh) = (self.owned, self.lay.ghost);
+            let ph = self.phi.as_slice();
             for d in 0..3 {
                 let (us, un) = (self.ustar[d].as_slice(), self.u[d].as_mut_slice());
                 let fl = &g.fluid[d];
-                let mut upd = vec![];
-                // Collect first (for_owned borrows self).
-                let (b, gh, st) = (self.owned, self.lay.ghost, s);
                 for i in b.lo[0]..b.hi[0] {
                     for j in b.lo[1]..b.hi[1] {
-                        let row = (i - b.lo[0] + gh[0]) * st[0] + (j - b.lo[1] + gh[1]) * st[1];
+                        let row = (i - b.lo[0] + gh[0]) * s[0] + (j - b.lo[1] + gh[1]) * s[1];
+                        let grow = (i * g.n[1] + j) * g.n[2];
                         for k in b.lo[2]..b.hi[2] {
                             let x = row + k - b.lo[2] + gh[2];
-                            let v = if fl[g.idx([i, j, k])] {
-                                us[x] - dt * (ph[x] - ph[x - st[d]]) / h
+                            let v = if fl[grow + k] {
+                                us[x] - dt * (ph[x] - ph[x - s[d]]) / h
                             } else {
                                 0.0
                             };
-                            upd.push((x, v));
+                            change = change.max((v - un[x]).abs());
+                            umax = umax.max(v.abs());
+                            un[x] = v;
                         }
                     }
-                }
-                for (x, v) in upd {
-                    change = change.max((v - un[x]).abs());
-                    umax = umax.max(v.abs());
-                    un[x] = v;
                 }
             }
             let (pp, ph) = (self.p.as_mut_slice(), self.phi.as_slice());

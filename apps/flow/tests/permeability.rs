@@ -120,3 +120,46 @@ fn bad_geometry_is_named() {
     assert!(e.contains("line 1") && e.contains("diameter 1.4"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_restart_continues_bit_for_bit_on_another_rank_count() {
+    let dir = std::env::temp_dir().join(format!("flow-restart-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let base = Config {
+        n: 16,
+        steady_tol: 0.0,
+        ..Config::default()
+    };
+    let whole = report(
+        &Config {
+            steps: 6,
+            ..base.clone()
+        },
+        2,
+    )
+    .hash;
+    let first = Config {
+        steps: 3,
+        output: flow::config::Output {
+            dir: Some(dir.clone()),
+            vtk: false,
+            ..Default::default()
+        },
+        ..base.clone()
+    };
+    report(&first, 1);
+    let ck = dir.join("flow_000003.chk");
+    let second = Config { steps: 3, ..base };
+    let (g, n, a) = flow::bodies::build(&second).unwrap();
+    let g = Arc::new(g);
+    let r = comm::local::run(4, |c| {
+        flow::run(c, &second, g.clone(), (n, a), Some(&ck), false)
+    })
+    .unwrap()
+    .swap_remove(0);
+    assert_eq!(
+        r.hash, whole,
+        "restarted Stokes run differs from the uninterrupted one"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
