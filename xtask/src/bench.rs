@@ -64,6 +64,10 @@ pub enum Target {
     /// The dynamo app: the Christensen et al. (2001) benchmark values
     /// (`--case 0|1`) or the time per step and its phases (`--perf`).
     Dynamo(crate::dynamo::BenchArgs),
+    /// The flow app: sphere-array drag vs Zick and Homsy and Hasimoto
+    /// (`--permeability`), Taylor-Green decay (`--taylor-green`), a random
+    /// bed (`--bed`), the cost of a step (`--perf`).
+    Flow(crate::flow::BenchArgs),
 }
 
 /// Options of the benchmarks that live in their crates.
@@ -479,6 +483,7 @@ pub fn run(target: &Target) -> Result<()> {
         Target::Sht(a) => return crate::sht_bench::run(a),
         Target::MethodCost(a) => return crate::cost::run(a),
         Target::Dynamo(a) => return crate::dynamo::bench(a),
+        Target::Flow(a) => return crate::flow::bench(a),
     };
     let start = Instant::now();
     let plan = Plan::new(args.quick);
@@ -552,7 +557,7 @@ pub fn run(target: &Target) -> Result<()> {
 }
 
 /// The 1-minute load average (Linux), to flag a busy machine.
-fn load_average() -> Option<f64> {
+pub(crate) fn load_average() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg")
         .ok()?
         .split_whitespace()

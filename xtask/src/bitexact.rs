@@ -16,8 +16,9 @@
 //! `--suite` picks these (SHT and heat3d), the multigrid suite of
 //! [`crate::bitexact_mg`] (the `poisson` app), the suites over `dfft`'s
 //! reshape protocols ([`crate::bitexact_spectral`]: heat3d's spectral
-//! operator; [`crate::bitexact_pfc`]: the pfc app), or all of them (the
-//! default).
+//! operator; [`crate::bitexact_pfc`]: the pfc app), the dynamo app's
+//! ([`crate::dynamo`]), the flow app's ([`crate::flow`]), or all of them
+//! (the default).
 
 use crate::util::{self, HeatReport};
 use anyhow::{bail, Result};
@@ -86,6 +87,9 @@ pub enum Suite {
     /// The dynamo app over ranks, 1d/2d grids, transposition protocols and
     /// queue lengths ([`crate::dynamo`]).
     Dynamo,
+    /// The flow app over ranks, overlap and communication avoidance
+    /// ([`crate::flow`]).
+    Flow,
 }
 
 /// Where a case runs.
@@ -336,6 +340,9 @@ pub fn run(args: &Args) -> Result<()> {
     }
     if wanted(Suite::Dynamo) {
         outcome("dynamo", crate::dynamo::bitexact(args.mpi, args.jobs));
+    }
+    if wanted(Suite::Flow) {
+        outcome("flow", crate::flow::bitexact(args.mpi, args.jobs));
     }
     if !failed.is_empty() {
         bail!("bit-exactness suite(s) failed: {}", failed.join(", "));

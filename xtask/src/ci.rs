@@ -121,7 +121,7 @@ impl Pipeline {
 }
 
 /// The `mpi` feature of every crate that has one.
-const MPI_FEATURES: &str = "comm/mpi,sht/mpi,heat3d/mpi,pfc/mpi,poisson/mpi,dynamo/mpi";
+const MPI_FEATURES: &str = "comm/mpi,sht/mpi,heat3d/mpi,pfc/mpi,poisson/mpi,dynamo/mpi,flow/mpi";
 
 /// Runs a prepared command with the output streamed.
 fn run_cmd(cmd: &mut Command, what: &str) -> Result<()> {

@@ -1,7 +1,7 @@
 //! Project automation, run as `cargo xtask TASK` (an alias in
 //! `.cargo/config.toml` for `cargo run --release --package xtask --`).
 //!
-//! - `cargo xtask bitexact [--mpi] [--orders 2,4,...] [--suite all|heat3d|multigrid|spectral|pfc|dynamo]`:
+//! - `cargo xtask bitexact [--mpi] [--orders 2,4,...] [--suite all|heat3d|multigrid|spectral|pfc|dynamo|flow]`:
 //!   heat3d gives the same field bits for every rank count, process grid,
 //!   exchange mode and backend ([`bitexact`]); the `poisson` app the same
 //!   solution and residual history for every rank count, overlap,
@@ -10,10 +10,17 @@
 //!   rank count, process grid and `dfft` reshape protocol
 //!   ([`bitexact_spectral`], [`bitexact_pfc`], sharing [`fft_suite`]);
 //!   the dynamo app the same state for every rank count, 1d/2d process grid,
-//!   transposition protocol and queue length ([`mod@dynamo`]).
+//!   transposition protocol and queue length ([`mod@dynamo`]); the flow app
+//!   the same velocity and pressure for every rank count, overlap and
+//!   communication avoidance ([`mod@flow`]).
 //! - `cargo xtask bench dynamo [--case 0|1] [--perf]`: the Christensen et
 //!   al. (2001) benchmark values against the published ones, and the time
 //!   per step with its phases ([`mod@dynamo`]).
+//! - `cargo xtask bench flow [--permeability] [--taylor-green] [--bed]
+//!   [--perf] [--quick]`: the drag of sphere arrays against Zick and Homsy
+//!   (1982) and Hasimoto (1959) with the observed order, the Taylor-Green
+//!   energy decay, a random bed's iteration counts, the cost of a step
+//!   ([`mod@flow`]).
 //! - `cargo xtask bench heat3d [--quick] [--out DIR]`: weak scaling, the
 //!   order sweep against a memory-bandwidth reference, blocking vs overlap;
 //!   tables, `heat3d.json` and `heat3d.png` ([`mod@bench`]).
@@ -34,6 +41,7 @@ mod ci;
 mod cost;
 mod dynamo;
 mod fft_suite;
+mod flow;
 mod plot;
 mod sht_bench;
 mod sht_dist;
@@ -53,7 +61,7 @@ struct Cli {
 /// The tasks.
 #[derive(Debug, Subcommand)]
 enum Task {
-    /// heat3d's, poisson's and pfc's hashes must not depend on ranks, grid, options, protocol or backend.
+    /// The apps' hashes (heat3d, poisson, pfc, dynamo, flow) must not depend on ranks, grid, options, protocol or backend.
     Bitexact(bitexact::Args),
     /// Benchmarks.
     Bench {
