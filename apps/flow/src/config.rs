@@ -110,6 +110,9 @@ pub struct Config {
     pub momentum_tol: f64,
     /// Relative residual of the pressure solves.
     pub pressure_tol: f64,
+    /// The rotational pressure update `p += phi - nu div u*` (otherwise
+    /// `p += phi`); the steady state is the same.
+    pub rotational: bool,
     /// Overlap halo exchanges with the smoothing.
     pub overlap: bool,
     /// Communication-avoiding smoothing.
@@ -128,7 +131,7 @@ impl Default for Config {
             nu: 1.0,
             navier_stokes: false,
             dt: None,
-            dt_factor: 3.0,
+            dt_factor: 30.0,
             steps: 5000,
             steady_tol: 1e-7,
             method: Method::CutCell,
@@ -142,6 +145,7 @@ impl Default for Config {
             amplitude: 1.0,
             momentum_tol: 1e-10,
             pressure_tol: 1e-10,
+            rotational: true,
             overlap: true,
             comm_avoiding: true,
             diag_every: 10,

@@ -171,6 +171,7 @@ pub fn params(cfg: &Config) -> Params {
         mg: mg_options(cfg),
         momentum_tol: cfg.momentum_tol,
         pressure_tol: cfg.pressure_tol,
+        rotational: cfg.rotational,
     }
 }
 

@@ -60,6 +60,9 @@ struct Cli {
     /// Initial velocity.
     #[arg(long, value_enum)]
     initial: Option<Initial>,
+    /// Rotational pressure update (true/false).
+    #[arg(long)]
+    rotational: Option<bool>,
     /// Overlap halo exchanges with smoothing (true/false).
     #[arg(long)]
     overlap: Option<bool>,
@@ -118,6 +121,7 @@ fn config(cli: &Cli) -> Result<Config> {
         steps,
         steady_tol,
         initial,
+        rotational,
         overlap,
         comm_avoiding,
         momentum_tol,

@@ -54,6 +54,9 @@ pub struct Params {
     pub momentum_tol: f64,
     /// Relative residual of the pressure solves.
     pub pressure_tol: f64,
+    /// The rotational pressure update `p += phi - nu div(A u*)` (Timmermans
+    /// et al. 1996) instead of `p += phi`.
+    pub rotational: bool,
 }
 
 /// Seconds per phase of the steps taken (this rank).
@@ -483,9 +486,21 @@ impl Flow {
                     }
                 }
             }
-            let (pp, ph) = (self.p.as_mut_slice(), self.phi.as_slice());
-            for (a, b) in pp.iter_mut().zip(ph) {
-                *a += b;
+            let (pp, ph, r) = (
+                self.p.as_mut_slice(),
+                self.phi.as_slice(),
+                self.rhs.as_slice(),
+            );
+            if self.params.rotational {
+                // rhs = -div(A u*) / (h dt) per cell: -nu div = nu dt rhs.
+                let c = self.params.nu * dt;
+                for ((a, b), q) in pp.iter_mut().zip(ph).zip(r) {
+                    *a += b + c * q;
+                }
+            } else {
+                for (a, b) in pp.iter_mut().zip(ph) {
+                    *a += b;
+                }
             }
         }
         let mut m = [change, umax];

@@ -19,6 +19,7 @@ fn params(nu: f64, dt: f64, ns: bool, tol: f64) -> Params {
         mg: MgOptions::default(),
         momentum_tol: tol,
         pressure_tol: tol,
+        rotational: false,
     }
 }
 
