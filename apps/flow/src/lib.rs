@@ -191,13 +191,13 @@ pub fn hash(comm: &dyn Communicator, f: &Flow) -> Result<u64> {
     Ok(appkit::hash::combine(comm, h)?)
 }
 
-const CK_FIELDS: usize = 4;
+const CK_FIELDS: usize = 7;
 
-/// Writes a checkpoint of the velocity and pressure (collective): the four
-/// fields gathered on rank 0 in global order, an `appkit` checkpoint of
-/// shape `[4 n, n, n]`. Stokes and the first step of Navier-Stokes need
-/// nothing else; the Adams-Bashforth history of a Navier-Stokes run is not
-/// saved, so a restarted Navier-Stokes run takes one forward-Euler step.
+/// Writes a checkpoint (collective): the velocity, the pressure and the
+/// last advective term (the Adams-Bashforth history of a Navier-Stokes run,
+/// zero for Stokes), seven fields gathered on rank 0 in global order, an
+/// `appkit` checkpoint of shape `[7 n, n, n]` with the step and time. A
+/// restart on any rank count continues bit for bit.
 pub fn write_checkpoint(
     comm: &dyn Communicator,
     f: &Flow,
@@ -206,7 +206,7 @@ pub fn write_checkpoint(
 ) -> Result<()> {
     let n = f.geometry().n;
     let mut all = Vec::new();
-    for field in f.u.iter().chain(std::iter::once(&f.p)) {
+    for field in f.checkpoint_fields() {
         let g = ck::gather_f64(comm, n, &f.owned(), &field.owned_values(0))?;
         if let Some(g) = g {
             all.extend(g);
@@ -252,7 +252,7 @@ pub fn read_checkpoint(f: &mut Flow, cfg: &Config, path: &Path) -> Result<()> {
     }
     let m = n[0] * n[1] * n[2];
     let owned = f.owned();
-    for (i, field) in f.u.iter_mut().chain(std::iter::once(&mut f.p)).enumerate() {
+    for (i, field) in f.checkpoint_fields_mut().into_iter().enumerate() {
         let block = ck::block_of(n, &values[i * m..(i + 1) * m], &owned);
         let mut t = 0;
         field.fill_owned(0, &owned, |_| {

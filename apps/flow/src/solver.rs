@@ -563,6 +563,21 @@ impl Flow {
         f.owned_values(0)
     }
 
+    /// The fields a checkpoint holds: the velocity, the pressure and the
+    /// last advective term (the next step's Adams-Bashforth history).
+    pub fn checkpoint_fields(&self) -> [&Field; 7] {
+        let [a, b, c] = &self.u;
+        let [d, e, g] = &self.nl;
+        [a, b, c, &self.p, d, e, g]
+    }
+
+    /// [`checkpoint_fields`](Self::checkpoint_fields), mutable (restarts).
+    pub fn checkpoint_fields_mut(&mut self) -> [&mut Field; 7] {
+        let [a, b, c] = &mut self.u;
+        let [d, e, g] = &mut self.nl;
+        [a, b, c, &mut self.p, d, e, g]
+    }
+
     /// The layout of every field.
     pub fn layout(&self) -> FieldLayout {
         self.lay

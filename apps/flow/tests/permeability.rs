@@ -163,3 +163,49 @@ fn a_restart_continues_bit_for_bit_on_another_rank_count() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_navier_stokes_restart_continues_bit_for_bit() {
+    let dir = std::env::temp_dir().join(format!("flow-ns-restart-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let base = Config {
+        n: 16,
+        bodies: Bodies::None,
+        initial: flow::config::Initial::TaylorGreen,
+        navier_stokes: true,
+        nu: 0.1,
+        dt: Some(0.002),
+        force: [0.0; 3],
+        steady_tol: 0.0,
+        ..Config::default()
+    };
+    let whole = report(
+        &Config {
+            steps: 6,
+            ..base.clone()
+        },
+        1,
+    )
+    .hash;
+    let first = Config {
+        steps: 3,
+        output: flow::config::Output {
+            dir: Some(dir.clone()),
+            vtk: false,
+            ..Default::default()
+        },
+        ..base.clone()
+    };
+    report(&first, 2);
+    let ck = dir.join("flow_000003.chk");
+    let second = Config { steps: 3, ..base };
+    let (g, n, a) = flow::bodies::build(&second).unwrap();
+    let g = Arc::new(g);
+    let r = comm::local::run(4, |c| {
+        flow::run(c, &second, g.clone(), (n, a), Some(&ck), false)
+    })
+    .unwrap()
+    .swap_remove(0);
+    assert_eq!(r.hash, whole, "restarted Navier-Stokes run differs");
+    let _ = std::fs::remove_dir_all(&dir);
+}
