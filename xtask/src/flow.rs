@@ -22,9 +22,10 @@
 //!   the three resolutions (self-convergence and against the published
 //!   value) and the coarsest resolution within 2 %; (b) the dilute limit,
 //!   c = 0.008, 0.027, 0.064 at n = 32 (`--quick`: 20, cut cells only),
-//!   against Hasimoto's expansion and Zick and Homsy's table. The step
-//!   count grows with n^2 (dt = 3 h^2 / nu): the steady state at 64^3 takes
-//!   several thousand steps.
+//!   against Hasimoto's expansion and Zick and Homsy's table. With the
+//!   app's rotational pressure update the steady state takes about 100 /
+//!   350 / 440 steps at n = 16 / 32 / 64 (cut cells; fewer with ghost
+//!   cells).
 //! - `--taylor-green`: the Navier-Stokes Taylor-Green vortex at n = 16, 32,
 //!   64 (`--quick`: 16, 32) to t = 0.02 with dt = 0.02 / (n^2 / 64) ~ h^2
 //!   (the diffusion step is first order in time), no body force: the energy
@@ -887,7 +888,7 @@ fn bed(r: &mut Runner<'_>, plan: &Plan, ranks: usize) {
             t.elapsed().as_secs_f64()
         );
     }
-    println!("mom its: the three momentum solves together; peclet's counts are at its own step size, ours at dt = 3 h^2 / nu");
+    println!("mom its: the three momentum solves together; peclet's counts are at its own step size, ours at the app's default dt = 30 h^2 / nu");
 }
 
 /// Part 4: the cost of a step.
