@@ -273,6 +273,12 @@ pub struct BenchArgs {
     /// Use this dynamo binary instead of building one.
     #[arg(long)]
     pub dynamo: Option<PathBuf>,
+    /// With --perf: time MagIC too, from this folder of builds
+    /// (`build-native`, `build-shtns` made by
+    /// `apps/dynamo/magic/build_magic.sh`; default `target/magic` when it
+    /// exists), in the same run on the same ranks.
+    #[arg(long)]
+    pub magic: Option<PathBuf>,
     /// Output folder (default target/bench/dynamo).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -422,6 +428,32 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
     Ok(())
 }
 
+/// MagIC's mean wall time per step on `np` ranks for `case`
+/// (`apps/dynamo/magic/run_magic.sh`).
+fn run_magic(build: &Path, np: usize, case: u8, steps: usize) -> Result<f64> {
+    let script = util::workspace_root().join("apps/dynamo/magic/run_magic.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(build)
+        .args([np.to_string(), case.to_string(), steps.to_string()])
+        .output()
+        .with_context(|| format!("cannot run {}", script.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .find_map(|w| w.strip_prefix("seconds_per_step="))
+        .and_then(|v| v.parse().ok())
+        .with_context(|| {
+            format!(
+                "run_magic.sh printed no seconds_per_step ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+            )
+        })
+}
+
 /// The time per step and its phases at the benchmark resolution.
 fn perf(a: &BenchArgs, bin: &Path, out: &Path) -> Result<()> {
     println!(
@@ -445,6 +477,16 @@ fn perf(a: &BenchArgs, bin: &Path, out: &Path) -> Result<()> {
         "radial",
         "implicit"
     );
+    let magic = a.magic.clone().or_else(|| {
+        let d = util::target_dir().ok()?.join("magic");
+        d.is_dir().then_some(d)
+    });
+    if let Some(m) = &magic {
+        println!(
+            "MagIC from {} (apps/dynamo/magic/run_magic.sh: its own mean wall time per step, mpirun, the same ranks)",
+            m.display()
+        );
+    }
     for case in [0u8, 1] {
         for &ranks in &a.ranks {
             let json = out.join(format!("perf_case{case}_{ranks}.json"));
@@ -473,12 +515,29 @@ fn perf(a: &BenchArgs, bin: &Path, out: &Path) -> Result<()> {
             let steps = v["steps"].as_f64().unwrap_or(1.0).max(1.0);
             let evals = f(&v, &["phases", "evaluations"]).unwrap_or(1.0).max(1.0);
             let per = |k: &str| f(&v, &["phases", k]).unwrap_or(f64::NAN) / evals * (evals / steps);
+            let ours = f(&v, &["seconds_per_step"]).unwrap_or(f64::NAN);
+            let mut refs = String::new();
+            for (label, build) in [
+                ("MagIC built-in", "build-native"),
+                ("MagIC+SHTns", "build-shtns"),
+            ] {
+                let Some(dir) = magic.as_ref().map(|m| m.join(build)) else {
+                    continue;
+                };
+                if !dir.join("magic.exe").is_file() {
+                    continue;
+                }
+                match run_magic(&dir, ranks, case, a.steps) {
+                    Ok(t) => refs += &format!("  {label} {t:.4} s (ours / it {:.2})", ours / t),
+                    Err(e) => refs += &format!("  {label}: {e}"),
+                }
+            }
             println!(
-                "{:<5} {:>5} {:>7} {:>10.4} {:>11.4} {:>9.4} {:>9.4} {:>9.4} {:>9.4}",
+                "{:<5} {:>5} {:>7} {:>10.4} {:>11.4} {:>9.4} {:>9.4} {:>9.4} {:>9.4}{refs}",
                 case,
                 ranks,
                 format!("{}x{}", v["grid"][0], v["grid"][1]),
-                f(&v, &["seconds_per_step"]).unwrap_or(f64::NAN),
+                ours,
                 per("transforms"),
                 per("products"),
                 per("transpositions"),
