@@ -392,12 +392,12 @@ fn level_spacing(h: [f64; 3], k: u32) -> [f64; 3] {
 /// negative (Min and Gibou 2007, in a cancellation-free form), and the
 /// cube and square integrals built on them.
 pub mod simplex {
-    /// Fraction of a triangle where the linear interpolant of the vertex
-    /// values `phi` is negative (a value of exactly 0 counts as
-    /// non-negative).
-    pub fn triangle_negative_fraction(phi: [f64; 3]) -> f64 {
-        let mut neg = [0.0; 3];
-        let mut pos = [0.0; 3];
+    /// The magnitudes of the negative vertex values, the non-negative
+    /// values (each in order, padded with zeros), and the number of
+    /// negative ones.
+    fn split<const N: usize>(phi: [f64; N]) -> ([f64; N], [f64; N], usize) {
+        let mut neg = [0.0; N];
+        let mut pos = [0.0; N];
         let (mut nn, mut np) = (0, 0);
         for v in phi {
             if v < 0.0 {
@@ -408,6 +408,14 @@ pub mod simplex {
                 np += 1;
             }
         }
+        (neg, pos, nn)
+    }
+
+    /// Fraction of a triangle where the linear interpolant of the vertex
+    /// values `phi` is negative (a value of exactly 0 counts as
+    /// non-negative).
+    pub fn triangle_negative_fraction(phi: [f64; 3]) -> f64 {
+        let (neg, pos, nn) = split(phi);
         match nn {
             0 => 0.0,
             1 => {
@@ -431,18 +439,7 @@ pub mod simplex {
     /// p^2 q^2) / ((c+p)(d+p)(c+q)(d+q))` (the divided difference of the
     /// one-vertex formula, with no cancellation when `p` is close to `q`).
     pub fn tetrahedron_negative_fraction(phi: [f64; 4]) -> f64 {
-        let mut neg = [0.0; 4];
-        let mut pos = [0.0; 4];
-        let (mut nn, mut np) = (0, 0);
-        for v in phi {
-            if v < 0.0 {
-                neg[nn] = -v;
-                nn += 1;
-            } else {
-                pos[np] = v;
-                np += 1;
-            }
-        }
+        let (neg, pos, nn) = split(phi);
         match nn {
             0 => 0.0,
             1 => {

@@ -16,7 +16,7 @@ use comm::{Communicator, ReduceOp};
 use num_complex::Complex64;
 use serde::Serialize;
 
-use crate::solver::Solver;
+use crate::solver::{Solver, ZERO};
 
 /// Volume-averaged energies (`1/(2V) int |u|^2 dV`, and `1/(2 V E Pm) int
 /// |B|^2 dV` for the field), with the poloidal/toroidal and axisymmetric
@@ -222,15 +222,7 @@ impl Solver {
             };
             for (ir, (&rr, wt)) in radii.iter().zip(&wts).enumerate() {
                 let at = |f: &[Complex64]| -> Complex64 { (0..nr).map(|k| f[k] * wt[k]).sum() };
-                let mut vals = [
-                    at(&w),
-                    at(&dw) / rr,
-                    at(&z) / rr,
-                    at(&t),
-                    ZERO2,
-                    ZERO2,
-                    ZERO2,
-                ];
+                let mut vals = [at(&w), at(&dw) / rr, at(&z) / rr, at(&t), ZERO, ZERO, ZERO];
                 if let Some((gg, dg, hh)) = &mag {
                     vals[4] = at(gg);
                     vals[5] = at(dg) / rr;
@@ -277,7 +269,7 @@ impl Solver {
             let get = |q: usize, idx: usize| {
                 Complex64::new(a[slot(ir, q, 0, idx)], a[slot(ir, q, 1, idx)])
             };
-            let mut out: [Vec<Complex64>; Q] = std::array::from_fn(|_| vec![ZERO2; mmax + 1]);
+            let mut out: [Vec<Complex64>; Q] = std::array::from_fn(|_| vec![ZERO; mmax + 1]);
             for m in 0..=mmax {
                 let im = Complex64::new(0.0, m as f64);
                 for l in m..=lmax {
@@ -352,8 +344,6 @@ impl Solver {
         }))
     }
 }
-
-const ZERO2: Complex64 = Complex64::new(0.0, 0.0);
 
 /// `c_0 + 2 Re sum_{m > 0} c_m e^{i m phi}`: a real field from its
 /// coefficients of orders `m >= 0`.

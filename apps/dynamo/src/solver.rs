@@ -16,7 +16,7 @@ use sht::{DistConfig, DistSht};
 
 use crate::model::{Collocation, Physics};
 
-const ZERO: Complex64 = Complex64::new(0.0, 0.0);
+pub(crate) const ZERO: Complex64 = Complex64::new(0.0, 0.0);
 
 /// Resolution and geometry.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -130,7 +130,6 @@ pub struct Solver {
     /// Indices into `tuples` of the held (minc-compatible) modes.
     pub(crate) kept: Vec<usize>,
     pub(crate) layout3: ModeLayout,
-    pub(crate) layout1: ModeLayout,
     pub(crate) steppers: Steppers,
     /// The state.
     pub fields: Fields,
@@ -159,8 +158,6 @@ pub struct Solver {
     pub(crate) ot: Vec<f64>,
     pub(crate) op: Vec<f64>,
     pub(crate) phases: Phases,
-    /// The CFL limit of the last first-stage evaluation.
-    pub(crate) last_limit: f64,
     pub(crate) nan: Option<NanPlace>,
 }
 
@@ -297,7 +294,6 @@ impl Solver {
             dist: sht,
             kept,
             layout3,
-            layout1,
             steppers,
             fields,
             n,
@@ -324,7 +320,6 @@ impl Solver {
             tuples,
             grid,
             phases: Phases::default(),
-            last_limit: f64::INFINITY,
             nan: None,
         })
     }
@@ -377,11 +372,6 @@ impl Solver {
     /// Completed steps.
     pub fn steps(&self) -> u64 {
         self.steppers.wpt.steps()
-    }
-
-    /// The layout of the `W, P, T` block and of the others.
-    pub fn layouts(&self) -> (&ModeLayout, &ModeLayout) {
-        (&self.layout3, &self.layout1)
     }
 
     /// The steppers, for checkpoints: `wpt`, `z`, `g`, `h`.
@@ -599,7 +589,6 @@ impl Solver {
         } else {
             f64::INFINITY
         };
-        self.last_limit = limit;
         Ok(limit)
     }
 
@@ -748,20 +737,10 @@ impl Solver {
         Ok(())
     }
 
-    /// Evaluates the explicit terms and the CFL limit of the current state
-    /// without stepping (collective); the limit, infinite at rest.
-    pub fn cfl_limit(&mut self, comm: &dyn Communicator) -> Result<f64> {
-        self.explicit(comm, true)
-    }
-
-    /// The CFL limit found by the last step's first evaluation.
-    pub fn last_limit(&self) -> f64 {
-        self.last_limit
-    }
-
-    /// One step of size `dt` (collective). `check` is called with the CFL
-    /// limit of the current state before the step is taken; it returns the
-    /// step size to use (or an error, e.g. when a fixed `dt` exceeds it).
+    /// One step (collective). `choose` is called with the CFL limit of the
+    /// current state before the step is taken; it returns the step size to
+    /// use (or an error, e.g. when a fixed `dt` exceeds the limit). Returns
+    /// the step size taken.
     pub fn step(
         &mut self,
         comm: &dyn Communicator,

@@ -87,12 +87,17 @@ pub fn build(cfg: &Config) -> Result<(Geometry, usize, f64)> {
     let cut = CutCells::new(body, &grid, whole, 0)?;
     let mut g = Geometry::open(n, h);
     g.theta = cut.volume_fractions().to_vec();
-    let centre_fluid: Vec<bool> = (0..g.theta.len())
-        .map(|i| {
-            let p = [i / (n[1] * n[2]), (i / n[2]) % n[1], i % n[2]].map(|x| x as i64);
-            body.distance(grid.point(Location::Centre, p)) > 0.0
-        })
-        .collect();
+    // The staircase of the ghost-cell method: a face is open when both
+    // cell centres are in the fluid.
+    let centre_fluid: Vec<bool> = match cfg.method {
+        Method::CutCell => Vec::new(),
+        Method::GhostCell => (0..g.theta.len())
+            .map(|i| {
+                let p = g.point(i).map(|x| x as i64);
+                body.distance(grid.point(Location::Centre, p)) > 0.0
+            })
+            .collect(),
+    };
     for d in 0..3 {
         g.aperture[d] = match cfg.method {
             Method::CutCell => cut
@@ -101,8 +106,7 @@ pub fn build(cfg: &Config) -> Result<(Geometry, usize, f64)> {
                 .to_vec(),
             Method::GhostCell => (0..g.theta.len())
                 .map(|i| {
-                    let p = [i / (n[1] * n[2]), (i / n[2]) % n[1], i % n[2]];
-                    let q = g.idx(g.shift(p, d, -1));
+                    let q = g.idx(g.shift(g.point(i), d, -1));
                     if centre_fluid[i] && centre_fluid[q] {
                         1.0
                     } else {
@@ -117,7 +121,7 @@ pub fn build(cfg: &Config) -> Result<(Geometry, usize, f64)> {
         let m = g.theta.len();
         let mut fluid = vec![false; m];
         for (i, f) in fluid.iter_mut().enumerate() {
-            let p = [i / (n[1] * n[2]), (i / n[2]) % n[1], i % n[2]].map(|x| x as i64);
+            let p = g.point(i).map(|x| x as i64);
             *f = gp.kind(p) == Some(PointKind::Fluid) && g.aperture[d][i] > 0.0;
         }
         let mut wall = vec![0.0; m];
@@ -126,7 +130,7 @@ pub fn build(cfg: &Config) -> Result<(Geometry, usize, f64)> {
             if !fluid[i] {
                 continue;
             }
-            let pu = [i / (n[1] * n[2]), (i / n[2]) % n[1], i % n[2]];
+            let pu = g.point(i);
             let p = pu.map(|x| x as i64);
             for axis in 0..3 {
                 for side in [Side::Lower, Side::Upper] {

@@ -56,6 +56,16 @@ impl Geometry {
         (p[0] * self.n[1] + p[1]) * self.n[2] + p[2]
     }
 
+    /// The global cell of index `i` (the inverse of [`idx`](Self::idx)).
+    #[inline]
+    pub fn point(&self, i: usize) -> [usize; 3] {
+        [
+            i / (self.n[1] * self.n[2]),
+            (i / self.n[2]) % self.n[1],
+            i % self.n[2],
+        ]
+    }
+
     /// `p + s e_d` with periodic wrap.
     #[inline]
     pub fn shift(&self, p: [usize; 3], d: usize, s: i64) -> [usize; 3] {

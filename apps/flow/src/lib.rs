@@ -34,13 +34,12 @@ pub mod solver;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use appkit::checkpoint::{self as ck, Expected, Header};
 use appkit::progress::Progress;
 use appkit::vtk;
-use comm::{CommExt, Communicator, ReduceOp};
+use comm::{CommExt, Communicator};
 use multigrid::{CommAvoiding, MgOptions};
 use serde::Serialize;
 
@@ -355,7 +354,6 @@ pub fn run(
     let (mut it_m, mut it_p) = (0usize, 0usize);
     let mut last = [0usize; 4];
     let mut seconds = 0.0;
-    let start = Instant::now();
     while (taken as usize) < cfg.steps {
         let st = f.step(comm)?;
         taken += 1;
@@ -416,7 +414,6 @@ pub fn run(
         }
     }
     bar.finish();
-    let _wall = start.elapsed();
     if let Some(d) = &dir {
         let p = d.join(format!("flow_{:06}.chk", f.steps()));
         write_checkpoint(comm, &f, cfg, &p)?;
@@ -452,7 +449,6 @@ pub fn run(
     let cells = (cfg.n as f64).powi(3);
     let ph = f.phases();
     let per = |x: f64| x / taken.max(1) as f64;
-    let _ = ReduceOp::Max;
     Ok(Report {
         config: cfg.clone(),
         ranks,

@@ -250,9 +250,7 @@ impl Flow {
     /// Seconds per phase so far.
     pub fn phases(&self) -> Phases {
         let mg: f64 = self
-            .mg_u
-            .iter()
-            .chain(std::iter::once(&self.mg_p))
+            .hierarchies()
             .flat_map(|m| m.level_stats())
             .map(|s| s.halo_s)
             .sum();
@@ -556,11 +554,6 @@ impl Flow {
         let mut v = [m, umax];
         comm.allreduce_f64(&mut v, ReduceOp::Max)?;
         Ok(if v[1] > 0.0 { v[0] / v[1] } else { 0.0 })
-    }
-
-    /// The owned values of a field, row-major over the owned box.
-    pub fn owned_values(f: &Field) -> Vec<f64> {
-        f.owned_values(0)
     }
 
     /// The fields a checkpoint holds: the velocity, the pressure and the

@@ -121,21 +121,18 @@ fn bad_geometry_is_named() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn a_restart_continues_bit_for_bit_on_another_rank_count() {
-    let dir = std::env::temp_dir().join(format!("flow-restart-{}", std::process::id()));
+/// Runs `base` for 6 steps on `ranks[0]` ranks, and for 3 steps on
+/// `ranks[1]` ranks, writing a checkpoint, then 3 more from it on
+/// `ranks[2]` ranks; asserts that both end with the same hash.
+fn check_restart(base: Config, label: &str, ranks: [usize; 3]) {
+    let dir = std::env::temp_dir().join(format!("flow-restart-{label}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let base = Config {
-        n: 16,
-        steady_tol: 0.0,
-        ..Config::default()
-    };
     let whole = report(
         &Config {
             steps: 6,
             ..base.clone()
         },
-        2,
+        ranks[0],
     )
     .hash;
     let first = Config {
@@ -147,27 +144,35 @@ fn a_restart_continues_bit_for_bit_on_another_rank_count() {
         },
         ..base.clone()
     };
-    report(&first, 1);
+    report(&first, ranks[1]);
     let ck = dir.join("flow_000003.chk");
     let second = Config { steps: 3, ..base };
     let (g, n, a) = flow::bodies::build(&second).unwrap();
     let g = Arc::new(g);
-    let r = comm::local::run(4, |c| {
+    let r = comm::local::run(ranks[2], |c| {
         flow::run(c, &second, g.clone(), (n, a), Some(&ck), false)
     })
     .unwrap()
     .swap_remove(0);
+    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(
         r.hash, whole,
-        "restarted Stokes run differs from the uninterrupted one"
+        "{label}: the restarted run differs from the uninterrupted one"
     );
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_restart_continues_bit_for_bit_on_another_rank_count() {
+    let base = Config {
+        n: 16,
+        steady_tol: 0.0,
+        ..Config::default()
+    };
+    check_restart(base, "stokes", [2, 1, 4]);
 }
 
 #[test]
 fn a_navier_stokes_restart_continues_bit_for_bit() {
-    let dir = std::env::temp_dir().join(format!("flow-ns-restart-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
     let base = Config {
         n: 16,
         bodies: Bodies::None,
@@ -179,33 +184,5 @@ fn a_navier_stokes_restart_continues_bit_for_bit() {
         steady_tol: 0.0,
         ..Config::default()
     };
-    let whole = report(
-        &Config {
-            steps: 6,
-            ..base.clone()
-        },
-        1,
-    )
-    .hash;
-    let first = Config {
-        steps: 3,
-        output: flow::config::Output {
-            dir: Some(dir.clone()),
-            vtk: false,
-            ..Default::default()
-        },
-        ..base.clone()
-    };
-    report(&first, 2);
-    let ck = dir.join("flow_000003.chk");
-    let second = Config { steps: 3, ..base };
-    let (g, n, a) = flow::bodies::build(&second).unwrap();
-    let g = Arc::new(g);
-    let r = comm::local::run(4, |c| {
-        flow::run(c, &second, g.clone(), (n, a), Some(&ck), false)
-    })
-    .unwrap()
-    .swap_remove(0);
-    assert_eq!(r.hash, whole, "restarted Navier-Stokes run differs");
-    let _ = std::fs::remove_dir_all(&dir);
+    check_restart(base, "navier-stokes", [1, 2, 4]);
 }
