@@ -249,7 +249,23 @@ impl<T: Elem> Exchanger<T> {
             components,
             ..
         } = self;
-        // Receives first, so messages can land as soon as they are sent.
+        // Pack first: a storage that fails to pack (a device error) leaves
+        // nothing in flight.
+        for (nb, buf) in topo.neighbors().iter().zip(send.iter_mut()) {
+            if nb.rank == me {
+                continue;
+            }
+            let n = nb.send.len();
+            let mut p = 0;
+            for f in fields.iter() {
+                for c in 0..f.layout().components {
+                    f.pack(c, &nb.send, &mut buf[p..p + n])?;
+                    p += n;
+                }
+            }
+        }
+        // Receives before sends, so messages can land as soon as they are
+        // sent.
         for (i, (nb, buf)) in topo.neighbors().iter().zip(recv.iter_mut()).enumerate() {
             if nb.rank != me {
                 // The neighbour sends toward us, i.e. in direction -offset.
@@ -272,19 +288,6 @@ impl<T: Elem> Exchanger<T> {
                         recv_of.clear();
                         return Err(e.into());
                     }
-                }
-            }
-        }
-        for (nb, buf) in topo.neighbors().iter().zip(send.iter_mut()) {
-            if nb.rank == me {
-                continue;
-            }
-            let n = nb.send.len();
-            let mut p = 0;
-            for f in fields.iter() {
-                for c in 0..f.layout().components {
-                    f.pack(c, &nb.send, &mut buf[p..p + n]);
-                    p += n;
                 }
             }
         }
@@ -324,7 +327,7 @@ impl<T: Elem> Exchanger<T> {
                 .expect("periodic self-neighbours come in opposite pairs");
             for f in fields.iter_mut() {
                 for c in 0..f.layout().components {
-                    f.copy_region(c, &src.send, &nb.recv);
+                    f.copy_region(c, &src.send, &nb.recv)?;
                 }
             }
         }
@@ -375,15 +378,16 @@ fn unpack_into<T: Elem, F: HaloData<T> + ?Sized>(
     fields: &mut [&mut F],
     nb: &crate::Neighbor,
     buf: &[T],
-) {
+) -> Result<(), HaloError> {
     let n = nb.recv.len();
     let mut p = 0;
     for f in fields.iter_mut() {
         for c in 0..f.layout().components {
-            f.unpack(c, &nb.recv, &buf[p..p + n]);
+            f.unpack(c, &nb.recv, &buf[p..p + n])?;
             p += n;
         }
     }
+    Ok(())
 }
 
 impl<T: Elem> Pending<'_, T> {
@@ -414,7 +418,9 @@ impl<T: Elem> Pending<'_, T> {
             let t = Instant::now();
             let i = ex.recv_of[k];
             // Request `k` has completed: the backend is done with the buffer.
-            unpack_into(fields, &nbs[i], &ex.recv[i]);
+            // On an error the `Pending` is dropped on return, which waits
+            // for the remaining messages.
+            unpack_into(fields, &nbs[i], &ex.recv[i])?;
             unpack_time += t.elapsed();
         }
         let t = Instant::now();

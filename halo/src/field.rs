@@ -1,5 +1,6 @@
 //! Fields with ghost layers, local regions, and the pack/unpack abstraction.
 
+use crate::HaloError;
 use comm::{Elem, IndexBox};
 
 /// A box of **padded local** indices (ghost cells included, so the first
@@ -93,17 +94,20 @@ impl FieldLayout {
 /// into a region. Host fields ([`Field`]) copy rows; a device field can
 /// implement the same two calls with kernels and staging buffers without any
 /// change to the topology or the exchange code.
+///
+/// The three transfers are fallible so that a device's failure reaches the
+/// caller as an error ([`HaloError::Device`]); host fields never fail.
 pub trait HaloData<T: Elem> {
     /// The storage's shape.
     fn layout(&self) -> FieldLayout;
     /// Copies `region` of component `comp` into `out` (row-major, last axis
     /// fastest); `out.len() == region.len()`.
-    fn pack(&self, comp: usize, region: &Region, out: &mut [T]);
+    fn pack(&self, comp: usize, region: &Region, out: &mut [T]) -> Result<(), HaloError>;
     /// Copies `input` into `region` of component `comp`.
-    fn unpack(&mut self, comp: usize, region: &Region, input: &[T]);
+    fn unpack(&mut self, comp: usize, region: &Region, input: &[T]) -> Result<(), HaloError>;
     /// Copies the values of region `src` into region `dst` (same shape,
     /// disjoint) of component `comp`: the periodic self-neighbour copy.
-    fn copy_region(&mut self, comp: usize, src: &Region, dst: &Region);
+    fn copy_region(&mut self, comp: usize, src: &Region, dst: &Region) -> Result<(), HaloError>;
 }
 
 /// A host field of one or more components with ghost layers; see
@@ -201,7 +205,7 @@ impl<T: Elem> Field<T> {
 }
 
 impl<T: Elem> HaloData<T> for Field<T> {
-    fn copy_region(&mut self, comp: usize, src: &Region, dst: &Region) {
+    fn copy_region(&mut self, comp: usize, src: &Region, dst: &Region) -> Result<(), HaloError> {
         debug_assert_eq!(src.shape(), dst.shape());
         let s = self.layout.strides();
         let data = self.component_mut(comp);
@@ -217,13 +221,14 @@ impl<T: Elem> HaloData<T> for Field<T> {
                 }
             }
         }
+        Ok(())
     }
 
     fn layout(&self) -> FieldLayout {
         self.layout
     }
 
-    fn pack(&self, comp: usize, region: &Region, out: &mut [T]) {
+    fn pack(&self, comp: usize, region: &Region, out: &mut [T]) -> Result<(), HaloError> {
         let src = self.component(comp);
         let s = self.layout.strides();
         let w = region.hi[2] - region.lo[2];
@@ -246,9 +251,10 @@ impl<T: Elem> HaloData<T> for Field<T> {
                 p += w;
             }
         }
+        Ok(())
     }
 
-    fn unpack(&mut self, comp: usize, region: &Region, input: &[T]) {
+    fn unpack(&mut self, comp: usize, region: &Region, input: &[T]) -> Result<(), HaloError> {
         let s = self.layout.strides();
         let dst = self.component_mut(comp);
         let w = region.hi[2] - region.lo[2];
@@ -269,5 +275,6 @@ impl<T: Elem> HaloData<T> for Field<T> {
                 p += w;
             }
         }
+        Ok(())
     }
 }

@@ -44,10 +44,14 @@
 //! ```
 #![warn(missing_docs)]
 
+#[cfg(feature = "cuda")]
+mod device;
 mod exchange;
 mod field;
 mod topology;
 
+#[cfg(feature = "cuda")]
+pub use device::{DeviceElem, DeviceField};
 pub use exchange::{ExchangeStats, Exchanger, Pending, MAX_CHANNEL};
 pub use field::{Field, FieldLayout, HaloData, Region};
 pub use topology::{HaloSpec, Neighbor, Neighborhood, Topology};
@@ -89,6 +93,10 @@ pub enum HaloError {
         /// What differs.
         detail: String,
     },
+    /// A device-resident field failed to pack, unpack or copy (the device
+    /// error's text).
+    #[error("device transfer failed: {0}")]
+    Device(String),
     /// Any other invalid argument.
     #[error("{0}")]
     Invalid(String),

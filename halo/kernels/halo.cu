@@ -1,0 +1,45 @@
+// Halo transfers of one component of a padded field (last axis fastest).
+// `REAL` is replaced by the element type before compilation. One thread per
+// cell of the region; the region's cells are numbered row-major.
+
+struct Box3 {
+    int lo0, lo1, lo2;
+    int n0, n1, n2;
+};
+
+__device__ __forceinline__ long cell(const Box3 b, long q, long s0, long s1) {
+    long k = q % b.n2;
+    long r = q / b.n2;
+    long j = r % b.n1;
+    long i = r / b.n1;
+    return (b.lo0 + i) * s0 + (b.lo1 + j) * s1 + b.lo2 + k;
+}
+
+// out[q] = field[region cell q]
+extern "C" __global__ void halo_pack(const REAL* __restrict__ field, REAL* __restrict__ out,
+                                     Box3 b, long s0, long s1) {
+    long n = (long)b.n0 * b.n1 * b.n2;
+    for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < n;
+         q += (long)gridDim.x * blockDim.x) {
+        out[q] = field[cell(b, q, s0, s1)];
+    }
+}
+
+// field[region cell q] = in[q]
+extern "C" __global__ void halo_unpack(REAL* __restrict__ field, const REAL* __restrict__ in,
+                                       Box3 b, long s0, long s1) {
+    long n = (long)b.n0 * b.n1 * b.n2;
+    for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < n;
+         q += (long)gridDim.x * blockDim.x) {
+        field[cell(b, q, s0, s1)] = in[q];
+    }
+}
+
+// field[dst cell q] = field[src cell q]; the two regions are disjoint.
+extern "C" __global__ void halo_copy(REAL* field, Box3 src, Box3 dst, long s0, long s1) {
+    long n = (long)src.n0 * src.n1 * src.n2;
+    for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < n;
+         q += (long)gridDim.x * blockDim.x) {
+        field[cell(dst, q, s0, s1)] = field[cell(src, q, s0, s1)];
+    }
+}
