@@ -8,13 +8,20 @@
 //! - [`GpuError`]: every failure a device path reports, each naming what was
 //!   asked and what is there (the device ordinal against the device count,
 //!   the bytes asked against the bytes free, the compiler's log).
-//! - `cuda` (feature `cuda`): [`cuda::Device`] (one CUDA context, two
+//! - `cuda` (feature `cuda`): `cuda::Device` (one CUDA context, two
 //!   streams, a cache of kernels compiled at run time by NVRTC), device
 //!   buffers with allocation checked against free memory, and
-//!   [`cuda::Timer`] (events). The CUDA libraries are opened at run time
+//!   `cuda::Mark` (events). The CUDA libraries are opened at run time
 //!   (`cudarc` with dynamic loading), so the feature builds on a machine with
 //!   no CUDA toolkit, and a machine without a driver gets
 //!   [`GpuError::Library`] instead of a crash.
+//! - `hip` (feature `hip`): the same for AMD GPUs through `hip-sys` (linked
+//!   at build time against ROCm's `libamdhip64`): `hip::Device` (two
+//!   streams, kernels compiled at run time by hiprtc with
+//!   `-ffp-contract=off`, the flag that plays NVRTC's `--fmad=false`),
+//!   `hip::DeviceBuffer` with allocation checked against free memory, and
+//!   `hip::Mark` (events). A machine without an AMD GPU reports zero
+//!   devices.
 //!
 //! Kernels are kept as CUDA C sources in the crates that own them and
 //! compiled at run time for the device in hand: one source serves every
@@ -31,6 +38,8 @@ use std::str::FromStr;
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "hip")]
+pub mod hip;
 
 /// Where a computation runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -62,7 +71,7 @@ impl Backend {
         match self {
             Backend::Cpu => true,
             Backend::Cuda => cfg!(feature = "cuda"),
-            Backend::Hip => false,
+            Backend::Hip => cfg!(feature = "hip"),
         }
     }
 
@@ -209,8 +218,12 @@ mod tests {
             let e = Backend::Cuda.require().unwrap_err().to_string();
             assert!(e.contains("--features cuda") && e.contains("cpu"), "{e}");
         }
-        let e = Backend::Hip.require().unwrap_err().to_string();
-        assert!(e.contains("--features hip"), "{e}");
+        if !cfg!(feature = "hip") {
+            let e = Backend::Hip.require().unwrap_err().to_string();
+            assert!(e.contains("--features hip"), "{e}");
+        } else {
+            assert_eq!(Backend::Hip.require().unwrap(), Backend::Hip);
+        }
     }
 
     #[test]

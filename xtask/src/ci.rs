@@ -7,7 +7,9 @@
 //!    same with the `mpi` features of every crate that has one
 //! 3. `cargo doc --workspace --no-deps` with warnings as errors
 //! 4. `cargo test --workspace`, then `imex` with its system LAPACK
-//!    backend (`--features lapack`: clippy and tests)
+//!    backend (`--features lapack`: clippy and tests), then `gpu` with its
+//!    HIP backend (`HIP_PATH=/usr`, `--features hip`: clippy and tests; no
+//!    AMD GPU needed, the device tests skip themselves)
 //! 5. the tests of `comm` and `halo` (the in-process backend, scopes,
 //!    exchangers) under AddressSanitizer with the nightly toolchain, when
 //!    one is installed (`rustup run nightly`); skipped with a message
@@ -30,7 +32,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Short names of the stages, for `--skip`.
-pub const STAGES: [&str; 10] = [
+pub const STAGES: [&str; 11] = [
     "fmt",
     "clippy",
     "clippy-mpi",
@@ -38,6 +40,7 @@ pub const STAGES: [&str; 10] = [
     "test",
     "asan",
     "lapack",
+    "hip",
     "selftest",
     "bitexact",
     "bitexact-mpi",
@@ -47,7 +50,7 @@ pub const STAGES: [&str; 10] = [
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
     /// Stages to leave out, for local use (comma-separated: fmt, clippy,
-    /// clippy-mpi, doc, test, asan, lapack, selftest, bitexact,
+    /// clippy-mpi, doc, test, asan, lapack, hip, selftest, bitexact,
     /// bitexact-mpi).
     #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(STAGES))]
     pub skip: Vec<String>,
@@ -352,6 +355,46 @@ pub fn run(args: &Args) -> Result<()> {
             "lapack",
             "cargo test -p imex --features lapack",
             || cargo(&["test", "-p", "imex", "--features", "lapack"]),
+        )?;
+        // The HIP backend of `gpu` (ROCm's libamdhip64, which hip-sys's
+        // build script finds through HIP_PATH); no AMD GPU needed.
+        p.stage(
+            skip,
+            "hip",
+            "HIP_PATH=/usr cargo clippy -p gpu --features hip --all-targets -- -D warnings",
+            || {
+                run_cmd(
+                    util::cargo().env("HIP_PATH", "/usr").args([
+                        "clippy",
+                        "-p",
+                        "gpu",
+                        "--features",
+                        "hip",
+                        "--all-targets",
+                        "--",
+                        "-D",
+                        "warnings",
+                    ]),
+                    "cargo clippy -p gpu --features hip",
+                )
+            },
+        )?;
+        p.stage(
+            skip,
+            "hip",
+            "HIP_PATH=/usr cargo test -p gpu --features hip",
+            || {
+                run_cmd(
+                    util::cargo().env("HIP_PATH", "/usr").args([
+                        "test",
+                        "-p",
+                        "gpu",
+                        "--features",
+                        "hip",
+                    ]),
+                    "cargo test -p gpu --features hip",
+                )
+            },
         )?;
         if util::workspace_root()
             .join("comm/examples/mpi_selftest.rs")
