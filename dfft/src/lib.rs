@@ -74,6 +74,8 @@
 //! ```
 #![warn(missing_docs)]
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
 mod deriv;
 mod fft;
 mod layout;

@@ -280,11 +280,13 @@ impl Device {
     }
 
     /// The whole of `src` as a vector.
-    pub fn download<T: DeviceRepr + Default + Clone>(
+    pub fn download<T: DeviceRepr + ValidAsZeroBits + Clone>(
         &self,
         src: &CudaSlice<T>,
     ) -> Result<Vec<T>, GpuError> {
-        let mut v = vec![T::default(); src.len()];
+        // SAFETY: `ValidAsZeroBits` promises that all-zero bits are a value.
+        let zero: T = unsafe { std::mem::zeroed() };
+        let mut v = vec![zero; src.len()];
         self.copy_to_host(src, &mut v)?;
         Ok(v)
     }

@@ -43,3 +43,23 @@ extern "C" __global__ void halo_copy(REAL* field, Box3 src, Box3 dst, long s0, l
         field[cell(dst, q, s0, s1)] = field[cell(src, q, s0, s1)];
     }
 }
+
+// Up to 26 disjoint copies at once: field[dst[p] cell q] = field[src[p] cell q],
+// pair p owning the threads from start[p] to start[p + 1].
+struct Copies {
+    Box3 src[26];
+    Box3 dst[26];
+    long start[27];
+    int count;
+};
+
+extern "C" __global__ void halo_copy_many(REAL* field, const Copies c, long s0, long s1) {
+    long n = c.start[c.count];
+    for (long t = blockIdx.x * (long)blockDim.x + threadIdx.x; t < n;
+         t += (long)gridDim.x * blockDim.x) {
+        int p = 0;
+        while (t >= c.start[p + 1]) ++p;
+        long q = t - c.start[p];
+        field[cell(c.dst[p], q, s0, s1)] = field[cell(c.src[p], q, s0, s1)];
+    }
+}

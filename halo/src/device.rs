@@ -42,6 +42,20 @@ struct Box3 {
 // SAFETY: plain `repr(C)` integers, laid out as the kernels' `struct Box3`.
 unsafe impl DeviceRepr for Box3 {}
 
+/// Up to 26 copies as `halo_copy_many` takes them.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct Copies {
+    src: [Box3; 26],
+    dst: [Box3; 26],
+    start: [i64; 27],
+    count: i32,
+}
+
+// SAFETY: `repr(C)` arrays of integers, laid out as the kernel's `struct
+// Copies` (the trailing padding after `count` is never read).
+unsafe impl DeviceRepr for Copies {}
+
 fn box3(r: &Region) -> Box3 {
     let s = r.shape();
     Box3 {
@@ -62,6 +76,7 @@ struct Kernels {
     pack: CudaFunction,
     unpack: CudaFunction,
     copy: CudaFunction,
+    copy_many: CudaFunction,
 }
 
 /// A field of one or more components in device memory; see
@@ -108,6 +123,7 @@ impl<T: DeviceElem> DeviceField<T> {
             pack: device.function(&module, src, "halo_pack")?,
             unpack: device.function(&module, src, "halo_unpack")?,
             copy: device.function(&module, src, "halo_copy")?,
+            copy_many: device.function(&module, src, "halo_copy_many")?,
         };
         Ok(DeviceField {
             device: device.clone(),
@@ -253,6 +269,48 @@ impl<T: DeviceElem> HaloData<T> for DeviceField<T> {
         // (ghost cells and owned cells), so no thread reads what another
         // writes.
         unsafe { l.launch(launch(n)) }.map_err(dev)?;
+        Ok(())
+    }
+
+    fn copy_regions(&mut self, comp: usize, pairs: &[(Region, Region)]) -> Result<(), HaloError> {
+        for chunk in pairs.chunks(26) {
+            let empty = Box3 {
+                lo: [0; 3],
+                n: [1; 3],
+            };
+            let mut c = Copies {
+                src: [empty; 26],
+                dst: [empty; 26],
+                start: [0; 27],
+                count: chunk.len() as i32,
+            };
+            for (p, (src, dst)) in chunk.iter().enumerate() {
+                if src.shape() != dst.shape() {
+                    return Err(HaloError::Invalid(format!(
+                        "copy between regions of shapes {:?} and {:?}",
+                        src.shape(),
+                        dst.shape()
+                    )));
+                }
+                c.src[p] = box3(src);
+                c.dst[p] = box3(dst);
+                c.start[p + 1] = c.start[p] + src.len() as i64;
+            }
+            let n = c.start[chunk.len()] as usize;
+            if n == 0 {
+                continue;
+            }
+            let (s0, s1) = self.strides();
+            let range = self.component_range(comp);
+            let mut field = self.data.slice_mut(range);
+            let stream = self.device.main();
+            let mut l = stream.launch_builder(&self.kernels.copy_many);
+            l.arg(&mut field).arg(&c).arg(&s0).arg(&s1);
+            // SAFETY: every region lies inside the component; the caller
+            // promises that no destination overlaps a source or another
+            // destination, so no thread reads what another writes.
+            unsafe { l.launch(launch(n)) }.map_err(dev)?;
+        }
         Ok(())
     }
 }

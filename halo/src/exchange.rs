@@ -80,6 +80,10 @@ pub struct Exchanger<T: Elem = f64> {
     sends: Vec<Request>,
     /// The layouts of the fields of the exchange in flight.
     layouts: Vec<FieldLayout>,
+    /// The periodic self-copies `(owned source, ghost destination)`: the
+    /// self-neighbour in direction `o` fills its ghosts from the owned
+    /// cells this rank would send in direction `-o`.
+    self_copies: Vec<(crate::Region, crate::Region)>,
     /// Whether the communicator was told what this exchanger sends
     /// (`Communicator::reserve_messages`, on the first `post`).
     reserved: bool,
@@ -132,6 +136,20 @@ impl<T: Elem + Default> Exchanger<T> {
             recv_of: Vec::with_capacity(topo.neighbors().len()),
             sends: Vec::with_capacity(topo.neighbors().len()),
             layouts: Vec::new(),
+            self_copies: {
+                let nbs = topo.neighbors();
+                nbs.iter()
+                    .filter(|nb| nb.rank == me)
+                    .map(|nb| {
+                        let back = nb.offset.map(|x| -x);
+                        let src = nbs
+                            .iter()
+                            .find(|m| m.offset == back)
+                            .expect("periodic self-neighbours come in opposite pairs");
+                        (src.send, nb.recv)
+                    })
+                    .collect()
+            },
             reserved: false,
             stats: ExchangeStats::default(),
         })
@@ -247,6 +265,7 @@ impl<T: Elem> Exchanger<T> {
             stats,
             channel,
             components,
+            self_copies,
             ..
         } = self;
         // Pack first: a storage that fails to pack (a device error) leaves
@@ -318,16 +337,10 @@ impl<T: Elem> Exchanger<T> {
         // from the owned cells this rank would send in direction `-o`. Ghost
         // and owned cells never overlap, so every copy reads values as of
         // `post`, like the messages.
-        let nbs = topo.neighbors();
-        for nb in nbs.iter().filter(|nb| nb.rank == me) {
-            let back = nb.offset.map(|x| -x);
-            let src = nbs
-                .iter()
-                .find(|m| m.offset == back)
-                .expect("periodic self-neighbours come in opposite pairs");
+        if !self_copies.is_empty() {
             for f in fields.iter_mut() {
                 for c in 0..f.layout().components {
-                    f.copy_region(c, &src.send, &nb.recv)?;
+                    f.copy_regions(c, self_copies)?;
                 }
             }
         }

@@ -108,6 +108,17 @@ pub trait HaloData<T: Elem> {
     /// Copies the values of region `src` into region `dst` (same shape,
     /// disjoint) of component `comp`: the periodic self-neighbour copy.
     fn copy_region(&mut self, comp: usize, src: &Region, dst: &Region) -> Result<(), HaloError>;
+    /// Every `(src, dst)` copy of `pairs` in component `comp`, where no
+    /// destination overlaps a source or another destination (so the copies
+    /// may run in any order, or at once). The exchange makes its periodic
+    /// self-copies through this call; a device overrides it to copy every
+    /// pair in one kernel.
+    fn copy_regions(&mut self, comp: usize, pairs: &[(Region, Region)]) -> Result<(), HaloError> {
+        for (src, dst) in pairs {
+            self.copy_region(comp, src, dst)?;
+        }
+        Ok(())
+    }
 }
 
 /// A host field of one or more components with ghost layers; see

@@ -68,6 +68,10 @@ pub enum Target {
     /// (`--permeability`), Taylor-Green decay (`--taylor-green`), a random
     /// bed (`--bed`), the cost of a step (`--perf`).
     Flow(crate::flow::BenchArgs),
+    /// heat3d on a CUDA device: the copy bandwidth, FD-2 to FD-20 at 256^3
+    /// and 512^3 as a fraction of it, blocking vs overlapped on ranks
+    /// sharing the GPU, the spectral step vs a bare cuFFT pair.
+    Gpu(crate::gpu::BenchArgs),
 }
 
 /// Options of the benchmarks that live in their crates.
@@ -484,6 +488,7 @@ pub fn run(target: &Target) -> Result<()> {
         Target::MethodCost(a) => return crate::cost::run(a),
         Target::Dynamo(a) => return crate::dynamo::bench(a),
         Target::Flow(a) => return crate::flow::bench(a),
+        Target::Gpu(a) => return crate::gpu::bench(a),
     };
     let start = Instant::now();
     let plan = Plan::new(args.quick);

@@ -42,6 +42,7 @@ mod cost;
 mod dynamo;
 mod fft_suite;
 mod flow;
+mod gpu;
 mod plot;
 mod sht_bench;
 mod sht_dist;
@@ -70,6 +71,11 @@ enum Task {
     },
     /// What CI runs: fmt, clippy, tests, the MPI self-test, both bitexact suites.
     Ci(ci::Args),
+    /// The GPU suite (needs a CUDA device): device tests, heat3d's device
+    /// bits against the host's for every order, rank count and mode, the
+    /// spectral operator on cuFFT, bad input. `--stage DIR` builds it for a
+    /// GPU machine without a Rust toolchain.
+    Gpu(gpu::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -78,6 +84,7 @@ fn main() -> std::process::ExitCode {
         Task::Bitexact(a) => bitexact::run(a),
         Task::Bench { target } => bench::run(target),
         Task::Ci(a) => ci::run(a),
+        Task::Gpu(a) => gpu::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -126,6 +126,20 @@ pub struct Config {
     pub warmup: usize,
     /// Diagnostics every this many steps (and at the end).
     pub diag_every: usize,
+    /// Where the field is computed: `cpu`, or `cuda` (a build with the
+    /// `cuda` feature).
+    pub backend: ByName<gpu::Backend>,
+    /// GPU ordinal for every rank; when absent, rank r takes device
+    /// r mod (number of devices), so ranks spread over the node's GPUs and
+    /// several ranks share one when there are more ranks than GPUs.
+    pub device: Option<usize>,
+    /// Cells each GPU thread of the stencil updates along axis 0, keeping
+    /// the 2r + 1 values of that axis in registers (1: one thread per
+    /// cell); 0 picks the default, 8. Changes no bit.
+    pub gpu_chunk: usize,
+    /// Threads of a stencil block along the last axis (32, 64, 128 or 256;
+    /// the block has 256 threads). Changes no bit.
+    pub gpu_block: usize,
     /// Output files.
     pub output: Output,
 }
@@ -152,6 +166,10 @@ impl Default for Config {
             amplitude: 1.0,
             warmup: 10,
             diag_every: 20,
+            backend: "cpu".parse().expect("cpu is a backend"),
+            device: None,
+            gpu_chunk: 0,
+            gpu_block: 128,
             output: Output::default(),
         }
     }
@@ -241,6 +259,12 @@ impl Config {
         }
         validate::finite("amplitude", self.amplitude)?;
         validate::at_least("diag_every", self.diag_every, 1)?;
+        if ![32, 64, 128, 256].contains(&self.gpu_block) {
+            bail!(
+                "gpu_block = {} is not a block width (valid: 32, 64, 128, 256)",
+                self.gpu_block
+            );
+        }
         Ok(())
     }
 }

@@ -11,6 +11,8 @@
 
 pub mod config;
 pub mod cost;
+#[cfg(feature = "cuda")]
+mod device;
 pub mod stencil;
 
 use anyhow::{bail, Context, Result};
@@ -70,8 +72,10 @@ pub struct Report {
     pub config: Config,
     /// Number of ranks.
     pub ranks: usize,
-    /// Backend name.
+    /// Backend name of the communicator (`local` or `mpi`).
     pub backend: &'static str,
+    /// What rank 0 computed on: `cpu`, or the GPU's description.
+    pub device: String,
     /// Process grid.
     pub grid: [usize; 3],
     /// Step size.
@@ -186,11 +190,17 @@ struct Solver<'c> {
     interior: Region,
     shell: Vec<Region>,
     dt: f64,
+    /// The device state with `--backend cuda`; the host fields then hold
+    /// only the mirror of `u` (for diagnostics and output).
+    #[cfg(feature = "cuda")]
+    device: Option<device::DeviceSolver>,
 }
 
 impl<'c> Solver<'c> {
     fn new(comm: &'c dyn Communicator, cfg: &Config) -> Result<Self> {
         cfg.validate(comm.size())?;
+        let backend = cfg.backend.value().require()?;
+        let on_device = backend != gpu::Backend::Cpu;
         let shape = cfg.shape();
         let grid = match cfg.grid {
             Some(g) => ProcessGrid::new(g, [true; 3])?,
@@ -207,6 +217,11 @@ impl<'c> Solver<'c> {
                 )
             })?;
         let layout = topo.layout(1);
+        #[cfg(feature = "cuda")]
+        if on_device {
+            let rk = cfg.integrator == Integrator::Rk4 && !spectral;
+            device::preflight(comm, cfg, &layout, rk, spectral)?;
+        }
         let dt = cfg.dt()?;
         let h = cfg.spacing();
         let euler =
@@ -215,7 +230,21 @@ impl<'c> Solver<'c> {
         let mut u = Field::new(layout);
         fill_analytic(cfg, 0.0, &topo.owned(), &mut u);
         let rk = cfg.integrator == Integrator::Rk4 && !spectral;
-        let spectral = if spectral {
+        #[cfg(feature = "cuda")]
+        let device = if on_device {
+            Some(device::DeviceSolver::new(
+                comm,
+                cfg,
+                &u,
+                (&euler, &lap),
+                dt,
+                rk,
+                spectral,
+            )?)
+        } else {
+            None
+        };
+        let spectral = if spectral && !on_device {
             Some(Spectral::new(comm, cfg, &dec, dt)?)
         } else {
             None
@@ -241,13 +270,15 @@ impl<'c> Solver<'c> {
             topo,
             layout,
             u,
-            a: scratch(spectral.is_none()),
+            a: scratch(spectral.is_none() && !on_device && cfg.operator == Operator::Fd),
             spectral,
-            b: scratch(rk),
-            c: scratch(rk),
+            b: scratch(rk && !on_device),
+            c: scratch(rk && !on_device),
             euler,
             lap,
             dt,
+            #[cfg(feature = "cuda")]
+            device,
         })
     }
 
@@ -292,6 +323,20 @@ impl<'c> Solver<'c> {
     }
 
     fn step(&mut self, t: &mut StepTimes) -> Result<bool> {
+        #[cfg(feature = "cuda")]
+        if let Some(d) = &mut self.device {
+            let geo = (
+                &self.layout,
+                &self.owned,
+                &self.interior,
+                self.shell.as_slice(),
+            );
+            let x = (self.comm, &mut self.ex, self.cfg.mode);
+            d.step(x, geo, self.cfg.integrator, self.dt, t)?;
+            // Non-finite values are flagged on the device and looked at
+            // with the diagnostics (`check_device`).
+            return Ok(true);
+        }
         if let Some(sp) = &mut self.spectral {
             return sp.step(self.comm, &self.layout, &mut self.u, t);
         }
@@ -409,6 +454,44 @@ impl<'c> Solver<'c> {
             }
         }
         None
+    }
+
+    /// Brings the host mirror of `u` up to date (device runs); then
+    /// returns the first step that wrote a non-finite value, if any.
+    fn sync_host(&mut self) -> Result<Option<usize>> {
+        #[cfg(feature = "cuda")]
+        if let Some(d) = &self.device {
+            d.download(&mut self.u)?;
+            return d.first_bad_step();
+        }
+        Ok(None)
+    }
+
+    /// Whether the field lives on a device.
+    fn on_device(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        if self.device.is_some() {
+            return true;
+        }
+        false
+    }
+
+    /// What the field was computed on, for the report.
+    fn device_name(&self) -> String {
+        #[cfg(feature = "cuda")]
+        if let Some(d) = &self.device {
+            return d.device().info().to_string();
+        }
+        "cpu".to_string()
+    }
+
+    /// Device seconds per step (device runs), else `None`.
+    fn device_step_seconds(&self) -> Result<Option<Vec<f64>>> {
+        #[cfg(feature = "cuda")]
+        if let Some(d) = &self.device {
+            return Ok(Some(d.step_seconds()?));
+        }
+        Ok(None)
     }
 
     fn diagnostics(&self, step: usize) -> Result<Diagnostics> {
@@ -620,6 +703,18 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
             bail!("non-finite value {v} in the field at step {step} (time {:e}), global cell {cell:?}, rank {rank}", step as f64 * s.dt);
         }
         if step % cfg.diag_every == 0 || step == cfg.steps {
+            // Device runs flag non-finite values on the device and are
+            // checked here, on the mirror they just downloaded.
+            let flagged = s.sync_host()?;
+            if s.on_device() {
+                if let Some((cell, v)) = s.find_bad() {
+                    let first = flagged.map_or_else(|| "unknown".into(), |f| f.to_string());
+                    bail!("non-finite value {v} in the field at step {step} (time {:e}), global cell {cell:?}, rank {rank}; first flagged on the device at step {first}", step as f64 * s.dt);
+                }
+                if let Some(first) = flagged {
+                    bail!("non-finite value flagged on the device at step {first} (time {:e}), rank {rank}", first as f64 * s.dt);
+                }
+            }
             last = s.diagnostics(step)?;
             log(&last, &mut diag_file)?;
             bar.set_message(format!("max error {:.3e}", last.max_error));
@@ -631,9 +726,19 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
     // Median over timed steps of the per-step maximum over ranks.
     let warm = cfg.warmup.min(cfg.steps.saturating_sub(1));
     let timed = &times[warm..];
+    // Device runs time each step with device events; host runs add up
+    // their phases.
+    let device_steps = s.device_step_seconds()?;
     let mut flat: Vec<f64> = timed
         .iter()
-        .flat_map(|t| t.iter().copied().chain([t.iter().sum()]))
+        .enumerate()
+        .flat_map(|(i, t)| {
+            let total = match &device_steps {
+                Some(d) => d[warm + i],
+                None => t.iter().sum(),
+            };
+            t.iter().copied().chain([total])
+        })
         .collect();
     comm.allreduce_f64(&mut flat, ReduceOp::Max)?;
     let col = |c: usize| median(&mut flat.chunks(6).map(|r| r[c]).collect::<Vec<_>>());
@@ -660,6 +765,7 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
         config: cfg.clone(),
         ranks: comm.size(),
         backend: comm.backend(),
+        device: s.device_name(),
         grid: s.topo.decomposition().grid().dims(),
         dt: s.dt,
         dt_limit: cfg.dt_limit()?,
@@ -734,6 +840,7 @@ impl Report {
              median step of slowest rank over {} steps: {:.3} ms  ({:.3e} cell updates/s)\n\
              phases (ms): {}\n\
              wall {:.3} s\n\
+             computed on: {}\n\
              field hash: {:016x}",
             c.shape(),
             self.ranks,
@@ -751,6 +858,7 @@ impl Report {
             self.cells_per_second,
             phases.join("  "),
             self.wall,
+            self.device,
             self.hash
         )
     }

@@ -63,6 +63,18 @@ struct Cli {
     /// Steps left out of the timing statistics.
     #[arg(long)]
     warmup: Option<usize>,
+    /// Where to compute: cpu, or cuda (a build with the `cuda` feature).
+    #[arg(long, value_name = "NAME")]
+    backend: Option<ByName<gpu::Backend>>,
+    /// GPU ordinal for every rank (default: rank mod device count).
+    #[arg(long)]
+    device: Option<usize>,
+    /// Cells per GPU thread along axis 0 (0: the default, 8; 1: a thread per cell).
+    #[arg(long)]
+    gpu_chunk: Option<usize>,
+    /// GPU stencil block width along the last axis: 32, 64, 128 or 256.
+    #[arg(long)]
+    gpu_block: Option<usize>,
     /// Output folder for diagnostics.csv and the VTK files.
     #[arg(short, long)]
     output: Option<PathBuf>,
@@ -98,8 +110,14 @@ fn config(cli: &Cli) -> Result<Config> {
         warmup,
         operator,
         spectral_step,
-        protocol
+        protocol,
+        backend,
+        gpu_chunk,
+        gpu_block
     );
+    if cli.device.is_some() {
+        c.device = cli.device;
+    }
     if cli.dt.is_some() {
         c.dt = cli.dt;
     }

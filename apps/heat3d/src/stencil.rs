@@ -141,6 +141,19 @@ impl Sweep {
         })
     }
 
+    /// The centre weight followed by the weights of axes 0, 1, 2 for
+    /// offsets 1..=10 (zero past the radius): the device kernel's `Coef`.
+    pub fn packed(&self) -> [f64; 31] {
+        let mut p = [0.0; 31];
+        p[0] = self.center;
+        for d in 0..3 {
+            for (m, w) in self.weights[d].iter().enumerate() {
+                p[1 + 10 * d + m] = *w;
+            }
+        }
+        p
+    }
+
     /// Applies the sweep on `region` (padded indices) of `u`, writing `out`
     /// (same layout). Returns true when every written value is finite.
     ///

@@ -1,0 +1,111 @@
+// Heat3D kernels on a padded field (one component, last axis fastest).
+// RADIUS (the stencil radius, order / 2) is replaced before compilation.
+//
+// Every kernel performs the host code's operations in the host code's
+// order, and the module is compiled with --fmad=false, so each cell gets
+// the bits the host computes (apps/heat3d/src/stencil.rs, lib.rs).
+
+#define R RADIUS
+
+// The fused update out = c u + sum_d sum_m w[d][m-1] (u(+m e_d) + u(-m e_d)).
+struct Coef {
+    double c;
+    double w[3][10];
+};
+
+struct Box3 {
+    int lo0, lo1, lo2;
+    int n0, n1, n2;
+};
+
+// One thread per (j, k) column of the region, marching `chunk` cells along
+// axis 0 (the slowest) with the 2R + 1 values of that axis in registers:
+// each value of u is loaded once per column for axis 0, and the axis 1 and
+// 2 neighbours come through the caches. `bad` receives the smallest step
+// that wrote a non-finite value.
+extern "C" __global__ void __launch_bounds__(256)
+fd_sweep(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
+         long s0, long s1, int chunk, int step, int* __restrict__ bad) {
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    const int j = blockIdx.y * blockDim.y + threadIdx.y;
+    if (k >= b.n2 || j >= b.n1) return;
+    const int i0 = blockIdx.z * chunk;
+    const int i1 = min(i0 + chunk, b.n0);
+    if (i0 >= i1) return;
+    long q = (long)(b.lo0 + i0) * s0 + (long)(b.lo1 + j) * s1 + b.lo2 + k;
+    double x[2 * R + 1];
+#pragma unroll
+    for (int m = 0; m < 2 * R; ++m) x[m] = u[q + (m - R) * s0];
+    bool finite = true;
+#pragma unroll 4
+    for (int i = i0; i < i1; ++i, q += s0) {
+        x[2 * R] = u[q + R * s0];
+        double v = cf.c * x[R];
+#pragma unroll
+        for (int m = 1; m <= R; ++m) v += cf.w[0][m - 1] * (x[R + m] + x[R - m]);
+#pragma unroll
+        for (int m = 1; m <= R; ++m) v += cf.w[1][m - 1] * (u[q + m * s1] + u[q - m * s1]);
+#pragma unroll
+        for (int m = 1; m <= R; ++m) v += cf.w[2][m - 1] * (u[q + m] + u[q - m]);
+        out[q] = v;
+        finite &= isfinite(v);
+#pragma unroll
+        for (int m = 0; m < 2 * R; ++m) x[m] = x[m + 1];
+    }
+    if (!finite) atomicMin(bad, step);
+}
+
+__device__ __forceinline__ long cell(const Box3 b, long q, long s0, long s1) {
+    long k = q % b.n2;
+    long r = q / b.n2;
+    long j = r % b.n1;
+    long i = r / b.n1;
+    return (b.lo0 + i) * s0 + (b.lo1 + j) * s1 + b.lo2 + k;
+}
+
+// The Runge-Kutta stage combinations on the owned cells:
+// mode 0: a = u + h b, c = b
+// mode 1: a = u + h b, c = c + g b
+// mode 2: u = u + h (c + b)
+extern "C" __global__ void rk_combine(int mode, double* __restrict__ u, double* __restrict__ a,
+                                      const double* __restrict__ bb, double* __restrict__ c,
+                                      double h, double g, const Box3 b, long s0, long s1,
+                                      int step, int* __restrict__ bad) {
+    long n = (long)b.n0 * b.n1 * b.n2;
+    bool finite = true;
+    for (long t = blockIdx.x * (long)blockDim.x + threadIdx.x; t < n;
+         t += (long)gridDim.x * blockDim.x) {
+        long q = cell(b, t, s0, s1);
+        if (mode == 0) {
+            a[q] = u[q] + h * bb[q];
+            c[q] = bb[q];
+        } else if (mode == 1) {
+            a[q] = u[q] + h * bb[q];
+            c[q] += g * bb[q];
+        } else {
+            double v = u[q] + h * (c[q] + bb[q]);
+            u[q] = v;
+            finite &= isfinite(v);
+        }
+    }
+    if (!finite) atomicMin(bad, step);
+}
+
+// Spectral step: each mode times its factor (which includes 1/N). A
+// non-finite value in the real field makes every mode of its transform
+// non-finite, so the check of the modes read here flags a bad field at the
+// forward transform of `step` (the field that step started from).
+extern "C" __global__ void spectral_scale(double2* __restrict__ s, const double* __restrict__ f,
+                                          long n, int step, int* __restrict__ bad) {
+    bool finite = true;
+    for (long t = blockIdx.x * (long)blockDim.x + threadIdx.x; t < n;
+         t += (long)gridDim.x * blockDim.x) {
+        double2 v = s[t];
+        finite &= isfinite(v.x) && isfinite(v.y);
+        double m = f[t];
+        v.x *= m;
+        v.y *= m;
+        s[t] = v;
+    }
+    if (!finite) atomicMin(bad, step);
+}

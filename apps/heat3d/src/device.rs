@@ -1,0 +1,515 @@
+//! The CUDA backend (feature `cuda`, `--backend cuda`).
+//!
+//! The field and its scratch copies live on the device as
+//! [`halo::DeviceField`]s; the halo goes through the same
+//! [`halo::Exchanger`] as on the host, packed and unpacked by kernels
+//! (host-staged between ranks, device-to-device for periodic
+//! self-neighbours), so any number of ranks may share a GPU. The stencil is
+//! one fused kernel per order (`kernels/heat3d.cu`, compiled by NVRTC for
+//! the radius in use) that performs the host sweep's operations in the same
+//! order without contraction, so the device gives the host's bits.
+//!
+//! **Overlap.** After `post` (pack, send, and the periodic self-copies
+//! queued on the `main` stream) the interior sweep runs on the device's
+//! `side` stream while the messages travel and `main` unpacks and sweeps
+//! the shell; `main` then waits for `side`. The interior reads no ghost
+//! cell that a message fills (only owned cells and self-copied ghosts,
+//! which `side` waits for), and the unpack writes only such ghosts, so the
+//! two never touch the same memory, and blocking and overlapped steps give
+//! the same bits.
+//!
+//! **Step times** are measured with device events on `main` around each
+//! step (the host's phase timers would only time kernel launches), so the
+//! report's `step` is device time; `post` and `wait` stay host times of the
+//! exchange.
+
+use crate::config::{Config, Integrator, Mode, SpectralStep};
+use crate::stencil::Sweep;
+use crate::StepTimes;
+use anyhow::{anyhow, Result};
+use comm::Communicator;
+use dfft::cuda::{DeviceComplex, DeviceR2c};
+use gpu::cuda::cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
+use gpu::cuda::{launch_1d, Device, Mark};
+use halo::{DeviceField, Exchanger, Field, FieldLayout, Region};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A region as the kernels take it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct Box3 {
+    lo: [i32; 3],
+    n: [i32; 3],
+}
+
+// SAFETY: plain `repr(C)` integers, laid out as the kernels' `struct Box3`.
+unsafe impl DeviceRepr for Box3 {}
+
+fn box3(r: &Region) -> Box3 {
+    Box3 {
+        lo: r.lo.map(|x| x as i32),
+        n: r.shape().map(|x| x as i32),
+    }
+}
+
+/// The geometry of a step: layout, owned region, interior, shell.
+pub(crate) type Geometry<'a> = (&'a FieldLayout, &'a Region, &'a Region, &'a [Region]);
+
+struct Kernels {
+    fd: CudaFunction,
+    rk: CudaFunction,
+    scale: CudaFunction,
+}
+
+/// The spectral operator on the device (one rank).
+struct Spectral {
+    plan: DeviceR2c,
+    spec: CudaSlice<DeviceComplex>,
+    factor: CudaSlice<f64>,
+}
+
+/// The device state of one rank.
+pub(crate) struct DeviceSolver {
+    dev: Arc<Device>,
+    u: DeviceField,
+    a: Option<DeviceField>,
+    b: Option<DeviceField>,
+    c: Option<DeviceField>,
+    k: Kernels,
+    /// The smallest step that wrote a non-finite value (`i32::MAX`: none).
+    bad: CudaSlice<i32>,
+    euler: [f64; 31],
+    lap: [f64; 31],
+    spectral: Option<Spectral>,
+    /// Cells each thread of the stencil marches along axis 0.
+    chunk: i32,
+    /// Threads of a stencil block along the last axis (of 256).
+    block: u32,
+    step: i32,
+    /// Device events at the start and end of each step.
+    marks: Vec<(Mark, Mark)>,
+}
+
+fn gpu_err(e: gpu::GpuError) -> anyhow::Error {
+    anyhow!(e)
+}
+
+/// The device ordinal of `rank`: `cfg.device`, or the rank modulo the
+/// device count (ranks of one node spread over its GPUs).
+fn ordinal(cfg: &Config, rank: usize) -> Result<(usize, usize)> {
+    let count = gpu::cuda::device_count().map_err(gpu_err)?;
+    Ok(match cfg.device {
+        Some(d) => (d, count),
+        None if count > 0 => (rank % count, count),
+        None => (0, count),
+    })
+}
+
+/// Checks, before anything is allocated, that the device memory this rank
+/// and the other ranks on its GPU need is free.
+pub(crate) fn preflight(
+    comm: &dyn Communicator,
+    cfg: &Config,
+    layout: &FieldLayout,
+    rk: bool,
+    spectral: bool,
+) -> Result<()> {
+    let (ord, count) = ordinal(cfg, comm.rank())?;
+    let dev = Device::open(ord).map_err(gpu_err)?;
+    let fields = if spectral {
+        1
+    } else if rk {
+        4
+    } else {
+        2
+    };
+    let mut bytes = fields * layout.padded_len() * 8;
+    if spectral {
+        let s = cfg.shape();
+        bytes += s[0] * s[1] * (s[2] / 2 + 1) * (16 + 8);
+    }
+    let sharing = match cfg.device {
+        Some(_) => comm.size(),
+        None => (0..comm.size()).filter(|r| r % count.max(1) == ord).count(),
+    };
+    let need = bytes * sharing;
+    let (free, total) = dev.memory().map_err(gpu_err)?;
+    if need > free {
+        return Err(anyhow!(gpu::GpuError::OutOfMemory {
+            what: format!(
+                "the {:?} grid ({} field(s){} on each of {sharing} rank(s) sharing the device)",
+                cfg.shape(),
+                fields,
+                if spectral { " and the spectrum" } else { "" }
+            ),
+            device: ord,
+            bytes: need,
+            free,
+            total,
+        })
+        .context("use fewer cells, more GPUs, or the cpu backend"));
+    }
+    Ok(())
+}
+
+impl DeviceSolver {
+    /// Opens the device for `comm.rank()` and uploads the initial field.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        comm: &dyn Communicator,
+        cfg: &Config,
+        u0: &Field<f64>,
+        (euler, lap): (&Sweep, &Sweep),
+        dt: f64,
+        rk: bool,
+        spectral: bool,
+    ) -> Result<Self> {
+        let (ordinal, _) = ordinal(cfg, comm.rank())?;
+        let dev = Arc::new(Device::open(ordinal).map_err(gpu_err)?);
+        let layout = u0.layout();
+        let cells: usize = cfg.shape().iter().product();
+        let field = |name: &str| -> Result<DeviceField> {
+            DeviceField::new(&dev, layout, name).map_err(|e| {
+                anyhow!(e).context(format!(
+                    "allocating the {:?} grid ({cells} cells over {} rank(s)) on the device",
+                    cfg.shape(),
+                    comm.size()
+                ))
+            })
+        };
+        let mut u = field("field u")?;
+        u.upload(u0).map_err(gpu_err)?;
+        let a = if spectral {
+            None
+        } else {
+            Some(field("scratch a")?)
+        };
+        let (b, c) = if rk {
+            (Some(field("stage b")?), Some(field("stage c")?))
+        } else {
+            (None, None)
+        };
+        let radius = if spectral { 1 } else { cfg.order / 2 };
+        let module = format!("heat3d_r{radius}");
+        let src = || include_str!("../kernels/heat3d.cu").replace("RADIUS", &radius.to_string());
+        let f = |name: &str| dev.function(&module, src, name).map_err(gpu_err);
+        let k = Kernels {
+            fd: f("fd_sweep")?,
+            rk: f("rk_combine")?,
+            scale: f("spectral_scale")?,
+        };
+        let bad = dev.upload(&[i32::MAX], "flag").map_err(gpu_err)?;
+        // Enough threads for two resident blocks of 256 per SM, whole
+        // columns where the grid is that large already.
+        // Eight cells a thread was the fastest of 1, 8, 32 and the
+        // grid-filling choice for FD-2 at 256^3 and 512^3 on an H200
+        // (`cargo xtask bench gpu`).
+        let chunk = if cfg.gpu_chunk > 0 { cfg.gpu_chunk } else { 8 }.min(i32::MAX as usize) as i32;
+        let spectral = if spectral {
+            Some(Self::spectral(&dev, comm, cfg, dt)?)
+        } else {
+            None
+        };
+        Ok(DeviceSolver {
+            dev,
+            u,
+            a,
+            b,
+            c,
+            k,
+            bad,
+            euler: euler.packed(),
+            lap: lap.packed(),
+            spectral,
+            chunk,
+            block: cfg.gpu_block as u32,
+            step: 0,
+            marks: Vec::new(),
+        })
+    }
+
+    fn spectral(dev: &Device, comm: &dyn Communicator, cfg: &Config, dt: f64) -> Result<Spectral> {
+        let shape = cfg.shape();
+        let plan = DeviceR2c::new(dev, shape, comm.size()).map_err(gpu_err)?;
+        let sh = plan.spectrum_shape();
+        let l = cfg.length.get();
+        let n: usize = shape.iter().product();
+        let wave = |d: usize, i: usize| {
+            let m = if d == 2 || i <= shape[d] / 2 {
+                i as f64
+            } else {
+                i as f64 - shape[d] as f64
+            };
+            2.0 * std::f64::consts::PI * m / l[d]
+        };
+        let mut factor = Vec::with_capacity(plan.spectrum_len());
+        for i in 0..sh[0] {
+            for j in 0..sh[1] {
+                for k in 0..sh[2] {
+                    let k2 = wave(0, i).powi(2) + wave(1, j).powi(2) + wave(2, k).powi(2);
+                    let x = cfg.diffusivity * k2 * dt;
+                    let f = match cfg.spectral_step {
+                        SpectralStep::Exact => (-x).exp(),
+                        SpectralStep::Implicit => 1.0 / (1.0 + x),
+                    };
+                    // cuFFT leaves both transforms unnormalised.
+                    factor.push(f / n as f64);
+                }
+            }
+        }
+        Ok(Spectral {
+            spec: dev
+                .alloc_zeros(plan.spectrum_len(), "spectrum")
+                .map_err(gpu_err)?,
+            factor: dev.upload(&factor, "spectral factors").map_err(gpu_err)?,
+            plan,
+        })
+    }
+
+    /// The device, for the report.
+    pub(crate) fn device(&self) -> &Device {
+        &self.dev
+    }
+
+    /// Copies the field to the host mirror (after all queued work).
+    pub(crate) fn download(&self, u: &mut Field<f64>) -> Result<()> {
+        self.dev.synchronize().map_err(gpu_err)?;
+        self.u.download(u).map_err(gpu_err)
+    }
+
+    /// The first step that wrote a non-finite value (the spectral step: the
+    /// first that started from one), if any.
+    pub(crate) fn first_bad_step(&self) -> Result<Option<usize>> {
+        self.dev.synchronize().map_err(gpu_err)?;
+        let b = self.dev.download(&self.bad).map_err(gpu_err)?[0];
+        Ok((b != i32::MAX).then_some(b as usize))
+    }
+
+    /// Device seconds of each step so far.
+    pub(crate) fn step_seconds(&self) -> Result<Vec<f64>> {
+        self.marks
+            .iter()
+            .map(|(a, b)| a.seconds_until(b).map_err(gpu_err))
+            .collect()
+    }
+
+    /// Launches the fused stencil `dst = sweep(src)` on `region`.
+    #[allow(clippy::too_many_arguments)]
+    fn sweep(
+        dev: &Device,
+        k: &Kernels,
+        (chunk, block, step): (i32, u32, i32),
+        bad: &mut CudaSlice<i32>,
+        side: bool,
+        coef: &[f64; 31],
+        layout: &FieldLayout,
+        src: &DeviceField,
+        dst: &mut DeviceField,
+        region: &Region,
+    ) -> Result<()> {
+        if region.is_empty() {
+            return Ok(());
+        }
+        let sh = region.shape();
+        let chunk = chunk.min(sh[0] as i32).max(1);
+        let cfg = LaunchConfig {
+            grid_dim: (
+                sh[2].div_ceil(block as usize) as u32,
+                sh[1].div_ceil(256 / block as usize) as u32,
+                sh[0].div_ceil(chunk as usize) as u32,
+            ),
+            block_dim: (block, 256 / block, 1),
+            shared_mem_bytes: 0,
+        };
+        let s = layout.strides();
+        let (s0, s1) = (s[0] as i64, s[1] as i64);
+        let b = box3(region);
+        let stream = if side { dev.side() } else { dev.main() };
+        let mut l = stream.launch_builder(&k.fd);
+        l.arg(src.data())
+            .arg(dst.data_mut())
+            .arg(coef)
+            .arg(&b)
+            .arg(&s0)
+            .arg(&s1)
+            .arg(&chunk)
+            .arg(&step)
+            .arg(bad);
+        // SAFETY: the arguments match `fd_sweep`; `region` lies in the
+        // owned cells, whose stencils read at most `radius` cells past them,
+        // inside the allocated ghosts (the topology's ghost width is the
+        // radius); `src` and `dst` are distinct allocations of this layout.
+        unsafe { l.launch(cfg) }.map_err(|e| anyhow!("launching fd_sweep: {e:?}"))?;
+        Ok(())
+    }
+
+    /// `dst = sweep(src)` on the owned cells with the halo of `src`
+    /// exchanged first (blocking) or around the interior (overlap).
+    #[allow(clippy::too_many_arguments)]
+    fn apply(
+        &mut self,
+        (comm, ex, mode): (&dyn Communicator, &mut Exchanger<f64>, Mode),
+        geo: Geometry<'_>,
+        coef: &[f64; 31],
+        which: (Slot, Slot),
+        t: &mut StepTimes,
+    ) -> Result<()> {
+        let (layout, owned, interior, shell) = geo;
+        let ctx = (self.chunk, self.block, self.step);
+        let (dev, k) = (self.dev.clone(), &self.k);
+        let bad = &mut self.bad;
+        let (src, dst) = two(&mut self.u, &mut self.a, &mut self.b, which);
+        let t0 = Instant::now();
+        match mode {
+            Mode::Blocking => {
+                ex.exchange(comm, &mut [&mut *src])?;
+                t[2] += t0.elapsed().as_secs_f64();
+                Self::sweep(&dev, k, ctx, bad, false, coef, layout, src, dst, owned)?;
+            }
+            Mode::Overlap => {
+                // `post` packs (device to host), sends, and queues the
+                // periodic self-copies on `main`; the interior, which may
+                // read those ghosts (`Topology::interior`), starts on `side`
+                // after them and runs while the messages travel and `main`
+                // unpacks.
+                let pending = ex.post(comm, &mut [&mut *src])?;
+                let t1 = Instant::now();
+                t[0] += (t1 - t0).as_secs_f64();
+                dev.side_after_main().map_err(gpu_err)?;
+                Self::sweep(&dev, k, ctx, bad, true, coef, layout, src, dst, interior)?;
+                pending.finish(&mut [&mut *src])?;
+                t[2] += t1.elapsed().as_secs_f64();
+                for r in shell {
+                    Self::sweep(&dev, k, ctx, bad, false, coef, layout, src, dst, r)?;
+                }
+                dev.join_side().map_err(gpu_err)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One Runge-Kutta combination on the owned cells (see `rk_combine`).
+    fn combine(
+        &mut self,
+        mode: i32,
+        h: f64,
+        g: f64,
+        owned: &Region,
+        layout: &FieldLayout,
+    ) -> Result<()> {
+        let (u, a, b, c) = (
+            &mut self.u,
+            self.a.as_mut().expect("rk4 allocates a"),
+            self.b.as_ref().expect("rk4 allocates b"),
+            self.c.as_mut().expect("rk4 allocates c"),
+        );
+        let s = layout.strides();
+        let (s0, s1) = (s[0] as i64, s[1] as i64);
+        let bx = box3(owned);
+        let main = self.dev.main();
+        let mut l = main.launch_builder(&self.k.rk);
+        l.arg(&mode)
+            .arg(u.data_mut())
+            .arg(a.data_mut())
+            .arg(b.data())
+            .arg(c.data_mut())
+            .arg(&h)
+            .arg(&g)
+            .arg(&bx)
+            .arg(&s0)
+            .arg(&s1)
+            .arg(&self.step)
+            .arg(&mut self.bad);
+        // SAFETY: the arguments match `rk_combine`; every field has this
+        // layout and the region is its owned cells.
+        unsafe { l.launch(launch_1d(owned.len().min(1 << 22), 256)) }
+            .map_err(|e| anyhow!("launching rk_combine: {e:?}"))?;
+        Ok(())
+    }
+
+    fn spectral_step(&mut self) -> Result<()> {
+        let sp = self.spectral.as_mut().expect("spectral operator");
+        sp.plan
+            .forward(&self.u.data().slice(..), &mut sp.spec)
+            .map_err(gpu_err)?;
+        let n = sp.plan.spectrum_len() as i64;
+        let main = self.dev.main();
+        let mut l = main.launch_builder(&self.k.scale);
+        l.arg(&mut sp.spec)
+            .arg(&sp.factor)
+            .arg(&n)
+            .arg(&self.step)
+            .arg(&mut self.bad);
+        // SAFETY: both buffers hold `n` values.
+        unsafe { l.launch(launch_1d(n as usize, 256)) }
+            .map_err(|e| anyhow!("launching spectral_scale: {e:?}"))?;
+        sp.plan
+            .backward(&mut sp.spec, &mut self.u.data_mut().slice_mut(..))
+            .map_err(gpu_err)
+    }
+
+    /// One step (Euler, RK4 or spectral), timed with device events.
+    pub(crate) fn step(
+        &mut self,
+        x: (&dyn Communicator, &mut Exchanger<f64>, Mode),
+        geo: Geometry<'_>,
+        integrator: Integrator,
+        dt: f64,
+        t: &mut StepTimes,
+    ) -> Result<()> {
+        self.step += 1;
+        let start = self.dev.mark().map_err(gpu_err)?;
+        if self.spectral.is_some() {
+            self.spectral_step()?;
+        } else {
+            let (comm, ex, mode) = x;
+            let (layout, owned) = (geo.0, geo.1);
+            match integrator {
+                Integrator::Euler => {
+                    let euler = self.euler;
+                    self.apply((comm, ex, mode), geo, &euler, (Slot::U, Slot::A), t)?;
+                    std::mem::swap(&mut self.u, self.a.as_mut().expect("euler allocates a"));
+                }
+                Integrator::Rk4 => {
+                    let lap = self.lap;
+                    self.apply((comm, &mut *ex, mode), geo, &lap, (Slot::U, Slot::B), t)?;
+                    self.combine(0, 0.5 * dt, 0.0, owned, layout)?;
+                    for (weight, next) in [(2.0, 0.5 * dt), (2.0, dt)] {
+                        self.apply((comm, &mut *ex, mode), geo, &lap, (Slot::A, Slot::B), t)?;
+                        self.combine(1, next, weight, owned, layout)?;
+                    }
+                    self.apply((comm, &mut *ex, mode), geo, &lap, (Slot::A, Slot::B), t)?;
+                    self.combine(2, dt / 6.0, 0.0, owned, layout)?;
+                }
+            }
+        }
+        let end = self.dev.mark().map_err(gpu_err)?;
+        self.marks.push((start, end));
+        Ok(())
+    }
+}
+
+/// Which device field an operand is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    U,
+    A,
+    B,
+}
+
+/// Two distinct fields, the first read and exchanged, the second written.
+fn two<'a>(
+    u: &'a mut DeviceField,
+    a: &'a mut Option<DeviceField>,
+    b: &'a mut Option<DeviceField>,
+    (src, dst): (Slot, Slot),
+) -> (&'a mut DeviceField, &'a mut DeviceField) {
+    let a = a.as_mut().expect("scratch a");
+    match (src, dst) {
+        (Slot::U, Slot::A) => (u, a),
+        (Slot::U, Slot::B) => (u, b.as_mut().expect("stage b")),
+        (Slot::A, Slot::B) => (a, b.as_mut().expect("stage b")),
+        other => unreachable!("no step uses {other:?}"),
+    }
+}

@@ -1,0 +1,593 @@
+//! `cargo xtask gpu` (the device suite) and `cargo xtask bench gpu`.
+//!
+//! Both need a CUDA device. On a machine with one and a Rust toolchain they
+//! build what they run; for a GPU machine without a toolchain,
+//! `--stage DIR` builds everything here (heat3d with `cuda`, the device
+//! tests of `gpu`, `halo` and `dfft`, the two reference probes, and this
+//! xtask) into DIR, and `DIR/xtask gpu --bin-dir DIR` (or
+//! `DIR/xtask bench gpu --bin-dir DIR`) runs there from those binaries.
+
+use crate::util::{self, run_captured, run_report, Ran};
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Options of `cargo xtask gpu`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Build the binaries the GPU suite and benchmark run into DIR (with
+    /// this xtask) and stop: for a GPU machine that has no Rust toolchain.
+    #[arg(long, value_name = "DIR", conflicts_with = "bin_dir")]
+    pub stage: Option<PathBuf>,
+    /// Run from the binaries staged in DIR instead of building them.
+    #[arg(long, value_name = "DIR")]
+    pub bin_dir: Option<PathBuf>,
+    /// Orders 2, 8 and 20 only.
+    #[arg(long)]
+    pub quick: bool,
+}
+
+/// Options of `cargo xtask bench gpu`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Run from the binaries staged in DIR (see `cargo xtask gpu --stage`).
+    #[arg(long, value_name = "DIR")]
+    pub bin_dir: Option<PathBuf>,
+    /// 256^3 only, fewer steps.
+    #[arg(long)]
+    pub quick: bool,
+    /// Folder for the results (`gpu.json`, `gpu.md`); default: the
+    /// scratch folder.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// The binaries the suite and the benchmark run.
+struct Bins {
+    heat3d: PathBuf,
+    copy: PathBuf,
+    cufft: PathBuf,
+    tests: Vec<PathBuf>,
+    scratch: PathBuf,
+}
+
+/// Runs `cargo ARGS --message-format=json` and returns the executables of
+/// the artifacts for which `keep(target name, is test)` holds.
+fn cargo_artifacts(
+    args: &[&str],
+    keep: impl Fn(&str, bool) -> bool,
+) -> Result<Vec<(String, PathBuf)>> {
+    let shown = format!("cargo {}", args.join(" "));
+    eprintln!("$ {shown}");
+    let mut child = util::cargo()
+        .args(args)
+        .arg("--message-format=json-render-diagnostics")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("cannot run `{shown}`"))?;
+    let stdout = child.stdout.take().context("no stdout from cargo")?;
+    let mut out = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&line?) else {
+            continue;
+        };
+        if v["reason"] != "compiler-artifact" {
+            continue;
+        }
+        let (Some(exe), Some(name)) = (v["executable"].as_str(), v["target"]["name"].as_str())
+        else {
+            continue;
+        };
+        let test = v["profile"]["test"].as_bool().unwrap_or(false);
+        if keep(name, test) {
+            out.push((name.to_string(), PathBuf::from(exe)));
+        }
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("`{shown}` failed with {status}");
+    }
+    Ok(out)
+}
+
+const FEATURES: &str = "gpu/cuda,halo/cuda,dfft/cuda,heat3d/cuda";
+
+/// Builds every binary and returns (name, path) pairs.
+fn build_all() -> Result<Vec<(String, PathBuf)>> {
+    let mut all = cargo_artifacts(
+        &["build", "--release", "-p", "heat3d", "--features", "cuda"],
+        |n, _| n == "heat3d",
+    )?;
+    all.extend(cargo_artifacts(
+        &[
+            "build",
+            "--release",
+            "-p",
+            "gpu",
+            "-p",
+            "dfft",
+            "--features",
+            "gpu/cuda,dfft/cuda",
+            "--example",
+            "copy_bandwidth",
+            "--example",
+            "cufft_pair",
+        ],
+        |n, _| n == "copy_bandwidth" || n == "cufft_pair",
+    )?);
+    let tests = cargo_artifacts(
+        &[
+            "test",
+            "--release",
+            "--no-run",
+            "--lib",
+            "-p",
+            "gpu",
+            "-p",
+            "halo",
+            "-p",
+            "dfft",
+            "-p",
+            "heat3d",
+            "--features",
+            FEATURES,
+        ],
+        |_, test| test,
+    )?;
+    all.extend(tests.into_iter().map(|(n, p)| (format!("test_{n}"), p)));
+    Ok(all)
+}
+
+fn bins_from(list: &[(String, PathBuf)], scratch: PathBuf) -> Result<Bins> {
+    let find = |name: &str| {
+        list.iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, p)| p.clone())
+            .with_context(|| format!("no {name} among the built or staged binaries"))
+    };
+    Ok(Bins {
+        heat3d: find("heat3d")?,
+        copy: find("copy_bandwidth")?,
+        cufft: find("cufft_pair")?,
+        tests: list
+            .iter()
+            .filter(|(n, _)| n.starts_with("test_"))
+            .map(|(_, p)| p.clone())
+            .collect(),
+        scratch,
+    })
+}
+
+/// The binaries: staged in `dir`, or built now.
+fn bins(bin_dir: Option<&Path>) -> Result<Bins> {
+    match bin_dir {
+        Some(d) => {
+            let mut list = Vec::new();
+            for e in std::fs::read_dir(d).with_context(|| format!("cannot read {}", d.display()))? {
+                let p = e?.path();
+                let name = p
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned();
+                list.push((name, p));
+            }
+            let scratch = std::env::temp_dir().join(format!("xtask-gpu-{}", std::process::id()));
+            std::fs::create_dir_all(&scratch)?;
+            bins_from(&list, scratch)
+        }
+        None => bins_from(&build_all()?, util::scratch_dir("gpu")?),
+    }
+}
+
+/// `--stage DIR`: builds and copies (stripped where `strip` exists).
+fn stage(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut list = build_all()?;
+    list.push(("xtask".into(), std::env::current_exe()?));
+    for (name, p) in &list {
+        let to = dir.join(name);
+        std::fs::copy(p, &to)
+            .with_context(|| format!("cannot copy {} to {}", p.display(), to.display()))?;
+        let _ = Command::new("strip").arg(&to).status();
+    }
+    println!("staged {} binaries in {}", list.len(), dir.display());
+    Ok(())
+}
+
+/// The heat3d report fields this suite reads.
+#[derive(Debug, Clone, Deserialize)]
+struct Last {
+    max_error: f64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct Report {
+    hash_hex: String,
+    last: Last,
+    timings: util::Timings,
+}
+
+fn heat3d(b: &Bins, tag: &str, args: &[String], limit: u64) -> Ran<Report> {
+    let json = b.scratch.join(format!("{tag}.json"));
+    let mut c = Command::new(&b.heat3d);
+    c.args(args).arg("-q").arg("--json").arg(&json);
+    run_report(c, &json, Duration::from_secs(limit), |p| {
+        util::read_json("heat3d", p)
+    })
+}
+
+fn words(s: &str) -> Vec<String> {
+    s.split_whitespace().map(String::from).collect()
+}
+
+/// Tallies checks and prints each.
+#[derive(Default)]
+struct Tally {
+    passed: usize,
+    failed: Vec<String>,
+}
+
+impl Tally {
+    fn check(&mut self, name: &str, ok: bool, detail: &str) {
+        println!("{} {name}: {detail}", if ok { "ok  " } else { "FAIL" });
+        if ok {
+            self.passed += 1;
+        } else {
+            self.failed.push(name.to_string());
+        }
+    }
+}
+
+/// `cargo xtask gpu`.
+pub fn run(a: &Args) -> Result<()> {
+    if let Some(d) = &a.stage {
+        return stage(d);
+    }
+    let start = Instant::now();
+    let b = bins(a.bin_dir.as_deref())?;
+    let mut t = Tally::default();
+    // A device must be there: the tests below would skip without one.
+    let probe = run_captured(
+        {
+            let mut c = Command::new(&b.copy);
+            c.args(["64", "3"]);
+            c
+        },
+        Duration::from_secs(120),
+    )?;
+    if !probe.success() {
+        bail!("no usable CUDA device: {}", probe.stderr.trim());
+    }
+    println!("device: {}", probe.stdout.trim());
+    for test in &b.tests {
+        let out = run_captured(
+            {
+                let mut c = Command::new(test);
+                c.arg("--test-threads=1");
+                c
+            },
+            Duration::from_secs(600),
+        )?;
+        let skipped = out.stderr.contains("skipped: no CUDA device");
+        let name = test.file_name().unwrap_or_default().to_string_lossy();
+        let summary = out
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("test result"))
+            .unwrap_or("no summary")
+            .to_string();
+        t.check(
+            &format!("tests {name}"),
+            out.success() && !skipped,
+            &if skipped {
+                "a device test skipped".to_string()
+            } else if out.success() {
+                summary
+            } else {
+                util::tail(&format!("{}\n{}", out.stdout, out.stderr), 30)
+            },
+        );
+    }
+    // The device gives the host's bits: every order, blocking and
+    // overlapped, 1, 2 and 4 ranks sharing the GPU, Euler and RK4.
+    let orders: Vec<usize> = if a.quick {
+        vec![2, 8, 20]
+    } else {
+        (1..=10).map(|r| 2 * r).collect()
+    };
+    let base = "--n 40 --steps 12 --initial gaussian";
+    for &o in &orders {
+        for integ in ["euler", "rk4"] {
+            if integ == "rk4" && ![2, 8, 20].contains(&o) {
+                continue;
+            }
+            let cpu = heat3d(&b, "ref", &words(&format!("{base} --order {o} --integrator {integ} --backend cpu --ranks 1 --mode blocking")), 600);
+            let Ok(cpu) = cpu.result else {
+                t.check(
+                    &format!("order {o} {integ} cpu"),
+                    false,
+                    &cpu.result.err().unwrap_or_default(),
+                );
+                continue;
+            };
+            for case in [
+                "--ranks 1 --mode blocking",
+                "--ranks 1 --mode overlap",
+                "--ranks 1 --mode overlap --gpu-chunk 1",
+                "--ranks 1 --mode overlap --gpu-chunk 7",
+                "--ranks 2 --mode overlap",
+                "--ranks 4 --mode overlap",
+                "--ranks 4 --mode blocking --grid 1x2x2",
+            ] {
+                let r = heat3d(
+                    &b,
+                    "dev",
+                    &words(&format!(
+                        "{base} --order {o} --integrator {integ} --backend cuda {case}"
+                    )),
+                    600,
+                );
+                let name = format!("order {o} {integ} cuda {case}");
+                match r.result {
+                    Ok(r) => t.check(
+                        &name,
+                        r.hash_hex == cpu.hash_hex,
+                        &format!("{} vs cpu {}", r.hash_hex, cpu.hash_hex),
+                    ),
+                    Err(e) => t.check(&name, false, &e),
+                }
+            }
+        }
+    }
+    // Spectral: the exact integrating factor reaches the analytic solution
+    // to rounding on both backends, so both errors below 1e-12 bound their
+    // difference by 2e-12; a Gaussian converges as the grid is refined.
+    let mut errs = Vec::new();
+    for (n, init) in [(32, "sines"), (8, "gaussian"), (16, "gaussian")] {
+        let mut e = [0.0; 2];
+        for (i, be) in ["cpu", "cuda"].iter().enumerate() {
+            let r = heat3d(&b, "spec", &words(&format!("--operator spectral --spectral-step exact --initial {init} --n {n} --steps 20 --ranks 1 --backend {be}")), 600);
+            match r.result {
+                Ok(r) => e[i] = r.last.max_error,
+                Err(err) => {
+                    t.check(&format!("spectral {init} {n} {be}"), false, &err);
+                    e[i] = f64::NAN;
+                }
+            }
+        }
+        errs.push(e);
+        if init == "sines" {
+            t.check(
+                &format!("spectral sines {n}: cuda and cpu at the analytic solution"),
+                e[0] < 1e-12 && e[1] < 1e-12,
+                &format!("max errors cpu {:.3e}, cuda {:.3e}", e[0], e[1]),
+            );
+        }
+    }
+    t.check(
+        "spectral gaussian converges on the device",
+        errs[2][1] < 0.01 * errs[1][1] && (errs[2][1] - errs[2][0]).abs() < 1e-12,
+        &format!(
+            "max error 8^3 {:.3e}, 16^3 {:.3e} (cpu {:.3e})",
+            errs[1][1], errs[2][1], errs[2][0]
+        ),
+    );
+    // Bad input: each a clear error naming what was asked and what is there.
+    for (name, args, want) in [
+        (
+            "missing device",
+            "--backend cuda --device 99 --n 16 --steps 1",
+            "device 99 was asked for",
+        ),
+        (
+            "grid larger than the device",
+            "--backend cuda --n 2200 --steps 1",
+            "out of device memory",
+        ),
+        (
+            "device spectral on 2 ranks",
+            "--backend cuda --operator spectral --n 16 --steps 1 --ranks 2",
+            "split over 2 ranks",
+        ),
+    ] {
+        let mut c = Command::new(&b.heat3d);
+        c.args(words(args)).arg("-q");
+        let out = run_captured(c, Duration::from_secs(300))?;
+        t.check(
+            &format!("bad input: {name}"),
+            !out.success() && out.stderr.contains(want),
+            out.stderr.lines().last().unwrap_or(""),
+        );
+    }
+    println!(
+        "gpu suite: {} passed, {} failed ({:.0} s)",
+        t.passed,
+        t.failed.len(),
+        start.elapsed().as_secs_f64()
+    );
+    if !t.failed.is_empty() {
+        bail!("failed: {}", t.failed.join("; "));
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+struct Probe {
+    seconds: f64,
+    #[serde(default)]
+    bandwidth: f64,
+    device: String,
+}
+
+fn probe(bin: &Path, args: &[&str]) -> Result<Probe> {
+    let mut c = Command::new(bin);
+    c.args(args);
+    let out = run_captured(c, Duration::from_secs(300))?;
+    if !out.success() {
+        bail!("{} failed: {}", bin.display(), out.stderr.trim());
+    }
+    let line = out.stdout.lines().last().unwrap_or("");
+    serde_json::from_str(line).with_context(|| format!("cannot parse {line:?}"))
+}
+
+/// One timed configuration of the benchmark.
+#[derive(Debug, Clone, serde::Serialize)]
+struct Row {
+    case: String,
+    n: usize,
+    ms: f64,
+    /// Bytes moved per step over the step time, over the copy bandwidth.
+    fraction: f64,
+    reference: String,
+    ratio: f64,
+}
+
+/// `cargo xtask bench gpu`.
+pub fn bench(a: &BenchArgs) -> Result<()> {
+    let b = bins(a.bin_dir.as_deref())?;
+    let out = match &a.out {
+        Some(d) => d.clone(),
+        None => b.scratch.clone(),
+    };
+    std::fs::create_dir_all(&out)?;
+    let copy = probe(&b.copy, &["2048", "30"])?;
+    println!(
+        "device {}: copy bandwidth {:.3} TB/s (2 GiB device-to-device, read + write)",
+        copy.device,
+        copy.bandwidth * 1e-12
+    );
+    let sizes: Vec<usize> = if a.quick { vec![256] } else { vec![256, 512] };
+    let steps = if a.quick { 60 } else { 200 };
+    let mut rows: Vec<Row> = Vec::new();
+    let time = |case: &str, n: usize, extra: &str| -> Result<f64> {
+        let cfg = b.scratch.join("bench.toml");
+        std::fs::write(&cfg, format!("diag_every = {steps}\nwarmup = 10\n"))?;
+        let args = words(&format!(
+            "--config {} --n {n} --steps {steps} --backend cuda {extra}",
+            cfg.display()
+        ));
+        let r = heat3d(&b, "bench", &args, 600);
+        let r = r
+            .result
+            .map_err(|e| anyhow::anyhow!("{case} at {n}^3: {e}"))?;
+        let ms = r.timings.step * 1e3;
+        println!("  {case:<44} {n:>4}^3  {ms:>9.4} ms/step");
+        Ok(ms)
+    };
+    let bw = copy.bandwidth;
+    // Bytes a stencil step must move: read u once, write the result once.
+    let fd_fraction = |n: usize, ms: f64| 16.0 * (n as f64).powi(3) / (ms * 1e-3) / bw;
+    println!("FD-2, Euler, 1 rank, blocking: cells per thread along axis 0 (0 = automatic) x block width");
+    for &n in &sizes {
+        for chunk in [0, 1, 8, 32] {
+            for block in [32, 128] {
+                let case = format!("fd2 chunk {chunk} block {block}");
+                let ms = time(&case, n, &format!("--ranks 1 --order 2 --mode blocking --gpu-chunk {chunk} --gpu-block {block}"))?;
+                rows.push(Row {
+                    case,
+                    n,
+                    ms,
+                    fraction: fd_fraction(n, ms),
+                    reference: "copy".into(),
+                    ratio: ms * 1e-3 / (16.0 * (n as f64).powi(3) / bw),
+                });
+            }
+        }
+    }
+    println!("orders 2 to 20, Euler, 1 rank, blocking (automatic chunk)");
+    for &n in &sizes {
+        for o in (1..=10).map(|r| 2 * r) {
+            let ms = time(
+                &format!("fd{o}"),
+                n,
+                &format!("--ranks 1 --order {o} --mode blocking"),
+            )?;
+            rows.push(Row {
+                case: format!("fd{o}"),
+                n,
+                ms,
+                fraction: fd_fraction(n, ms),
+                reference: "copy".into(),
+                ratio: ms * 1e-3 / (16.0 * (n as f64).powi(3) / bw),
+            });
+        }
+    }
+    println!("blocking against overlapped, ranks sharing the GPU, FD-2 and FD-8");
+    for ranks in [1, 2, 4] {
+        for o in [2, 8] {
+            let n = 256;
+            let bl = time(
+                &format!("fd{o} {ranks} rank(s) blocking"),
+                n,
+                &format!("--order {o} --ranks {ranks} --mode blocking"),
+            )?;
+            let ov = time(
+                &format!("fd{o} {ranks} rank(s) overlap"),
+                n,
+                &format!("--order {o} --ranks {ranks} --mode overlap"),
+            )?;
+            rows.push(Row {
+                case: format!("fd{o} {ranks} rank(s) overlap"),
+                n,
+                ms: ov,
+                fraction: fd_fraction(n, ov),
+                reference: "blocking".into(),
+                ratio: ov / bl,
+            });
+        }
+    }
+    println!("spectral step (exact factor, 1 rank) against a bare cuFFT D2Z + Z2D");
+    for &n in &sizes {
+        let pair = probe(&b.cufft, &[&n.to_string(), "20"])?;
+        let ms = time(
+            "spectral",
+            n,
+            "--operator spectral --initial sines --ranks 1",
+        )?;
+        println!(
+            "  bare cuFFT D2Z + Z2D                         {n:>4}^3  {:>9.4} ms",
+            pair.seconds * 1e3
+        );
+        rows.push(Row {
+            case: "spectral".into(),
+            n,
+            ms,
+            fraction: 0.0,
+            reference: format!("cufft {:.4} ms", pair.seconds * 1e3),
+            ratio: ms * 1e-3 / pair.seconds,
+        });
+    }
+    let mut md = format!(
+        "Device: {}; copy bandwidth {:.3} TB/s (read + write).\n\n| case | n | ms/step | of copy bandwidth | reference | ratio |\n|---|---|---|---|---|---|\n",
+        copy.device,
+        bw * 1e-12
+    );
+    for r in &rows {
+        md.push_str(&format!(
+            "| {} | {}^3 | {:.4} | {} | {} | {:.3} |\n",
+            r.case,
+            r.n,
+            r.ms,
+            if r.fraction > 0.0 {
+                format!("{:.1} %", 100.0 * r.fraction)
+            } else {
+                "-".into()
+            },
+            r.reference,
+            r.ratio
+        ));
+    }
+    println!("\n{md}");
+    std::fs::write(out.join("gpu.md"), &md)?;
+    std::fs::write(
+        out.join("gpu.json"),
+        serde_json::to_string_pretty(&serde_json::json!({ "copy": copy, "rows": rows }))?,
+    )?;
+    println!("wrote {}", out.join("gpu.md").display());
+    Ok(())
+}
