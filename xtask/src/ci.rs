@@ -7,7 +7,11 @@
 //!    same with the `mpi` features of every crate that has one
 //! 3. `cargo doc --workspace --no-deps` with warnings as errors
 //! 4. `cargo test --workspace`, then `imex` with its system LAPACK
-//!    backend (`--features lapack`: clippy and tests), then `gpu` with its
+//!    backend (`--features lapack`: clippy and tests), then the CUDA
+//!    backend of `gpu`, `halo`, `dfft` and `heat3d` (`--features cuda`,
+//!    which builds without a CUDA toolkit: clippy, rustdoc and the tests,
+//!    whose device cases skip themselves without a GPU; `cargo xtask gpu`
+//!    runs them where one is), then `gpu` with its
 //!    HIP backend (`HIP_PATH=/usr`, `--features hip`: clippy and tests; no
 //!    AMD GPU needed, the device tests skip themselves)
 //! 5. the tests of `comm` and `halo` (the in-process backend, scopes,
@@ -32,7 +36,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Short names of the stages, for `--skip`.
-pub const STAGES: [&str; 11] = [
+pub const STAGES: [&str; 12] = [
     "fmt",
     "clippy",
     "clippy-mpi",
@@ -40,6 +44,7 @@ pub const STAGES: [&str; 11] = [
     "test",
     "asan",
     "lapack",
+    "cuda",
     "hip",
     "selftest",
     "bitexact",
@@ -50,11 +55,14 @@ pub const STAGES: [&str; 11] = [
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
     /// Stages to leave out, for local use (comma-separated: fmt, clippy,
-    /// clippy-mpi, doc, test, asan, lapack, hip, selftest, bitexact,
+    /// clippy-mpi, doc, test, asan, lapack, cuda, hip, selftest, bitexact,
     /// bitexact-mpi).
     #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(STAGES))]
     pub skip: Vec<String>,
 }
+
+/// The CUDA features of the crates that have device code.
+const CUDA_FEATURES: &str = "gpu/cuda,halo/cuda,dfft/cuda,heat3d/cuda";
 
 /// Longest the MPI self-test may run at one process count (it hangs rather
 /// than fails on a deadlock).
@@ -356,6 +364,44 @@ pub fn run(args: &Args) -> Result<()> {
             "cargo test -p imex --features lapack",
             || cargo(&["test", "-p", "imex", "--features", "lapack"]),
         )?;
+        // The CUDA backend (cudarc opens the libraries at run time, so it
+        // builds here; the device tests skip themselves without a GPU).
+        let cuda_pkgs = ["-p", "gpu", "-p", "halo", "-p", "dfft", "-p", "heat3d"];
+        let cuda_features = ["--features", CUDA_FEATURES];
+        let clippy: Vec<&str> = ["clippy"]
+            .into_iter()
+            .chain(cuda_pkgs)
+            .chain(["--all-targets"])
+            .chain(cuda_features)
+            .chain(["--", "-D", "warnings"])
+            .collect();
+        p.stage(skip, "cuda", &format!("cargo {}", clippy.join(" ")), || {
+            cargo(&clippy)
+        })?;
+        let doc: Vec<&str> = ["doc", "--no-deps"]
+            .into_iter()
+            .chain(cuda_pkgs)
+            .chain(cuda_features)
+            .collect();
+        p.stage(
+            skip,
+            "cuda",
+            &format!("RUSTDOCFLAGS=\"-D warnings\" cargo {}", doc.join(" ")),
+            || {
+                run_cmd(
+                    util::cargo().env("RUSTDOCFLAGS", "-D warnings").args(&doc),
+                    "cargo doc --features cuda",
+                )
+            },
+        )?;
+        let test: Vec<&str> = ["test"]
+            .into_iter()
+            .chain(cuda_pkgs)
+            .chain(cuda_features)
+            .collect();
+        p.stage(skip, "cuda", &format!("cargo {}", test.join(" ")), || {
+            cargo(&test)
+        })?;
         // The HIP backend of `gpu` (ROCm's libamdhip64, which hip-sys's
         // build script finds through HIP_PATH); no AMD GPU needed.
         p.stage(

@@ -55,7 +55,8 @@ struct Bins {
 }
 
 /// Runs `cargo ARGS --message-format=json` and returns the executables of
-/// the artifacts for which `keep(target name, is test)` holds.
+/// the artifacts for which `keep(target name, is test)` holds, named by
+/// their target (tests: `NAME_KIND`, kind `lib` or `test`).
 fn cargo_artifacts(
     args: &[&str],
     keep: impl Fn(&str, bool) -> bool,
@@ -84,7 +85,15 @@ fn cargo_artifacts(
         };
         let test = v["profile"]["test"].as_bool().unwrap_or(false);
         if keep(name, test) {
-            out.push((name.to_string(), PathBuf::from(exe)));
+            let name = if test {
+                format!(
+                    "{name}_{}",
+                    v["target"]["kind"][0].as_str().unwrap_or("test")
+                )
+            } else {
+                name.to_string()
+            };
+            out.push((name, PathBuf::from(exe)));
         }
     }
     let status = child.wait()?;
@@ -268,7 +277,7 @@ pub fn run(a: &Args) -> Result<()> {
         let out = run_captured(
             {
                 let mut c = Command::new(test);
-                c.arg("--test-threads=1");
+                c.args(["--test-threads=1", "--nocapture"]);
                 c
             },
             Duration::from_secs(600),

@@ -274,6 +274,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_example_file_lists_the_defaults() {
+        let p = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/heat3d.toml"));
+        assert_eq!(Config::from_file(p).unwrap(), Config::default());
+        let e = Config::from_toml("gpu_block = 48\n")
+            .unwrap()
+            .validate(1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("48") && e.contains("32, 64, 128, 256"), "{e}");
+        let e = Config::from_toml("backend = \"opencl\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("opencl") && e.contains("cpu, cuda, hip"), "{e}");
+    }
+
+    #[test]
     fn misspelled_keys_are_named_with_their_place() {
         let e = Config::from_toml("n = 32\nordr = 4\n")
             .unwrap_err()

@@ -232,3 +232,51 @@ fn spectral_operator_is_exact_in_time_and_identical_across_ranks() {
         "implicit Euler rate {rate:.3} ({e1:.3e} -> {e2:.3e})"
     );
 }
+
+/// `--backend cuda`: where a device is present, the host's bits (overlap,
+/// RK4, two ranks sharing it) and the host's non-finite report; elsewhere
+/// a clear error naming the missing feature, library or device.
+#[test]
+fn cuda_backend_gives_the_host_bits_or_a_clear_error() {
+    let mut cfg = sines(6, 1, 16, 12);
+    cfg.mode = Mode::Overlap;
+    let host = run(&cfg, 2);
+    cfg.backend = "cuda".parse().unwrap();
+    let device = comm::local::run(2, |c| {
+        heat3d::run(c, &cfg, false).map_err(|e| format!("{e:#}"))
+    });
+    match device {
+        Ok(r) => {
+            assert_eq!(r[0].hash, host.hash, "device and host bits differ");
+            assert!(r[0].device.contains("CUDA device"), "{}", r[0].device);
+            let bad = Config {
+                n: PerAxis::All(12),
+                steps: 5,
+                diag_every: 1,
+                amplitude: f64::MAX,
+                initial: Initial::Sines,
+                backend: "cuda".parse().unwrap(),
+                ..Config::default()
+            };
+            let e = comm::local::run(1, |c| {
+                heat3d::run(c, &bad, false).map_err(|e| format!("{e:#}"))
+            })
+            .unwrap_err();
+            assert!(
+                e.reason.contains("non-finite value") && e.reason.contains("at step 1"),
+                "{}",
+                e.reason
+            );
+        }
+        Err(e) if cfg!(feature = "cuda") => assert!(
+            e.reason.contains("libcuda") || e.reason.contains("device(s) are present"),
+            "{}",
+            e.reason
+        ),
+        Err(e) => assert!(
+            e.reason.contains("backend cuda") && e.reason.contains("--features cuda"),
+            "{}",
+            e.reason
+        ),
+    }
+}
