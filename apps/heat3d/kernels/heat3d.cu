@@ -55,6 +55,59 @@ fd_sweep(const double* __restrict__ u, double* __restrict__ out, const Coef cf, 
     if (!finite) atomicMin(bad, step);
 }
 
+// The same update with the (j, k) neighbours from shared memory: a block of
+// TX x TY threads stages each plane of its tile, widened by R cells on each
+// side along axes 1 and 2, once, and every thread reads its 4R neighbours
+// there instead of through the caches; axis 0 stays in registers. The
+// operands and their order are those of `fd_sweep`, so are the bits.
+#define TX 32
+#define TY 8
+extern "C" __global__ void __launch_bounds__(TX * TY)
+fd_tiled(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
+         long s0, long s1, int chunk, int step, int* __restrict__ bad) {
+    __shared__ double t[TY + 2 * R][TX + 2 * R];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int k0 = blockIdx.x * TX, j0 = blockIdx.y * TY;
+    const int k = k0 + tx, j = j0 + ty;
+    const bool inside = k < b.n2 && j < b.n1;
+    const int i0 = blockIdx.z * chunk;
+    const int i1 = min(i0 + chunk, b.n0);
+    // The tile's rows and columns that exist: the region plus R on each side.
+    const int rows = min(TY, b.n1 - j0) + 2 * R;
+    const int cols = min(TX, b.n2 - k0) + 2 * R;
+    long corner = (long)(b.lo0 + i0) * s0 + (long)(b.lo1 + j0 - R) * s1 + b.lo2 + k0 - R;
+    long q = (long)(b.lo0 + i0) * s0 + (long)(b.lo1 + j) * s1 + b.lo2 + k;
+    double x[2 * R + 1];
+    if (inside) {
+#pragma unroll
+        for (int m = 0; m < 2 * R; ++m) x[m] = u[q + (m - R) * s0];
+    }
+    bool finite = true;
+    for (int i = i0; i < i1; ++i, q += s0, corner += s0) {
+        for (int r = ty; r < rows; r += TY)
+            for (int c = tx; c < cols; c += TX) t[r][c] = u[corner + r * s1 + c];
+        __syncthreads();
+        if (inside) {
+            x[2 * R] = u[q + R * s0];
+            double v = cf.c * x[R];
+#pragma unroll
+            for (int m = 1; m <= R; ++m) v += cf.w[0][m - 1] * (x[R + m] + x[R - m]);
+#pragma unroll
+            for (int m = 1; m <= R; ++m)
+                v += cf.w[1][m - 1] * (t[ty + R + m][tx + R] + t[ty + R - m][tx + R]);
+#pragma unroll
+            for (int m = 1; m <= R; ++m)
+                v += cf.w[2][m - 1] * (t[ty + R][tx + R + m] + t[ty + R][tx + R - m]);
+            out[q] = v;
+            finite &= isfinite(v);
+#pragma unroll
+            for (int m = 0; m < 2 * R; ++m) x[m] = x[m + 1];
+        }
+        __syncthreads();
+    }
+    if (!finite) atomicMin(bad, step);
+}
+
 __device__ __forceinline__ long cell(const Box3 b, long q, long s0, long s1) {
     long k = q % b.n2;
     long r = q / b.n2;

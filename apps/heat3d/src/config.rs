@@ -47,6 +47,17 @@ pub enum SpectralStep {
     Implicit,
 }
 
+/// How the GPU stencil reads the neighbours along the two fast axes (the
+/// slow axis is always in registers). Both give the same bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuStencil {
+    /// Through the caches, straight from device memory.
+    Cached,
+    /// From a shared-memory tile of each plane (32 x 8 threads).
+    Shared,
+}
+
 /// The initial condition, each with an analytic solution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -138,8 +149,11 @@ pub struct Config {
     /// cell); 0 picks the default, 8. Changes no bit.
     pub gpu_chunk: usize,
     /// Threads of a stencil block along the last axis (32, 64, 128 or 256;
-    /// the block has 256 threads). Changes no bit.
+    /// the block has 256 threads; the `shared` stencil always uses 32).
+    /// Changes no bit.
     pub gpu_block: usize,
+    /// How the GPU stencil reads its fast-axis neighbours.
+    pub gpu_stencil: GpuStencil,
     /// Output files.
     pub output: Output,
 }
@@ -170,6 +184,7 @@ impl Default for Config {
             device: None,
             gpu_chunk: 0,
             gpu_block: 128,
+            gpu_stencil: GpuStencil::Cached,
             output: Output::default(),
         }
     }

@@ -23,7 +23,7 @@
 //! report's `step` is device time; `post` and `wait` stay host times of the
 //! exchange.
 
-use crate::config::{Config, Integrator, Mode, SpectralStep};
+use crate::config::{Config, GpuStencil, Integrator, Mode, SpectralStep};
 use crate::stencil::Sweep;
 use crate::StepTimes;
 use anyhow::{anyhow, Result};
@@ -57,7 +57,10 @@ fn box3(r: &Region) -> Box3 {
 pub(crate) type Geometry<'a> = (&'a FieldLayout, &'a Region, &'a Region, &'a [Region]);
 
 struct Kernels {
+    /// `fd_sweep` or `fd_tiled` (`gpu_stencil`).
     fd: CudaFunction,
+    /// Whether `fd` is `fd_tiled` (32 x 8 blocks).
+    tiled: bool,
     rk: CudaFunction,
     scale: CudaFunction,
 }
@@ -194,8 +197,10 @@ impl DeviceSolver {
         let module = format!("heat3d_r{radius}");
         let src = || include_str!("../kernels/heat3d.cu").replace("RADIUS", &radius.to_string());
         let f = |name: &str| dev.function(&module, src, name).map_err(gpu_err);
+        let tiled = cfg.gpu_stencil == GpuStencil::Shared;
         let k = Kernels {
-            fd: f("fd_sweep")?,
+            fd: f(if tiled { "fd_tiled" } else { "fd_sweep" })?,
+            tiled,
             rk: f("rk_combine")?,
             scale: f("spectral_scale")?,
         };
@@ -313,6 +318,8 @@ impl DeviceSolver {
         }
         let sh = region.shape();
         let chunk = chunk.min(sh[0] as i32).max(1);
+        // The tiled kernel's block is fixed by its shared-memory tile.
+        let block = if k.tiled { 32 } else { block };
         let cfg = LaunchConfig {
             grid_dim: (
                 sh[2].div_ceil(block as usize) as u32,

@@ -4,7 +4,9 @@
 use anyhow::Result;
 use appkit::config::parse_triple;
 use clap::Parser;
-use heat3d::config::{ByName, Config, Initial, Integrator, Mode, Operator, PerAxis, SpectralStep};
+use heat3d::config::{
+    ByName, Config, GpuStencil, Initial, Integrator, Mode, Operator, PerAxis, SpectralStep,
+};
 use std::path::PathBuf;
 
 /// Heat equation du/dt = D lap(u) on a periodic box with central finite
@@ -75,6 +77,9 @@ struct Cli {
     /// GPU stencil block width along the last axis: 32, 64, 128 or 256.
     #[arg(long)]
     gpu_block: Option<usize>,
+    /// How the GPU stencil reads its fast-axis neighbours.
+    #[arg(long, value_enum)]
+    gpu_stencil: Option<GpuStencil>,
     /// Output folder for diagnostics.csv and the VTK files.
     #[arg(short, long)]
     output: Option<PathBuf>,
@@ -113,7 +118,8 @@ fn config(cli: &Cli) -> Result<Config> {
         protocol,
         backend,
         gpu_chunk,
-        gpu_block
+        gpu_block,
+        gpu_stencil
     );
     if cli.device.is_some() {
         c.device = cli.device;
