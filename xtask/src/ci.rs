@@ -62,7 +62,7 @@ pub struct Args {
 }
 
 /// The CUDA features of the crates that have device code.
-const CUDA_FEATURES: &str = "gpu/cuda,halo/cuda,dfft/cuda,heat3d/cuda";
+const CUDA_FEATURES: &str = "gpu/cuda,halo/cuda,dfft/cuda,heat3d/cuda,pfc/cuda";
 
 /// Longest the MPI self-test may run at one process count (it hangs rather
 /// than fails on a deadlock).
@@ -366,7 +366,9 @@ pub fn run(args: &Args) -> Result<()> {
         )?;
         // The CUDA backend (cudarc opens the libraries at run time, so it
         // builds here; the device tests skip themselves without a GPU).
-        let cuda_pkgs = ["-p", "gpu", "-p", "halo", "-p", "dfft", "-p", "heat3d"];
+        let cuda_pkgs = [
+            "-p", "gpu", "-p", "halo", "-p", "dfft", "-p", "heat3d", "-p", "pfc",
+        ];
         let cuda_features = ["--features", CUDA_FEATURES];
         let clippy: Vec<&str> = ["clippy"]
             .into_iter()

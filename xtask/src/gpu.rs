@@ -2,9 +2,9 @@
 //!
 //! Both need a CUDA device. On a machine with one and a Rust toolchain they
 //! build what they run; for a GPU machine without a toolchain,
-//! `--stage DIR` builds everything here (heat3d with `cuda`, the device
-//! tests of `gpu`, `halo` and `dfft`, the two reference probes, and this
-//! xtask) into DIR, and `DIR/xtask gpu --bin-dir DIR` (or
+//! `--stage DIR` builds everything here (heat3d and pfc with `cuda`, the
+//! device tests of `gpu`, `halo`, `dfft`, `heat3d` and `pfc`, the two
+//! reference probes, and this xtask) into DIR, and `DIR/xtask gpu --bin-dir DIR` (or
 //! `DIR/xtask bench gpu --bin-dir DIR`) runs there from those binaries.
 
 use crate::util::{self, run_captured, run_report, Ran};
@@ -48,6 +48,7 @@ pub struct BenchArgs {
 /// The binaries the suite and the benchmark run.
 struct Bins {
     heat3d: PathBuf,
+    pfc: PathBuf,
     copy: PathBuf,
     cufft: PathBuf,
     tests: Vec<PathBuf>,
@@ -103,13 +104,22 @@ fn cargo_artifacts(
     Ok(out)
 }
 
-const FEATURES: &str = "gpu/cuda,halo/cuda,dfft/cuda,heat3d/cuda";
+const FEATURES: &str = "gpu/cuda,halo/cuda,dfft/cuda,heat3d/cuda,pfc/cuda";
 
 /// Builds every binary and returns (name, path) pairs.
 fn build_all() -> Result<Vec<(String, PathBuf)>> {
     let mut all = cargo_artifacts(
-        &["build", "--release", "-p", "heat3d", "--features", "cuda"],
-        |n, _| n == "heat3d",
+        &[
+            "build",
+            "--release",
+            "-p",
+            "heat3d",
+            "-p",
+            "pfc",
+            "--features",
+            "heat3d/cuda,pfc/cuda",
+        ],
+        |n, _| n == "heat3d" || n == "pfc",
     )?;
     all.extend(cargo_artifacts(
         &[
@@ -142,6 +152,12 @@ fn build_all() -> Result<Vec<(String, PathBuf)>> {
             "dfft",
             "-p",
             "heat3d",
+            "-p",
+            "pfc",
+            // pfc's device test is an integration test (cuda vs cpu through
+            // `pfc::run`).
+            "--test",
+            "cuda_backend",
             "--features",
             FEATURES,
         ],
@@ -160,6 +176,7 @@ fn bins_from(list: &[(String, PathBuf)], scratch: PathBuf) -> Result<Bins> {
     };
     Ok(Bins {
         heat3d: find("heat3d")?,
+        pfc: find("pfc")?,
         copy: find("copy_bandwidth")?,
         cufft: find("cufft_pair")?,
         tests: list
@@ -229,6 +246,37 @@ fn heat3d(b: &Bins, tag: &str, args: &[String], limit: u64) -> Ran<Report> {
         util::read_json("heat3d", p)
     })
 }
+
+/// The pfc report fields this suite reads.
+#[derive(Debug, Clone, Deserialize)]
+struct PfcLast {
+    step: u64,
+    free_energy: f64,
+    mean_density: f64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct PfcReport {
+    last: PfcLast,
+    median_step: f64,
+    device: String,
+}
+
+fn pfc(b: &Bins, tag: &str, args: &[String], limit: u64) -> Ran<PfcReport> {
+    let json = b.scratch.join(format!("{tag}.json"));
+    let mut c = Command::new(&b.pfc);
+    c.args(args).arg("-q").arg("--json").arg(&json);
+    run_report(c, &json, Duration::from_secs(limit), |p| {
+        util::read_json("pfc", p)
+    })
+}
+
+/// Relative agreement of pfc's cuda and cpu free energy and mean density
+/// after 20 steps of a 24^3 seed: the FFTs round differently (a few eps
+/// per transform pair, amplified at most about 17 times by the growing
+/// modes' linear factor over 20 steps; 1.2e-15 measured on an H200);
+/// `apps/pfc/tests/cuda_backend.rs` explains the margin.
+const PFC_TOL: f64 = 1e-10;
 
 fn words(s: &str) -> Vec<String> {
     s.split_whitespace().map(String::from).collect()
@@ -386,7 +434,61 @@ pub fn run(a: &Args) -> Result<()> {
             errs[1][1], errs[2][1], errs[2][0]
         ),
     );
+    // pfc: the semi-implicit spectral step on cuFFT against the host's FFT.
+    let base = "--periods 3 --points-per-period 8 --seed-radius 1 --initial seed \
+                --steps 20 --diag-every 20 --ranks 1";
+    let mut pf = Vec::new();
+    for be in ["cpu", "cuda"] {
+        let args = words(&format!("{base} --backend {be}"));
+        match pfc(&b, "pfc", &args, 600).result {
+            Ok(r) => pf.push(r),
+            Err(e) => t.check(&format!("pfc {be}"), false, &e),
+        }
+    }
+    if let [cpu, dev] = &pf[..] {
+        let rel = |a: f64, b: f64| (a - b).abs() / b.abs();
+        let ef = rel(dev.last.free_energy, cpu.last.free_energy);
+        let em = rel(dev.last.mean_density, cpu.last.mean_density);
+        t.check(
+            "pfc cuda agrees with cpu",
+            ef <= PFC_TOL
+                && em <= PFC_TOL
+                && dev.last.step == cpu.last.step
+                && dev.device.contains("CUDA device"),
+            &format!(
+                "step {}: free energy {:.15e} vs cpu {:.15e} (relative {ef:.2e}), \
+                 mean density relative {em:.2e}, tolerance {PFC_TOL:e}; on {}",
+                dev.last.step, dev.last.free_energy, cpu.last.free_energy, dev.device
+            ),
+        );
+    }
     // Bad input: each a clear error naming what was asked and what is there.
+    for (name, args, want) in [
+        (
+            "pfc device spectral on 2 ranks",
+            "--backend cuda --periods 2 --steps 1 --ranks 2",
+            &["split over 2 ranks", "cpu backend runs any rank count"][..],
+        ),
+        (
+            "pfc missing device",
+            "--backend cuda --device 99 --periods 2 --steps 1 --ranks 1",
+            &["device 99 was asked for"][..],
+        ),
+        (
+            "pfc grid larger than the device",
+            "--backend cuda --periods 256 --steps 1 --ranks 1",
+            &["out of device memory", "[2048, 2048, 2048]"][..],
+        ),
+    ] {
+        let mut c = Command::new(&b.pfc);
+        c.args(words(args)).arg("-q");
+        let out = run_captured(c, Duration::from_secs(300))?;
+        t.check(
+            &format!("bad input: {name}"),
+            !out.success() && want.iter().all(|w| out.stderr.contains(w)),
+            out.stderr.lines().last().unwrap_or(""),
+        );
+    }
     for (name, args, want) in [
         (
             "missing device",
@@ -455,6 +557,10 @@ struct Row {
     reference: String,
     ratio: f64,
 }
+
+/// OpenPFC's figure for its Tungsten PFC model at 256^3: about 20 ms per
+/// step on one MI250X GCD, the reference of the pfc row.
+const OPENPFC_MS: f64 = 20.0;
 
 /// `cargo xtask bench gpu`.
 pub fn bench(a: &BenchArgs) -> Result<()> {
@@ -569,6 +675,32 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
             fraction: 0.0,
             reference: format!("cufft {:.4} ms", pair.seconds * 1e3),
             ratio: ms * 1e-3 / pair.seconds,
+        });
+    }
+    // OpenPFC reports about 20 ms per step for its Tungsten PFC model at
+    // 256^3 on one MI250X GCD; pfc's model is the one-field form of it.
+    println!("pfc, one rank, semi-implicit step (three cuFFT transforms and two kernels)");
+    {
+        let n = 256;
+        let args = words(&format!(
+            "--periods 32 --points-per-period 8 --steps {steps} --diag-every {steps} --backend cuda --ranks 1"
+        ));
+        let r = pfc(&b, "bench-pfc", &args, 600)
+            .result
+            .map_err(|e| anyhow::anyhow!("pfc at {n}^3: {e}"))?;
+        let ms = r.median_step * 1e3;
+        println!("  {:<44} {n:>4}^3  {ms:>9.4} ms/step", "pfc");
+        println!(
+            "  OpenPFC Tungsten, one MI250X GCD (reference) {n:>4}^3  {:>9.4} ms/step",
+            OPENPFC_MS
+        );
+        rows.push(Row {
+            case: "pfc".into(),
+            n,
+            ms,
+            fraction: 0.0,
+            reference: format!("OpenPFC Tungsten {OPENPFC_MS} ms (MI250X GCD)"),
+            ratio: ms / OPENPFC_MS,
         });
     }
     let mut md = format!(

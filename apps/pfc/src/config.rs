@@ -87,6 +87,12 @@ pub struct Config {
     /// (`alltoallv`, `alltoall`, `p2p`, `p2p-pipelined`, `auto`, ...). Every
     /// protocol gives the same bits.
     pub protocol: ByName<dfft::Protocol>,
+    /// Where the field is computed: `cpu` (any rank count) or `cuda` (one
+    /// rank on one NVIDIA GPU; a build with the `cuda` feature).
+    pub backend: ByName<gpu::Backend>,
+    /// GPU ordinal of the `cuda` backend (default 0); the `cpu` backend
+    /// ignores it.
+    pub device: Option<usize>,
     /// Output files.
     pub output: Output,
 }
@@ -107,6 +113,8 @@ impl Default for Config {
             amplitude: None,
             diag_every: 1,
             protocol: default_protocol(),
+            backend: "cpu".parse().expect("cpu is a backend"),
+            device: None,
             output: Output::default(),
         }
     }
@@ -189,7 +197,28 @@ impl Config {
             validate::finite("amplitude", a)?;
         }
         validate::at_least("diag_every", self.diag_every, 1)?;
+        self.check_backend()?;
         Ok(())
+    }
+
+    /// `backend` must be one this build of pfc runs: `cpu`, or `cuda` with
+    /// pfc's own `cuda` feature (the `gpu` crate may have CUDA through
+    /// another package of the same build; pfc still has no device code
+    /// then).
+    fn check_backend(&self) -> Result<()> {
+        match self.backend.value() {
+            gpu::Backend::Cpu => Ok(()),
+            gpu::Backend::Cuda if cfg!(feature = "cuda") => Ok(()),
+            gpu::Backend::Cuda => Err(gpu::GpuError::NotBuilt {
+                backend: "cuda",
+                available: "cpu".into(),
+            }
+            .into()),
+            gpu::Backend::Hip => bail!(
+                "backend = {}: pfc has no HIP backend (valid: cpu, cuda)",
+                self.backend
+            ),
+        }
     }
 
     /// The seed amplitude: `amplitude`, or the one-mode minimiser.
@@ -321,6 +350,33 @@ mod tests {
         bad(&|c| c.diag_every = 0, "diag_every");
         bad(&|c| c.r = f64::NAN, "r must be finite");
         Config::default().validate().unwrap();
+    }
+
+    #[test]
+    fn backends_are_checked() {
+        let c = Config::from_toml("backend = \"cuda\"\ndevice = 1\n").unwrap();
+        assert_eq!(*c.backend.value(), gpu::Backend::Cuda);
+        assert_eq!(c.device, Some(1));
+        let checked = c.validate().map_err(|e| e.to_string());
+        if cfg!(feature = "cuda") {
+            checked.unwrap();
+        } else {
+            let e = checked.unwrap_err();
+            assert!(
+                e.contains("backend cuda") && e.contains("--features cuda"),
+                "{e}"
+            );
+        }
+        let e = Config::from_toml("backend = \"hip\"\n")
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("hip") && e.contains("valid: cpu, cuda"), "{e}");
+        let e = Config::from_toml("backend = \"opencl\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("opencl") && e.contains("line 1"), "{e}");
     }
 
     #[test]

@@ -20,10 +20,21 @@
 //! step is a pure function of `psi`, and every transform gives the same bits
 //! for every rank count (see `dfft`), so runs on any rank count and runs
 //! restarted from a checkpoint (on any rank count) give bit-identical fields.
+//!
+//! **Backends.** `backend = "cpu"` runs the step above on the host's ranks.
+//! `backend = "cuda"` (feature `cuda`) keeps `psi` on one GPU and runs the
+//! same step through cuFFT and two kernels (one rank only), with the
+//! per-mode factors from the same function ([`mode_factors`]); the host
+//! `psi` is then a mirror, downloaded for the diagnostics, the hash and
+//! the output, which run the host code unchanged. cuFFT rounds differently
+//! from the host FFT, so the two backends agree to rounding, not to the
+//! bit.
 #![warn(missing_docs)]
 
 pub mod checkpoint;
 pub mod config;
+#[cfg(feature = "cuda")]
+mod device;
 
 use anyhow::{bail, Result};
 use appkit::csv::{FloatFormat, Series};
@@ -43,6 +54,44 @@ use std::time::Instant;
 pub fn uniform(seed: u64, index: u64) -> f64 {
     (mix(mix(seed) ^ mix(index.wrapping_add(0x5851_F42D_4C95_7F2D))) >> 11) as f64
         / (1u64 << 53) as f64
+}
+
+/// The factors of one mode of the half spectrum.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModeFactors {
+    /// `dt k^2`, the weight of `N_hat` in the step.
+    pub dtk2: f64,
+    /// `1 / (1 + dt k^2 (r + (1 - k^2)^2))`, the implicit factor.
+    pub inv: f64,
+    /// `(1 - k^2)^2`, the operator of the free energy.
+    pub op: f64,
+}
+
+/// The factors of the mode with global spectral index `[i, j, k]` (axis 2
+/// halved: `k <= n2 / 2`; axes 0 and 1 in FFT order, indices above `n / 2`
+/// the negative wavenumbers), `k = 2 pi m / L` per axis. Both backends
+/// take their factors from here.
+pub fn mode_factors(cfg: &Config) -> impl Fn([usize; 3]) -> ModeFactors {
+    let shape = cfg.shape();
+    let l = cfg.length();
+    let (dt, cfg) = (cfg.dt, cfg.clone());
+    move |[i, j, k]| {
+        let wave = |d: usize, i: usize| {
+            let n = shape[d];
+            let m = if d == 2 || i <= n / 2 {
+                i as f64
+            } else {
+                i as f64 - n as f64
+            };
+            2.0 * std::f64::consts::PI * m / l[d]
+        };
+        let k2 = wave(0, i).powi(2) + wave(1, j).powi(2) + wave(2, k).powi(2);
+        ModeFactors {
+            dtk2: dt * k2,
+            inv: 1.0 / (1.0 + dt * k2 * cfg.symbol(k2)),
+            op: (1.0 - k2) * (1.0 - k2),
+        }
+    }
 }
 
 /// Diagnostics at one step.
@@ -82,6 +131,10 @@ pub struct Solver<'c> {
     nonlinear: bool,
     step: u64,
     time: f64,
+    /// The device state with `--backend cuda`; `psi` is then the host
+    /// mirror of the device's field.
+    #[cfg(feature = "cuda")]
+    device: Option<device::DeviceSolver>,
 }
 
 impl std::fmt::Debug for Solver<'_> {
@@ -97,9 +150,18 @@ impl std::fmt::Debug for Solver<'_> {
 
 impl<'c> Solver<'c> {
     /// Plans the transforms and sets the initial condition, or reads it from
-    /// the checkpoint `restart` (collective).
+    /// the checkpoint `restart` (collective). With `backend = "cuda"` it
+    /// first opens the device and checks its free memory (before anything
+    /// is allocated), and refuses more than one rank.
     pub fn new(comm: &'c dyn Communicator, cfg: &Config, restart: Option<&Path>) -> Result<Self> {
         cfg.validate()?;
+        let on_device = *cfg.backend.value() != gpu::Backend::Cpu;
+        #[cfg(feature = "cuda")]
+        let dev = if on_device {
+            Some(device::preflight(comm, cfg)?)
+        } else {
+            None
+        };
         let shape = cfg.shape();
         let rank = comm.rank();
         let grid = ProcessGrid::for_shape(shape, comm.size(), [true; 3])?.dims();
@@ -114,26 +176,23 @@ impl<'c> Solver<'c> {
         let out = plan.output_layout().clone();
         let b = out.box_of(rank);
         let st = out.strides(rank);
-        let l = cfg.length();
-        let wave = |d: usize, i: usize| {
-            let n = shape[d];
-            let m = if d == 2 || i <= n / 2 {
-                i as f64
-            } else {
-                i as f64 - n as f64
-            };
-            2.0 * std::f64::consts::PI * m / l[d]
-        };
+        let factors = mode_factors(cfg);
         let len = out.local_len(rank);
-        let (mut dtk2, mut inv, mut op) = (vec![0.0; len], vec![0.0; len], vec![0.0; len]);
+        // The device steps with its own copies of the step's factors; the
+        // host keeps only the free energy's.
+        let step_len = if on_device { 0 } else { len };
+        let (mut dtk2, mut inv, mut op) =
+            (vec![0.0; step_len], vec![0.0; step_len], vec![0.0; len]);
         for i in b.lo[0]..b.hi[0] {
             for j in b.lo[1]..b.hi[1] {
                 for k in b.lo[2]..b.hi[2] {
-                    let k2 = wave(0, i).powi(2) + wave(1, j).powi(2) + wave(2, k).powi(2);
+                    let m = factors([i, j, k]);
                     let o = (i - b.lo[0]) * st[0] + (j - b.lo[1]) * st[1] + (k - b.lo[2]) * st[2];
-                    dtk2[o] = cfg.dt * k2;
-                    inv[o] = 1.0 / (1.0 + cfg.dt * k2 * cfg.symbol(k2));
-                    op[o] = (1.0 - k2) * (1.0 - k2);
+                    if !on_device {
+                        dtk2[o] = m.dtk2;
+                        inv[o] = m.inv;
+                    }
+                    op[o] = m.op;
                 }
             }
         }
@@ -146,7 +205,7 @@ impl<'c> Solver<'c> {
             psi: vec![0.0; plan.input_len()],
             work: vec![0.0; plan.input_len()],
             spec: vec![Complex64::default(); plan.output_len()],
-            spec_n: vec![Complex64::default(); plan.output_len()],
+            spec_n: vec![Complex64::default(); if on_device { 0 } else { plan.output_len() }],
             scratch: vec![Complex64::default(); plan.scratch_len()],
             plan,
             dtk2,
@@ -155,6 +214,8 @@ impl<'c> Solver<'c> {
             nonlinear: true,
             step: 0,
             time: 0.0,
+            #[cfg(feature = "cuda")]
+            device: None,
         };
         match restart {
             Some(path) => {
@@ -172,11 +233,58 @@ impl<'c> Solver<'c> {
             }
             None => s.set_initial(),
         }
+        #[cfg(feature = "cuda")]
+        if let Some(dev) = dev {
+            s.device = Some(device::DeviceSolver::new(dev, comm, cfg, &s.psi)?);
+        }
         Ok(s)
     }
 
-    /// Sets the owned cells to `f(global index)`.
+    /// Brings the host's `psi` up to date with the device's (cuda backend;
+    /// nothing on the cpu), and fails if the device flagged a non-finite
+    /// field.
+    fn sync_host(&mut self) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if let Some(d) = &mut self.device {
+            if let Some(first) = d.sync_host(&mut self.psi)? {
+                let back = self.step.saturating_sub(first) as f64 * self.cfg.dt;
+                bail!(
+                    "non-finite value in the field at step {first} (time {:.4}; flagged on the device, found at step {}); reduce dt (now {})",
+                    self.time - back,
+                    self.step,
+                    self.cfg.dt
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// What the field is computed on: `cpu`, or the GPU's description.
+    pub fn device_name(&self) -> String {
+        #[cfg(feature = "cuda")]
+        if let Some(d) = &self.device {
+            return d.device().info().to_string();
+        }
+        "cpu".to_string()
+    }
+
+    /// Device seconds of each step so far (cuda backend), else `None`.
+    fn device_step_seconds(&self) -> Result<Option<Vec<f64>>> {
+        #[cfg(feature = "cuda")]
+        if let Some(d) = &self.device {
+            return Ok(Some(d.step_seconds()?));
+        }
+        Ok(None)
+    }
+
+    /// Sets the owned cells to `f(global index)` (on the cuda backend, the
+    /// whole grid; uploaded before the next step).
     pub fn set_field(&mut self, f: impl Fn([usize; 3]) -> f64) {
+        #[cfg(feature = "cuda")]
+        if let Some(d) = &mut self.device {
+            // One rank owns every cell: the host field is now the newer.
+            d.host_written();
+        }
         let (b, st) = (self.block, self.strides);
         for i in b.lo[0]..b.hi[0] {
             for j in b.lo[1]..b.hi[1] {
@@ -188,8 +296,10 @@ impl<'c> Solver<'c> {
         }
     }
 
-    /// Calls `f(global index, value)` for every owned cell.
-    pub fn for_each(&self, mut f: impl FnMut([usize; 3], f64)) {
+    /// Calls `f(global index, value)` for every owned cell (on the cuda
+    /// backend after downloading the field; an error if it is non-finite).
+    pub fn for_each(&mut self, mut f: impl FnMut([usize; 3], f64)) -> Result<()> {
+        self.sync_host()?;
         let (b, st) = (self.block, self.strides);
         for i in b.lo[0]..b.hi[0] {
             for j in b.lo[1]..b.hi[1] {
@@ -199,6 +309,7 @@ impl<'c> Solver<'c> {
                 }
             }
         }
+        Ok(())
     }
 
     fn set_initial(&mut self) {
@@ -281,8 +392,19 @@ impl<'c> Solver<'c> {
     }
 
     /// One semi-implicit step (collective). Returns false when a value is
-    /// not finite.
+    /// not finite. On the cuda backend the step is queued on the device and
+    /// returns true: non-finite values are flagged there and reported as an
+    /// error by the next call that reads the field (diagnostics, hash,
+    /// output, [`Self::for_each`]).
     pub fn step(&mut self) -> Result<bool> {
+        #[cfg(feature = "cuda")]
+        if let Some(d) = &mut self.device {
+            d.sync_device(&self.psi)?;
+            d.step(self.nonlinear, self.step + 1)?;
+            self.step += 1;
+            self.time += self.cfg.dt;
+            return Ok(true);
+        }
         self.plan
             .forward_r2c(self.comm, &self.psi, &mut self.spec, &mut self.scratch)?;
         if self.nonlinear {
@@ -316,8 +438,10 @@ impl<'c> Solver<'c> {
         Ok(bad == 0.0)
     }
 
-    /// Free energy and mean density (collective; exact sums).
+    /// Free energy and mean density (collective; exact sums; on the host,
+    /// from the downloaded field on the cuda backend).
     pub fn diagnostics(&mut self) -> Result<Diagnostics> {
+        self.sync_host()?;
         self.plan
             .forward_r2c(self.comm, &self.psi, &mut self.spec, &mut self.scratch)?;
         for (s, f) in self.spec.iter_mut().zip(&self.op) {
@@ -345,7 +469,8 @@ impl<'c> Solver<'c> {
     /// A hash of the global field that depends only on the value at each
     /// global index ([`appkit::field_hash`]): the same for any rank count
     /// (collective).
-    pub fn field_hash(&self) -> Result<u64> {
+    pub fn field_hash(&mut self) -> Result<u64> {
+        self.sync_host()?;
         // The input layout is row-major in its block (order [0, 1, 2]).
         Ok(appkit::field_hash(
             self.comm,
@@ -357,7 +482,8 @@ impl<'c> Solver<'c> {
 
     /// The global field in row-major order (last axis fastest) on rank 0,
     /// `None` elsewhere (collective).
-    pub fn gather(&self) -> Result<Option<Vec<f64>>> {
+    pub fn gather(&mut self) -> Result<Option<Vec<f64>>> {
+        self.sync_host()?;
         // The input layout is row-major in its block (order [0, 1, 2]).
         Ok(appkit::checkpoint::gather_f64(
             self.comm,
@@ -369,7 +495,8 @@ impl<'c> Solver<'c> {
 
     /// Writes the checkpoint `pfc_NNNNNN.chk` into `dir` (collective);
     /// returns its path on rank 0.
-    pub fn write_checkpoint(&self, dir: &Path) -> Result<Option<PathBuf>> {
+    pub fn write_checkpoint(&mut self, dir: &Path) -> Result<Option<PathBuf>> {
+        self.sync_host()?;
         let p = dir.join(format!("pfc_{:06}.chk", self.step));
         let header = checkpoint::header(&self.cfg, self.step, self.time);
         appkit::checkpoint::write_distributed_f64(self.comm, &p, &header, &self.block, &self.psi)?;
@@ -378,7 +505,8 @@ impl<'c> Solver<'c> {
 
     /// Writes `pfc_NNNNNN.pvti` and one `.vti` piece per rank into `dir`
     /// (collective).
-    pub fn write_vtk(&self, dir: &Path) -> Result<Option<PathBuf>> {
+    pub fn write_vtk(&mut self, dir: &Path) -> Result<Option<PathBuf>> {
+        self.sync_host()?;
         let image = vtk::Image::new(self.cfg.shape(), [self.cfg.spacing(); 3]);
         Ok(image.write_parallel(
             self.comm,
@@ -400,8 +528,10 @@ pub struct Report {
     pub shape: [usize; 3],
     /// Number of ranks.
     pub ranks: usize,
-    /// Backend name.
+    /// Backend name of the communicator (`local` or `mpi`).
     pub backend: &'static str,
+    /// What the field was computed on: `cpu`, or the GPU's description.
+    pub device: String,
     /// Process grid.
     pub grid: [usize; 3],
     /// Amplitude of the seed (0 for noise or a restart).
@@ -416,6 +546,10 @@ pub struct Report {
     pub wall: f64,
     /// Mean time per step (seconds, diagnostics and output included).
     pub time_per_step: f64,
+    /// Median seconds of the step alone (transforms and update; no
+    /// diagnostics or output) of the slowest rank: device events around
+    /// each step on the cuda backend, the host clock on the cpu.
+    pub median_step: f64,
     /// The protocol of each reshape of the forward transform
     /// ([`Solver::reshape_protocols`]; the requested one is
     /// `config.protocol`).
@@ -438,7 +572,8 @@ impl Report {
              reshape protocol {} (reshapes: {})\n\
              free energy: {:.12e} -> {:.12e}\n\
              mean density: {:.15e} (drift {:.3e}, relative {:.3e})\n\
-             time per step {:.3} ms  wall {:.3} s\n\
+             time per step {:.3} ms (median step {:.3} ms)  wall {:.3} s\n\
+             computed on: {}\n\
              field hash: {:016x}",
             self.shape,
             self.config.periods.get(),
@@ -464,9 +599,24 @@ impl Report {
             drift,
             drift / self.first.mean_density.abs().max(f64::MIN_POSITIVE),
             self.time_per_step * 1e3,
+            self.median_step * 1e3,
             self.wall,
+            self.device,
             self.hash
         )
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
     }
 }
 
@@ -519,9 +669,15 @@ pub fn run(
     }
     let bar = Progress::steps(cfg.steps as u64, progress && rank == 0);
     let mut last = first;
+    let mut step_times = Vec::with_capacity(cfg.steps);
     let wall = Instant::now();
     for i in 1..=cfg.steps {
-        if !s.step()? {
+        let t0 = Instant::now();
+        let finite = s.step()?;
+        step_times.push(t0.elapsed().as_secs_f64());
+        // The cuda backend flags non-finite values on the device; the
+        // diagnostics and the output below report them.
+        if !finite {
             bail!(
                 "non-finite value in the field at step {} (time {:.4}); reduce dt (now {})",
                 s.step_number(),
@@ -548,6 +704,10 @@ pub fn run(
     let mut wall = [wall.elapsed().as_secs_f64()];
     bar.finish();
     comm.broadcast(&mut wall, 0)?;
+    if let Some(d) = s.device_step_seconds()? {
+        step_times = d;
+    }
+    comm.allreduce_f64(&mut step_times, ReduceOp::Max)?;
     if let Some(f) = csv {
         files.insert(0, f.path().display().to_string());
     }
@@ -557,6 +717,7 @@ pub fn run(
         shape: cfg.shape(),
         ranks: comm.size(),
         backend: comm.backend(),
+        device: s.device_name(),
         grid: s.grid(),
         seed_amplitude: if restart.is_none() && cfg.initial == Initial::Seed {
             cfg.seed_amplitude()
@@ -568,6 +729,7 @@ pub fn run(
         last,
         wall: wall[0],
         time_per_step: wall[0] / cfg.steps.max(1) as f64,
+        median_step: median(&mut step_times),
         reshape_protocols: s.reshape_protocols(),
         hash,
         hash_hex: appkit::hash::hex(hash),

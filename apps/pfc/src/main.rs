@@ -8,7 +8,8 @@ use pfc::config::{ByName, Config, Initial, PerAxis};
 use std::path::PathBuf;
 
 /// Phase-field crystal model (conserved Swift-Hohenberg) on a periodic box,
-/// semi-implicit spectral steps through distributed FFTs on in-process ranks.
+/// semi-implicit spectral steps through distributed FFTs on in-process ranks
+/// (or cuFFT on one GPU with `--backend cuda`).
 #[derive(Debug, Parser)]
 #[command(version, about, long_about = None)]
 struct Cli {
@@ -53,6 +54,13 @@ struct Cli {
     /// unknown name lists the valid ones).
     #[arg(long, value_name = "NAME")]
     protocol: Option<ByName<dfft::Protocol>>,
+    /// Where to compute: cpu (any rank count), or cuda (one rank on one
+    /// GPU; a build with the `cuda` feature).
+    #[arg(long, value_name = "NAME")]
+    backend: Option<ByName<gpu::Backend>>,
+    /// GPU ordinal of the cuda backend (default 0).
+    #[arg(long)]
+    device: Option<usize>,
     /// VTK snapshot every this many steps (0: none).
     #[arg(long)]
     vtk_every: Option<usize>,
@@ -93,8 +101,12 @@ fn config(cli: &Cli) -> Result<Config> {
         seed,
         seed_radius,
         diag_every,
-        protocol
+        protocol,
+        backend
     );
+    if cli.device.is_some() {
+        c.device = cli.device;
+    }
     if let Some(v) = cli.vtk_every {
         c.output.vtk_every = v;
     }

@@ -179,7 +179,7 @@ fn mode_amplitude(m: [usize; 3], eps: f64, steps: usize, nonlinear: bool) -> (f6
             let c = phase(idx).cos();
             num += v * c;
             den += c * c;
-        });
+        })?;
         let mut v = [num, den];
         c.allreduce_f64(&mut v, comm::ReduceOp::Sum)?;
         Ok::<_, anyhow::Error>(v[0] / v[1])
