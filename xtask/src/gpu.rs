@@ -43,6 +43,14 @@ pub struct BenchArgs {
     /// scratch folder.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// The parts to run (comma-separated): shapes (FD-2 launch shapes),
+    /// orders (every order with both stencils), ranks (blocking vs overlap
+    /// on ranks sharing the GPU), spectral, pfc. Default: all.
+    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(["shapes", "orders", "ranks", "spectral", "pfc"]))]
+    pub sections: Vec<String>,
+    /// The stencil orders of the `orders` part (default 2, 4, ..., 20).
+    #[arg(long, value_delimiter = ',')]
+    pub orders: Vec<usize>,
 }
 
 /// The binaries the suite and the benchmark run.
@@ -154,10 +162,9 @@ fn build_all() -> Result<Vec<(String, PathBuf)>> {
             "heat3d",
             "-p",
             "pfc",
-            // pfc's device test is an integration test (cuda vs cpu through
-            // `pfc::run`).
-            "--test",
-            "cuda_backend",
+            // The integration tests too: heat3d's and pfc's device tests
+            // compare whole runs with the host's.
+            "--tests",
             "--features",
             FEATURES,
         ],
@@ -377,6 +384,8 @@ pub fn run(a: &Args) -> Result<()> {
                 "--ranks 1 --mode overlap",
                 "--ranks 1 --mode overlap --gpu-chunk 1",
                 "--ranks 1 --mode overlap --gpu-chunk 7",
+                "--ranks 1 --mode overlap --gpu-stencil shared",
+                "--ranks 2 --mode overlap --gpu-stencil shared --gpu-chunk 3",
                 "--ranks 2 --mode overlap",
                 "--ranks 4 --mode overlap",
                 "--ranks 4 --mode blocking --grid 1x2x2",
@@ -594,93 +603,110 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
         println!("  {case:<44} {n:>4}^3  {ms:>9.4} ms/step");
         Ok(ms)
     };
+    let part = |name: &str| a.sections.is_empty() || a.sections.iter().any(|s| s == name);
+    let orders: Vec<usize> = if a.orders.is_empty() {
+        (1..=10).map(|r| 2 * r).collect()
+    } else {
+        a.orders.clone()
+    };
     let bw = copy.bandwidth;
     // Bytes a stencil step must move: read u once, write the result once.
     let fd_fraction = |n: usize, ms: f64| 16.0 * (n as f64).powi(3) / (ms * 1e-3) / bw;
-    println!("FD-2, Euler, 1 rank, blocking: cells per thread along axis 0 (0 = automatic) x block width");
-    for &n in &sizes {
-        for chunk in [0, 1, 8, 32] {
-            for block in [32, 128] {
-                let case = format!("fd2 chunk {chunk} block {block}");
-                let ms = time(&case, n, &format!("--ranks 1 --order 2 --mode blocking --gpu-chunk {chunk} --gpu-block {block}"))?;
-                rows.push(Row {
-                    case,
+    if part("shapes") {
+        println!("FD-2, Euler, 1 rank, blocking: cells per thread along axis 0 (0 = the default) x block width");
+        for &n in &sizes {
+            for chunk in [0, 1, 8, 32] {
+                for block in [32, 128] {
+                    let case = format!("fd2 chunk {chunk} block {block}");
+                    let ms = time(&case, n, &format!("--ranks 1 --order 2 --mode blocking --gpu-chunk {chunk} --gpu-block {block}"))?;
+                    rows.push(Row {
+                        case,
+                        n,
+                        ms,
+                        fraction: fd_fraction(n, ms),
+                        reference: "copy".into(),
+                        ratio: ms * 1e-3 / (16.0 * (n as f64).powi(3) / bw),
+                    });
+                }
+            }
+        }
+    }
+    if part("orders") {
+        println!("stencil orders, Euler, 1 rank, blocking, default launch shape, both stencils");
+        for &n in &sizes {
+            for &o in &orders {
+                for stencil in ["cached", "shared"] {
+                    let case = format!("fd{o} {stencil}");
+                    let ms = time(
+                        &case,
+                        n,
+                        &format!("--ranks 1 --order {o} --mode blocking --gpu-stencil {stencil}"),
+                    )?;
+                    rows.push(Row {
+                        case,
+                        n,
+                        ms,
+                        fraction: fd_fraction(n, ms),
+                        reference: "copy".into(),
+                        ratio: ms * 1e-3 / (16.0 * (n as f64).powi(3) / bw),
+                    });
+                }
+            }
+        }
+    }
+    if part("ranks") {
+        println!("blocking against overlapped, ranks sharing the GPU, FD-2 and FD-8");
+        for ranks in [1, 2, 4] {
+            for o in [2, 8] {
+                let n = 256;
+                let bl = time(
+                    &format!("fd{o} {ranks} rank(s) blocking"),
                     n,
-                    ms,
-                    fraction: fd_fraction(n, ms),
-                    reference: "copy".into(),
-                    ratio: ms * 1e-3 / (16.0 * (n as f64).powi(3) / bw),
+                    &format!("--order {o} --ranks {ranks} --mode blocking"),
+                )?;
+                let ov = time(
+                    &format!("fd{o} {ranks} rank(s) overlap"),
+                    n,
+                    &format!("--order {o} --ranks {ranks} --mode overlap"),
+                )?;
+                rows.push(Row {
+                    case: format!("fd{o} {ranks} rank(s) overlap"),
+                    n,
+                    ms: ov,
+                    fraction: fd_fraction(n, ov),
+                    reference: "blocking".into(),
+                    ratio: ov / bl,
                 });
             }
         }
     }
-    println!("orders 2 to 20, Euler, 1 rank, blocking (automatic chunk)");
-    for &n in &sizes {
-        for o in (1..=10).map(|r| 2 * r) {
+    if part("spectral") {
+        println!("spectral step (exact factor, 1 rank) against a bare cuFFT D2Z + Z2D");
+        for &n in &sizes {
+            let pair = probe(&b.cufft, &[&n.to_string(), "20"])?;
             let ms = time(
-                &format!("fd{o}"),
+                "spectral",
                 n,
-                &format!("--ranks 1 --order {o} --mode blocking"),
+                "--operator spectral --initial sines --ranks 1",
             )?;
+            println!(
+                "  bare cuFFT D2Z + Z2D                         {n:>4}^3  {:>9.4} ms",
+                pair.seconds * 1e3
+            );
             rows.push(Row {
-                case: format!("fd{o}"),
+                case: "spectral".into(),
                 n,
                 ms,
-                fraction: fd_fraction(n, ms),
-                reference: "copy".into(),
-                ratio: ms * 1e-3 / (16.0 * (n as f64).powi(3) / bw),
+                fraction: 0.0,
+                reference: format!("cufft {:.4} ms", pair.seconds * 1e3),
+                ratio: ms * 1e-3 / pair.seconds,
             });
         }
+        // OpenPFC reports about 20 ms per step for its Tungsten PFC model at
+        // 256^3 on one MI250X GCD; pfc's model is the one-field form of it.
     }
-    println!("blocking against overlapped, ranks sharing the GPU, FD-2 and FD-8");
-    for ranks in [1, 2, 4] {
-        for o in [2, 8] {
-            let n = 256;
-            let bl = time(
-                &format!("fd{o} {ranks} rank(s) blocking"),
-                n,
-                &format!("--order {o} --ranks {ranks} --mode blocking"),
-            )?;
-            let ov = time(
-                &format!("fd{o} {ranks} rank(s) overlap"),
-                n,
-                &format!("--order {o} --ranks {ranks} --mode overlap"),
-            )?;
-            rows.push(Row {
-                case: format!("fd{o} {ranks} rank(s) overlap"),
-                n,
-                ms: ov,
-                fraction: fd_fraction(n, ov),
-                reference: "blocking".into(),
-                ratio: ov / bl,
-            });
-        }
-    }
-    println!("spectral step (exact factor, 1 rank) against a bare cuFFT D2Z + Z2D");
-    for &n in &sizes {
-        let pair = probe(&b.cufft, &[&n.to_string(), "20"])?;
-        let ms = time(
-            "spectral",
-            n,
-            "--operator spectral --initial sines --ranks 1",
-        )?;
-        println!(
-            "  bare cuFFT D2Z + Z2D                         {n:>4}^3  {:>9.4} ms",
-            pair.seconds * 1e3
-        );
-        rows.push(Row {
-            case: "spectral".into(),
-            n,
-            ms,
-            fraction: 0.0,
-            reference: format!("cufft {:.4} ms", pair.seconds * 1e3),
-            ratio: ms * 1e-3 / pair.seconds,
-        });
-    }
-    // OpenPFC reports about 20 ms per step for its Tungsten PFC model at
-    // 256^3 on one MI250X GCD; pfc's model is the one-field form of it.
-    println!("pfc, one rank, semi-implicit step (three cuFFT transforms and two kernels)");
-    {
+    if part("pfc") {
+        println!("pfc, one rank, semi-implicit step (three cuFFT transforms and two kernels)");
         let n = 256;
         let args = words(&format!(
             "--periods 32 --points-per-period 8 --steps {steps} --diag-every {steps} --backend cuda --ranks 1"

@@ -199,8 +199,23 @@ struct Solver<'c> {
 impl<'c> Solver<'c> {
     fn new(comm: &'c dyn Communicator, cfg: &Config) -> Result<Self> {
         cfg.validate(comm.size())?;
-        let backend = cfg.backend.value().require()?;
-        let on_device = backend != gpu::Backend::Cpu;
+        // heat3d's own feature decides, not the `gpu` crate's: another
+        // crate of the same build may switch `gpu/cuda` (or `gpu/hip`) on.
+        let on_device = match cfg.backend.value() {
+            gpu::Backend::Cpu => false,
+            gpu::Backend::Cuda if cfg!(feature = "cuda") => true,
+            gpu::Backend::Cuda => {
+                return Err(gpu::GpuError::NotBuilt {
+                    backend: "cuda",
+                    available: "cpu".into(),
+                }
+                .into())
+            }
+            gpu::Backend::Hip => bail!(
+                "backend hip is not available to heat3d yet (valid: cpu{})",
+                if cfg!(feature = "cuda") { ", cuda" } else { "" }
+            ),
+        };
         let shape = cfg.shape();
         let grid = match cfg.grid {
             Some(g) => ProcessGrid::new(g, [true; 3])?,
