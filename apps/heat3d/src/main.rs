@@ -17,7 +17,8 @@ struct Cli {
     /// TOML configuration file (every key optional; see README).
     #[arg(short, long)]
     config: Option<PathBuf>,
-    /// In-process ranks (default: the number of cores). Ignored under mpirun.
+    /// In-process ranks (default: the number of cores; one with a GPU
+    /// backend, which keeps the whole grid on the device). Ignored under mpirun.
     #[arg(long)]
     ranks: Option<usize>,
     /// Cells per axis: N or NXxNYxNZ.
@@ -158,7 +159,13 @@ fn main() -> std::process::ExitCode {
 /// `--ranks` in-process ranks; rank 0 prints and writes the report.
 fn real_main(cli: &Cli) -> Result<()> {
     let cfg = config(cli)?;
-    let report = appkit::launch::launch("heat3d", cli.ranks, |c| heat3d::run(c, &cfg, !cli.quiet))?;
+    // On a GPU one rank holds the grid on the device; ranks sharing a GPU
+    // exchange through host memory, so more are asked for explicitly.
+    let ranks = match cfg.backend.value() {
+        gpu::Backend::Cpu => cli.ranks,
+        _ => cli.ranks.or(Some(1)),
+    };
+    let report = appkit::launch::launch("heat3d", ranks, |c| heat3d::run(c, &cfg, !cli.quiet))?;
     match report {
         Some(r) => finish(cli, &r),
         None => Ok(()),

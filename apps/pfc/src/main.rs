@@ -16,7 +16,8 @@ struct Cli {
     /// TOML configuration file (every key optional; see examples/pfc.toml).
     #[arg(short, long)]
     config: Option<PathBuf>,
-    /// In-process ranks (default: the number of cores).
+    /// In-process ranks (default: the number of cores; one with
+    /// `--backend cuda`, which runs on one rank).
     #[arg(long)]
     ranks: Option<usize>,
     /// BCC lattice periods per axis: N or NXxNYxNZ.
@@ -131,7 +132,11 @@ fn real_main(cli: &Cli) -> Result<()> {
             bail!("checkpoint file {} does not exist", p.display());
         }
     }
-    let report = appkit::launch::launch("pfc", cli.ranks, |c| {
+    let ranks = match cfg.backend.value() {
+        gpu::Backend::Cpu => cli.ranks,
+        _ => cli.ranks.or(Some(1)),
+    };
+    let report = appkit::launch::launch("pfc", ranks, |c| {
         pfc::run(c, &cfg, cli.restart.as_deref(), !cli.quiet)
     })?;
     match report {
