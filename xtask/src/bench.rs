@@ -10,10 +10,13 @@
 //! 2. **Order sweep**: orders 2, 4, 8, 12, 20 on one rank at 256³ (128³
 //!    quick), blocking mode (one sweep over the box). Around each run,
 //!    measured by this process half just before and half just after it,
-//!    the stream reference ([`crate::stream`]): reading one f64 array of
-//!    the padded size ((n + order)³ values) and writing another. The ratio step/stream is
-//!    how far the step is from the memory-bandwidth bound; the project's
-//!    goal is FD-2 at 256³ within 1.4×.
+//!    the copy floor ([`crate::stream`]): the faster of the library copy
+//!    and a non-temporal copy of one f64 array of the padded size
+//!    ((n + order)³ values) into another. The ratio step/floor is how far
+//!    the step is from the memory-bandwidth bound; the project's goal is
+//!    FD-2 at 256³ within 1.15×. STREAM's scale loop over the same arrays
+//!    is printed beside it (it is slower than the floor, so a ratio against
+//!    it would flatter the stencil).
 //! 3. **Blocking vs overlap** at 2 and 4 ranks, from the weak-scaling runs:
 //!    step time and exposed wait (the `wait` phase) per mode.
 //!
@@ -160,8 +163,8 @@ pub const WEAK: [(usize, [usize; 3]); 3] = [(1, [1, 1, 1]), (2, [2, 1, 1]), (4, 
 pub const ORDERS: [usize; 5] = [2, 4, 8, 12, 20];
 /// Exchange modes.
 pub const MODES: [&str; 2] = ["blocking", "overlap"];
-/// The project's goal: FD-2 step within this factor of the stream time.
-pub const GOAL_RATIO: f64 = 1.4;
+/// The project's goal: FD-2 step within this factor of the copy floor.
+pub const GOAL_RATIO: f64 = 1.15;
 
 /// One weak-scaling run.
 #[derive(Debug, Clone, Serialize)]
@@ -360,7 +363,7 @@ fn weak(bin: &Path, dir: &Path, plan: &Plan) -> Result<Vec<WeakRun>> {
 fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<Vec<OrderRun>> {
     let n = plan.sweep_n;
     println!(
-        "\n== order sweep: {n}^3 cells, 1 rank, blocking, {} steps ({} warm-up); stream = read + write one f64 array of the padded size, median of {} passes (half before, half after each run)",
+        "\n== order sweep: {n}^3 cells, 1 rank, blocking, {} steps ({} warm-up); stream = the copy floor (the faster of memcpy and a non-temporal copy) of one f64 array of the padded size, median of {} passes (half before, half after each run)",
         plan.sweep_steps, plan.sweep_warmup, plan.stream_reps
     );
     println!(
@@ -424,8 +427,18 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<Vec<OrderRun>> {
         runs.push(run);
     }
     if let Some(r) = runs.iter().find(|r| r.order == 2) {
+        let scale = Stream::from_passes(
+            r.stream.elements,
+            &stream::scale_passes(r.stream.elements, plan.stream_reps),
+        );
         println!(
-            "goal: FD-2 at {n}^3 within {GOAL_RATIO}x of the stream time: {:.2}x, {}",
+            "copy floor over the FD-2 arrays {:.2} GB/s; STREAM scale (dst = s src) over the same {:.2} GB/s, {:.2}x the floor's time",
+            r.stream.gb_per_s,
+            scale.gb_per_s,
+            scale.seconds / r.stream.seconds
+        );
+        println!(
+            "goal: FD-2 at {n}^3 within {GOAL_RATIO}x of the copy floor: {:.2}x, {}",
             r.ratio,
             if r.ratio <= GOAL_RATIO {
                 "met"
@@ -535,7 +548,7 @@ pub fn run(target: &Target) -> Result<()> {
             "n": sweep_n,
             "ranks": 1,
             "mode": "blocking",
-            "stream": "dst[i] = s * src[i] over (n + order)^3 f64, single thread, median of the passes (half just before, half just after the heat3d run); bytes = 2 * 8 * padded^3",
+            "stream": "copy floor: per pass the faster of copy_from_slice and a non-temporal-store copy of (n + order)^3 f64, single thread, median of the passes (half just before, half just after the heat3d run); bytes = 2 * 8 * padded^3",
             "runs": order_runs,
             "goal": {
                 "order": 2,
