@@ -29,6 +29,7 @@ pub mod launch;
 pub mod output;
 pub mod plot;
 pub mod progress;
+pub mod stats;
 pub mod validate;
 pub mod vtk;
 

@@ -394,6 +394,46 @@ impl Mark {
     }
 }
 
+/// Device time of each of a series of steps, holding no more than two
+/// steps' events: a step's marks are resolved (waited for) when the next
+/// step ends, by which time that step's work is queued, so the device keeps
+/// running while the host waits.
+#[derive(Debug, Default)]
+pub struct StepTimer {
+    open: Option<Mark>,
+    pending: Option<(Mark, Mark)>,
+    seconds: Vec<f64>,
+}
+
+impl StepTimer {
+    /// Marks the start of a step on `device`'s `main` stream.
+    pub fn begin(&mut self, device: &Device) -> Result<(), GpuError> {
+        self.open = Some(device.mark()?);
+        Ok(())
+    }
+
+    /// Marks the end of the step begun last and resolves the one before.
+    pub fn end(&mut self, device: &Device) -> Result<(), GpuError> {
+        let start = self
+            .open
+            .take()
+            .ok_or_else(|| GpuError::Invalid("StepTimer::end without begin".into()))?;
+        let end = device.mark()?;
+        if let Some((a, b)) = self.pending.replace((start, end)) {
+            self.seconds.push(a.seconds_until(&b)?);
+        }
+        Ok(())
+    }
+
+    /// Device seconds of every ended step (waits for the last).
+    pub fn seconds(&mut self) -> Result<&[f64], GpuError> {
+        if let Some((a, b)) = self.pending.take() {
+            self.seconds.push(a.seconds_until(&b)?);
+        }
+        Ok(&self.seconds)
+    }
+}
+
 /// A launch shape of `n` threads in blocks of `block` along x.
 pub fn launch_1d(n: usize, block: u32) -> LaunchConfig {
     let blocks = n.div_ceil(block as usize).max(1);

@@ -2,18 +2,7 @@
 // `REAL` is replaced by the element type before compilation. One thread per
 // cell of the region; the region's cells are numbered row-major.
 
-struct Box3 {
-    int lo0, lo1, lo2;
-    int n0, n1, n2;
-};
-
-__device__ __forceinline__ long cell(const Box3 b, long q, long s0, long s1) {
-    long k = q % b.n2;
-    long r = q / b.n2;
-    long j = r % b.n1;
-    long i = r / b.n1;
-    return (b.lo0 + i) * s0 + (b.lo1 + j) * s1 + b.lo2 + k;
-}
+// `Box3` and `cell` come from region.cuh, which precedes this source.
 
 // out[q] = field[region cell q]
 extern "C" __global__ void halo_pack(const REAL* __restrict__ field, REAL* __restrict__ out,

@@ -31,23 +31,42 @@ impl DeviceElem for f32 {
     const C_NAME: &'static str = "float";
 }
 
-/// A region as the kernels take it: first padded index and extent.
+/// A [`Region`] as kernels take it: the first padded index and the extent
+/// per axis, the `struct Box3` of [`DeviceRegion::SOURCE`], which kernels
+/// of other crates prepend to their own sources.
 #[repr(C)]
-#[derive(Debug, Clone, Copy)]
-struct Box3 {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceRegion {
     lo: [i32; 3],
     n: [i32; 3],
 }
 
 // SAFETY: plain `repr(C)` integers, laid out as the kernels' `struct Box3`.
-unsafe impl DeviceRepr for Box3 {}
+unsafe impl DeviceRepr for DeviceRegion {}
+
+impl DeviceRegion {
+    /// The CUDA C definition of `struct Box3` and of `cell(b, q, s0, s1)`,
+    /// the padded offset of cell `q` (row-major) of region `b`.
+    pub const SOURCE: &'static str = include_str!("../kernels/region.cuh");
+}
+
+impl From<&Region> for DeviceRegion {
+    /// The region; [`DeviceField::new`] has checked that padded extents fit
+    /// the kernels' 32-bit integers.
+    fn from(r: &Region) -> Self {
+        DeviceRegion {
+            lo: r.lo.map(|x| x as i32),
+            n: r.shape().map(|x| x as i32),
+        }
+    }
+}
 
 /// Up to 26 copies as `halo_copy_many` takes them.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 struct Copies {
-    src: [Box3; 26],
-    dst: [Box3; 26],
+    src: [DeviceRegion; 26],
+    dst: [DeviceRegion; 26],
     start: [i64; 27],
     count: i32,
 }
@@ -55,14 +74,6 @@ struct Copies {
 // SAFETY: `repr(C)` arrays of integers, laid out as the kernel's `struct
 // Copies` (the trailing padding after `count` is never read).
 unsafe impl DeviceRepr for Copies {}
-
-fn box3(r: &Region) -> Box3 {
-    let s = r.shape();
-    Box3 {
-        lo: r.lo.map(|x| x as i32),
-        n: s.map(|x| x as i32),
-    }
-}
 
 fn dev(e: impl std::fmt::Display) -> HaloError {
     HaloError::Device(e.to_string())
@@ -118,7 +129,13 @@ impl<T: DeviceElem> DeviceField<T> {
             .unwrap_or(0);
         let staging = device.alloc_zeros(slab.max(1), &format!("{name} (halo staging)"))?;
         let module = format!("halo_{}", T::C_NAME);
-        let src = || include_str!("../kernels/halo.cu").replace("REAL", T::C_NAME);
+        let src = || {
+            format!(
+                "{}{}",
+                DeviceRegion::SOURCE,
+                include_str!("../kernels/halo.cu").replace("REAL", T::C_NAME)
+            )
+        };
         let kernels = Kernels {
             pack: device.function(&module, src, "halo_pack")?,
             unpack: device.function(&module, src, "halo_unpack")?,
@@ -211,7 +228,7 @@ impl<T: DeviceElem> HaloData<T> for DeviceField<T> {
             )));
         }
         let (s0, s1) = self.strides();
-        let b = box3(region);
+        let b = DeviceRegion::from(region);
         let field = self.data.slice(self.component_range(comp));
         let mut st = staging.slice_mut(..n);
         let stream = self.device.main();
@@ -236,7 +253,7 @@ impl<T: DeviceElem> HaloData<T> for DeviceField<T> {
             )));
         }
         self.device.copy_to_device(input, staging).map_err(dev)?;
-        let (s, b) = (self.layout.strides(), box3(region));
+        let (s, b) = (self.layout.strides(), DeviceRegion::from(region));
         let (s0, s1) = (s[0] as i64, s[1] as i64);
         let mut field = self.data.slice_mut(range);
         let st = staging.slice(..n);
@@ -258,7 +275,7 @@ impl<T: DeviceElem> HaloData<T> for DeviceField<T> {
             )));
         }
         let (s0, s1) = self.strides();
-        let (a, b) = (box3(src), box3(dst));
+        let (a, b) = (DeviceRegion::from(src), DeviceRegion::from(dst));
         let n = src.len();
         let range = self.component_range(comp);
         let mut field = self.data.slice_mut(range);
@@ -274,7 +291,7 @@ impl<T: DeviceElem> HaloData<T> for DeviceField<T> {
 
     fn copy_regions(&mut self, comp: usize, pairs: &[(Region, Region)]) -> Result<(), HaloError> {
         for chunk in pairs.chunks(26) {
-            let empty = Box3 {
+            let empty = DeviceRegion {
                 lo: [0; 3],
                 n: [1; 3],
             };
@@ -292,8 +309,8 @@ impl<T: DeviceElem> HaloData<T> for DeviceField<T> {
                         dst.shape()
                     )));
                 }
-                c.src[p] = box3(src);
-                c.dst[p] = box3(dst);
+                c.src[p] = DeviceRegion::from(src);
+                c.dst[p] = DeviceRegion::from(dst);
                 c.start[p + 1] = c.start[p] + src.len() as i64;
             }
             let n = c.start[chunk.len()] as usize;

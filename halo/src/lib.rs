@@ -51,7 +51,7 @@ mod field;
 mod topology;
 
 #[cfg(feature = "cuda")]
-pub use device::{DeviceElem, DeviceField};
+pub use device::{DeviceElem, DeviceField, DeviceRegion};
 pub use exchange::{ExchangeStats, Exchanger, Pending, MAX_CHANNEL};
 pub use field::{Field, FieldLayout, HaloData, Region};
 pub use topology::{HaloSpec, Neighbor, Neighborhood, Topology};

@@ -612,6 +612,15 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
     let bw = copy.bandwidth;
     // Bytes a stencil step must move: read u once, write the result once.
     let fd_fraction = |n: usize, ms: f64| 16.0 * (n as f64).powi(3) / (ms * 1e-3) / bw;
+    // A stencil row: its time against the copy of the bytes it must move.
+    let fd_row = |case: String, n: usize, ms: f64| Row {
+        case,
+        n,
+        ms,
+        fraction: fd_fraction(n, ms),
+        reference: "copy".into(),
+        ratio: 1.0 / fd_fraction(n, ms),
+    };
     if part("shapes") {
         println!("FD-2, Euler, 1 rank, blocking: cells per thread along axis 0 (0 = the default) x block width");
         for &n in &sizes {
@@ -619,14 +628,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
                 for block in [32, 128] {
                     let case = format!("fd2 chunk {chunk} block {block}");
                     let ms = time(&case, n, &format!("--ranks 1 --order 2 --mode blocking --gpu-chunk {chunk} --gpu-block {block}"))?;
-                    rows.push(Row {
-                        case,
-                        n,
-                        ms,
-                        fraction: fd_fraction(n, ms),
-                        reference: "copy".into(),
-                        ratio: ms * 1e-3 / (16.0 * (n as f64).powi(3) / bw),
-                    });
+                    rows.push(fd_row(case, n, ms));
                 }
             }
         }
@@ -642,14 +644,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
                         n,
                         &format!("--ranks 1 --order {o} --mode blocking --gpu-stencil {stencil}"),
                     )?;
-                    rows.push(Row {
-                        case,
-                        n,
-                        ms,
-                        fraction: fd_fraction(n, ms),
-                        reference: "copy".into(),
-                        ratio: ms * 1e-3 / (16.0 * (n as f64).powi(3) / bw),
-                    });
+                    rows.push(fd_row(case, n, ms));
                 }
             }
         }

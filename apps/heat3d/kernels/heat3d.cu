@@ -13,10 +13,8 @@ struct Coef {
     double w[3][10];
 };
 
-struct Box3 {
-    int lo0, lo1, lo2;
-    int n0, n1, n2;
-};
+// `Box3` and `cell` come from halo's region.cuh, which precedes this
+// source (`halo::DeviceRegion::SOURCE`).
 
 // One thread per (j, k) column of the region, marching `chunk` cells along
 // axis 0 (the slowest) with the 2R + 1 values of that axis in registers:
@@ -106,14 +104,6 @@ fd_tiled(const double* __restrict__ u, double* __restrict__ out, const Coef cf, 
         __syncthreads();
     }
     if (!finite) atomicMin(bad, step);
-}
-
-__device__ __forceinline__ long cell(const Box3 b, long q, long s0, long s1) {
-    long k = q % b.n2;
-    long r = q / b.n2;
-    long j = r % b.n1;
-    long i = r / b.n1;
-    return (b.lo0 + i) * s0 + (b.lo1 + j) * s1 + b.lo2 + k;
 }
 
 // The Runge-Kutta stage combinations on the owned cells:

@@ -29,29 +29,11 @@ use crate::StepTimes;
 use anyhow::{anyhow, Result};
 use comm::Communicator;
 use dfft::cuda::{DeviceComplex, DeviceR2c};
-use gpu::cuda::cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
-use gpu::cuda::{launch_1d, Device, Mark};
-use halo::{DeviceField, Exchanger, Field, FieldLayout, Region};
+use gpu::cuda::cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use gpu::cuda::{launch_1d, Device, StepTimer};
+use halo::{DeviceField, DeviceRegion, Exchanger, Field, FieldLayout, Region};
 use std::sync::Arc;
 use std::time::Instant;
-
-/// A region as the kernels take it.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-struct Box3 {
-    lo: [i32; 3],
-    n: [i32; 3],
-}
-
-// SAFETY: plain `repr(C)` integers, laid out as the kernels' `struct Box3`.
-unsafe impl DeviceRepr for Box3 {}
-
-fn box3(r: &Region) -> Box3 {
-    Box3 {
-        lo: r.lo.map(|x| x as i32),
-        n: r.shape().map(|x| x as i32),
-    }
-}
 
 /// The geometry of a step: layout, owned region, interior, shell.
 pub(crate) type Geometry<'a> = (&'a FieldLayout, &'a Region, &'a Region, &'a [Region]);
@@ -90,8 +72,8 @@ pub(crate) struct DeviceSolver {
     /// Threads of a stencil block along the last axis (of 256).
     block: u32,
     step: i32,
-    /// Device events at the start and end of each step.
-    marks: Vec<(Mark, Mark)>,
+    /// Device time of each step.
+    timer: StepTimer,
 }
 
 fn gpu_err(e: gpu::GpuError) -> anyhow::Error {
@@ -109,15 +91,15 @@ fn ordinal(cfg: &Config, rank: usize) -> Result<(usize, usize)> {
     })
 }
 
-/// Checks, before anything is allocated, that the device memory this rank
-/// and the other ranks on its GPU need is free.
+/// Opens this rank's device and checks, before anything is allocated, that
+/// the memory this rank and the other ranks on its GPU need is free.
 pub(crate) fn preflight(
     comm: &dyn Communicator,
     cfg: &Config,
     layout: &FieldLayout,
     rk: bool,
     spectral: bool,
-) -> Result<()> {
+) -> Result<Arc<Device>> {
     let (ord, count) = ordinal(cfg, comm.rank())?;
     let dev = Device::open(ord).map_err(gpu_err)?;
     let fields = if spectral {
@@ -153,13 +135,14 @@ pub(crate) fn preflight(
         })
         .context("use fewer cells, more GPUs, or the cpu backend"));
     }
-    Ok(())
+    Ok(Arc::new(dev))
 }
 
 impl DeviceSolver {
-    /// Opens the device for `comm.rank()` and uploads the initial field.
+    /// Uploads the initial field to `dev` (from [`preflight`]).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
+        dev: Arc<Device>,
         comm: &dyn Communicator,
         cfg: &Config,
         u0: &Field<f64>,
@@ -168,8 +151,6 @@ impl DeviceSolver {
         rk: bool,
         spectral: bool,
     ) -> Result<Self> {
-        let (ordinal, _) = ordinal(cfg, comm.rank())?;
-        let dev = Arc::new(Device::open(ordinal).map_err(gpu_err)?);
         let layout = u0.layout();
         let cells: usize = cfg.shape().iter().product();
         let field = |name: &str| -> Result<DeviceField> {
@@ -195,7 +176,13 @@ impl DeviceSolver {
         };
         let radius = if spectral { 1 } else { cfg.order / 2 };
         let module = format!("heat3d_r{radius}");
-        let src = || include_str!("../kernels/heat3d.cu").replace("RADIUS", &radius.to_string());
+        let src = || {
+            format!(
+                "{}{}",
+                DeviceRegion::SOURCE,
+                include_str!("../kernels/heat3d.cu").replace("RADIUS", &radius.to_string())
+            )
+        };
         let f = |name: &str| dev.function(&module, src, name).map_err(gpu_err);
         let tiled = cfg.gpu_stencil == GpuStencil::Shared;
         let k = Kernels {
@@ -230,7 +217,7 @@ impl DeviceSolver {
             chunk,
             block: cfg.gpu_block as u32,
             step: 0,
-            marks: Vec::new(),
+            timer: StepTimer::default(),
         })
     }
 
@@ -292,11 +279,8 @@ impl DeviceSolver {
     }
 
     /// Device seconds of each step so far.
-    pub(crate) fn step_seconds(&self) -> Result<Vec<f64>> {
-        self.marks
-            .iter()
-            .map(|(a, b)| a.seconds_until(b).map_err(gpu_err))
-            .collect()
+    pub(crate) fn step_seconds(&mut self) -> Result<Vec<f64>> {
+        Ok(self.timer.seconds().map_err(gpu_err)?.to_vec())
     }
 
     /// Launches the fused stencil `dst = sweep(src)` on `region`.
@@ -331,7 +315,7 @@ impl DeviceSolver {
         };
         let s = layout.strides();
         let (s0, s1) = (s[0] as i64, s[1] as i64);
-        let b = box3(region);
+        let b = DeviceRegion::from(region);
         let stream = if side { dev.side() } else { dev.main() };
         let mut l = stream.launch_builder(&k.fd);
         l.arg(src.data())
@@ -413,7 +397,7 @@ impl DeviceSolver {
         );
         let s = layout.strides();
         let (s0, s1) = (s[0] as i64, s[1] as i64);
-        let bx = box3(owned);
+        let bx = DeviceRegion::from(owned);
         let main = self.dev.main();
         let mut l = main.launch_builder(&self.k.rk);
         l.arg(&mode)
@@ -466,7 +450,7 @@ impl DeviceSolver {
         t: &mut StepTimes,
     ) -> Result<()> {
         self.step += 1;
-        let start = self.dev.mark().map_err(gpu_err)?;
+        self.timer.begin(&self.dev).map_err(gpu_err)?;
         if self.spectral.is_some() {
             self.spectral_step()?;
         } else {
@@ -491,8 +475,7 @@ impl DeviceSolver {
                 }
             }
         }
-        let end = self.dev.mark().map_err(gpu_err)?;
-        self.marks.push((start, end));
+        self.timer.end(&self.dev).map_err(gpu_err)?;
         Ok(())
     }
 }

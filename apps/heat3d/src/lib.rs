@@ -18,6 +18,7 @@ pub mod stencil;
 use anyhow::{bail, Context, Result};
 use appkit::csv::{FloatFormat, Series};
 use appkit::progress::Progress;
+use appkit::stats::median;
 use appkit::vtk;
 use comm::{exact, BlockDecomposition, CommExt, Communicator, IndexBox, ProcessGrid, ReduceOp};
 use config::{Config, Initial, Integrator, Mode, Operator, SpectralStep};
@@ -232,11 +233,12 @@ impl<'c> Solver<'c> {
                 )
             })?;
         let layout = topo.layout(1);
+        let rk = cfg.integrator == Integrator::Rk4 && !spectral;
         #[cfg(feature = "cuda")]
-        if on_device {
-            let rk = cfg.integrator == Integrator::Rk4 && !spectral;
-            device::preflight(comm, cfg, &layout, rk, spectral)?;
-        }
+        let gpu = match on_device {
+            true => Some(device::preflight(comm, cfg, &layout, rk, spectral)?),
+            false => None,
+        };
         let dt = cfg.dt()?;
         let h = cfg.spacing();
         let euler =
@@ -244,10 +246,10 @@ impl<'c> Solver<'c> {
         let lap = Sweep::new(cfg.order, h, cfg.diffusivity, false).map_err(anyhow::Error::msg)?;
         let mut u = Field::new(layout);
         fill_analytic(cfg, 0.0, &topo.owned(), &mut u);
-        let rk = cfg.integrator == Integrator::Rk4 && !spectral;
         #[cfg(feature = "cuda")]
-        let device = if on_device {
-            Some(device::DeviceSolver::new(
+        let device = match gpu {
+            Some(dev) => Some(device::DeviceSolver::new(
+                dev,
                 comm,
                 cfg,
                 &u,
@@ -255,9 +257,8 @@ impl<'c> Solver<'c> {
                 dt,
                 rk,
                 spectral,
-            )?)
-        } else {
-            None
+            )?),
+            None => None,
         };
         let spectral = if spectral && !on_device {
             Some(Spectral::new(comm, cfg, &dec, dt)?)
@@ -285,7 +286,7 @@ impl<'c> Solver<'c> {
             topo,
             layout,
             u,
-            a: scratch(spectral.is_none() && !on_device && cfg.operator == Operator::Fd),
+            a: scratch(!on_device && cfg.operator == Operator::Fd),
             spectral,
             b: scratch(rk && !on_device),
             c: scratch(rk && !on_device),
@@ -501,9 +502,9 @@ impl<'c> Solver<'c> {
     }
 
     /// Device seconds per step (device runs), else `None`.
-    fn device_step_seconds(&self) -> Result<Option<Vec<f64>>> {
+    fn device_step_seconds(&mut self) -> Result<Option<Vec<f64>>> {
         #[cfg(feature = "cuda")]
-        if let Some(d) = &self.device {
+        if let Some(d) = &mut self.device {
             return Ok(Some(d.step_seconds()?));
         }
         Ok(None)
@@ -662,19 +663,6 @@ impl Spectral {
     }
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
-    }
-}
-
 /// Runs Heat3D on `comm` (collective). `progress` shows a progress bar on
 /// rank 0 (hidden when stderr is not a terminal).
 pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Report> {
@@ -756,7 +744,7 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
         })
         .collect();
     comm.allreduce_f64(&mut flat, ReduceOp::Max)?;
-    let col = |c: usize| median(&mut flat.chunks(6).map(|r| r[c]).collect::<Vec<_>>());
+    let col = |c: usize| median(&flat.chunks(6).map(|r| r[c]).collect::<Vec<_>>());
     let timings = PhaseTimes {
         post: col(0),
         interior: col(1),

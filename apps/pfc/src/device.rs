@@ -30,7 +30,7 @@ use comm::Communicator;
 use dfft::cuda::{DeviceComplex, DeviceR2c};
 use gpu::cuda::cudarc::cufft::{result::estimate_3d, sys::cufftType};
 use gpu::cuda::cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
-use gpu::cuda::{launch_1d, Device, Mark};
+use gpu::cuda::{launch_1d, Device, StepTimer};
 
 /// Added to the error of a grid split over several ranks.
 const ONE_RANK: &str = "pfc's cuda backend runs on one rank (--ranks 1); the cpu backend runs any \
@@ -75,8 +75,8 @@ pub(crate) struct DeviceSolver {
     /// The first step whose field was non-finite ([`NONE_BAD`]: none).
     bad: CudaSlice<u64>,
     mirror: Mirror,
-    /// Device events at the start and end of each step.
-    marks: Vec<(Mark, Mark)>,
+    /// Device time of each step.
+    timer: StepTimer,
 }
 
 /// The grid's extents as cuFFT takes them.
@@ -209,7 +209,7 @@ impl DeviceSolver {
             plan,
             dev,
             mirror: Mirror::HostNewer,
-            marks: Vec::new(),
+            timer: StepTimer::default(),
         };
         s.sync_device(psi)?;
         Ok(s)
@@ -263,11 +263,8 @@ impl DeviceSolver {
     }
 
     /// Device seconds of each step so far.
-    pub(crate) fn step_seconds(&self) -> Result<Vec<f64>> {
-        self.marks
-            .iter()
-            .map(|(a, b)| a.seconds_until(b).map_err(gpu_err))
-            .collect()
+    pub(crate) fn step_seconds(&mut self) -> Result<Vec<f64>> {
+        Ok(self.timer.seconds().map_err(gpu_err)?.to_vec())
     }
 
     /// Step number `step` (counted like the host's, from the start of the
@@ -278,7 +275,7 @@ impl DeviceSolver {
         if self.mirror == Mirror::HostNewer {
             bail!("the host field was written and not uploaded before a device step");
         }
-        let start = self.dev.mark().map_err(gpu_err)?;
+        self.timer.begin(&self.dev).map_err(gpu_err)?;
         self.plan
             .forward(&self.psi.slice(..), &mut self.spec)
             .map_err(gpu_err)?;
@@ -320,8 +317,7 @@ impl DeviceSolver {
         self.plan
             .backward(&mut self.spec, &mut self.psi.slice_mut(..))
             .map_err(gpu_err)?;
-        let end = self.dev.mark().map_err(gpu_err)?;
-        self.marks.push((start, end));
+        self.timer.end(&self.dev).map_err(gpu_err)?;
         self.mirror = Mirror::DeviceNewer;
         Ok(())
     }

@@ -41,6 +41,7 @@ use appkit::csv::{FloatFormat, Series};
 /// A 64-bit mixing function (the splitmix64 finaliser).
 pub use appkit::hash::mix;
 use appkit::progress::Progress;
+use appkit::stats::median;
 use appkit::vtk;
 use comm::{exact, CommExt, Communicator, IndexBox, ProcessGrid, ReduceOp};
 use config::{Config, Initial, BCC_SHELL, LATTICE};
@@ -269,9 +270,9 @@ impl<'c> Solver<'c> {
     }
 
     /// Device seconds of each step so far (cuda backend), else `None`.
-    fn device_step_seconds(&self) -> Result<Option<Vec<f64>>> {
+    fn device_step_seconds(&mut self) -> Result<Option<Vec<f64>>> {
         #[cfg(feature = "cuda")]
-        if let Some(d) = &self.device {
+        if let Some(d) = &mut self.device {
             return Ok(Some(d.step_seconds()?));
         }
         Ok(None)
@@ -607,19 +608,6 @@ impl Report {
     }
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
-    }
-}
-
 fn log(f: &mut Option<Series>, d: &Diagnostics) -> Result<()> {
     if let Some(f) = f {
         f.row(&[
@@ -729,7 +717,7 @@ pub fn run(
         last,
         wall: wall[0],
         time_per_step: wall[0] / cfg.steps.max(1) as f64,
-        median_step: median(&mut step_times),
+        median_step: median(&step_times),
         reshape_protocols: s.reshape_protocols(),
         hash,
         hash_hex: appkit::hash::hex(hash),

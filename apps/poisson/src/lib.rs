@@ -31,6 +31,7 @@ pub mod config;
 
 use anyhow::Result;
 use appkit::hash::mix;
+use appkit::stats::median;
 use comm::exact::allreduce_exact_sum;
 use comm::{CommExt, Communicator, IndexBox, ReduceOp};
 use config::{Config, Solver};
@@ -253,19 +254,6 @@ pub struct Report {
     /// Hash of the bit patterns of `residuals` ([`history_hash`]), 16 hex
     /// digits.
     pub residuals_hash_hex: String,
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n == 0 {
-        0.0
-    } else if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        0.5 * (s[n / 2 - 1] + s[n / 2])
-    }
 }
 
 /// Per-level numbers packed for one max-reduction.
