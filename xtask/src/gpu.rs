@@ -44,7 +44,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// The parts to run (comma-separated): shapes (FD-2 launch shapes),
-    /// orders (every order with both stencils), ranks (blocking vs overlap
+    /// orders (every order with each stencil), ranks (blocking vs overlap
     /// on ranks sharing the GPU), spectral, pfc. Default: all.
     #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(["shapes", "orders", "ranks", "spectral", "pfc"]))]
     pub sections: Vec<String>,
@@ -386,6 +386,9 @@ pub fn run(a: &Args) -> Result<()> {
                 "--ranks 1 --mode overlap --gpu-chunk 7",
                 "--ranks 1 --mode overlap --gpu-stencil shared",
                 "--ranks 2 --mode overlap --gpu-stencil shared --gpu-chunk 3",
+                "--ranks 1 --mode blocking --gpu-stencil cached",
+                "--ranks 1 --mode overlap --gpu-stencil pairs --gpu-chunk 3",
+                "--ranks 4 --mode overlap --grid 1x2x2 --gpu-stencil pairs",
                 "--ranks 2 --mode overlap",
                 "--ranks 4 --mode overlap",
                 "--ranks 4 --mode blocking --grid 1x2x2",
@@ -634,10 +637,29 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
         }
     }
     if part("orders") {
-        println!("stencil orders, Euler, 1 rank, blocking, default launch shape, both stencils");
+        // A copy of the bytes one step moves (n^3 doubles, read + write):
+        // below 2 GiB the copy itself reaches less than the 2 GiB rate.
+        for &n in &sizes {
+            let mib = (n * n * n * 8).div_ceil(1 << 20);
+            let c = probe(&b.copy, &[&mib.to_string(), "30"])?;
+            let ms = 2.0 * (n * n * n * 8) as f64 / c.bandwidth * 1e3;
+            println!(
+                "  copy of one field ({mib} MiB)                      {n:>4}^3  {ms:>9.4} ms ({:.1} % of the 2 GiB rate)",
+                100.0 * c.bandwidth / bw
+            );
+            rows.push(Row {
+                case: format!("copy {mib} MiB"),
+                n,
+                ms,
+                fraction: c.bandwidth / bw,
+                reference: "copy".into(),
+                ratio: bw / c.bandwidth,
+            });
+        }
+        println!("stencil orders, Euler, 1 rank, blocking, default launch shapes, each stencil");
         for &n in &sizes {
             for &o in &orders {
-                for stencil in ["cached", "shared"] {
+                for stencil in ["cached", "pairs", "shared"] {
                     let case = format!("fd{o} {stencil}");
                     let ms = time(
                         &case,

@@ -53,6 +53,81 @@ fd_sweep(const double* __restrict__ u, double* __restrict__ out, const Coef cf, 
     if (!finite) atomicMin(bad, step);
 }
 
+// Two cells a thread along axis 2: the pair (P, P + 1) starts at an even
+// padded index, so with rows and planes of even length (the host checks)
+// the axis-0 register queue, the axis-1 neighbours and the store move 16
+// bytes at once, and the axis-2 neighbours are 2R scalar loads a pair
+// instead of 4R. Each cell's operands and their order are fd_sweep's, so
+// are the bits. A pair half outside the region (an odd first or last
+// column) is computed and not stored; its values outside the ghosts are
+// never loaded.
+extern "C" __global__ void __launch_bounds__(256)
+fd_pairs(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
+         long s0, long s1, int chunk, int step, int* __restrict__ bad) {
+    const int P = (b.lo2 & ~1) + 2 * (blockIdx.x * blockDim.x + threadIdx.x);
+    const int j = blockIdx.y * blockDim.y + threadIdx.y;
+    if (P >= b.lo2 + b.n2 || j >= b.n1) return;
+    const int i0 = blockIdx.z * chunk;
+    const int i1 = min(i0 + chunk, b.n0);
+    if (i0 >= i1) return;
+    const bool w0 = P >= b.lo2, w1 = P + 1 < b.lo2 + b.n2;
+    long q = (long)(b.lo0 + i0) * s0 + (long)(b.lo1 + j) * s1 + P;
+    double2 x[2 * R + 1];
+#pragma unroll
+    for (int m = 0; m < 2 * R; ++m) x[m] = *reinterpret_cast<const double2*>(u + q + (m - R) * s0);
+    bool finite = true;
+#pragma unroll 2
+    for (int i = i0; i < i1; ++i, q += s0) {
+        x[2 * R] = *reinterpret_cast<const double2*>(u + q + R * s0);
+        // kk[R + d] = u(P + d), d from -R to R + 1.
+        double kk[2 * R + 2];
+        kk[R] = x[R].x;
+        kk[R + 1] = x[R].y;
+#pragma unroll
+        for (int m = 1; m < R; ++m) {
+            kk[R - m] = u[q - m];
+            kk[R + 1 + m] = u[q + 1 + m];
+        }
+        kk[0] = w0 ? u[q - R] : 0.0;
+        kk[2 * R + 1] = w1 ? u[q + 1 + R] : 0.0;
+        double2 yp[R], ym[R];
+#pragma unroll
+        for (int m = 1; m <= R; ++m) {
+            yp[m - 1] = *reinterpret_cast<const double2*>(u + q + m * s1);
+            ym[m - 1] = *reinterpret_cast<const double2*>(u + q - m * s1);
+        }
+        double v0 = cf.c * x[R].x, v1 = cf.c * x[R].y;
+#pragma unroll
+        for (int m = 1; m <= R; ++m) {
+            v0 += cf.w[0][m - 1] * (x[R + m].x + x[R - m].x);
+            v1 += cf.w[0][m - 1] * (x[R + m].y + x[R - m].y);
+        }
+#pragma unroll
+        for (int m = 1; m <= R; ++m) {
+            v0 += cf.w[1][m - 1] * (yp[m - 1].x + ym[m - 1].x);
+            v1 += cf.w[1][m - 1] * (yp[m - 1].y + ym[m - 1].y);
+        }
+#pragma unroll
+        for (int m = 1; m <= R; ++m) {
+            v0 += cf.w[2][m - 1] * (kk[R + m] + kk[R - m]);
+            v1 += cf.w[2][m - 1] * (kk[R + 1 + m] + kk[R + 1 - m]);
+        }
+        if (w0 && w1) {
+            *reinterpret_cast<double2*>(out + q) = make_double2(v0, v1);
+            finite &= isfinite(v0) && isfinite(v1);
+        } else if (w0) {
+            out[q] = v0;
+            finite &= isfinite(v0);
+        } else {
+            out[q + 1] = v1;
+            finite &= isfinite(v1);
+        }
+#pragma unroll
+        for (int m = 0; m < 2 * R; ++m) x[m] = x[m + 1];
+    }
+    if (!finite) atomicMin(bad, step);
+}
+
 // The same update with the (j, k) neighbours from shared memory: a block of
 // TX x TY threads stages each plane of its tile, widened by R cells on each
 // side along axes 1 and 2, once, and every thread reads its 4R neighbours

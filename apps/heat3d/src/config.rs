@@ -48,12 +48,19 @@ pub enum SpectralStep {
 }
 
 /// How the GPU stencil reads the neighbours along the two fast axes (the
-/// slow axis is always in registers). Both give the same bits.
+/// slow axis is always in registers). All give the same bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum GpuStencil {
-    /// Through the caches, straight from device memory.
+    /// `pairs` at order 2, `cached` at higher orders (the fastest of the
+    /// three on an H200).
+    Auto,
+    /// Through the caches, straight from device memory, one cell a thread.
     Cached,
+    /// Through the caches, two cells a thread along the last axis with
+    /// 16-byte loads and stores (`cached` where a padded row or plane has
+    /// odd length).
+    Pairs,
     /// From a shared-memory tile of each plane (32 x 8 threads).
     Shared,
 }
@@ -146,11 +153,13 @@ pub struct Config {
     pub device: Option<usize>,
     /// Cells each GPU thread of the stencil updates along axis 0, keeping
     /// the 2r + 1 values of that axis in registers (1: one thread per
-    /// cell); 0 picks the default, 8. Changes no bit.
+    /// cell); 0 picks the stencil's default (4 for `pairs`, 8 for `cached`
+    /// at order 2, 32 above). Changes no bit.
     pub gpu_chunk: usize,
     /// Threads of a stencil block along the last axis (32, 64, 128 or 256;
-    /// the block has 256 threads; the `shared` stencil always uses 32).
-    /// Changes no bit.
+    /// the block has 256 threads; the `shared` stencil always uses 32); 0
+    /// picks the stencil's default (128 at order 2, 32 above). Changes no
+    /// bit.
     pub gpu_block: usize,
     /// How the GPU stencil reads its fast-axis neighbours.
     pub gpu_stencil: GpuStencil,
@@ -183,8 +192,8 @@ impl Default for Config {
             backend: "cpu".parse().expect("cpu is a backend"),
             device: None,
             gpu_chunk: 0,
-            gpu_block: 128,
-            gpu_stencil: GpuStencil::Cached,
+            gpu_block: 0,
+            gpu_stencil: GpuStencil::Auto,
             output: Output::default(),
         }
     }
@@ -274,9 +283,9 @@ impl Config {
         }
         validate::finite("amplitude", self.amplitude)?;
         validate::at_least("diag_every", self.diag_every, 1)?;
-        if ![32, 64, 128, 256].contains(&self.gpu_block) {
+        if ![0, 32, 64, 128, 256].contains(&self.gpu_block) {
             bail!(
-                "gpu_block = {} is not a block width (valid: 32, 64, 128, 256)",
+                "gpu_block = {} is not a block width (valid: 32, 64, 128, 256, or 0 for the default)",
                 self.gpu_block
             );
         }

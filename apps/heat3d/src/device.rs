@@ -38,11 +38,65 @@ use std::time::Instant;
 /// The geometry of a step: layout, owned region, interior, shell.
 pub(crate) type Geometry<'a> = (&'a FieldLayout, &'a Region, &'a Region, &'a [Region]);
 
+/// Which stencil kernel `Kernels::fd` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kernel {
+    /// `fd_sweep`: one cell a thread along the last axis.
+    Sweep,
+    /// `fd_tiled`: 32 x 8 blocks with a shared-memory tile.
+    Tiled,
+    /// `fd_pairs`: two cells a thread along the last axis, 16-byte loads.
+    Pairs,
+}
+
+/// The stencil kernel and launch shape for `cfg` on `layout`: `auto` takes
+/// the fastest measured on an H200 (`cargo xtask bench gpu --sections
+/// orders`): `pairs` with 4 cells a thread along axis 0 at order 2, and
+/// `cached` with 32 at higher orders, whose many fast-axis loads favour
+/// long columns and narrow (32 x 8) blocks. `pairs` needs padded rows and
+/// planes of even length (16-byte aligned pairs) and falls back to
+/// `cached` otherwise. Returns (kernel, cells along axis 0, block width).
+fn stencil_choice(cfg: &Config, layout: &FieldLayout) -> (Kernel, usize, u32) {
+    let s = layout.strides();
+    let even = s[0] % 2 == 0 && s[1] % 2 == 0;
+    let kernel = match cfg.gpu_stencil {
+        GpuStencil::Shared => Kernel::Tiled,
+        GpuStencil::Pairs if even => Kernel::Pairs,
+        GpuStencil::Auto if even && cfg.order == 2 => Kernel::Pairs,
+        _ => Kernel::Sweep,
+    };
+    let (chunk, block) = match kernel {
+        Kernel::Pairs => (4, 128),
+        Kernel::Sweep if cfg.order == 2 => (8, 128),
+        Kernel::Sweep | Kernel::Tiled => (32, 32),
+    };
+    let chunk = if cfg.gpu_chunk > 0 {
+        cfg.gpu_chunk
+    } else {
+        chunk
+    };
+    let block = if cfg.gpu_block > 0 {
+        cfg.gpu_block as u32
+    } else {
+        block
+    };
+    (kernel, chunk, block)
+}
+
+/// The ghost layers a device field allocates for a stencil of `radius`:
+/// `radius` on the two slow axes and, on the last, `radius` rounded up to
+/// 4 cells (32 bytes), so that with a row length divisible by 4 every
+/// row's owned cells start on a 32-byte sector and no store of a sweep
+/// shares a sector with a ghost cell.
+pub(crate) fn ghost(radius: usize) -> [usize; 3] {
+    [radius, radius, radius.next_multiple_of(4)]
+}
+
 struct Kernels {
-    /// `fd_sweep` or `fd_tiled` (`gpu_stencil`).
+    /// The stencil (`gpu_stencil`).
     fd: CudaFunction,
-    /// Whether `fd` is `fd_tiled` (32 x 8 blocks).
-    tiled: bool,
+    /// Which kernel `fd` is.
+    kernel: Kernel,
     rk: CudaFunction,
     scale: CudaFunction,
 }
@@ -184,20 +238,19 @@ impl DeviceSolver {
             )
         };
         let f = |name: &str| dev.function(&module, src, name).map_err(gpu_err);
-        let tiled = cfg.gpu_stencil == GpuStencil::Shared;
+        let (kernel, chunk, block) = stencil_choice(cfg, &layout);
         let k = Kernels {
-            fd: f(if tiled { "fd_tiled" } else { "fd_sweep" })?,
-            tiled,
+            fd: f(match kernel {
+                Kernel::Sweep => "fd_sweep",
+                Kernel::Tiled => "fd_tiled",
+                Kernel::Pairs => "fd_pairs",
+            })?,
+            kernel,
             rk: f("rk_combine")?,
             scale: f("spectral_scale")?,
         };
         let bad = dev.upload(&[i32::MAX], "flag").map_err(gpu_err)?;
-        // Enough threads for two resident blocks of 256 per SM, whole
-        // columns where the grid is that large already.
-        // Eight cells a thread was the fastest of 1, 8, 32 and the
-        // grid-filling choice for FD-2 at 256^3 and 512^3 on an H200
-        // (`cargo xtask bench gpu`).
-        let chunk = if cfg.gpu_chunk > 0 { cfg.gpu_chunk } else { 8 }.min(i32::MAX as usize) as i32;
+        let chunk = chunk.min(i32::MAX as usize) as i32;
         let spectral = if spectral {
             Some(Self::spectral(&dev, comm, cfg, dt)?)
         } else {
@@ -215,7 +268,7 @@ impl DeviceSolver {
             lap: lap.packed(),
             spectral,
             chunk,
-            block: cfg.gpu_block as u32,
+            block,
             step: 0,
             timer: StepTimer::default(),
         })
@@ -303,10 +356,16 @@ impl DeviceSolver {
         let sh = region.shape();
         let chunk = chunk.min(sh[0] as i32).max(1);
         // The tiled kernel's block is fixed by its shared-memory tile.
-        let block = if k.tiled { 32 } else { block };
+        let block = if k.kernel == Kernel::Tiled { 32 } else { block };
+        // Threads along the last axis: one a cell, or one a pair of cells
+        // starting at an even padded index.
+        let across = match k.kernel {
+            Kernel::Pairs => (region.hi[2] - 1) / 2 - region.lo[2] / 2 + 1,
+            _ => sh[2],
+        };
         let cfg = LaunchConfig {
             grid_dim: (
-                sh[2].div_ceil(block as usize) as u32,
+                across.div_ceil(block as usize) as u32,
                 sh[1].div_ceil(256 / block as usize) as u32,
                 sh[0].div_ceil(chunk as usize) as u32,
             ),
@@ -327,11 +386,14 @@ impl DeviceSolver {
             .arg(&chunk)
             .arg(&step)
             .arg(bad);
-        // SAFETY: the arguments match `fd_sweep`; `region` lies in the
-        // owned cells, whose stencils read at most `radius` cells past them,
-        // inside the allocated ghosts (the topology's ghost width is the
-        // radius); `src` and `dst` are distinct allocations of this layout.
-        unsafe { l.launch(cfg) }.map_err(|e| anyhow!("launching fd_sweep: {e:?}"))?;
+        // SAFETY: the arguments match `fd_sweep`, `fd_tiled` and
+        // `fd_pairs` (same signature); `fd_pairs` is chosen only when rows
+        // and planes have even length, so its 16-byte accesses are aligned
+        // (the allocation is); `region` lies in the owned cells, whose
+        // stencils read at most `radius` cells past them, inside the
+        // allocated ghosts (at least the radius on every axis); `src` and
+        // `dst` are distinct allocations of this layout.
+        unsafe { l.launch(cfg) }.map_err(|e| anyhow!("launching the stencil: {e:?}"))?;
         Ok(())
     }
 

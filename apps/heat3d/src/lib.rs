@@ -225,13 +225,22 @@ impl<'c> Solver<'c> {
         let dec = BlockDecomposition::new(shape, grid)?;
         let spectral = cfg.operator == Operator::Spectral;
         let r = if spectral { 0 } else { cfg.order / 2 };
-        let topo = Topology::new(comm, &dec, HaloSpec::uniform(r, Neighborhood::Faces))
-            .with_context(|| {
-                format!(
-                    "order {} needs {r} ghost layers from each neighbour",
-                    cfg.order
-                )
-            })?;
+        let spec = HaloSpec::uniform(r, Neighborhood::Faces);
+        // Device fields allocate sector-aligned ghosts along the last axis.
+        #[cfg(feature = "cuda")]
+        let spec = match on_device {
+            true => HaloSpec {
+                ghost: device::ghost(r),
+                ..spec
+            },
+            false => spec,
+        };
+        let topo = Topology::new(comm, &dec, spec).with_context(|| {
+            format!(
+                "order {} needs {r} ghost layers from each neighbour",
+                cfg.order
+            )
+        })?;
         let layout = topo.layout(1);
         let rk = cfg.integrator == Integrator::Rk4 && !spectral;
         #[cfg(feature = "cuda")]

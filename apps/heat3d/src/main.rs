@@ -72,10 +72,10 @@ struct Cli {
     /// GPU ordinal for every rank (default: rank mod device count).
     #[arg(long)]
     device: Option<usize>,
-    /// Cells per GPU thread along axis 0 (0: the default, 8; 1: a thread per cell).
+    /// Cells per GPU thread along axis 0 (0: the stencil's default; 1: a thread per cell).
     #[arg(long)]
     gpu_chunk: Option<usize>,
-    /// GPU stencil block width along the last axis: 32, 64, 128 or 256.
+    /// GPU stencil block width along the last axis: 32, 64, 128 or 256 (0: the stencil's default).
     #[arg(long)]
     gpu_block: Option<usize>,
     /// How the GPU stencil reads its fast-axis neighbours.
