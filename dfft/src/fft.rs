@@ -157,6 +157,8 @@ pub struct Fft3d {
     work_len: usize,
     line_scratch: usize,
     max_line: usize,
+    /// The tasks of the forward and of the backward direction.
+    schedule: [Vec<Task>; 2],
 }
 
 fn as_real(c: &mut [Complex64]) -> &mut [f64] {
@@ -350,7 +352,7 @@ impl Fft3d {
         work_len = work_len
             .max(input.local_len(rank) * batch)
             .max(cur.local_len(rank) * batch);
-        Ok(Fft3d {
+        let mut plan = Fft3d {
             kind,
             options,
             input: input.clone(),
@@ -361,7 +363,10 @@ impl Fft3d {
             work_len,
             line_scratch,
             max_line,
-        })
+            schedule: [Vec::new(), Vec::new()],
+        };
+        plan.schedule = [plan.schedule(true), plan.schedule(false)];
+        Ok(plan)
     }
 
     /// The layout of the input (real data for R2C).
@@ -413,7 +418,7 @@ impl Fft3d {
 
     /// Complex elements of the scratch buffer both directions need.
     pub fn scratch_len(&self) -> usize {
-        2 * self.work_len + self.line_scratch + 2 * self.max_line + 2
+        2 * self.work_len + self.line_scratch + 2 * BLOCK * (self.max_line.max(1) + PAD)
     }
 
     fn global_len(&self) -> usize {
@@ -445,7 +450,9 @@ impl Fft3d {
             ));
         }
         self.check("forward input", self.input_len(), input.len())?;
-        self.run_forward(comm, Source::Complex(input), output, scratch)
+        self.check("forward output", self.output_len(), output.len())?;
+        let s = self.scale(true);
+        self.execute(comm, true, Src::C(input), Dst::C(output), scratch, s)
     }
 
     /// Forward real-to-complex transform.
@@ -462,7 +469,9 @@ impl Fft3d {
             ));
         }
         self.check("forward input", self.input_len(), input.len())?;
-        self.run_forward(comm, Source::Real(input), output, scratch)
+        self.check("forward output", self.output_len(), output.len())?;
+        let s = self.scale(true);
+        self.execute(comm, true, Src::R(input), Dst::C(output), scratch, s)
     }
 
     /// Backward complex-to-complex transform.
@@ -478,11 +487,10 @@ impl Fft3d {
                 "this plan is real-to-complex: use backward_c2r".into(),
             ));
         }
+        self.check("backward input", self.output_len(), input.len())?;
         self.check("backward output", self.input_len(), output.len())?;
-        let out = self.run_backward(comm, input, scratch)?;
-        let n = output.len();
-        output.copy_from_slice(&scratch[out..out + n]);
-        Ok(())
+        let s = self.scale(false);
+        self.execute(comm, false, Src::C(input), Dst::C(output), scratch, s)
     }
 
     /// Backward complex-to-real transform. The imaginary parts of the
@@ -500,167 +508,784 @@ impl Fft3d {
                 "this plan is complex-to-complex: use backward".into(),
             ));
         }
-        self.check("backward output", self.input_len(), output.len())?;
-        let out = self.run_backward(comm, input, scratch)?;
-        let n = output.len();
-        let w = self.work_len;
-        let (a, b) = scratch.split_at_mut(w);
-        let region = if out == 0 { a } else { &mut b[..w] };
-        output.copy_from_slice(&as_real(region)[..n]);
-        Ok(())
-    }
-
-    fn run_forward(
-        &mut self,
-        comm: &dyn Communicator,
-        src: Source<'_>,
-        output: &mut [Complex64],
-        scratch: &mut [Complex64],
-    ) -> Result<(), FftError> {
-        self.check("forward output", self.output_len(), output.len())?;
-        self.check("scratch", self.scratch_len(), scratch.len())?;
-        let w = self.work_len;
-        let (bufs, line) = scratch.split_at_mut(2 * w);
-        let (a, b) = bufs.split_at_mut(w);
-        let mut work = [a, b];
-        match src {
-            Source::Complex(x) => work[0][..x.len()].copy_from_slice(x),
-            Source::Real(x) => as_real(work[0])[..x.len()].copy_from_slice(x),
-        }
-        let cur = self.run_steps(comm, true, &mut work, line)?;
-        let n = output.len();
-        output.copy_from_slice(&work[cur][..n]);
-        let s = match self.options.normalization {
-            Normalization::Symmetric => 1.0 / (self.global_len() as f64).sqrt(),
-            _ => 1.0,
-        };
-        if s != 1.0 {
-            output.iter_mut().for_each(|v| *v *= s);
-        }
-        Ok(())
-    }
-
-    /// Runs the steps backward; returns the offset in `scratch` of the
-    /// result (0 or work_len).
-    fn run_backward(
-        &mut self,
-        comm: &dyn Communicator,
-        input: &[Complex64],
-        scratch: &mut [Complex64],
-    ) -> Result<usize, FftError> {
         self.check("backward input", self.output_len(), input.len())?;
-        self.check("scratch", self.scratch_len(), scratch.len())?;
-        let w = self.work_len;
-        let (bufs, line) = scratch.split_at_mut(2 * w);
-        let (a, b) = bufs.split_at_mut(w);
-        let mut work = [a, b];
-        work[0][..input.len()].copy_from_slice(input);
-        let cur = self.run_steps(comm, false, &mut work, line)?;
-        let s = match self.options.normalization {
-            Normalization::None => 1.0,
-            Normalization::Full => 1.0 / self.global_len() as f64,
-            Normalization::Symmetric => 1.0 / (self.global_len() as f64).sqrt(),
-        };
-        if s != 1.0 {
-            let n = self.input_len();
-            match self.kind {
-                Kind::C2C => work[cur][..n].iter_mut().for_each(|v| *v *= s),
-                Kind::R2C { .. } => as_real(work[cur])[..n].iter_mut().for_each(|v| *v *= s),
-            }
+        self.check("backward output", self.input_len(), output.len())?;
+        let s = self.scale(false);
+        self.execute(comm, false, Src::C(input), Dst::R(output), scratch, s)
+    }
+
+    /// The factor the result of one direction is scaled by.
+    fn scale(&self, forward: bool) -> f64 {
+        let n = self.global_len() as f64;
+        match (self.options.normalization, forward) {
+            (Normalization::Symmetric, _) => 1.0 / n.sqrt(),
+            (Normalization::Full, false) => 1.0 / n,
+            _ => 1.0,
         }
-        Ok(cur * w)
     }
 
     /// Runs the steps in order (`forward`) or in reverse with the inverse of
-    /// each, starting from `work[0]`; returns the index of the work buffer
-    /// that holds the result.
-    fn run_steps(
+    /// each, from `input` into `output`, and scales the result by `scale`.
+    ///
+    /// The first step reads the caller's input and the last one writes the
+    /// caller's output (no copies in or out); transforms between reshapes
+    /// run in place in a work buffer where they can. Consecutive transforms
+    /// along axes that are not the outermost in memory run plane by plane
+    /// of that axis (every transform of the group on one plane while it is
+    /// in cache), which changes the order in which lines are transformed,
+    /// never a line's arithmetic.
+    fn execute(
         &mut self,
         comm: &dyn Communicator,
         forward: bool,
-        work: &mut [&mut [Complex64]; 2],
-        line: &mut [Complex64],
-    ) -> Result<usize, FftError> {
-        let batch = self.options.batch;
-        let rank = self.rank;
-        let dir = if forward {
-            FftDirection::Forward
-        } else {
-            FftDirection::Inverse
+        input: Src<'_>,
+        output: Dst<'_>,
+        scratch: &mut [Complex64],
+        scale: f64,
+    ) -> Result<(), FftError> {
+        self.check("scratch", self.scratch_len(), scratch.len())?;
+        let w = self.work_len;
+        let (bufs, line) = scratch.split_at_mut(2 * w);
+        let (a, b) = bufs.split_at_mut(w);
+        let mut io = Io {
+            input,
+            work: [a, b],
+            output,
         };
-        let mut cur = 0;
-        let count = self.steps.len();
-        for i in 0..count {
-            let step = &mut self.steps[if forward { i } else { count - 1 - i }];
-            let [x, y] = &mut *work;
-            let (from, to) = if cur == 0 {
-                (&mut **x, &mut **y)
-            } else {
-                (&mut **y, &mut **x)
-            };
-            match step {
-                Step::Reshape { fwd, bwd } => {
-                    let r = if forward { fwd } else { bwd };
-                    let (n_in, n_out) = (r.input_len(), r.output_len());
-                    r.execute(comm, &from[..n_in], &mut to[..n_out])?;
-                    cur = 1 - cur;
-                }
-                Step::ReshapeReal { fwd, bwd } => {
-                    let r = if forward { fwd } else { bwd };
-                    let (n_in, n_out) = (r.input_len(), r.output_len());
-                    r.execute(comm, &as_real(from)[..n_in], &mut as_real(to)[..n_out])?;
-                    cur = 1 - cur;
-                }
-                Step::Fft { axis, layout } => {
-                    let plan = self.plans.c2c(layout.global()[*axis], dir).clone();
-                    let n = layout.local_len(rank) * batch;
-                    fft_lines(&*plan, layout, rank, *axis, batch, &mut from[..n], line);
-                }
-                Step::Rfft {
-                    axis,
-                    real,
-                    complex,
-                } => {
-                    let (f, b) = self.plans.r2c.as_ref().expect("planned");
-                    let lines = RealLines {
-                        real,
-                        complex,
-                        rank,
-                        axis: *axis,
-                        batch,
-                    };
-                    if forward {
-                        lines.forward(&**f, as_real(from), to, line)?;
-                    } else {
-                        lines.backward(&**b, from, as_real(to), line)?;
+        let batch = self.options.batch;
+        let Fft3d {
+            steps,
+            plans,
+            schedule,
+            ..
+        } = self;
+        let mut scaled = false;
+        for task in &schedule[usize::from(!forward)] {
+            match task {
+                Task::Reshape { step, from, to } => {
+                    let (src, mut dst) = io.pair(*from, *to);
+                    let src = src.expect("a reshape is out of place");
+                    match &mut steps[*step] {
+                        Step::Reshape { fwd, bwd } => {
+                            let r = if forward { fwd } else { bwd };
+                            let (n_in, n_out) = (r.input_len(), r.output_len());
+                            r.execute(comm, &src.c()[..n_in], &mut dst.c()[..n_out])?;
+                        }
+                        Step::ReshapeReal { fwd, bwd } => {
+                            let r = if forward { fwd } else { bwd };
+                            let (n_in, n_out) = (r.input_len(), r.output_len());
+                            r.execute(comm, &src.r()[..n_in], &mut dst.r()[..n_out])?;
+                        }
+                        _ => unreachable!("a transform is not a reshape"),
                     }
-                    cur = 1 - cur;
+                }
+                Task::Transforms { ops, last } => {
+                    let s = if *last { scale } else { 1.0 };
+                    scaled |= *last;
+                    if let [(op, from, to)] = &ops[..] {
+                        op.run(plans, None, batch, &mut io, *from, *to, s, line)?;
+                    } else {
+                        for f in 0..batch {
+                            for p in 0..ops[0].0.planes() {
+                                for (k, (op, from, to)) in ops.iter().enumerate() {
+                                    let sc = if k + 1 == ops.len() { s } else { 1.0 };
+                                    op.run(
+                                        plans,
+                                        Some((f, p)),
+                                        batch,
+                                        &mut io,
+                                        *from,
+                                        *to,
+                                        sc,
+                                        line,
+                                    )?;
+                                }
+                            }
+                        }
+                    }
                 }
             }
         }
-        Ok(cur)
+        if !scaled && scale != 1.0 {
+            match &mut io.output {
+                Dst::C(o) => o.iter_mut().for_each(|v| *v *= scale),
+                Dst::R(o) => o.iter_mut().for_each(|v| *v *= scale),
+            }
+        }
+        Ok(())
     }
-}
 
-enum Source<'a> {
-    Complex(&'a [Complex64]),
-    Real(&'a [f64]),
-}
+    /// The order in which one direction runs the steps: reshapes, and
+    /// groups of transforms that run plane by plane, each with the buffers
+    /// it reads and writes.
+    ///
+    /// The first task reads the caller's input and the last one writes the
+    /// caller's output. A group is a transform and those after it (no
+    /// reshape between) along axes other than the outermost axis in memory
+    /// of its layout; a group of complex transforms runs in place in a work
+    /// buffer where it can.
+    fn schedule(&self, forward: bool) -> Vec<Task> {
+        let count = self.steps.len();
+        let at = |i: usize| if forward { i } else { count - 1 - i };
+        let mut tasks = Vec::new();
+        let mut cur = Loc::Input;
+        let mut i = 0;
+        while i < count {
+            if self.steps[at(i)].is_reshape() {
+                let to = if i + 1 == count {
+                    Loc::Output
+                } else {
+                    cur.other()
+                };
+                tasks.push(Task::Reshape {
+                    step: at(i),
+                    from: cur,
+                    to,
+                });
+                cur = to;
+                i += 1;
+                continue;
+            }
+            let first = self.op(at(i), forward);
+            let outer = first.outer();
+            let mut ops = vec![first];
+            let mut j = i + 1;
+            while j < count && !self.steps[at(j)].is_reshape() {
+                let op = self.op(at(j), forward);
+                let fusable = op.outer() == outer
+                    && ops.iter().chain([&op]).all(|o| o.axis() != outer)
+                    && op.planes() == ops[0].planes();
+                if !fusable {
+                    break;
+                }
+                ops.push(op);
+                j += 1;
+            }
+            let last = j == count;
+            let is_real = |o: &Op| !matches!(o, Op::C2c { .. });
+            let dest = if last {
+                Loc::Output
+            } else if !ops.iter().any(is_real) && cur != Loc::Input {
+                cur
+            } else {
+                cur.other()
+            };
+            // A complex transform followed by a real one in the group stays
+            // in a work buffer other than the group's destination.
+            let real: Vec<bool> = ops.iter().map(is_real).collect();
+            let mut placed = Vec::with_capacity(ops.len());
+            let mut at_loc = cur;
+            for (k, o) in ops.into_iter().enumerate() {
+                let later_real = real[k + 1..].iter().any(|&r| r);
+                let to = match (real[k] || !later_real, at_loc) {
+                    (true, _) => dest,
+                    (false, Loc::Input) => dest.other(),
+                    (false, l) => l,
+                };
+                placed.push((o, at_loc, to));
+                at_loc = to;
+            }
+            tasks.push(Task::Transforms { ops: placed, last });
+            cur = dest;
+            i = j;
+        }
+        debug_assert_eq!(cur, Loc::Output);
+        tasks
+    }
 
-/// Visits the start offset of every line along `axis` of one field.
-fn for_lines(layout: &Layout, rank: usize, axis: usize, mut f: impl FnMut(usize)) {
-    let s = layout.local_shape(rank);
-    let st = layout.strides(rank);
-    let (a, b) = others(axis);
-    for i in 0..s[a] {
-        for j in 0..s[b] {
-            f(i * st[a] + j * st[b]);
+    /// The transform of step `i` in one direction.
+    fn op(&self, i: usize, forward: bool) -> Op {
+        let rank = self.rank;
+        match &self.steps[i] {
+            Step::Fft { axis, layout } => Op::C2c {
+                g: Geom::of(layout, rank, *axis),
+                dir: if forward {
+                    FftDirection::Forward
+                } else {
+                    FftDirection::Inverse
+                },
+            },
+            Step::Rfft {
+                axis,
+                real,
+                complex,
+            } => {
+                let (real, complex) = (Geom::of(real, rank, *axis), Geom::of(complex, rank, *axis));
+                if forward {
+                    Op::R2c { real, complex }
+                } else {
+                    Op::C2r { real, complex }
+                }
+            }
+            _ => unreachable!("a reshape is not a transform"),
         }
     }
 }
 
-/// Applies `plan` to every line along `axis` of `batch` fields (for the
-/// derivative plans).
+/// One task of a direction's schedule.
+#[derive(Debug)]
+enum Task {
+    /// The reshape of step `step`.
+    Reshape { step: usize, from: Loc, to: Loc },
+    /// Transforms that run plane by plane (one transform: over the whole
+    /// block), each from and to the given buffers; `last` when the group
+    /// ends the direction (its last transform applies the final scale).
+    Transforms {
+        ops: Vec<(Op, Loc, Loc)>,
+        last: bool,
+    },
+}
+
+impl Step {
+    fn is_reshape(&self) -> bool {
+        matches!(self, Step::Reshape { .. } | Step::ReshapeReal { .. })
+    }
+}
+
+/// Where data lives during a transform.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Loc {
+    /// The caller's input (read only).
+    Input,
+    /// One of the two work buffers in the scratch.
+    Work(usize),
+    /// The caller's output.
+    Output,
+}
+
+impl Loc {
+    /// A work buffer other than `self`.
+    fn other(self) -> Loc {
+        match self {
+            Loc::Work(0) => Loc::Work(1),
+            _ => Loc::Work(0),
+        }
+    }
+}
+
+/// Read-only data, complex or real.
+#[derive(Clone, Copy)]
+enum Src<'a> {
+    C(&'a [Complex64]),
+    R(&'a [f64]),
+}
+
+impl<'a> Src<'a> {
+    fn c(self) -> &'a [Complex64] {
+        match self {
+            Src::C(c) => c,
+            Src::R(_) => unreachable!("complex data expected"),
+        }
+    }
+
+    fn r(self) -> &'a [f64] {
+        match self {
+            Src::R(r) => r,
+            // SAFETY: Complex<f64> is repr(C) with two f64 fields and no padding.
+            Src::C(c) => unsafe {
+                std::slice::from_raw_parts(c.as_ptr().cast::<f64>(), c.len() * 2)
+            },
+        }
+    }
+}
+
+/// Writable data, complex or real.
+enum Dst<'a> {
+    C(&'a mut [Complex64]),
+    R(&'a mut [f64]),
+}
+
+impl Dst<'_> {
+    fn c(&mut self) -> &mut [Complex64] {
+        match self {
+            Dst::C(c) => c,
+            Dst::R(_) => unreachable!("complex data expected"),
+        }
+    }
+
+    fn r(&mut self) -> &mut [f64] {
+        match self {
+            Dst::R(r) => r,
+            Dst::C(c) => as_real(c),
+        }
+    }
+}
+
+/// The caller's buffers and the two work buffers of one execution.
+struct Io<'a> {
+    input: Src<'a>,
+    work: [&'a mut [Complex64]; 2],
+    output: Dst<'a>,
+}
+
+impl Io<'_> {
+    /// The source and destination of a step from `from` to `to`; no source
+    /// when the step runs in place.
+    fn pair(&mut self, from: Loc, to: Loc) -> (Option<Src<'_>>, Dst<'_>) {
+        let [w0, w1] = &mut self.work;
+        match (from, to) {
+            (Loc::Work(0), Loc::Work(0)) => (None, Dst::C(w0)),
+            (Loc::Work(_), Loc::Work(1)) if from == to => (None, Dst::C(w1)),
+            (Loc::Output, Loc::Output) => (None, reborrow(&mut self.output)),
+            (Loc::Input, Loc::Work(0)) => (Some(self.input), Dst::C(w0)),
+            (Loc::Input, Loc::Work(_)) => (Some(self.input), Dst::C(w1)),
+            (Loc::Input, Loc::Output) => (Some(self.input), reborrow(&mut self.output)),
+            (Loc::Work(0), Loc::Work(_)) => (Some(Src::C(w0)), Dst::C(w1)),
+            (Loc::Work(_), Loc::Work(_)) => (Some(Src::C(w1)), Dst::C(w0)),
+            (Loc::Work(0), Loc::Output) => (Some(Src::C(w0)), reborrow(&mut self.output)),
+            (Loc::Work(_), Loc::Output) => (Some(Src::C(w1)), reborrow(&mut self.output)),
+            (from, to) => unreachable!("no step moves data from {from:?} to {to:?}"),
+        }
+    }
+}
+
+fn reborrow<'b>(d: &'b mut Dst<'_>) -> Dst<'b> {
+    match d {
+        Dst::C(c) => Dst::C(c),
+        Dst::R(r) => Dst::R(r),
+    }
+}
+
+/// Padding (complex values, one cache line) between the lines of a block,
+/// so that lines of a power-of-two length do not all map to the same cache
+/// sets.
+const PAD: usize = 4;
+
+/// Lines of one strided transform gathered into one block.
+const BLOCK: usize = 64;
+
+/// One field's local block as the lines along `axis` see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Geom {
+    shape: [usize; 3],
+    strides: [usize; 3],
+    axis: usize,
+    /// The outermost axis in memory.
+    outer: usize,
+}
+
+impl Geom {
+    fn of(layout: &Layout, rank: usize, axis: usize) -> Geom {
+        Geom {
+            shape: layout.local_shape(rank),
+            strides: layout.strides(rank),
+            axis,
+            outer: layout.order()[0],
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// One plane of the outer axis: the geometry and its offset and length
+    /// within one field.
+    fn plane(&self, p: usize) -> (Geom, usize, usize) {
+        let mut g = *self;
+        g.shape[self.outer] = 1;
+        let st = self.strides[self.outer];
+        (g, p * st, g.len())
+    }
+}
+
+/// One transform step in one direction.
+#[derive(Debug)]
+enum Op {
+    C2c { g: Geom, dir: FftDirection },
+    R2c { real: Geom, complex: Geom },
+    C2r { real: Geom, complex: Geom },
+}
+
+impl Op {
+    fn geom(&self) -> &Geom {
+        match self {
+            Op::C2c { g, .. } => g,
+            Op::R2c { real, .. } | Op::C2r { real, .. } => real,
+        }
+    }
+
+    fn outer(&self) -> usize {
+        self.geom().outer
+    }
+
+    fn axis(&self) -> usize {
+        self.geom().axis
+    }
+
+    fn planes(&self) -> usize {
+        let g = self.geom();
+        g.shape[g.outer]
+    }
+
+    /// Runs the transform on every field (`plane` None) or on plane `p` of
+    /// field `f` (`plane` `Some((f, p))`), from `from` to `to`, scaling the
+    /// result by `scale`.
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        plans: &Plans,
+        plane: Option<(usize, usize)>,
+        batch: usize,
+        io: &mut Io<'_>,
+        from: Loc,
+        to: Loc,
+        scale: f64,
+        line: &mut [Complex64],
+    ) -> Result<(), FftError> {
+        let (src, mut dst) = io.pair(from, to);
+        let fields = if plane.is_some() { 1 } else { batch };
+        match self {
+            Op::C2c { g, dir } => {
+                let plan = &**plans.c2c(g.shape[g.axis], *dir);
+                for f in 0..fields {
+                    let (pg, o, n) = select(g, plane, f);
+                    let s = src.map(|s| &s.c()[o..o + n]);
+                    c2c_lines(plan, &pg, s, &mut dst.c()[o..o + n], scale, line, BLOCK);
+                }
+            }
+            Op::R2c { real, complex } => {
+                let (plan, _) = plans.r2c.as_ref().expect("planned");
+                let src = src.expect("a real-to-complex step is out of place");
+                for f in 0..fields {
+                    let (rg, ro, rn) = select(real, plane, f);
+                    let (cg, co, cn) = select(complex, plane, f);
+                    r2c_lines(
+                        &**plan,
+                        (&rg, &src.r()[ro..ro + rn]),
+                        (&cg, &mut dst.c()[co..co + cn]),
+                        scale,
+                        line,
+                    )?;
+                }
+            }
+            Op::C2r { real, complex } => {
+                let (_, plan) = plans.r2c.as_ref().expect("planned");
+                let src = src.expect("a complex-to-real step is out of place");
+                for f in 0..fields {
+                    let (rg, ro, rn) = select(real, plane, f);
+                    let (cg, co, cn) = select(complex, plane, f);
+                    c2r_lines(
+                        &**plan,
+                        (&cg, &src.c()[co..co + cn]),
+                        (&rg, &mut dst.r()[ro..ro + rn]),
+                        scale,
+                        line,
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Field `f` whole (`plane` None) or the plane `Some((field, p))` names:
+/// geometry, offset, length.
+fn select(g: &Geom, plane: Option<(usize, usize)>, f: usize) -> (Geom, usize, usize) {
+    match plane {
+        Some((f, p)) => {
+            let (pg, o, n) = g.plane(p);
+            (pg, f * g.len() + o, n)
+        }
+        None => (*g, f * g.len(), g.len()),
+    }
+}
+
+/// Rows of a gather or scatter moved together: one tile of `TILE` rows
+/// turns into `TILE` consecutive values of each line.
+const TILE: usize = 4;
+
+/// `block[t * pitch + k] = src[base + k * stride + t]` for `k < n`,
+/// `t < bl`: `bl` neighbouring lines of stride `stride` into lines `pitch`
+/// apart, `TILE` rows at a time.
+fn gather<T: Copy>(
+    src: &[T],
+    base: usize,
+    stride: usize,
+    (n, pitch): (usize, usize),
+    bl: usize,
+    block: &mut [T],
+) {
+    let block = &mut block[..bl * pitch];
+    let mut k = 0;
+    while k + TILE <= n {
+        let rows: [&[T]; TILE] = std::array::from_fn(|q| &src[base + (k + q) * stride..][..bl]);
+        for (t, d) in block.chunks_exact_mut(pitch).enumerate() {
+            let d: &mut [T; TILE] = (&mut d[k..k + TILE]).try_into().expect("tile");
+            for q in 0..TILE {
+                d[q] = rows[q][t];
+            }
+        }
+        k += TILE;
+    }
+    for k in k..n {
+        let r0 = &src[base + k * stride..][..bl];
+        for (v, d) in r0.iter().zip(block.chunks_exact_mut(pitch)) {
+            d[k] = *v;
+        }
+    }
+}
+
+/// The inverse of [`gather`], each value passed through `f` on its way.
+fn scatter_with<T: Copy>(
+    block: &[T],
+    (n, pitch): (usize, usize),
+    bl: usize,
+    dst: &mut [T],
+    base: usize,
+    stride: usize,
+    f: impl Fn(T) -> T,
+) {
+    let block = &block[..bl * pitch];
+    let mut k = 0;
+    while k + TILE <= n {
+        for (t, d) in block.chunks_exact(pitch).enumerate() {
+            let d: &[T; TILE] = d[k..k + TILE].try_into().expect("tile");
+            for q in 0..TILE {
+                dst[base + (k + q) * stride + t] = f(d[q]);
+            }
+        }
+        k += TILE;
+    }
+    for k in k..n {
+        let row = &mut dst[base + k * stride..][..bl];
+        for (v, d) in row.iter_mut().zip(block.chunks_exact(pitch)) {
+            *v = f(d[k]);
+        }
+    }
+}
+
+/// [`scatter_with`] scaling by `scale` (no multiplication when it is 1).
+fn scatter<T: Copy + std::ops::Mul<f64, Output = T>>(
+    block: &[T],
+    n: (usize, usize),
+    bl: usize,
+    dst: &mut [T],
+    base: usize,
+    stride: usize,
+    scale: f64,
+) {
+    if scale == 1.0 {
+        scatter_with(block, n, bl, dst, base, stride, |v| v);
+    } else {
+        scatter_with(block, n, bl, dst, base, stride, |v| v * scale);
+    }
+}
+
+fn scale_all<T: Copy + std::ops::Mul<f64, Output = T>>(v: &mut [T], scale: f64) {
+    if scale != 1.0 {
+        v.iter_mut().for_each(|x| *x = *x * scale);
+    }
+}
+
+/// Visits the blocks of a strided transform: `f(i, t0, bl)` for each run
+/// of `bl <= block` lines (the runs of one `i` as equal as they can be) that neighbour each other along the contiguous
+/// axis, starting at index `t0` of that axis and `i` of the third.
+fn for_blocks(
+    g: &Geom,
+    block: usize,
+    mut f: impl FnMut(usize, usize, usize) -> Result<(), FftError>,
+) -> Result<(), FftError> {
+    let (c, o) = block_axes(g);
+    // Blocks of nearly equal size (no short last block).
+    let len = g.shape[c];
+    let count = len.div_ceil(block.max(1));
+    for i in 0..g.shape[o] {
+        let mut t0 = 0;
+        for b in 0..count {
+            let bl = len / count + usize::from(b < len % count);
+            f(i, t0, bl)?;
+            t0 += bl;
+        }
+    }
+    Ok(())
+}
+
+/// The contiguous axis other than `g.axis`, then the third axis.
+fn block_axes(g: &Geom) -> (usize, usize) {
+    let (a, b) = others(g.axis);
+    if g.strides[b] == 1 {
+        (b, a)
+    } else {
+        (a, b)
+    }
+}
+
+/// Offset of the line at index `i` of the third axis and `t` of the
+/// contiguous one.
+fn line_at(g: &Geom, i: usize, t: usize) -> usize {
+    let (c, o) = block_axes(g);
+    i * g.strides[o] + t * g.strides[c]
+}
+
+/// Applies `plan` to every line along `g.axis` of one field or plane: from
+/// `src` into `dst`, or in place in `dst`, each result scaled by `scale`.
+/// Contiguous lines are transformed in runs of `block`; strided lines are
+/// gathered `block` at a time (neighbours along the contiguous axis) into
+/// consecutive lines, transformed together and scattered back. Each line
+/// gets the same 1D plan whatever the grouping, so the bits do not depend
+/// on it.
+fn c2c_lines(
+    plan: &dyn Fft<f64>,
+    g: &Geom,
+    src: Option<&[Complex64]>,
+    dst: &mut [Complex64],
+    scale: f64,
+    line: &mut [Complex64],
+    block: usize,
+) {
+    let n = g.shape[g.axis];
+    if n == 0 || g.len() == 0 {
+        return;
+    }
+    let (fft_scratch, rest) = line.split_at_mut(plan.get_inplace_scratch_len());
+    let stride = g.strides[g.axis];
+    if stride == 1 || g.len() == n {
+        let block = block.min(rest.len() / n).max(1);
+        for (k, d) in dst.chunks_mut(block * n).enumerate() {
+            if let Some(s) = src {
+                d.copy_from_slice(&s[k * block * n..][..d.len()]);
+            }
+            plan.process_with_scratch(d, fft_scratch);
+            scale_all(d, scale);
+        }
+        return;
+    }
+    // Lines one cache line apart when the scratch has room.
+    let pitch = if rest.len() >= n + PAD { n + PAD } else { n };
+    let block = block.min(rest.len() / pitch).max(1);
+    let buf = &mut rest[..block * pitch];
+    let _ = for_blocks(g, block, |i, t0, bl| {
+        let base = line_at(g, i, t0);
+        gather(src.unwrap_or(dst), base, stride, (n, pitch), bl, buf);
+        for l in buf.chunks_exact_mut(pitch).take(bl) {
+            plan.process_with_scratch(&mut l[..n], fft_scratch);
+        }
+        scatter(buf, (n, pitch), bl, dst, base, stride, scale);
+        Ok(())
+    });
+}
+
+/// Splits the line scratch of a real step into the plan's scratch, a real
+/// block of `BLOCK` lines of `n` (`n + 2 PAD` apart) and a complex block of
+/// `BLOCK` lines of `m` (`m + PAD` apart).
+fn real_split(
+    line: &mut [Complex64],
+    need: usize,
+    n: usize,
+    m: usize,
+) -> (&mut [Complex64], &mut [f64], &mut [Complex64]) {
+    let (sh, rest) = line.split_at_mut(need);
+    let (r, c) = rest.split_at_mut((BLOCK * (n + 2 * PAD)).div_ceil(2));
+    (
+        sh,
+        &mut as_real(r)[..BLOCK * (n + 2 * PAD)],
+        &mut c[..BLOCK * (m + PAD)],
+    )
+}
+
+fn realfft_error(e: realfft::FftError) -> FftError {
+    FftError::Invalid(e.to_string())
+}
+
+/// Real-to-complex transform of every line along the halved axis of one
+/// field or plane, from `src` (real geometry) into `dst` (complex
+/// geometry), each result scaled by `scale`; strided lines go through
+/// blocks as in [`c2c_lines`].
+fn r2c_lines(
+    plan: &dyn RealToComplex<f64>,
+    (rg, src): (&Geom, &[f64]),
+    (cg, dst): (&Geom, &mut [Complex64]),
+    scale: f64,
+    line: &mut [Complex64],
+) -> Result<(), FftError> {
+    let (n, m) = (rg.shape[rg.axis], cg.shape[cg.axis]);
+    if n == 0 || rg.len() == 0 {
+        return Ok(());
+    }
+    let (sh, rblock, cblock) = real_split(line, plan.get_scratch_len(), n, m);
+    let (rs, cs) = (rg.strides[rg.axis], cg.strides[cg.axis]);
+    if rs == 1 || rg.len() == n {
+        // Lines are back to back in both geometries.
+        for (r, c) in src.chunks_exact(n).zip(dst.chunks_exact_mut(m)) {
+            rblock[..n].copy_from_slice(r);
+            plan.process_with_scratch(&mut rblock[..n], c, sh)
+                .map_err(realfft_error)?;
+            scale_all(c, scale);
+        }
+        return Ok(());
+    }
+    // The real and complex geometries differ only along the halved axis:
+    // a line has the same indices in both.
+    for_blocks(rg, BLOCK, |i, t0, bl| {
+        let (rbase, cbase) = (line_at(rg, i, t0), line_at(cg, i, t0));
+        gather(src, rbase, rs, (n, n + 2 * PAD), bl, rblock);
+        let pairs = rblock
+            .chunks_exact_mut(n + 2 * PAD)
+            .zip(cblock.chunks_exact_mut(m + PAD));
+        for (r, c) in pairs.take(bl) {
+            plan.process_with_scratch(&mut r[..n], &mut c[..m], sh)
+                .map_err(realfft_error)?;
+        }
+        scatter(cblock, (m, m + PAD), bl, dst, cbase, cs, scale);
+        Ok(())
+    })
+}
+
+/// Complex-to-real transform of every line along the halved axis of one
+/// field or plane, from `src` (complex geometry) into `dst` (real
+/// geometry), each result scaled by `scale`; the imaginary parts that must
+/// vanish (zero and Nyquist frequencies) are ignored.
+fn c2r_lines(
+    plan: &dyn ComplexToReal<f64>,
+    (cg, src): (&Geom, &[Complex64]),
+    (rg, dst): (&Geom, &mut [f64]),
+    scale: f64,
+    line: &mut [Complex64],
+) -> Result<(), FftError> {
+    let (n, m) = (rg.shape[rg.axis], cg.shape[cg.axis]);
+    if n == 0 || rg.len() == 0 {
+        return Ok(());
+    }
+    let (sh, rblock, cblock) = real_split(line, plan.get_scratch_len(), n, m);
+    let fix = |c: &mut [Complex64]| {
+        c[0].im = 0.0;
+        if n % 2 == 0 {
+            c[m - 1].im = 0.0;
+        }
+    };
+    let (rs, cs) = (rg.strides[rg.axis], cg.strides[cg.axis]);
+    if rs == 1 || rg.len() == n {
+        for (c, r) in src.chunks_exact(m).zip(dst.chunks_exact_mut(n)) {
+            let cl = &mut cblock[..m];
+            cl.copy_from_slice(c);
+            fix(cl);
+            plan.process_with_scratch(cl, r, sh)
+                .map_err(realfft_error)?;
+            scale_all(r, scale);
+        }
+        return Ok(());
+    }
+    for_blocks(rg, BLOCK, |i, t0, bl| {
+        let (rbase, cbase) = (line_at(rg, i, t0), line_at(cg, i, t0));
+        gather(src, cbase, cs, (m, m + PAD), bl, cblock);
+        let pairs = cblock
+            .chunks_exact_mut(m + PAD)
+            .zip(rblock.chunks_exact_mut(n + 2 * PAD));
+        for (c, r) in pairs.take(bl) {
+            let c = &mut c[..m];
+            fix(c);
+            plan.process_with_scratch(c, &mut r[..n], sh)
+                .map_err(realfft_error)?;
+        }
+        scatter(rblock, (n, n + 2 * PAD), bl, dst, rbase, rs, scale);
+        Ok(())
+    })
+}
+
+/// Applies `plan` to every line along `axis` of `batch` fields in
+/// `layout` (for the derivative plans); `scratch` holds the plan's scratch
+/// and at least one line, and as many lines as fit (up to a block) are
+/// transformed together.
 pub(crate) fn fft_lines_pub(
     plan: &dyn Fft<f64>,
     layout: &Layout,
@@ -670,7 +1295,14 @@ pub(crate) fn fft_lines_pub(
     data: &mut [Complex64],
     scratch: &mut [Complex64],
 ) {
-    fft_lines(plan, layout, rank, axis, batch, data, scratch)
+    let g = Geom::of(layout, rank, axis);
+    let len = g.len();
+    if len == 0 {
+        return;
+    }
+    for field in data.chunks_exact_mut(len).take(batch) {
+        c2c_lines(plan, &g, None, field, 1.0, scratch, BLOCK);
+    }
 }
 
 /// A layout with `axis` whole and contiguous (a pencil, or a slab when no
@@ -683,144 +1315,282 @@ pub(crate) fn layout_for_axis(
     layout_for(global, p, axis, None)
 }
 
-/// Applies `plan` to every line along `axis` (whole in `layout`).
-fn fft_lines(
-    plan: &dyn Fft<f64>,
-    layout: &Layout,
-    rank: usize,
-    axis: usize,
-    batch: usize,
-    data: &mut [Complex64],
-    scratch: &mut [Complex64],
-) {
-    let n = layout.global()[axis];
-    let stride = layout.strides(rank)[axis];
-    let len = layout.local_len(rank);
-    let (fft_scratch, line) = scratch.split_at_mut(scratch.len() - n.max(1));
-    let fft_scratch = &mut fft_scratch[..plan.get_inplace_scratch_len()];
-    for f in 0..batch {
-        let field = &mut data[f * len..(f + 1) * len];
-        if stride == 1 {
-            // Lines are contiguous and back to back.
-            if len > 0 {
-                plan.process_with_scratch(field, fft_scratch);
-            }
-            continue;
-        }
-        for_lines(layout, rank, axis, |o| {
-            for (k, v) in line.iter_mut().enumerate().take(n) {
-                *v = field[o + k * stride];
-            }
-            plan.process_with_scratch(&mut line[..n], fft_scratch);
-            for k in 0..n {
-                field[o + k * stride] = line[k];
-            }
-        });
+#[cfg(test)]
+mod tests {
+    //! The blocked, plane-fused execution against a plain one: every line
+    //! gathered alone and transformed by a fresh 1D plan, axis after axis,
+    //! on a row-major copy. The bits must be the same.
+    use super::*;
+    use comm::local;
+
+    /// Row-major index of global point `p`.
+    fn rm(g: [usize; 3], p: [usize; 3]) -> usize {
+        (p[0] * g[1] + p[1]) * g[2] + p[2]
     }
-}
 
-/// The lines along the halved axis of a real-to-complex step: the same
-/// line in the real and in the complex layout.
-struct RealLines<'a> {
-    real: &'a Layout,
-    complex: &'a Layout,
-    rank: usize,
-    axis: usize,
-    batch: usize,
-}
+    /// Memory offset of `p` in a one-rank layout.
+    fn mem(l: &Layout, p: [usize; 3]) -> usize {
+        let st = l.strides(0);
+        p[0] * st[0] + p[1] * st[1] + p[2] * st[2]
+    }
 
-impl RealLines<'_> {
-    /// Calls `f(real_offset, real_stride, complex_offset, complex_stride)`
-    /// for every line of every field.
-    fn each(
-        &self,
-        mut f: impl FnMut(usize, usize, usize, usize) -> Result<(), FftError>,
-    ) -> Result<(), FftError> {
-        let (rs, cs) = (
-            self.real.strides(self.rank),
-            self.complex.strides(self.rank),
-        );
-        let (rlen, clen) = (
-            self.real.local_len(self.rank),
-            self.complex.local_len(self.rank),
-        );
-        let s = self.real.local_shape(self.rank);
-        let (a, b) = others(self.axis);
-        for fld in 0..self.batch {
-            for i in 0..s[a] {
-                for j in 0..s[b] {
-                    let ro = fld * rlen + i * rs[a] + j * rs[b];
-                    let co = fld * clen + i * cs[a] + j * cs[b];
-                    f(ro, rs[self.axis], co, cs[self.axis])?;
+    fn points(g: [usize; 3]) -> impl Iterator<Item = [usize; 3]> {
+        (0..g[0]).flat_map(move |i| (0..g[1]).flat_map(move |j| (0..g[2]).map(move |k| [i, j, k])))
+    }
+
+    fn value(i: usize) -> Complex64 {
+        let h = |x: usize| ((x.wrapping_mul(2_654_435_761) >> 7) % 1999) as f64 / 999.5 - 1.0;
+        Complex64::new(h(i), h(i ^ 0x5bd1))
+    }
+
+    /// Every line along `axis` of a row-major array through `f`.
+    fn each_line(
+        g: [usize; 3],
+        axis: usize,
+        data: &mut [Complex64],
+        mut f: impl FnMut(&mut Vec<Complex64>),
+    ) {
+        let (a, b) = others(axis);
+        let st = [g[1] * g[2], g[2], 1];
+        for i in 0..g[a] {
+            for j in 0..g[b] {
+                let o = i * st[a] + j * st[b];
+                let mut line: Vec<Complex64> =
+                    (0..g[axis]).map(|k| data[o + k * st[axis]]).collect();
+                f(&mut line);
+                for (k, v) in line.into_iter().enumerate() {
+                    data[o + k * st[axis]] = v;
                 }
             }
         }
-        Ok(())
     }
 
-    /// Splits the line scratch into the plan's scratch, a complex line and
-    /// a real line.
-    fn split<'s>(
-        &self,
-        need: usize,
-        scratch: &'s mut [Complex64],
-    ) -> (&'s mut [Complex64], &'s mut [Complex64], &'s mut [f64]) {
-        let n = self.real.global()[self.axis];
-        let m = self.complex.global()[self.axis];
-        let (sh, rest) = scratch.split_at_mut(need);
-        let (cline, rest) = rest.split_at_mut(m);
-        (sh, cline, &mut as_real(rest)[..n])
+    fn c2c_reference(
+        g: [usize; 3],
+        x: &[Complex64],
+        dir: FftDirection,
+        scale: f64,
+    ) -> Vec<Complex64> {
+        let mut d = x.to_vec();
+        let axes = if dir == FftDirection::Forward {
+            [2, 1, 0]
+        } else {
+            [0, 1, 2]
+        };
+        for axis in axes {
+            let plan = FftPlanner::<f64>::new().plan_fft(g[axis], dir);
+            each_line(g, axis, &mut d, |l| plan.process(l));
+        }
+        if scale != 1.0 {
+            d.iter_mut().for_each(|v| *v *= scale);
+        }
+        d
     }
 
-    /// Real-to-complex transform of every line of `input` into `output`.
-    fn forward(
-        &self,
-        plan: &dyn RealToComplex<f64>,
-        input: &mut [f64],
-        output: &mut [Complex64],
-        scratch: &mut [Complex64],
-    ) -> Result<(), FftError> {
-        let (sh, cline, rline) = self.split(plan.get_scratch_len(), scratch);
-        self.each(|ro, rst, co, cst| {
-            for (k, v) in rline.iter_mut().enumerate() {
-                *v = input[ro + k * rst];
-            }
-            plan.process_with_scratch(rline, cline, sh)
-                .map_err(|e| FftError::Invalid(e.to_string()))?;
-            for (k, v) in cline.iter().enumerate() {
-                output[co + k * cst] = *v;
-            }
-            Ok(())
-        })
+    fn bits(v: &[Complex64]) -> Vec<(u64, u64)> {
+        v.iter().map(|c| (c.re.to_bits(), c.im.to_bits())).collect()
     }
 
-    /// Complex-to-real transform of every line of `input` into `output`; the
-    /// imaginary parts that must vanish (zero and Nyquist frequencies) are
-    /// ignored.
-    fn backward(
-        &self,
-        plan: &dyn ComplexToReal<f64>,
-        input: &mut [Complex64],
-        output: &mut [f64],
-        scratch: &mut [Complex64],
-    ) -> Result<(), FftError> {
-        let n = self.real.global()[self.axis];
-        let (sh, cline, rline) = self.split(plan.get_scratch_len(), scratch);
-        self.each(|ro, rst, co, cst| {
-            for (k, v) in cline.iter_mut().enumerate() {
-                *v = input[co + k * cst];
+    #[test]
+    fn c2c_has_the_bits_of_line_by_line_transforms() {
+        let cases: [([usize; 3], [usize; 3], usize); 7] = [
+            ([8, 6, 10], [0, 1, 2], 1),
+            ([5, 6, 130], [0, 1, 2], 1),
+            ([5, 70, 9], [0, 1, 2], 2),
+            ([12, 7, 130], [2, 0, 1], 1),
+            ([9, 66, 4], [1, 2, 0], 2),
+            ([3, 4, 5], [2, 1, 0], 1),
+            ([16, 16, 16], [1, 0, 2], 3),
+        ];
+        for (g, order, batch) in cases {
+            let layout = Layout::new(g, [1, 1, 1], order).unwrap();
+            for norm in [
+                Normalization::Full,
+                Normalization::Symmetric,
+                Normalization::None,
+            ] {
+                let opts = Options {
+                    batch,
+                    normalization: norm,
+                    ..Options::default()
+                };
+                let res = local::run(1, |c| {
+                    let mut p = Fft3d::new(c, &layout, Kind::C2C, opts)?;
+                    let len = layout.local_len(0);
+                    let x: Vec<Complex64> = (0..len * batch).map(value).collect();
+                    let mut y = vec![Complex64::default(); p.output_len()];
+                    let mut z = vec![Complex64::default(); p.input_len()];
+                    let mut s = vec![Complex64::default(); p.scratch_len()];
+                    p.forward(c, &x, &mut y, &mut s)?;
+                    p.backward(c, &y, &mut z, &mut s)?;
+                    Ok::<_, FftError>((x, y, z))
+                })
+                .unwrap();
+                let (x, y, z) = &res[0];
+                let n = (g[0] * g[1] * g[2]) as f64;
+                let (sf, sb) = match norm {
+                    Normalization::None => (1.0, 1.0),
+                    Normalization::Full => (1.0, 1.0 / n),
+                    Normalization::Symmetric => (1.0 / n.sqrt(), 1.0 / n.sqrt()),
+                };
+                let len = layout.local_len(0);
+                for f in 0..batch {
+                    let field = |v: &[Complex64]| -> Vec<Complex64> {
+                        let mut out = vec![Complex64::default(); len];
+                        for p in points(g) {
+                            out[rm(g, p)] = v[f * len + mem(&layout, p)];
+                        }
+                        out
+                    };
+                    let want = c2c_reference(g, &field(x), FftDirection::Forward, sf);
+                    assert_eq!(
+                        bits(&field(y)),
+                        bits(&want),
+                        "forward {g:?} {order:?} {norm:?} field {f}"
+                    );
+                    let back = c2c_reference(g, &field(y), FftDirection::Inverse, sb);
+                    assert_eq!(
+                        bits(&field(z)),
+                        bits(&back),
+                        "backward {g:?} {order:?} {norm:?} field {f}"
+                    );
+                }
             }
-            let m = cline.len();
-            cline[0].im = 0.0;
-            if n % 2 == 0 {
-                cline[m - 1].im = 0.0;
+        }
+    }
+
+    #[test]
+    fn r2c_has_the_bits_of_line_by_line_transforms() {
+        let cases: [([usize; 3], [usize; 3], usize); 6] = [
+            ([8, 6, 10], [0, 1, 2], 2),
+            ([5, 6, 130], [0, 1, 2], 0),
+            ([6, 70, 9], [0, 1, 2], 1),
+            ([12, 7, 130], [2, 0, 1], 0),
+            ([9, 66, 4], [1, 2, 0], 1),
+            ([7, 5, 11], [2, 1, 0], 2),
+        ];
+        for (g, order, halved) in cases {
+            let layout = Layout::new(g, [1, 1, 1], order).unwrap();
+            let batch = 2;
+            let opts = Options {
+                batch,
+                ..Options::default()
+            };
+            let mut cg = g;
+            cg[halved] = g[halved] / 2 + 1;
+            let clayout = layout.with_global(cg).unwrap();
+            let res = local::run(1, |c| {
+                let mut p = Fft3d::new(c, &layout, Kind::R2C { halved }, opts)?;
+                let x: Vec<f64> = (0..p.input_len()).map(|i| value(i).re).collect();
+                let mut y = vec![Complex64::default(); p.output_len()];
+                let mut z = vec![0.0; p.input_len()];
+                let mut s = vec![Complex64::default(); p.scratch_len()];
+                p.forward_r2c(c, &x, &mut y, &mut s)?;
+                p.backward_c2r(c, &y, &mut z, &mut s)?;
+                Ok::<_, FftError>((x, y, z))
+            })
+            .unwrap();
+            let (x, y, z) = &res[0];
+            let (a, b) = others(halved);
+            let (rlen, clen) = (layout.local_len(0), clayout.local_len(0));
+            for f in 0..batch {
+                // Forward: real lines along the halved axis, then complex
+                // lines along b and a.
+                let mut want = vec![Complex64::default(); clen];
+                let mut rp = RealFftPlanner::<f64>::new();
+                let r2c = rp.plan_fft_forward(g[halved]);
+                let c2r = rp.plan_fft_inverse(g[halved]);
+                for p in points(g).filter(|p| p[halved] == 0) {
+                    let mut line: Vec<f64> = (0..g[halved])
+                        .map(|k| {
+                            let mut q = p;
+                            q[halved] = k;
+                            x[f * rlen + mem(&layout, q)]
+                        })
+                        .collect();
+                    let mut out = r2c.make_output_vec();
+                    r2c.process(&mut line, &mut out).unwrap();
+                    for (k, v) in out.into_iter().enumerate() {
+                        let mut q = p;
+                        q[halved] = k;
+                        want[rm(cg, q)] = v;
+                    }
+                }
+                for axis in [b, a] {
+                    let plan = FftPlanner::<f64>::new().plan_fft_forward(g[axis]);
+                    each_line(cg, axis, &mut want, |l| plan.process(l));
+                }
+                let got: Vec<Complex64> =
+                    points(cg).map(|p| y[f * clen + mem(&clayout, p)]).collect();
+                assert_eq!(
+                    bits(&got),
+                    bits(&want),
+                    "forward {g:?} {order:?} halved {halved}"
+                );
+                // Backward from the same spectrum, scaled by 1/N.
+                let mut spec = got;
+                for axis in [a, b] {
+                    let plan = FftPlanner::<f64>::new().plan_fft_inverse(g[axis]);
+                    each_line(cg, axis, &mut spec, |l| plan.process(l));
+                }
+                let s = 1.0 / (g[0] * g[1] * g[2]) as f64;
+                for p in points(cg).filter(|p| p[halved] == 0) {
+                    let mut line: Vec<Complex64> = (0..cg[halved])
+                        .map(|k| {
+                            let mut q = p;
+                            q[halved] = k;
+                            spec[rm(cg, q)]
+                        })
+                        .collect();
+                    line[0].im = 0.0;
+                    if g[halved] % 2 == 0 {
+                        line[cg[halved] - 1].im = 0.0;
+                    }
+                    let mut out = c2r.make_output_vec();
+                    c2r.process(&mut line, &mut out).unwrap();
+                    for (k, v) in out.into_iter().enumerate() {
+                        let mut q = p;
+                        q[halved] = k;
+                        let got = z[f * rlen + mem(&layout, q)];
+                        assert_eq!(
+                            got.to_bits(),
+                            (v * s).to_bits(),
+                            "backward {g:?} {order:?} halved {halved} at {q:?}"
+                        );
+                    }
+                }
             }
-            plan.process_with_scratch(cline, rline, sh)
-                .map_err(|e| FftError::Invalid(e.to_string()))?;
-            for (k, v) in rline.iter().enumerate() {
-                output[ro + k * rst] = *v;
+        }
+    }
+
+    #[test]
+    fn strided_blocks_cover_every_line_once() {
+        // A counting "transform" through the block machinery: each value
+        // must be visited exactly once, whatever the block size.
+        for (shape, order, axis) in [
+            ([5, 70, 9], [0, 1, 2], 1),
+            ([9, 3, 130], [1, 0, 2], 0),
+            ([4, 6, 200], [0, 1, 2], 0),
+        ] {
+            let layout = Layout::new(shape, [1, 1, 1], order).unwrap();
+            let g = Geom::of(&layout, 0, axis);
+            for block in [1, 3, 64, 1000] {
+                let mut seen = vec![0u32; g.len()];
+                for_blocks(&g, block, |i, t0, bl| {
+                    assert!(bl >= 1 && bl <= block);
+                    for t in 0..bl {
+                        for k in 0..g.shape[axis] {
+                            seen[line_at(&g, i, t0 + t) + k * g.strides[axis]] += 1;
+                        }
+                    }
+                    Ok(())
+                })
+                .unwrap();
+                assert!(
+                    seen.iter().all(|&c| c == 1),
+                    "{shape:?} {order:?} axis {axis} block {block}"
+                );
             }
-            Ok(())
-        })
+        }
     }
 }

@@ -67,6 +67,9 @@ pub enum Target {
     /// The dynamo app: the Christensen et al. (2001) benchmark values
     /// (`--case 0|1`) or the time per step and its phases (`--perf`).
     Dynamo(crate::dynamo::BenchArgs),
+    /// dfft: local 3D transforms (c2c, r2c) on one core against FFTW
+    /// (MEASURE, out of place) and scipy's pocketfft in the same run.
+    Fft(crate::fft_bench::Args),
     /// The flow app: sphere-array drag vs Zick and Homsy and Hasimoto
     /// (`--permeability`), Taylor-Green decay (`--taylor-green`), a random
     /// bed (`--bed`), the cost of a step (`--perf`).
@@ -501,6 +504,7 @@ pub fn run(target: &Target) -> Result<()> {
         Target::MethodCost(a) => return crate::cost::run(a),
         Target::Dynamo(a) => return crate::dynamo::bench(a),
         Target::Flow(a) => return crate::flow::bench(a),
+        Target::Fft(a) => return crate::fft_bench::run(a),
         Target::Gpu(a) => return crate::gpu::bench(a),
     };
     let start = Instant::now();

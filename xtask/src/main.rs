@@ -21,6 +21,10 @@
 //!   (1982) and Hasimoto (1959) with the observed order, the Taylor-Green
 //!   energy decay, a random bed's iteration counts, the cost of a step
 //!   ([`mod@flow`]).
+//! - `cargo xtask bench fft [--sizes 64,128,256] [--kinds c2c,r2c]`:
+//!   `dfft`'s local 3D transforms on one core against FFTW (linked by a
+//!   `dfft` example behind the `fftw` feature) and scipy's pocketfft;
+//!   table, `fft.json` and `fft.png` ([`fft_bench`]).
 //! - `cargo xtask bench heat3d [--quick] [--out DIR]`: weak scaling, the
 //!   order sweep against a memory-bandwidth reference, blocking vs overlap;
 //!   tables, `heat3d.json` and `heat3d.png` ([`mod@bench`]).
@@ -40,6 +44,7 @@ mod bitexact_spectral;
 mod ci;
 mod cost;
 mod dynamo;
+mod fft_bench;
 mod fft_suite;
 mod flow;
 mod gpu;
