@@ -7,7 +7,7 @@
 //!    `--quick`), 1, 2 and 4 in-process ranks on grids that stack the
 //!    bricks (global size = brick × grid), FD-2, both exchange modes; the
 //!    per-phase medians of heat3d's report and the efficiency t(1)/t(P).
-//! 2. **Order sweep**: orders 2, 4, 8, 12, 20 on one rank at 256³ (128³
+//! 2. **Order sweep**: orders 2, 4, ..., 20 on one rank at 256³ (128³
 //!    quick), blocking mode (one sweep over the box). Around each run,
 //!    measured by this process half just before and half just after it,
 //!    the copy floor ([`crate::stream`]): the faster of the library copy
@@ -16,7 +16,13 @@
 //!    the step is from the memory-bandwidth bound; the project's goal is
 //!    FD-2 at 256³ within 1.15×. STREAM's scale loop over the same arrays
 //!    is printed beside it (it is slower than the floor, so a ratio against
-//!    it would flatter the stencil).
+//!    it would flatter the stencil). Each order's sweep rate in GFLOP/s
+//!    (`1 + 9 order/2` flops per cell, over the `interior` phase) is set
+//!    against the core's FMA peak, measured in the same run by a loop of
+//!    independent FMA chains on the widest vectors the CPU has
+//!    ([`heat3d::stencil::peak`]; the best pass, before and after the
+//!    sweep). The sweep may not fuse its multiplies and adds (its bits must
+//!    match the device kernel's), so half of that peak is its ceiling.
 //! 3. **Blocking vs overlap** at 2 and 4 ranks, from the weak-scaling runs:
 //!    step time and exposed wait (the `wait` phase) per mode.
 //!
@@ -28,6 +34,8 @@
 use crate::stream::{self, Stream};
 use crate::util::{self, HeatReport, Timings};
 use anyhow::{bail, Context, Result};
+use heat3d::stencil::peak::{self, fma_peak, FmaPeak};
+use heat3d::stencil::Kernel;
 use serde::Serialize;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -163,7 +171,11 @@ impl Plan {
 /// Rank counts and grids of the weak-scaling runs.
 pub const WEAK: [(usize, [usize; 3]); 3] = [(1, [1, 1, 1]), (2, [2, 1, 1]), (4, [2, 2, 1])];
 /// Orders of the sweep.
-pub const ORDERS: [usize; 5] = [2, 4, 8, 12, 20];
+pub const ORDERS: [usize; 10] = [2, 4, 6, 8, 10, 12, 14, 16, 18, 20];
+/// FMAs per chain of one pass of the FMA peak loop.
+const PEAK_ITERS: usize = 4_000_000;
+/// Passes of the FMA peak loop (before and after the sweep each).
+const PEAK_PASSES: usize = 5;
 /// Exchange modes.
 pub const MODES: [&str; 2] = ["blocking", "overlap"];
 /// The project's goal: FD-2 step within this factor of the copy floor.
@@ -209,6 +221,12 @@ pub struct OrderRun {
     pub ratio: f64,
     /// Stencil sweep alone (`interior` phase) / stream pass.
     pub sweep_ratio: f64,
+    /// Flops per cell of the fused sweep (`1 + 9 order/2`).
+    pub flops_per_cell: usize,
+    /// Sweep rate: cells * flops per cell / `interior` phase, in 1e9/s.
+    pub gflops: f64,
+    /// `gflops` / the FMA peak measured in the same run.
+    pub peak_fraction: f64,
 }
 
 /// Blocking against overlap at one rank count.
@@ -362,15 +380,24 @@ fn weak(bin: &Path, dir: &Path, plan: &Plan) -> Result<Vec<WeakRun>> {
     Ok(runs)
 }
 
-/// Part 2: the order sweep against the stream reference.
-fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<Vec<OrderRun>> {
+/// Part 2: the order sweep against the stream reference and the FMA peak
+/// (measured before and after the sweep; the best pass is the peak).
+fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak)> {
     let n = plan.sweep_n;
+    let before = fma_peak(PEAK_ITERS, PEAK_PASSES);
     println!(
         "\n== order sweep: {n}^3 cells, 1 rank, blocking, {} steps ({} warm-up); stream = the copy floor (the faster of memcpy and a non-temporal copy) of one f64 array of the padded size, median of {} passes (half before, half after each run)",
         plan.sweep_steps, plan.sweep_warmup, plan.stream_reps
     );
     println!(
-        "{:>5} {:>6} {:>9} {:>9} {:>10} {:>10} {:>8} {:>10} {:>12}",
+        "stencil kernel {}; FMA peak before the sweep {:.1} GFLOP/s ({}, {} lanes; %peak below is of this figure)",
+        Kernel::detect().name(),
+        before.gflops,
+        before.isa,
+        before.lanes
+    );
+    println!(
+        "{:>5} {:>6} {:>9} {:>9} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8} {:>7}",
         "order",
         "padded",
         "step ms",
@@ -379,7 +406,9 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<Vec<OrderRun>> {
         "stream ms",
         "GB/s",
         "step/strm",
-        "sweep/strm"
+        "sweep/strm",
+        "GFLOP/s",
+        "%peak"
     );
     let mut runs = vec![];
     for order in ORDERS {
@@ -405,6 +434,12 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<Vec<OrderRun>> {
             plan.stream_reps - plan.stream_reps / 2,
         ));
         let s = Stream::from_passes(elements, &times);
+        let flops_per_cell = peak::flops_per_cell(order);
+        let gflops = if r.timings.interior > 0.0 {
+            (n * n * n * flops_per_cell) as f64 / r.timings.interior / 1e9
+        } else {
+            0.0
+        };
         let run = OrderRun {
             order,
             padded,
@@ -414,9 +449,12 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<Vec<OrderRun>> {
             stream: s,
             ratio: r.timings.step / s.seconds,
             sweep_ratio: r.timings.interior / s.seconds,
+            flops_per_cell,
+            gflops,
+            peak_fraction: gflops / before.gflops,
         };
         println!(
-            "{:>5} {:>6} {:>9.3} {:>9.3} {:>10.1} {:>10.3} {:>8.2} {:>9.2}x {:>11.2}x",
+            "{:>5} {:>6} {:>9.3} {:>9.3} {:>10.1} {:>10.3} {:>8.2} {:>9.2}x {:>11.2}x {:>8.2} {:>6.1}%",
             order,
             padded,
             ms(run.timings.step),
@@ -425,10 +463,33 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<Vec<OrderRun>> {
             ms(s.seconds),
             s.gb_per_s,
             run.ratio,
-            run.sweep_ratio
+            run.sweep_ratio,
+            run.gflops,
+            100.0 * run.peak_fraction
         );
         runs.push(run);
     }
+    let after = fma_peak(PEAK_ITERS, PEAK_PASSES);
+    let best = if after.gflops > before.gflops {
+        after
+    } else {
+        before
+    };
+    for r in &mut runs {
+        r.peak_fraction = r.gflops / best.gflops;
+    }
+    println!(
+        "FMA peak (best pass before and after): {:.1} GFLOP/s; the sweep's ceiling without fused multiply-adds is half of it; best order: {}",
+        best.gflops,
+        runs.iter()
+            .max_by(|a, b| a.peak_fraction.total_cmp(&b.peak_fraction))
+            .map_or(String::new(), |r| format!(
+                "FD-{} at {:.2} GFLOP/s, {:.1}% of peak",
+                r.order,
+                r.gflops,
+                100.0 * r.peak_fraction
+            ))
+    );
     if let Some(r) = runs.iter().find(|r| r.order == 2) {
         let scale = Stream::from_passes(
             r.stream.elements,
@@ -450,7 +511,7 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<Vec<OrderRun>> {
             }
         );
     }
-    Ok(runs)
+    Ok((runs, best))
 }
 
 /// Part 3: blocking against overlap, from the weak-scaling runs.
@@ -527,7 +588,7 @@ pub fn run(target: &Target) -> Result<()> {
         println!("warning: the machine is busy before the bench starts; times will be noisy");
     }
     let weak_runs = weak(&bin, &dir, &plan)?;
-    let order_runs = orders(&bin, &dir, &plan)?;
+    let (order_runs, peak) = orders(&bin, &dir, &plan)?;
     let overlap_rows = overlap(&weak_runs);
     let _ = std::fs::remove_dir_all(&dir);
 
@@ -553,6 +614,14 @@ pub fn run(target: &Target) -> Result<()> {
             "ranks": 1,
             "mode": "blocking",
             "stream": "copy floor: per pass the faster of copy_from_slice and a non-temporal-store copy of (n + order)^3 f64, single thread, median of the passes (half just before, half just after the heat3d run); bytes = 2 * 8 * padded^3",
+            "kernel": Kernel::detect().name(),
+            "fma_peak": {
+                "gflops": peak.gflops,
+                "isa": peak.isa,
+                "lanes": peak.lanes,
+                "what": "best pass (before or after the sweep) of 16 independent chains of FMAs on the widest vectors, 2 flops per lane; the sweeps do not fuse, so half of it is their ceiling",
+            },
+            "gflops": "cells * (1 + 9 order/2) flops / interior phase (the sweep alone)",
             "runs": order_runs,
             "goal": {
                 "order": 2,

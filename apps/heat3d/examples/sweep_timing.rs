@@ -1,0 +1,104 @@
+//! One stencil sweep over a cube on every CPU kernel and store policy this
+//! machine has, with a copy of the same bytes and the FMA peak beside it:
+//!
+//! ```text
+//! cargo run --release -p heat3d --example sweep_timing -- N ORDER [REPS]
+//! ```
+//!
+//! Every kernel's output is checked bit for bit against the first one's.
+//! Times are the median of `REPS` sweeps (default 10) of the `N^3` owned
+//! cells of a field with `ORDER / 2` ghost layers; the copy moves one padded
+//! array into another with `copy_from_slice`.
+
+use halo::{FieldLayout, Region};
+use heat3d::stencil::peak::{flops_per_cell, fma_peak};
+use heat3d::stencil::{Kernel, Stores, Sweep};
+use std::time::Instant;
+
+fn median(mut t: Vec<f64>) -> f64 {
+    t.sort_by(f64::total_cmp);
+    t[t.len() / 2]
+}
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().expect("arguments: N ORDER [REPS]"))
+        .collect();
+    let (n, order) = match args[..] {
+        [n, order, ..] => (n, order),
+        _ => panic!("arguments: N ORDER [REPS]"),
+    };
+    let reps = args.get(2).copied().unwrap_or(10).max(1);
+    let r = order / 2;
+    let layout = FieldLayout {
+        owned: [n; 3],
+        ghost: [r; 3],
+        components: 1,
+    };
+    let len = layout.padded_len();
+    let u: Vec<f64> = (0..len)
+        .map(|i| ((i * 7919) % 1000) as f64 * 1e-3)
+        .collect();
+    let mut out = vec![0.0; len];
+    let region = Region {
+        lo: [r; 3],
+        hi: [n + r; 3],
+    };
+    out.copy_from_slice(&u);
+    let copy = median(
+        (0..reps)
+            .map(|_| {
+                let t = Instant::now();
+                out.copy_from_slice(std::hint::black_box(&u));
+                t.elapsed().as_secs_f64()
+            })
+            .collect(),
+    );
+    let peak = fma_peak(4_000_000, 5);
+    println!(
+        "{n}^3, order {order}: copy of the padded array {:.3} ms; FMA peak {:.1} GFLOP/s ({})",
+        copy * 1e3,
+        peak.gflops,
+        peak.isa
+    );
+    let flops = (n * n * n * flops_per_cell(order)) as f64;
+    let mut reference: Option<Vec<f64>> = None;
+    for kernel in Kernel::ALL.into_iter().filter(|k| k.available()) {
+        for stores in [Stores::Cached, Stores::Streaming] {
+            if kernel == Kernel::Scalar && stores == Stores::Streaming {
+                continue; // the scalar kernel always uses plain stores
+            }
+            let sweep = Sweep::new(order, [0.1; 3], 1e-3, true)
+                .and_then(|s| s.with_kernel(kernel))
+                .expect("a valid order")
+                .with_stores(stores);
+            sweep.apply(&layout, &u, &mut out, &region);
+            let t = median(
+                (0..reps)
+                    .map(|_| {
+                        let t = Instant::now();
+                        sweep.apply(&layout, &u, &mut out, &region);
+                        t.elapsed().as_secs_f64()
+                    })
+                    .collect(),
+            );
+            match &reference {
+                None => reference = Some(out.clone()),
+                Some(x) => assert!(
+                    x.iter().zip(&out).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{kernel:?} {stores:?} changed the bits"
+                ),
+            }
+            println!(
+                "{:>7} {:<9} {:>9.3} ms  {:>5.2}x the copy  {:>6.2} GFLOP/s  {:>5.1}% of the FMA peak",
+                kernel.name(),
+                format!("{stores:?}"),
+                t * 1e3,
+                t / copy,
+                flops / t / 1e9,
+                100.0 * flops / t / 1e9 / peak.gflops
+            );
+        }
+    }
+}

@@ -1,0 +1,388 @@
+//! The fused sweep with explicit SIMD along the fastest axis (AVX2 or
+//! AVX-512, chosen at run time).
+//!
+//! Each lane computes one cell with the scalar kernel's operations in the
+//! scalar kernel's order (`c u`, then for axes 0, 1, 2 and offsets
+//! `1..=R`: `v = v + w * (u(+m) + u(-m))`), as separate multiplies and
+//! adds (no fused multiply-add), so every cell has the scalar bits whatever
+//! the vector width, the unrolling or the position of the cell in its row.
+//!
+//! A row of the region is cut into vectors: `U` vectors at a time (register
+//! blocking: the weights are read once per `U * W` cells and `U`
+//! independent chains of additions are in flight), then single vectors,
+//! then one last vector that ends at the row's end and overlaps cells
+//! already computed, of which only the new lanes are stored. With
+//! non-temporal stores the first cells of a row up to the next 64-byte
+//! boundary are stored with a lane mask, and every whole cache line of the
+//! output after it with streaming stores, so no line is written by both
+//! kinds of store; the caller fences once at the end of the sweep.
+
+/// One vector of `W` doubles and the operations the sweep uses, each one
+/// IEEE operation per lane.
+pub(super) trait Vf: Copy {
+    /// Lanes.
+    const W: usize;
+    /// `v` in every lane.
+    fn splat(v: f64) -> Self;
+    /// `W` doubles from `p`.
+    ///
+    /// # Safety
+    /// `p..p + W` must be readable.
+    unsafe fn load(p: *const f64) -> Self;
+    /// `W` doubles to `p`.
+    ///
+    /// # Safety
+    /// `p..p + W` must be writable.
+    unsafe fn store(self, p: *mut f64);
+    /// `W` doubles to `p` with a non-temporal store.
+    ///
+    /// # Safety
+    /// `p..p + W` must be writable and `p` aligned to `8 W` bytes.
+    unsafe fn stream(self, p: *mut f64);
+    /// Lanes `from..W` to `p + from..p + W`; the other lanes of memory are
+    /// not touched.
+    ///
+    /// # Safety
+    /// `p + from..p + W` must be writable and `from < W`.
+    unsafe fn store_from(self, p: *mut f64, from: usize);
+    /// Lanes `0..to` to `p..p + to`.
+    ///
+    /// # Safety
+    /// `p..p + to` must be writable and `0 < to <= W`.
+    unsafe fn store_to(self, p: *mut f64, to: usize);
+    fn add(self, o: Self) -> Self;
+    fn mul(self, o: Self) -> Self;
+    /// True when every lane is finite.
+    fn all_finite(self) -> bool;
+}
+
+/// The weights of one sweep as vectors.
+pub(super) struct Weights<V, const R: usize> {
+    pub c: V,
+    pub w: [[V; R]; 3],
+}
+
+impl<V: Vf, const R: usize> Weights<V, R> {
+    #[inline(always)]
+    pub fn new(c: f64, w: &[[f64; R]; 3]) -> Self {
+        Weights {
+            c: V::splat(c),
+            w: [0, 1, 2].map(|d| std::array::from_fn(|m| V::splat(w[d][m]))),
+        }
+    }
+}
+
+/// `U` vectors of cells starting at `u` (consecutive along the fastest
+/// axis), each with the scalar kernel's order of operations.
+///
+/// # Safety
+/// Every `u + x W + o` for `x < U`, lanes `0..W` and `o` in `0`,
+/// `+-m s0`, `+-m s1`, `+-m` (`m = 1..=R`) must be readable.
+#[inline(always)]
+unsafe fn cells<V: Vf, const R: usize, const U: usize>(
+    u: *const f64,
+    s0: usize,
+    s1: usize,
+    k: &Weights<V, R>,
+) -> [V; U] {
+    // SAFETY: every address read is one the contract lists.
+    unsafe {
+        let mut v: [V; U] = std::array::from_fn(|x| k.c.mul(V::load(u.add(x * V::W))));
+        axis::<V, R, U>(&mut v, u, s0, &k.w[0]);
+        axis::<V, R, U>(&mut v, u, s1, &k.w[1]);
+        axis::<V, R, U>(&mut v, u, 1, &k.w[2]);
+        v
+    }
+}
+
+/// `v[x] = v[x] + w[m] (u(x W + (m + 1) s) + u(x W - (m + 1) s))` for
+/// `m = 0..R` in order.
+///
+/// # Safety
+/// As for [`cells`], with `s` one of its strides.
+#[inline(always)]
+unsafe fn axis<V: Vf, const R: usize, const U: usize>(
+    v: &mut [V; U],
+    u: *const f64,
+    s: usize,
+    w: &[V; R],
+) {
+    for (m, wm) in w.iter().enumerate() {
+        let o = (m + 1) * s;
+        for (x, vx) in v.iter_mut().enumerate() {
+            let p = u.wrapping_add(x * V::W);
+            // SAFETY: `p + o` and `p - o` are addresses the contract of
+            // `cells` lists.
+            let (a, b) = unsafe { (V::load(p.add(o)), V::load(p.sub(o))) };
+            *vx = vx.add(wm.mul(a.add(b)));
+        }
+    }
+}
+
+/// One cell, scalar, the same operations in the same order.
+///
+/// # Safety
+/// `u + o` must be readable for `o` in `0`, `+-m s0`, `+-m s1`, `+-m`.
+#[inline(always)]
+unsafe fn cell<const R: usize>(
+    u: *const f64,
+    s0: usize,
+    s1: usize,
+    c: f64,
+    w: &[[f64; R]; 3],
+) -> f64 {
+    // SAFETY (whole body): every address read is one the contract lists.
+    unsafe {
+        let mut v = c * *u;
+        for (d, s) in [s0, s1, 1].into_iter().enumerate() {
+            for m in 0..R {
+                let o = (m + 1) * s;
+                v += w[d][m] * (*u.add(o) + *u.sub(o));
+            }
+        }
+        v
+    }
+}
+
+/// What every row of one sweep shares.
+pub(super) struct Ctx<'a, V, const R: usize> {
+    /// Strides of axes 0 and 1 (axis 2 has stride 1).
+    pub s0: usize,
+    pub s1: usize,
+    /// The weights as vectors.
+    pub k: Weights<V, R>,
+    /// The weights as scalars (rows shorter than a vector).
+    pub c: f64,
+    pub w: &'a [[f64; R]; 3],
+    /// Non-temporal stores for the whole lines of the output.
+    pub stream: bool,
+}
+
+/// One row of `len` cells: reads around `u`, writes `out..out + len`.
+/// Adds every value written to `acc` (one lane per cell position; the
+/// scalar cells of short rows to every lane): a non-finite value makes a
+/// lane non-finite, and so can an overflow of finite values, which the
+/// caller tells apart by looking at the output again.
+///
+/// # Safety
+/// For every cell `q < len`, `u + q + o` must be readable for the offsets
+/// of [`cells`], and `out..out + len` writable and disjoint from what is
+/// read.
+#[inline(always)]
+pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
+    u: *const f64,
+    out: *mut f64,
+    len: usize,
+    ctx: &Ctx<'_, V, R>,
+    acc: &mut V,
+) {
+    let Ctx {
+        s0,
+        s1,
+        ref k,
+        c,
+        w: ws,
+        stream,
+    } = *ctx;
+    let w = V::W;
+    // SAFETY (whole body): every vector of cells starts at a cell `q` with
+    // `q + W <= len` (checked at each loop), so it reads and writes only
+    // what the contract allows; streaming stores go to `out + q` with `q`
+    // past the first 64-byte boundary, advancing by `W` (a divisor of 8).
+    unsafe {
+        if len < w {
+            let mut z = 0.0;
+            for q in 0..len {
+                let v = cell::<R>(u.add(q), s0, s1, c, ws);
+                *out.add(q) = v;
+                z += v;
+            }
+            *acc = acc.add(V::splat(z));
+            return;
+        }
+        let mut q = 0;
+        // Cells before the first 64-byte boundary of `out` (0..=7).
+        let head = (8 - (out as usize / 8) % 8) % 8;
+        let stream = stream && (out as usize) % 8 == 0 && len >= head + 8;
+        if stream {
+            while q < head {
+                let [v] = cells::<V, R, 1>(u.add(q), s0, s1, k);
+                v.store_to(out.add(q), (head - q).min(w));
+                *acc = acc.add(v);
+                q += w;
+            }
+            q = head;
+            while q + U * w <= len {
+                let v = cells::<V, R, U>(u.add(q), s0, s1, k);
+                for (x, vx) in v.iter().enumerate() {
+                    vx.stream(out.add(q + x * w));
+                    *acc = acc.add(*vx);
+                }
+                q += U * w;
+            }
+            while q + w <= len {
+                let [v] = cells::<V, R, 1>(u.add(q), s0, s1, k);
+                v.stream(out.add(q));
+                *acc = acc.add(v);
+                q += w;
+            }
+        } else {
+            while q + U * w <= len {
+                let v = cells::<V, R, U>(u.add(q), s0, s1, k);
+                for (x, vx) in v.iter().enumerate() {
+                    vx.store(out.add(q + x * w));
+                    *acc = acc.add(*vx);
+                }
+                q += U * w;
+            }
+            while q + w <= len {
+                let [v] = cells::<V, R, 1>(u.add(q), s0, s1, k);
+                v.store(out.add(q));
+                *acc = acc.add(v);
+                q += w;
+            }
+        }
+        if q < len {
+            // The last W cells of the row; lanes below `q - t` are done.
+            let t = len - w;
+            let [v] = cells::<V, R, 1>(u.add(t), s0, s1, k);
+            v.store_from(out.add(t), q - t);
+            *acc = acc.add(v);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(super) mod x86 {
+    use super::Vf;
+    use std::arch::x86_64::*;
+
+    /// Four doubles in an AVX register. Only used inside functions compiled
+    /// with AVX2, called after `Kernel::Avx2.available()` found it.
+    #[derive(Clone, Copy)]
+    pub(in crate::stencil) struct V4(__m256d);
+
+    impl Vf for V4 {
+        const W: usize = 4;
+        #[inline(always)]
+        fn splat(v: f64) -> Self {
+            // SAFETY: AVX is present (see the type's doc).
+            V4(unsafe { _mm256_set1_pd(v) })
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f64) -> Self {
+            // SAFETY: four readable doubles (caller); AVX present.
+            V4(unsafe { _mm256_loadu_pd(p) })
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f64) {
+            // SAFETY: four writable doubles (caller); AVX present.
+            unsafe { _mm256_storeu_pd(p, self.0) }
+        }
+        #[inline(always)]
+        unsafe fn stream(self, p: *mut f64) {
+            // SAFETY: four writable doubles, 32-byte aligned (caller).
+            unsafe { _mm256_stream_pd(p, self.0) }
+        }
+        #[inline(always)]
+        unsafe fn store_from(self, p: *mut f64, from: usize) {
+            // SAFETY: lanes `from..4` writable (caller); the mask stores
+            // only those; AVX present.
+            unsafe {
+                let lane = _mm256_setr_epi64x(0, 1, 2, 3);
+                let mask = _mm256_cmpgt_epi64(lane, _mm256_set1_epi64x(from as i64 - 1));
+                _mm256_maskstore_pd(p, mask, self.0)
+            }
+        }
+        #[inline(always)]
+        unsafe fn store_to(self, p: *mut f64, to: usize) {
+            // SAFETY: lanes `0..to` writable (caller); the mask stores only
+            // those; AVX2 present.
+            unsafe {
+                let lane = _mm256_setr_epi64x(0, 1, 2, 3);
+                let mask = _mm256_cmpgt_epi64(_mm256_set1_epi64x(to as i64), lane);
+                _mm256_maskstore_pd(p, mask, self.0)
+            }
+        }
+        #[inline(always)]
+        fn add(self, o: Self) -> Self {
+            // SAFETY: AVX present.
+            V4(unsafe { _mm256_add_pd(self.0, o.0) })
+        }
+        #[inline(always)]
+        fn mul(self, o: Self) -> Self {
+            // SAFETY: AVX present.
+            V4(unsafe { _mm256_mul_pd(self.0, o.0) })
+        }
+        #[inline(always)]
+        fn all_finite(self) -> bool {
+            let mut x = [0.0; 4];
+            // SAFETY: four writable doubles; AVX present.
+            unsafe { _mm256_storeu_pd(x.as_mut_ptr(), self.0) };
+            x.iter().all(|v| v.is_finite())
+        }
+    }
+
+    /// Eight doubles in an AVX-512 register (compiled with Rust 1.89 or
+    /// later, see `build.rs`). Only used inside functions compiled with
+    /// AVX-512F, called after `Kernel::Avx512.available()` found it.
+    #[cfg(heat3d_avx512)]
+    #[derive(Clone, Copy)]
+    pub(in crate::stencil) struct V8(__m512d);
+
+    // Only compiled where these intrinsics are stable (build.rs).
+    #[cfg(heat3d_avx512)]
+    #[allow(clippy::incompatible_msrv)]
+    impl Vf for V8 {
+        const W: usize = 8;
+        #[inline(always)]
+        fn splat(v: f64) -> Self {
+            // SAFETY: AVX-512F present (see the type's doc).
+            V8(unsafe { _mm512_set1_pd(v) })
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f64) -> Self {
+            // SAFETY: eight readable doubles (caller); AVX-512F present.
+            V8(unsafe { _mm512_loadu_pd(p) })
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f64) {
+            // SAFETY: eight writable doubles (caller); AVX-512F present.
+            unsafe { _mm512_storeu_pd(p, self.0) }
+        }
+        #[inline(always)]
+        unsafe fn stream(self, p: *mut f64) {
+            // SAFETY: eight writable doubles, 64-byte aligned (caller).
+            unsafe { _mm512_stream_pd(p, self.0) }
+        }
+        #[inline(always)]
+        unsafe fn store_from(self, p: *mut f64, from: usize) {
+            // SAFETY: lanes `from..8` writable (caller); the masked store
+            // touches only those; AVX-512F present.
+            unsafe { _mm512_mask_storeu_pd(p, (0xffu32 << from) as u8, self.0) }
+        }
+        #[inline(always)]
+        unsafe fn store_to(self, p: *mut f64, to: usize) {
+            // SAFETY: lanes `0..to` writable (caller); the masked store
+            // touches only those; AVX-512F present.
+            unsafe { _mm512_mask_storeu_pd(p, ((1u32 << to) - 1) as u8, self.0) }
+        }
+        #[inline(always)]
+        fn add(self, o: Self) -> Self {
+            // SAFETY: AVX-512F present.
+            V8(unsafe { _mm512_add_pd(self.0, o.0) })
+        }
+        #[inline(always)]
+        fn mul(self, o: Self) -> Self {
+            // SAFETY: AVX-512F present.
+            V8(unsafe { _mm512_mul_pd(self.0, o.0) })
+        }
+        #[inline(always)]
+        fn all_finite(self) -> bool {
+            let mut x = [0.0; 8];
+            // SAFETY: eight writable doubles; AVX-512F present.
+            unsafe { _mm512_storeu_pd(x.as_mut_ptr(), self.0) };
+            x.iter().all(|v| v.is_finite())
+        }
+    }
+}
