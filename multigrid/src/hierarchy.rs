@@ -1,11 +1,13 @@
 //! The hierarchy: levels, their decompositions, the V-cycle and the solvers.
 
 use crate::bottom::Bottom;
+use crate::dot::Acc;
+use crate::kernels::Simd;
 use crate::level::{self, BoxGeom, Stencil};
 use crate::problem::{Boundary, Poisson};
 use crate::transfer;
 use crate::{LevelStats, MgError, MgOptions, SolveReport};
-use comm::exact::{allreduce_exact_sums, ExactSum};
+use comm::exact::allreduce_exact_sums;
 use comm::{BlockDecomposition, Communicator, IndexBox, ProcessGrid, Redistribution};
 use halo::{Exchanger, Field, FieldLayout, HaloSpec, Neighborhood, Region, Topology};
 use std::time::Instant;
@@ -50,9 +52,15 @@ struct Work {
     grown: Region,
     u: Field,
     f: Field,
-    r: Field,
+    /// Four fine rows of the residual (fused residual and restriction).
+    scratch: Vec<f64>,
+    /// The row kernels' instruction set.
+    simd: Simd,
     /// Whether `f`'s ghost ring is current (communication-avoiding mode).
     f_ghosts: bool,
+    /// No neighbour on any side (one rank, no periodic axis): exchanges
+    /// move nothing.
+    isolated: bool,
     child: Option<Child>,
 }
 
@@ -82,6 +90,13 @@ pub struct Hierarchy {
     bottom_stats: LevelStats,
     subs: Vec<Box<dyn Communicator>>,
     rank: usize,
+    /// The row kernels' and exact sums' instruction set.
+    simd: Simd,
+    /// Fine-level work fields of the solvers, kept between calls (fresh
+    /// 2^k-byte allocations would be page-faulted in on every solve).
+    spare: Vec<Field>,
+    /// Seconds inside V-cycles (with the preconditioner's zero start).
+    vcycle_s: f64,
 }
 
 impl std::fmt::Debug for Hierarchy {
@@ -330,6 +345,9 @@ impl Hierarchy {
             bottom_stats,
             subs,
             rank: me,
+            simd: Simd::detect(),
+            spare: Vec::new(),
+            vcycle_s: 0.0,
         })
     }
 
@@ -400,8 +418,18 @@ impl Hierarchy {
         v
     }
 
+    /// Seconds this rank spent inside V-cycles (those of
+    /// [`vcycle`](Self::vcycle), [`solve_mg`](Self::solve_mg) and the
+    /// preconditioner of [`solve_pcg`](Self::solve_pcg), whose zero initial
+    /// guess is included) since the hierarchy was built or the statistics
+    /// were reset.
+    pub fn vcycle_seconds(&self) -> f64 {
+        self.vcycle_s
+    }
+
     /// Zeroes the statistics.
     pub fn reset_stats(&mut self) {
+        self.vcycle_s = 0.0;
         for l in &mut self.levels {
             l.stats = LevelStats {
                 global: l.stats.global,
@@ -536,6 +564,7 @@ impl Hierarchy {
     ) -> Result<(), MgError> {
         self.check("u", u)?;
         self.check("f", f)?;
+        let t = Instant::now();
         {
             let w = self.levels[0].work.as_mut().expect("fine level");
             std::mem::swap(&mut w.u, u);
@@ -543,6 +572,7 @@ impl Hierarchy {
         }
         let res = self.run_cycle(comm, false);
         std::mem::swap(&mut self.levels[0].work.as_mut().expect("fine level").u, u);
+        self.vcycle_s += t.elapsed().as_secs_f64();
         res
     }
 
@@ -570,14 +600,14 @@ impl Hierarchy {
     /// Removes the global mean of the owned values (reproducible).
     fn remove_mean(&self, comm: &dyn Communicator, x: &mut Field) -> Result<(), MgError> {
         let lay = self.layout();
-        let mut acc = Acc::new();
+        let mut acc = Acc::new(self.simd);
         let xs = x.as_slice();
-        for_owned(&lay, |i| acc.push(xs[i]));
+        for_rows(&lay, |r| acc.push_slice(&xs[r]));
         let s = allreduce_exact_sums(comm, &[acc.finish()])?[0];
         let n: usize = self.problem.shape.iter().product();
         let mean = s / n as f64;
         let xs = x.as_mut_slice();
-        for_owned(&lay, |i| xs[i] -= mean);
+        for_rows(&lay, |r| xs[r].iter_mut().for_each(|x| *x -= mean));
         Ok(())
     }
 
@@ -598,6 +628,7 @@ impl Hierarchy {
         let t = Instant::now();
         let own = w.geom.owned();
         level::residual(
+            w.simd,
             &w.stencil,
             &w.layout,
             u.as_slice(),
@@ -607,9 +638,9 @@ impl Hierarchy {
         );
         lv.stats.residual_s += t.elapsed().as_secs_f64();
         let lay = w.layout;
-        let mut acc = Acc::new();
+        let mut acc = Acc::new(w.simd);
         let rs = r.as_slice();
-        for_owned(&lay, |i| acc.push(rs[i] * rs[i]));
+        for_rows(&lay, |r| acc.push_products(&rs[r.clone()], &rs[r]));
         Ok(allreduce_exact_sums(comm, &[acc.finish()])?[0])
     }
 
@@ -629,31 +660,51 @@ impl Hierarchy {
         lv.stats.halo_s += t.elapsed().as_secs_f64();
         let t = Instant::now();
         let own = w.geom.owned();
-        let mut acc = Acc::new();
+        let mut acc = Acc::new(w.simd);
         level::apply(
+            w.simd,
             &w.stencil,
             &w.layout,
             p.as_slice(),
             q.as_mut_slice(),
             &own,
-            |pv, au| acc.push(pv * au),
+            |pv, au| acc.push_products(pv, au),
         );
         lv.stats.residual_s += t.elapsed().as_secs_f64();
         Ok(allreduce_exact_sums(comm, &[acc.finish()])?[0])
     }
 
-    /// The right-hand side actually solved: `f`, minus its (round-off)
-    /// mean when the problem is singular; a mean beyond round-off is an
-    /// error.
-    fn effective_rhs(&self, comm: &dyn Communicator, f: &Field) -> Result<Field, MgError> {
-        let mut b = f.clone();
+    /// A fine-level field from the spares (or a new, zero one). Its values
+    /// are left from an earlier solve: the solvers write every owned value
+    /// of a work field before reading it, and read its ghosts only after an
+    /// exchange (or, beyond walls, where they come from the V-cycle's
+    /// zeroed `u`).
+    fn take_field(&mut self) -> Field {
+        self.spare.pop().unwrap_or_else(|| self.new_field())
+    }
+
+    /// Keeps work fields for the next solve.
+    fn keep_fields(&mut self, fields: impl IntoIterator<Item = Field>) {
+        self.spare.extend(fields);
+    }
+
+    /// The right-hand side actually solved when it is not `f` itself: for a
+    /// singular problem, `f` minus its (round-off) mean; a mean beyond
+    /// round-off is an error.
+    fn effective_rhs(
+        &mut self,
+        comm: &dyn Communicator,
+        f: &Field,
+    ) -> Result<Option<Field>, MgError> {
         if self.problem.is_singular() {
+            let mut b = self.take_field();
+            b.as_mut_slice().copy_from_slice(f.as_slice());
             let lay = self.layout();
-            let (mut s, mut a) = (Acc::new(), Acc::new());
+            let (mut s, mut a) = (Acc::new(self.simd), Acc::new(self.simd));
             let fs = f.as_slice();
-            for_owned(&lay, |i| {
-                s.push(fs[i]);
-                a.push(fs[i].abs());
+            for_rows(&lay, |r| {
+                s.push_slice(&fs[r.clone()]);
+                fs[r].iter().for_each(|x| a.push(x.abs()));
             });
             let t = allreduce_exact_sums(comm, &[s.finish(), a.finish()])?;
             if t[1] > 0.0 && t[0].abs() > 1e-10 * t[1] {
@@ -664,8 +715,9 @@ impl Hierarchy {
                 });
             }
             self.remove_mean(comm, &mut b)?;
+            return Ok(Some(b));
         }
-        Ok(b)
+        Ok(None)
     }
 
     /// The asymptotic residual reduction per V-cycle (as
@@ -715,7 +767,7 @@ impl Hierarchy {
                 // Linear in u (f = 0): rescale to stay clear of underflow.
                 let lay = self.layout();
                 let us = u.as_mut_slice();
-                for_owned(&lay, |i| us[i] *= 1e150);
+                for_rows(&lay, |r| us[r].iter_mut().for_each(|x| *x *= 1e150));
                 now *= 1e150;
             }
             prev = now;
@@ -740,20 +792,22 @@ impl Hierarchy {
         self.check("u", u)?;
         self.check("f", f)?;
         let (e0, s0) = (self.halo_events(), self.smooth_events());
-        let b = self.effective_rhs(comm, f)?;
-        let bn = norm2(comm, &self.layout(), &b)?.sqrt();
+        let b_own = self.effective_rhs(comm, f)?;
+        let b = b_own.as_ref().unwrap_or(f);
+        let bn = norm2(comm, self.simd, &self.layout(), b)?.sqrt();
         let scale = if bn > 0.0 { bn } else { 1.0 };
-        let mut r = self.new_field();
-        let mut res = vec![self.fine_residual(comm, u, &b, &mut r)?.sqrt() / scale];
+        let mut r = self.take_field();
+        let mut res = vec![self.fine_residual(comm, u, b, &mut r)?.sqrt() / scale];
         let mut it = 0;
         while res[it] > self.opts.tol && it < self.opts.max_iter {
-            self.vcycle(comm, u, &b)?;
+            self.vcycle(comm, u, b)?;
             if self.problem.is_singular() {
                 self.remove_mean(comm, u)?;
             }
             it += 1;
-            res.push(self.fine_residual(comm, u, &b, &mut r)?.sqrt() / scale);
+            res.push(self.fine_residual(comm, u, b, &mut r)?.sqrt() / scale);
         }
+        self.keep_fields(std::iter::once(r).chain(b_own));
         Ok(SolveReport {
             iterations: it,
             converged: res[it] <= self.opts.tol,
@@ -785,22 +839,23 @@ impl Hierarchy {
         let (e0, s0) = (self.halo_events(), self.smooth_events());
         let singular = self.problem.is_singular();
         let lay = self.layout();
-        let b = self.effective_rhs(comm, f)?;
-        let bn = norm2(comm, &lay, &b)?.sqrt();
+        let b_own = self.effective_rhs(comm, f)?;
+        let b = b_own.as_ref().unwrap_or(f);
+        let bn = norm2(comm, self.simd, &lay, b)?.sqrt();
         let scale = if bn > 0.0 { bn } else { 1.0 };
-        let mut r = self.new_field();
-        let mut res = vec![self.fine_residual(comm, u, &b, &mut r)?.sqrt() / scale];
-        let mut z = self.new_field();
-        let mut p = self.new_field();
-        let mut q = self.new_field();
-        let mut r_old = self.new_field();
+        let mut r = self.take_field();
+        let mut res = vec![self.fine_residual(comm, u, b, &mut r)?.sqrt() / scale];
+        let mut z = self.take_field();
+        let mut p = self.take_field();
+        let mut q = self.take_field();
+        let mut r_old = self.take_field();
         let mut it = 0;
         let mut cycles = 0;
         if res[0] > self.opts.tol {
             self.precondition(comm, &mut r, &mut z)?;
             cycles += 1;
             p.as_mut_slice().copy_from_slice(z.as_slice());
-            let mut rz = dot_all(comm, &lay, &[(&r, &z)])?[0];
+            let mut rz = dot_all(comm, self.simd, &lay, &[(&r, &z)])?[0];
             while it < self.opts.max_iter {
                 // q = A p and (p, q) in one pass.
                 let pq = self.apply_dot(comm, &mut p, &mut q)?;
@@ -808,20 +863,24 @@ impl Hierarchy {
                     break;
                 }
                 let alpha = rz / pq;
-                let mut acc = Acc::new();
+                let mut acc = Acc::new(self.simd);
+                // The old residual is kept by exchanging the buffers, not
+                // copied.
+                std::mem::swap(&mut r, &mut r_old);
                 {
                     let (us, ps, rs, qs, ro) = (
                         u.as_mut_slice(),
                         p.as_slice(),
                         r.as_mut_slice(),
                         q.as_slice(),
-                        r_old.as_mut_slice(),
+                        r_old.as_slice(),
                     );
-                    for_owned(&lay, |i| {
-                        ro[i] = rs[i];
-                        us[i] += alpha * ps[i];
-                        rs[i] -= alpha * qs[i];
-                        acc.push(rs[i] * rs[i]);
+                    for_rows(&lay, |rg| {
+                        for i in rg.clone() {
+                            us[i] += alpha * ps[i];
+                            rs[i] = ro[i] - alpha * qs[i];
+                        }
+                        acc.push_products(&rs[rg.clone()], &rs[rg]);
                     });
                 }
                 it += 1;
@@ -832,16 +891,21 @@ impl Hierarchy {
                 }
                 self.precondition(comm, &mut r, &mut z)?;
                 cycles += 1;
-                let d = dot_all(comm, &lay, &[(&z, &r), (&z, &r_old)])?;
+                let d = dot_all(comm, self.simd, &lay, &[(&z, &r), (&z, &r_old)])?;
                 let beta = (d[0] - d[1]) / rz;
                 rz = d[0];
                 let (ps, zs) = (p.as_mut_slice(), z.as_slice());
-                for_owned(&lay, |i| ps[i] = zs[i] + beta * ps[i]);
+                for_rows(&lay, |rg| {
+                    for (p, z) in ps[rg.clone()].iter_mut().zip(&zs[rg]) {
+                        *p = z + beta * *p;
+                    }
+                });
             }
         }
         if singular {
             self.remove_mean(comm, u)?;
         }
+        self.keep_fields([r, z, p, q, r_old].into_iter().chain(b_own));
         Ok(SolveReport {
             iterations: it,
             converged: res[it] <= self.opts.tol,
@@ -859,6 +923,7 @@ impl Hierarchy {
         r: &mut Field,
         z: &mut Field,
     ) -> Result<(), MgError> {
+        let t = Instant::now();
         {
             // The cycle only reads the fine right-hand side (and may
             // refresh its ghosts): lend r to it instead of copying.
@@ -868,6 +933,7 @@ impl Hierarchy {
         }
         let res = self.run_cycle(comm, true);
         std::mem::swap(&mut self.levels[0].work.as_mut().expect("fine level").f, r);
+        self.vcycle_s += t.elapsed().as_secs_f64();
         res?;
         std::mem::swap(&mut self.levels[0].work.as_mut().expect("fine level").u, z);
         if self.problem.is_singular() {
@@ -906,8 +972,12 @@ impl Work {
         };
         let layout = topo.layout(1);
         let stencil = Stencil::new(problem, l, &geom, &layout);
+        // Whether neither topology has a neighbour (every exchange of the
+        // level then moves nothing).
+        let mut isolated = topo.neighbors().is_empty();
         let ca_ex = if ca {
             let t2 = Topology::new(comm, dec, HaloSpec::uniform(2, Neighborhood::Full))?;
+            isolated &= t2.neighbors().is_empty();
             Some((
                 Exchanger::new(&t2, 1, CH_CA)?,
                 Exchanger::new(&t2, 2, CH_CA_F)?,
@@ -959,8 +1029,10 @@ impl Work {
             grown,
             u: Field::new(layout),
             f: Field::new(layout),
-            r: Field::new(layout),
+            scratch: vec![0.0; 4 * geom.n[2]],
+            simd: Simd::detect(),
             f_ghosts: false,
+            isolated,
             child,
         })
     }
@@ -979,47 +1051,98 @@ impl Work {
         st: &mut LevelStats,
     ) -> Result<(), MgError> {
         let own = self.geom.owned();
-        for _ in 0..sweeps {
-            if self.ca.is_some() {
-                let grown = self.grown;
-                self.exchange_and_smooth(comm, true, order[0], &grown, opts, st)?;
+        let ca = self.ca.is_some();
+        if self.isolated {
+            // No neighbour: the exchanges move nothing (they are still
+            // made and counted), and up to four sweeps at a time run as one
+            // pass over memory (`level::smooth_passes`, the same bits).
+            let outer = if ca { self.grown } else { own };
+            let mut left = sweeps;
+            while left > 0 {
+                let n = left.min(4);
+                let mut passes = [(own, 0); 8];
+                for k in 0..n {
+                    passes[2 * k] = (outer, order[0]);
+                    passes[2 * k + 1] = (own, order[1]);
+                    for _ in 0..if ca { 1 } else { 2 } {
+                        self.exchange_only(comm, ca, st)?;
+                    }
+                }
                 let t = Instant::now();
-                self.sweep(&own, order[1], opts.omega);
+                level::smooth_passes(
+                    self.simd,
+                    &self.stencil,
+                    &self.layout,
+                    self.geom.parity(),
+                    self.u.as_mut_slice(),
+                    self.f.as_slice(),
+                    &passes[..2 * n],
+                    opts.omega,
+                );
                 st.smooth_s += t.elapsed().as_secs_f64();
+                left -= n;
+            }
+            return Ok(());
+        }
+        for _ in 0..sweeps {
+            if ca {
+                let grown = self.grown;
+                self.exchange_and_smooth(comm, true, order[0], &grown, Some(&own), opts, st)?;
             } else {
                 for &c in &order {
-                    self.exchange_and_smooth(comm, false, c, &own, opts, st)?;
+                    self.exchange_and_smooth(comm, false, c, &own, None, opts, st)?;
                 }
             }
         }
         Ok(())
     }
 
-    /// One colour pass over the padded `region`.
-    fn sweep(&mut self, region: &Region, colour: usize, omega: f64) {
-        let parity = self.geom.parity();
-        level::smooth(
-            &self.stencil,
-            &self.layout,
-            parity,
-            self.u.as_mut_slice(),
-            self.f.as_slice(),
-            region,
-            colour,
-            omega,
-        );
+    /// The exchange that [`exchange_and_smooth`](Self::exchange_and_smooth)
+    /// makes, without the smoothing.
+    fn exchange_only(
+        &mut self,
+        comm: &dyn Communicator,
+        ca: bool,
+        st: &mut LevelStats,
+    ) -> Result<(), MgError> {
+        st.halo_events += 1;
+        st.smooth_events += 1;
+        let with_f = ca && !self.f_ghosts;
+        let t = Instant::now();
+        let Work {
+            ex,
+            ca: ca_ex,
+            u,
+            f,
+            ..
+        } = self;
+        match (ca, ca_ex.as_mut()) {
+            (true, Some((_, ex_uf))) if with_f => ex_uf.exchange(comm, &mut [u, f])?,
+            (true, Some((ex_u, _))) => ex_u.exchange(comm, &mut [u])?,
+            _ => ex.exchange(comm, &mut [u])?,
+        }
+        st.halo_s += t.elapsed().as_secs_f64();
+        if with_f {
+            self.f_ghosts = true;
+        }
+        Ok(())
     }
 
     /// Exchanges `u` (and, in communication-avoiding mode when its ghost
     /// ring is stale, `f`: one fused exchange) and smooths `colour` over
-    /// `outer`; with overlap, the interior while the exchange is in flight
-    /// and the rest of `outer` after it.
+    /// `outer`, then the other colour over `then` if given; with overlap,
+    /// the interior while the exchange is in flight and the rest of `outer`
+    /// after it. Where nothing can overlap (the exchange has no remote
+    /// neighbour, or overlap is off) the two colours run as one fused pass
+    /// over memory ([`level::smooth_pair`], the same bits).
+    #[allow(clippy::too_many_arguments)]
     fn exchange_and_smooth(
         &mut self,
         comm: &dyn Communicator,
         ca: bool,
         colour: usize,
         outer: &Region,
+        then: Option<&Region>,
         opts: &MgOptions,
         st: &mut LevelStats,
     ) -> Result<(), MgError> {
@@ -1027,18 +1150,21 @@ impl Work {
         st.smooth_events += 1;
         let with_f = ca && !self.f_ghosts;
         let (parity, omega, inner) = (self.geom.parity(), opts.omega, self.interior);
+        let simd = self.simd;
+        let overlap = opts.overlap && inner != self.geom.owned();
         // A colour pass over a region; field by field, so that it can run
         // while the exchanger is borrowed by the pending exchange.
         macro_rules! sweep {
-            ($region:expr) => {
+            ($region:expr, $colour:expr) => {
                 level::smooth(
+                    simd,
                     &self.stencil,
                     &self.layout,
                     parity,
                     self.u.as_mut_slice(),
                     self.f.as_slice(),
                     $region,
-                    colour,
+                    $colour,
                     omega,
                 )
             };
@@ -1071,11 +1197,11 @@ impl Work {
             one = [u];
             &mut one
         };
-        if opts.overlap {
+        if overlap {
             let pending = ex.post(comm, fields)?;
             st.halo_s += t.elapsed().as_secs_f64();
             let t = Instant::now();
-            sweep!(&inner);
+            sweep!(&inner, colour);
             st.smooth_s += t.elapsed().as_secs_f64();
             let t = Instant::now();
             if with_f {
@@ -1086,14 +1212,31 @@ impl Work {
             st.halo_s += t.elapsed().as_secs_f64();
             let t = Instant::now();
             for r in level::frame(outer, &inner) {
-                sweep!(&r);
+                sweep!(&r, colour);
+            }
+            if let Some(then) = then {
+                sweep!(then, 1 - colour);
             }
             st.smooth_s += t.elapsed().as_secs_f64();
         } else {
             ex.exchange(comm, fields)?;
             st.halo_s += t.elapsed().as_secs_f64();
             let t = Instant::now();
-            sweep!(outer);
+            match then {
+                Some(then) => level::smooth_pair(
+                    simd,
+                    &self.stencil,
+                    &self.layout,
+                    parity,
+                    self.u.as_mut_slice(),
+                    self.f.as_slice(),
+                    outer,
+                    then,
+                    colour,
+                    omega,
+                ),
+                None => sweep!(outer, colour),
+            }
             st.smooth_s += t.elapsed().as_secs_f64();
         }
         if with_f {
@@ -1146,25 +1289,18 @@ fn cycle(
     w.ex.exchange(comm, &mut [&mut w.u])?;
     st.halo_s += t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let own = w.geom.owned();
-    level::residual(
+    let child = w.child.as_mut().expect("checked above");
+    level::residual_restrict(
+        w.simd,
         &w.stencil,
         &w.layout,
         w.u.as_slice(),
         w.f.as_slice(),
-        w.r.as_mut_slice(),
-        &own,
-    );
-    st.residual_s += t.elapsed().as_secs_f64();
-    let child = w.child.as_mut().expect("checked above");
-    let t = Instant::now();
-    level::restrict(
-        &w.layout,
-        w.r.as_slice(),
         &child.layout,
         child.f.as_mut_slice(),
+        &mut w.scratch,
     );
-    st.transfer_s += t.elapsed().as_secs_f64();
+    st.residual_s += t.elapsed().as_secs_f64();
     // The coarse problem.
     if rest.is_empty() {
         let t = Instant::now();
@@ -1243,6 +1379,7 @@ fn cycle(
         child.u.as_mut_slice(),
     );
     level::prolong_add(
+        w.simd,
         &child.layout,
         child.u.as_slice(),
         &w.layout,
@@ -1259,73 +1396,42 @@ fn cycle(
     Ok(())
 }
 
-/// An exact sum fed through a buffer, so that values reach
-/// [`ExactSum::add_slice`] (binned, several times faster than one `add` per
-/// value) in blocks. The sum is the same as adding them one by one.
-struct Acc {
-    sum: ExactSum,
-    buf: Vec<f64>,
-}
-
-impl Acc {
-    const BLOCK: usize = 4096;
-
-    fn new() -> Self {
-        Acc {
-            sum: ExactSum::new(),
-            buf: Vec::with_capacity(Self::BLOCK),
-        }
-    }
-
-    #[inline]
-    fn push(&mut self, x: f64) {
-        self.buf.push(x);
-        if self.buf.len() == Self::BLOCK {
-            self.sum.add_slice(&self.buf);
-            self.buf.clear();
-        }
-    }
-
-    fn finish(mut self) -> ExactSum {
-        self.sum.add_slice(&self.buf);
-        self.sum
-    }
-}
-
 /// Exact global `||x||²` over the owned cells.
-fn norm2(comm: &dyn Communicator, lay: &FieldLayout, x: &Field) -> Result<f64, MgError> {
-    Ok(dot_all(comm, lay, &[(x, x)])?[0])
+fn norm2(
+    comm: &dyn Communicator,
+    simd: Simd,
+    lay: &FieldLayout,
+    x: &Field,
+) -> Result<f64, MgError> {
+    Ok(dot_all(comm, simd, lay, &[(x, x)])?[0])
 }
 
 /// Exact global dot products of pairs of fields over the owned cells, in one
-/// reduction.
+/// pass and one reduction.
 fn dot_all(
     comm: &dyn Communicator,
+    simd: Simd,
     lay: &FieldLayout,
     pairs: &[(&Field, &Field)],
 ) -> Result<Vec<f64>, MgError> {
-    let accs: Vec<ExactSum> = pairs
-        .iter()
-        .map(|(a, b)| {
-            let (a, b) = (a.as_slice(), b.as_slice());
-            let mut acc = Acc::new();
-            for_owned(lay, |i| acc.push(a[i] * b[i]));
-            acc.finish()
-        })
-        .collect();
-    Ok(allreduce_exact_sums(comm, &accs)?)
+    let mut accs: Vec<Acc> = pairs.iter().map(|_| Acc::new(simd)).collect();
+    for_rows(lay, |r| {
+        for (acc, (a, b)) in accs.iter_mut().zip(pairs) {
+            acc.push_products(&a.as_slice()[r.clone()], &b.as_slice()[r.clone()]);
+        }
+    });
+    let sums: Vec<_> = accs.into_iter().map(Acc::finish).collect();
+    Ok(allreduce_exact_sums(comm, &sums)?)
 }
 
-/// Calls `f` with the linear index of every owned cell.
-fn for_owned(lay: &FieldLayout, mut f: impl FnMut(usize)) {
+/// Calls `f` with the linear index range of every owned row, in order.
+fn for_rows(lay: &FieldLayout, mut f: impl FnMut(std::ops::Range<usize>)) {
     let r = lay.owned_region();
     let s = lay.strides();
     for i in r.lo[0]..r.hi[0] {
         for j in r.lo[1]..r.hi[1] {
             let o = i * s[0] + j * s[1];
-            for k in r.lo[2]..r.hi[2] {
-                f(o + k);
-            }
+            f(o + r.lo[2]..o + r.hi[2]);
         }
     }
 }

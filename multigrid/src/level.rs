@@ -1,5 +1,6 @@
 //! One level's fields, stencil and kernels (smoothing, residual, transfer).
 
+use crate::kernels::{self, ConstRow, Simd};
 use crate::problem::{Boundary, Poisson};
 use halo::{Field, FieldLayout, Region};
 
@@ -153,6 +154,7 @@ impl Stencil {
 /// padded `region`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn smooth(
+    simd: Simd,
     st: &Stencil,
     lay: &FieldLayout,
     parity: usize,
@@ -162,92 +164,174 @@ pub(crate) fn smooth(
     colour: usize,
     omega: f64,
 ) {
+    for i in region.lo[0]..region.hi[0] {
+        smooth_plane(simd, st, lay, parity, u, f, region, i, colour, omega);
+    }
+}
+
+/// A full red-black sweep in one pass over memory: colour `first` over the
+/// padded region `ra`, then the other colour over `rb`, with the same result
+/// as [`smooth`] over `ra` followed by [`smooth`] over `rb` (see
+/// [`smooth_passes`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn smooth_pair(
+    simd: Simd,
+    st: &Stencil,
+    lay: &FieldLayout,
+    parity: usize,
+    u: &mut [f64],
+    f: &[f64],
+    ra: &Region,
+    rb: &Region,
+    first: usize,
+    omega: f64,
+) {
+    smooth_passes(
+        simd,
+        st,
+        lay,
+        parity,
+        u,
+        f,
+        &[(*ra, first), (*rb, 1 - first)],
+        omega,
+    );
+}
+
+/// Colour passes `(region, colour)` of alternating colours, in one pass
+/// over memory, with the same result as [`smooth`] for each in turn.
+///
+/// The passes advance together along the slowest axis, each one plane
+/// behind the one before it: in step `i`, pass `p` updates plane `i - p`,
+/// passes in order. A pass reads only cells of the other colour, at most
+/// one plane away. When pass `p` updates plane `q`, pass `p - 1` (the other
+/// colour) has finished planes up to `q + 1`, and pass `p + 1` (the other
+/// colour again) has not yet touched planes above `q - 2`; so every cell
+/// reads the values it reads in the sequential order. Each plane of `u` and
+/// `f` is then brought from memory once for all the passes.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn smooth_passes(
+    simd: Simd,
+    st: &Stencil,
+    lay: &FieldLayout,
+    parity: usize,
+    u: &mut [f64],
+    f: &[f64],
+    passes: &[(Region, usize)],
+    omega: f64,
+) {
+    debug_assert!(passes.windows(2).all(|w| w[0].1 != w[1].1));
+    let Some(lo) = passes
+        .iter()
+        .filter(|p| !p.0.is_empty())
+        .map(|p| p.0.lo[0])
+        .min()
+    else {
+        return;
+    };
+    let hi = passes.iter().map(|p| p.0.hi[0]).max().unwrap_or(lo);
+    for i in lo..hi + passes.len() {
+        for (p, (region, colour)) in passes.iter().enumerate() {
+            // Plane i - p, if it is one of this pass's.
+            if i >= p && i - p >= region.lo[0] && i - p < region.hi[0] && !region.is_empty() {
+                smooth_plane(simd, st, lay, parity, u, f, region, i - p, *colour, omega);
+            }
+        }
+    }
+}
+
+/// The rows of plane `i` of `region`, cells of `colour`.
+#[allow(clippy::too_many_arguments)]
+fn smooth_plane(
+    simd: Simd,
+    st: &Stencil,
+    lay: &FieldLayout,
+    parity: usize,
+    u: &mut [f64],
+    f: &[f64],
+    region: &Region,
+    i: usize,
+    colour: usize,
+    omega: f64,
+) {
     let s = lay.strides();
     let (s0, s1) = (s[0], s[1]);
-    for i in region.lo[0]..region.hi[0] {
-        for j in region.lo[1]..region.hi[1] {
-            let k0 = region.lo[2] + (parity + i + j + region.lo[2] + colour) % 2;
-            let row = i * s0 + j * s1;
-            match st {
-                Stencil::Const { ih2, wall } => {
-                    let dij = 2.0 * (ih2[0] + ih2[1] + ih2[2]) + wall[0][i] + wall[1][j];
-                    let inv_mid = 1.0 / dij;
-                    for k in (k0..region.hi[2]).step_by(2) {
-                        let x = row + k;
-                        let inv = if wall[2][k] == 0.0 {
-                            inv_mid
-                        } else {
-                            1.0 / (dij + wall[2][k])
-                        };
-                        let nb = ih2[0] * (u[x - s0] + u[x + s0])
-                            + ih2[1] * (u[x - s1] + u[x + s1])
-                            + ih2[2] * (u[x - 1] + u[x + 1]);
-                        let gs = (f[x] + nb) * inv;
-                        u[x] = if omega == 1.0 {
-                            gs
-                        } else {
-                            u[x] + omega * (gs - u[x])
-                        };
-                    }
-                }
-                Stencil::Var { w, inv_diag, .. } => {
-                    for k in (k0..region.hi[2]).step_by(2) {
-                        let x = row + k;
-                        let nb = (w[0][x] * u[x - s0] + w[0][x + s0] * u[x + s0])
-                            + (w[1][x] * u[x - s1] + w[1][x + s1] * u[x + s1])
-                            + (w[2][x] * u[x - 1] + w[2][x + 1] * u[x + 1]);
-                        let gs = (f[x] + nb) * inv_diag[x];
-                        let v = if omega == 1.0 {
-                            gs
-                        } else {
-                            u[x] + omega * (gs - u[x])
-                        };
-                        // Inactive cells (zero diagonal) are held at 0,
-                        // whatever a coarse correction added to them.
-                        u[x] = if inv_diag[x] == 0.0 { 0.0 } else { v };
-                    }
+    for j in region.lo[1]..region.hi[1] {
+        let k0 = region.lo[2] + (parity + i + j + region.lo[2] + colour) % 2;
+        let row = i * s0 + j * s1;
+        match st {
+            Stencil::Const { ih2, wall } => {
+                let c = ConstRow {
+                    ih2: *ih2,
+                    dij: 2.0 * (ih2[0] + ih2[1] + ih2[2]) + wall[0][i] + wall[1][j],
+                    wall2: &wall[2],
+                    s0,
+                    s1,
+                };
+                kernels::smooth_row(simd, &c, u, f, row, k0, region.hi[2], omega);
+            }
+            Stencil::Var { w, inv_diag, .. } => {
+                for k in (k0..region.hi[2]).step_by(2) {
+                    let x = row + k;
+                    let nb = (w[0][x] * u[x - s0] + w[0][x + s0] * u[x + s0])
+                        + (w[1][x] * u[x - s1] + w[1][x + s1] * u[x + s1])
+                        + (w[2][x] * u[x - 1] + w[2][x + 1] * u[x + 1]);
+                    let gs = (f[x] + nb) * inv_diag[x];
+                    let v = if omega == 1.0 {
+                        gs
+                    } else {
+                        u[x] + omega * (gs - u[x])
+                    };
+                    // Inactive cells (zero diagonal) are held at 0,
+                    // whatever a coarse correction added to them.
+                    u[x] = if inv_diag[x] == 0.0 { 0.0 } else { v };
                 }
             }
         }
     }
 }
 
-/// Calls `emit(x, (A u)[x])` for every cell `x` of the padded `region`
-/// (`u`'s ghosts must be current).
-#[inline(always)]
-fn stencil_apply(
+/// `out[k - lo] = f[x] - (A u)[x]` (`f = None`: `(A u)[x]`) for the cells
+/// `x` of padded row `(i, j)`, `k` in `lo..hi` (`u`'s ghosts must be
+/// current).
+#[allow(clippy::too_many_arguments)]
+fn residual_line(
+    simd: Simd,
     st: &Stencil,
     lay: &FieldLayout,
     u: &[f64],
-    region: &Region,
-    mut emit: impl FnMut(usize, f64),
+    f: Option<&[f64]>,
+    i: usize,
+    j: usize,
+    lo: usize,
+    hi: usize,
+    out: &mut [f64],
 ) {
     let s = lay.strides();
     let (s0, s1) = (s[0], s[1]);
-    for i in region.lo[0]..region.hi[0] {
-        for j in region.lo[1]..region.hi[1] {
-            let row = i * s0 + j * s1;
-            match st {
-                Stencil::Const { ih2, wall } => {
-                    let dij = 2.0 * (ih2[0] + ih2[1] + ih2[2]) + wall[0][i] + wall[1][j];
-                    for k in region.lo[2]..region.hi[2] {
-                        let x = row + k;
-                        let d = dij + wall[2][k];
-                        let nb = ih2[0] * (u[x - s0] + u[x + s0])
-                            + ih2[1] * (u[x - s1] + u[x + s1])
-                            + ih2[2] * (u[x - 1] + u[x + 1]);
-                        emit(x, d * u[x] - nb);
-                    }
-                }
-                Stencil::Var { w, diag, .. } => {
-                    for k in region.lo[2]..region.hi[2] {
-                        let x = row + k;
-                        let nb = (w[0][x] * u[x - s0] + w[0][x + s0] * u[x + s0])
-                            + (w[1][x] * u[x - s1] + w[1][x + s1] * u[x + s1])
-                            + (w[2][x] * u[x - 1] + w[2][x + 1] * u[x + 1]);
-                        emit(x, diag[x] * u[x] - nb);
-                    }
-                }
+    let row = i * s0 + j * s1;
+    match st {
+        Stencil::Const { ih2, wall } => {
+            let c = ConstRow {
+                ih2: *ih2,
+                dij: 2.0 * (ih2[0] + ih2[1] + ih2[2]) + wall[0][i] + wall[1][j],
+                wall2: &wall[2],
+                s0,
+                s1,
+            };
+            kernels::residual_row(simd, &c, u, f, row, lo, hi, out);
+        }
+        Stencil::Var { w, diag, .. } => {
+            for k in lo..hi {
+                let x = row + k;
+                let nb = (w[0][x] * u[x - s0] + w[0][x + s0] * u[x + s0])
+                    + (w[1][x] * u[x - s1] + w[1][x + s1] * u[x + s1])
+                    + (w[2][x] * u[x - 1] + w[2][x + 1] * u[x + 1]);
+                let au = diag[x] * u[x] - nb;
+                out[k - lo] = match f {
+                    Some(f) => f[x] - au,
+                    None => au,
+                };
             }
         }
     }
@@ -255,6 +339,7 @@ fn stencil_apply(
 
 /// `r = f - A u` over the padded `region` (`u`'s ghosts must be current).
 pub(crate) fn residual(
+    simd: Simd,
     st: &Stencil,
     lay: &FieldLayout,
     u: &[f64],
@@ -262,27 +347,98 @@ pub(crate) fn residual(
     r: &mut [f64],
     region: &Region,
 ) {
-    stencil_apply(st, lay, u, region, |x, au| r[x] = f[x] - au);
+    let s = lay.strides();
+    let (lo, hi) = (region.lo[2], region.hi[2]);
+    for i in region.lo[0]..region.hi[0] {
+        for j in region.lo[1]..region.hi[1] {
+            let row = i * s[0] + j * s[1];
+            residual_line(
+                simd,
+                st,
+                lay,
+                u,
+                Some(f),
+                i,
+                j,
+                lo,
+                hi,
+                &mut r[row + lo..row + hi],
+            );
+        }
+    }
 }
 
 /// `q = A u` over the padded `region` (`u`'s ghosts must be current),
-/// calling `each(u[x], q[x])` for every cell in order.
+/// calling `each(u_row, q_row)` for every row of the region in order.
 pub(crate) fn apply(
+    simd: Simd,
     st: &Stencil,
     lay: &FieldLayout,
     u: &[f64],
     q: &mut [f64],
     region: &Region,
-    mut each: impl FnMut(f64, f64),
+    mut each: impl FnMut(&[f64], &[f64]),
 ) {
-    stencil_apply(st, lay, u, region, |x, au| {
-        q[x] = au;
-        each(u[x], au);
-    });
+    let s = lay.strides();
+    let (lo, hi) = (region.lo[2], region.hi[2]);
+    for i in region.lo[0]..region.hi[0] {
+        for j in region.lo[1]..region.hi[1] {
+            let row = i * s[0] + j * s[1];
+            let out = &mut q[row + lo..row + hi];
+            residual_line(simd, st, lay, u, None, i, j, lo, hi, out);
+            each(&u[row + lo..row + hi], out);
+        }
+    }
+}
+
+/// `coarse_f` (owned, layout `lc`) = 8-cell average of the residual
+/// `f - A u` of the owned fine cells (layout `lf`), without storing the
+/// fine residual: each coarse row's four fine rows are computed into
+/// `scratch` (at least `4 × 2 × lc.owned[2]` values) and averaged at once.
+/// The same bits as [`residual`] followed by [`restrict`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn residual_restrict(
+    simd: Simd,
+    st: &Stencil,
+    lf: &FieldLayout,
+    u: &[f64],
+    f: &[f64],
+    lc: &FieldLayout,
+    coarse_f: &mut [f64],
+    scratch: &mut [f64],
+) {
+    let sc = lc.strides();
+    let (gf, gc) = (lf.ghost[0], lc.ghost[0]);
+    let [n0, n1, n2] = lc.owned;
+    let m = 2 * n2;
+    let (r00, rest) = scratch.split_at_mut(m);
+    let (r01, rest) = rest.split_at_mut(m);
+    let (r10, rest) = rest.split_at_mut(m);
+    let r11 = &mut rest[..m];
+    for i in 0..n0 {
+        for j in 0..n1 {
+            let (fi, fj) = (2 * i + gf, 2 * j + gf);
+            let line = |di: usize, dj: usize, out: &mut [f64]| {
+                residual_line(simd, st, lf, u, Some(f), fi + di, fj + dj, gf, gf + m, out)
+            };
+            line(0, 0, r00);
+            line(0, 1, r01);
+            line(1, 0, r10);
+            line(1, 1, r11);
+            let xc = (i + gc) * sc[0] + (j + gc) * sc[1] + gc;
+            for (k, c) in coarse_f[xc..xc + n2].iter_mut().enumerate() {
+                let (x, y) = (2 * k, 2 * k + 1);
+                let a = (r00[x] + r00[y]) + (r01[x] + r01[y]);
+                let b = (r10[x] + r10[y]) + (r11[x] + r11[y]);
+                *c = 0.125 * (a + b);
+            }
+        }
+    }
 }
 
 /// `coarse_f` (owned, layout `lc`) = 8-cell average of `fine_r` (layout
 /// `lf`); the coarse box is the fine box halved.
+#[cfg(test)]
 pub(crate) fn restrict(lf: &FieldLayout, fine_r: &[f64], lc: &FieldLayout, coarse_f: &mut [f64]) {
     let sf = lf.strides();
     let sc = lc.strides();
@@ -309,13 +465,13 @@ pub(crate) fn restrict(lf: &FieldLayout, fine_r: &[f64], lc: &FieldLayout, coars
 /// `fine_lo` are the global indices of the first owned cells (the parity of
 /// a fine cell within its parent comes from its global index).
 pub(crate) fn prolong_add(
+    simd: Simd,
     lc: &FieldLayout,
     coarse_u: &[f64],
     lf: &FieldLayout,
     fine_lo: [usize; 3],
     fine_u: &mut [f64],
 ) {
-    const W: [f64; 4] = [27.0 / 64.0, 9.0 / 64.0, 3.0 / 64.0, 1.0 / 64.0];
     let sf = lf.strides();
     let sc = lc.strides();
     let (gf, gc) = (lf.ghost[0], lc.ghost[0]);
@@ -323,7 +479,6 @@ pub(crate) fn prolong_add(
     // Fine blocks start at even global indices (coarsening requires even
     // blocks), so local parity equals global parity.
     debug_assert!(fine_lo.iter().all(|x| x % 2 == 0));
-    let c = coarse_u;
     for i in 0..n0 {
         let di = if i % 2 == 0 {
             -(sc[0] as isize)
@@ -337,16 +492,8 @@ pub(crate) fn prolong_add(
                 sc[1] as isize
             };
             let xf = (i + gf) * sf[0] + (j + gf) * sf[1] + gf;
-            for k in 0..n2 {
-                let dk: isize = if k % 2 == 0 { -1 } else { 1 };
-                let x = ((i / 2 + gc) * sc[0] + (j / 2 + gc) * sc[1] + k / 2 + gc) as isize;
-                let at = |o: isize| c[(x + o) as usize];
-                let v = W[0] * at(0)
-                    + W[1] * (at(di) + at(dj) + at(dk))
-                    + W[2] * (at(di + dj) + at(di + dk) + at(dj + dk))
-                    + W[3] * at(di + dj + dk);
-                fine_u[xf + k] += v;
-            }
+            let x0 = (i / 2 + gc) * sc[0] + (j / 2 + gc) * sc[1] + gc;
+            kernels::prolong_row(simd, coarse_u, x0, di, dj, &mut fine_u[xf..xf + n2]);
         }
     }
 }
@@ -438,4 +585,206 @@ pub(crate) fn frame(outer: &Region, inner: &Region) -> impl Iterator<Item = Regi
         }
     }
     out.into_iter().take(n).filter(|r| !r.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Deterministic values in [-1, 1).
+    fn noise(n: usize, seed: u64) -> Vec<f64> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+            })
+            .collect()
+    }
+
+    /// A whole odd-sized (or `shape`d) box on one rank, ghost width `g`,
+    /// with constant or variable coefficients and mixed walls.
+    fn setup(shape: [usize; 3], g: usize, variable: bool) -> (Stencil, FieldLayout, BoxGeom) {
+        let faces = [
+            [Boundary::Dirichlet, Boundary::Neumann],
+            [Boundary::Neumann, Boundary::Dirichlet],
+            [Boundary::Dirichlet, Boundary::Dirichlet],
+        ];
+        let mut p = Poisson::with_faces(shape, [1.0, 1.3, 0.7], faces).unwrap();
+        if variable {
+            p = p.with_coefficient(Arc::new(|d, q| {
+                1.0 + 0.1 * ((q[0] + 2 * q[1] + 3 * q[2] + d) % 5) as f64
+            }));
+        }
+        let lay = FieldLayout {
+            owned: shape,
+            ghost: [g; 3],
+            components: 1,
+        };
+        let geom = BoxGeom {
+            global: shape,
+            lo: [0; 3],
+            n: shape,
+            g,
+        };
+        (Stencil::new(&p, 0, &geom, &lay), lay, geom)
+    }
+
+    fn same(a: &[f64], b: &[f64]) -> bool {
+        a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+    }
+
+    #[test]
+    fn fused_sweep_equals_two_colour_passes_on_any_regions() {
+        for (shape, g, variable) in [
+            ([7, 5, 9], 1, false),
+            ([6, 9, 11], 2, false),
+            ([5, 7, 13], 2, true),
+        ] {
+            let (st, lay, geom) = setup(shape, g, variable);
+            let u0 = noise(lay.padded_len(), 1);
+            let f = noise(lay.padded_len(), 2);
+            let own = geom.owned();
+            let mut grown = own;
+            for d in 0..3 {
+                grown.lo[d] -= 1;
+                grown.hi[d] += 1;
+            }
+            let inner = Region {
+                lo: own.lo.map(|x| x + 1),
+                hi: own.hi.map(|x| x - 1),
+            };
+            // The grown box (the ghost ring) only where there are 2 ghosts.
+            let pairs = [(own, own), (grown, own), (own, inner), (inner, own)];
+            for &(ra, rb) in pairs.iter().filter(|p| g == 2 || p.0 != grown) {
+                for first in 0..2 {
+                    for simd in Simd::all() {
+                        let parity = geom.parity();
+                        let mut a = u0.clone();
+                        smooth(
+                            Simd::Portable,
+                            &st,
+                            &lay,
+                            parity,
+                            &mut a,
+                            &f,
+                            &ra,
+                            first,
+                            1.15,
+                        );
+                        smooth(
+                            Simd::Portable,
+                            &st,
+                            &lay,
+                            parity,
+                            &mut a,
+                            &f,
+                            &rb,
+                            1 - first,
+                            1.15,
+                        );
+                        let mut b = u0.clone();
+                        smooth_pair(simd, &st, &lay, parity, &mut b, &f, &ra, &rb, first, 1.15);
+                        assert!(
+                            same(&a, &b),
+                            "{shape:?} {simd:?} {ra:?} {rb:?} first {first}"
+                        );
+                        assert!(!same(&a, &u0));
+                        // Two sweeps in one pass: four alternating passes.
+                        let mut c = u0.clone();
+                        let passes = [(ra, first), (rb, 1 - first), (ra, first), (rb, 1 - first)];
+                        smooth_passes(simd, &st, &lay, parity, &mut c, &f, &passes, 1.15);
+                        smooth(
+                            Simd::Portable,
+                            &st,
+                            &lay,
+                            parity,
+                            &mut a,
+                            &f,
+                            &ra,
+                            first,
+                            1.15,
+                        );
+                        smooth(
+                            Simd::Portable,
+                            &st,
+                            &lay,
+                            parity,
+                            &mut a,
+                            &f,
+                            &rb,
+                            1 - first,
+                            1.15,
+                        );
+                        assert!(same(&a, &c), "4 passes: {shape:?} {simd:?} {ra:?} {rb:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fused_residual_restriction_equals_residual_then_restriction() {
+        for (shape, variable) in [([6, 10, 14], false), ([8, 6, 10], true), ([2, 2, 2], false)] {
+            for g in [1, 2] {
+                let (st, lf, geom) = setup(shape, g, variable);
+                let lc = FieldLayout {
+                    owned: shape.map(|x| x / 2),
+                    ghost: [1; 3],
+                    components: 1,
+                };
+                let u = noise(lf.padded_len(), 3);
+                let f = noise(lf.padded_len(), 4);
+                let mut r = vec![0.0; lf.padded_len()];
+                residual(Simd::Portable, &st, &lf, &u, &f, &mut r, &geom.owned());
+                let mut want = vec![0.0; lc.padded_len()];
+                restrict(&lf, &r, &lc, &mut want);
+                for simd in Simd::all() {
+                    let mut got = vec![0.0; lc.padded_len()];
+                    let mut scratch = vec![0.0; 4 * shape[2]];
+                    residual_restrict(simd, &st, &lf, &u, &f, &lc, &mut got, &mut scratch);
+                    assert!(same(&want, &got), "{shape:?} g {g} {simd:?}");
+                }
+                assert!(want.iter().any(|&x| x != 0.0));
+            }
+        }
+    }
+
+    #[test]
+    fn residual_is_the_stencil_on_every_instruction_set() {
+        // Against the 7-point formula written out cell by cell (constant
+        // coefficients: the wall terms make the diagonal).
+        let shape = [5, 7, 9];
+        let (st, lay, geom) = setup(shape, 1, false);
+        let Stencil::Const { ih2, wall } = &st else {
+            panic!("constant coefficients");
+        };
+        let u = noise(lay.padded_len(), 5);
+        let f = noise(lay.padded_len(), 6);
+        let s = lay.strides();
+        for simd in Simd::all() {
+            let mut r = vec![0.0; lay.padded_len()];
+            residual(simd, &st, &lay, &u, &f, &mut r, &geom.owned());
+            for i in 1..6 {
+                for j in 1..8 {
+                    for k in 1..10 {
+                        let x = i * s[0] + j * s[1] + k;
+                        let d =
+                            2.0 * (ih2[0] + ih2[1] + ih2[2]) + wall[0][i] + wall[1][j] + wall[2][k];
+                        let nb = ih2[0] * (u[x - s[0]] + u[x + s[0]])
+                            + ih2[1] * (u[x - s[1]] + u[x + s[1]])
+                            + ih2[2] * (u[x - 1] + u[x + 1]);
+                        assert_eq!(
+                            r[x].to_bits(),
+                            (f[x] - (d * u[x] - nb)).to_bits(),
+                            "{simd:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

@@ -63,7 +63,9 @@
 #![warn(missing_docs)]
 
 mod bottom;
+mod dot;
 mod hierarchy;
+mod kernels;
 mod level;
 mod problem;
 mod transfer;

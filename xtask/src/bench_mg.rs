@@ -1,7 +1,7 @@
 //! `cargo xtask bench multigrid [--quick] [--out DIR] [--no-pyamg]`: the
 //! multigrid solver through the `poisson` app, printed as tables and
-//! written to `DIR/multigrid.json` (`DIR` defaults to
-//! `target/bench/multigrid`).
+//! written to `DIR/multigrid.json` and `DIR/multigrid.png` (`DIR` defaults
+//! to `target/bench/multigrid`).
 //!
 //! 1. **Throughput**: MG-preconditioned CG to a relative residual of 1e-10
 //!    on the manufactured Dirichlet problem, 128³ and 256³ (64³ and 128³
@@ -13,7 +13,19 @@
 //!    the residual history's geometric mean and largest of the last three
 //!    ratios, and the asymptotic reduction per cycle by power iteration on
 //!    the error equation (`--factor-cycles`, 60 cycles; 30 with `--quick`).
-//! 3. **PyAMG reference** (`pip install pyamg` if it is missing; skipped
+//! 3. **V-cycle against its memory-traffic floor** at 128³, one rank: the
+//!    bytes a V(pre, post)-cycle must move ([`vcycle_bytes`]: per smoothing
+//!    level, every red-black sweep reads `u` and `f` and writes `u` once,
+//!    24 B per cell; the residual with the restriction reads `u` and `f`
+//!    and writes the coarse right-hand side, 17 B; the prolongation reads
+//!    the coarse correction and updates `u`, 17 B) over the copy floor of
+//!    [`crate::stream`] (the faster of `copy_from_slice` and a
+//!    non-temporal copy of one array of the padded fine size into another,
+//!    median of its passes, half just before and half just after the run),
+//!    against the app's measured time per V-cycle (`ms_per_vcycle`: the
+//!    preconditioner applications of the MG-PCG solve). Goal: within 2x,
+//!    and the solve at 5e6 DOF/s or more.
+//! 4. **PyAMG reference** (`pip install pyamg` if it is missing; skipped
 //!    with a message if that fails): the 7-point Poisson matrix of the same
 //!    size (`pyamg.gallery.poisson`, Dirichlet), smoothed aggregation with
 //!    CG acceleration to the same relative residual, one thread, in the same
@@ -23,8 +35,11 @@
 //! Runs are sequential; the machine running CI has 2 cores, so 4 ranks
 //! oversubscribe it there (the table says how many cores there were).
 
+use crate::stream::{self, Stream};
 use crate::util;
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
+use plotters::prelude::*;
+use plotters::style::{register_font, FontStyle};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -92,6 +107,47 @@ fn run_app(bin: &Path, dir: &Path, c: Case) -> Result<Value> {
 
 fn f(v: &Value, k: &str) -> f64 {
     v[k].as_f64().unwrap_or(f64::NAN)
+}
+
+/// The project's goals: the 128³ solve at this many DOF/s on one core ...
+const GOAL_DOF_PER_S: f64 = 5e6;
+/// ... and a V-cycle within this factor of its memory-traffic floor.
+const GOAL_FLOOR_RATIO: f64 = 2.0;
+
+/// Bytes a V-cycle with `sweeps` (pre plus post) red-black sweeps per level
+/// must move at least, given every level's global shape (finest first, the
+/// bottom last; the dense bottom solve is left out). Per smoothing level of
+/// `N` cells: each sweep reads `u` and `f` and writes `u` (24 B per cell);
+/// the residual with the restriction reads `u` and `f` and writes the
+/// coarse right-hand side (16 + 1 B); the prolongation reads the coarse
+/// correction and reads and writes `u` (1 + 16 B). Returns the total and
+/// the per-level bytes.
+fn vcycle_bytes(shapes: &[[usize; 3]], sweeps: usize) -> (f64, Vec<f64>) {
+    let smoothing = &shapes[..shapes.len().saturating_sub(1)];
+    let per: Vec<f64> = smoothing
+        .iter()
+        .map(|s| {
+            let n = (s[0] * s[1] * s[2]) as f64;
+            n * (24.0 * sweeps as f64 + 17.0 + 17.0)
+        })
+        .collect();
+    (per.iter().sum(), per)
+}
+
+/// The level shapes of an app report.
+fn level_shapes(v: &Value) -> Vec<[usize; 3]> {
+    v["levels"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|l| {
+                    let g = l["global"].as_array()?;
+                    let d = |i: usize| g.get(i).and_then(Value::as_u64).map(|x| x as usize);
+                    Some([d(0)?, d(1)?, d(2)?])
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The asymptotic factor: the largest of the last three residual ratios.
@@ -245,13 +301,66 @@ pub fn run(args: &Args) -> Result<()> {
         f(&v, "factor")
     );
 
-    // 3. PyAMG.
+    // 3. The V-cycle against its memory-traffic floor, at the reference
+    // size on one rank; the copy floor measured around the run.
     let n_ref = sizes[0].max(128).min(sizes[1]);
-    let ours = runs
-        .iter()
-        .find(|r| r["n"] == n_ref && r["ranks"] == 1 && r["comm_avoiding"] == true)
-        .cloned()
-        .unwrap_or(Value::Null);
+    let stream_reps = if args.quick { 6 } else { 10 };
+    let floor_case = Case {
+        n: n_ref,
+        ranks: 1,
+        ca: true,
+        solver: "pcg",
+        repeat,
+        factor_cycles: 0,
+    };
+    // The padded fine field: ghost width 2 with communication avoidance.
+    let elements = (n_ref + 4).pow(3);
+    let mut copy_times = stream::passes(elements, stream_reps / 2);
+    let fv = run_app(&bin, &dir, floor_case)?;
+    copy_times.extend(stream::passes(elements, stream_reps - stream_reps / 2));
+    let copy = Stream::from_passes(elements, &copy_times);
+    let sweeps =
+        fv["config"]["pre"].as_u64().unwrap_or(2) + fv["config"]["post"].as_u64().unwrap_or(2);
+    let shapes = level_shapes(&fv);
+    let (bytes, level_bytes) = vcycle_bytes(&shapes, sweeps as usize);
+    let floor_ms = 1e3 * bytes / (copy.gb_per_s * 1e9);
+    let ours_ms = f(&fv, "ms_per_vcycle");
+    let floor_ratio = ours_ms / floor_ms;
+    let dof = f(&fv, "dof_per_s");
+    println!(
+        "\nV-cycle vs memory traffic at {n_ref}³, 1 rank: copy floor {:.2} GB/s ({} f64 per array, median of {} passes around the run); \
+         V({},{}) must move {:.1} MB ({:.1} B per fine cell)",
+        copy.gb_per_s,
+        elements,
+        copy_times.len(),
+        fv["config"]["pre"],
+        fv["config"]["post"],
+        bytes / 1e6,
+        bytes / (n_ref.pow(3) as f64)
+    );
+    println!(
+        "  floor {floor_ms:.2} ms per V-cycle, ours {ours_ms:.2} ms -> {floor_ratio:.2}x the floor (goal <= {GOAL_FLOOR_RATIO}x: {}); \
+         solve {:.3e} DOF/s (goal >= {GOAL_DOF_PER_S:.0e}: {})",
+        if floor_ratio <= GOAL_FLOOR_RATIO { "met" } else { "NOT met" },
+        dof,
+        if dof >= GOAL_DOF_PER_S { "met" } else { "NOT met" }
+    );
+    let floor = json!({
+        "n": n_ref, "ranks": 1, "sweeps_per_level": sweeps,
+        "model": "per smoothing level of N cells: 24 N B per red-black sweep (read u, f; write u), 17 N B residual + restriction (read u, f; write coarse f), 17 N B prolongation (read coarse u; read and write u); bottom solve left out",
+        "level_shapes": shapes, "level_bytes": level_bytes, "bytes": bytes,
+        "copy": copy, "copy_passes": copy_times,
+        "floor_ms_per_vcycle": floor_ms, "ms_per_vcycle": ours_ms, "ratio": floor_ratio,
+        "goal_ratio": GOAL_FLOOR_RATIO, "dof_per_s": dof, "goal_dof_per_s": GOAL_DOF_PER_S,
+        "solve_s": fv["solve_s"], "iterations": fv["iterations"], "vcycles": fv["vcycles"],
+        "hash_hex": fv["hash_hex"],
+    });
+
+    // 4. PyAMG.
+    // Ours: the run beside the copy floor (the same configuration as the
+    // throughput table's 1-rank row).
+    let ours =
+        json!({"solve_s": fv["solve_s"], "setup_s": fv["setup_s"], "iterations": fv["iterations"]});
     let reference = if args.no_pyamg {
         Err("skipped (--no-pyamg)".to_string())
     } else {
@@ -281,7 +390,7 @@ pub fn run(args: &Args) -> Result<()> {
                 p_solve / ours_solve,
                 p_total / ours_total
             );
-            json!({"pyamg": p, "ratio_solve": p_solve / ours_solve, "ratio_setup_solve": p_total / ours_total})
+            json!({"pyamg": p, "ours": ours, "ratio_solve": p_solve / ours_solve, "ratio_setup_solve": p_total / ours_total})
         }
         Err(why) => {
             println!("\nPyAMG reference skipped: {why}");
@@ -297,23 +406,177 @@ pub fn run(args: &Args) -> Result<()> {
         "runs": runs,
         "factor": {"n": nf, "residuals": res, "last_three": last3, "mean": v["factor"], "cycles": v["iterations"],
                    "power_iteration": power, "power_cycles": factor_cycles, "goal": 0.12},
+        "floor": floor,
         "reference": comparison,
+        "plot": "multigrid.png",
         "seconds": start.elapsed().as_secs_f64(),
     });
+    let png = out_dir.join("multigrid.png");
+    let pyamg_dof = comparison["pyamg"]["solve_s"]
+        .as_f64()
+        .map(|s| (n_ref.pow(3)) as f64 / s);
+    draw(&png, n_ref, floor_ms, ours_ms, dof, pyamg_dof)
+        .with_context(|| format!("cannot draw {}", png.display()))?;
     let path = out_dir.join("multigrid.json");
     std::fs::write(&path, serde_json::to_string_pretty(&report)? + "\n")
         .with_context(|| format!("cannot write {}", path.display()))?;
     println!(
-        "\nwrote {} ({:.1} s)",
+        "\nwrote {} and {} ({:.1} s)",
         path.display(),
+        png.display(),
         start.elapsed().as_secs_f64()
     );
     Ok(())
 }
 
+/// The plot: time per V-cycle against its floor, and DOF/s against PyAMG
+/// and the goal.
+fn draw(
+    path: &Path,
+    n: usize,
+    floor_ms: f64,
+    ours_ms: f64,
+    ours_dof: f64,
+    pyamg_dof: Option<f64>,
+) -> Result<()> {
+    register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular())
+        .map_err(|_| anyhow!("the embedded DejaVu Sans font is invalid"))?;
+    let root = BitMapBackend::new(path, (1100, 500)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let body = root.titled(
+        &format!("multigrid, {n}³ Poisson, one core: MG-PCG V(2,2) to 1e-10"),
+        ("sans-serif", 20),
+    )?;
+    let panels = body.split_evenly((1, 2));
+    let bars = |area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
+                caption: &str,
+                unit: &str,
+                items: &[(&str, f64, RGBColor)],
+                goal: Option<(f64, &str)>,
+                log: bool|
+     -> Result<()> {
+        let top = items
+            .iter()
+            .map(|i| i.1)
+            .chain(goal.map(|g| g.0))
+            .fold(0.0f64, f64::max)
+            * 1.3;
+        let bottom = items
+            .iter()
+            .map(|i| i.1)
+            .chain(goal.map(|g| g.0))
+            .fold(f64::INFINITY, f64::min)
+            * 0.5;
+        let mut builder = ChartBuilder::on(area);
+        builder
+            .caption(caption, ("sans-serif", 17))
+            .margin(14)
+            .x_label_area_size(36)
+            .y_label_area_size(70);
+        let c = &mut builder;
+        let labels: Vec<String> = items.iter().map(|i| i.0.to_string()).collect();
+        let nx = items.len() as f64;
+        let xfmt = move |x: &f64| {
+            let i = x.round();
+            if (x - i).abs() < 1e-9 && i >= 0.0 && (i as usize) < labels.len() {
+                labels[i as usize].clone()
+            } else {
+                String::new()
+            }
+        };
+        macro_rules! body {
+            ($chart:expr, $lo:expr) => {{
+                let mut chart = $chart;
+                chart
+                    .configure_mesh()
+                    .disable_x_mesh()
+                    .x_labels(items.len() * 2 + 1)
+                    .x_label_formatter(&xfmt)
+                    .y_desc(unit)
+                    .y_label_formatter(&|y| format!("{y:.3}"))
+                    .draw()?;
+                for (i, (_, v, col)) in items.iter().enumerate() {
+                    let x = i as f64;
+                    chart.draw_series(std::iter::once(Rectangle::new(
+                        [(x - 0.3, $lo), (x + 0.3, *v)],
+                        col.filled(),
+                    )))?;
+                    chart.draw_series(std::iter::once(Text::new(
+                        format!("{v:.3}"),
+                        (
+                            x - 0.15,
+                            *v * if log { 1.08 } else { 1.0 } + if log { 0.0 } else { top * 0.02 },
+                        ),
+                        ("sans-serif", 15),
+                    )))?;
+                }
+                if let Some((g, label)) = goal {
+                    chart.draw_series(std::iter::once(PathElement::new(
+                        vec![(-0.5, g), (nx - 0.5, g)],
+                        RED.stroke_width(2),
+                    )))?;
+                    chart.draw_series(std::iter::once(Text::new(
+                        label.to_string(),
+                        (-0.45, g * if log { 1.1 } else { 1.03 }),
+                        ("sans-serif", 14).into_font().color(&RED),
+                    )))?;
+                }
+            }};
+        }
+        if log {
+            body!(
+                c.build_cartesian_2d(-0.5..nx - 0.5, (bottom..top).log_scale())?,
+                bottom
+            );
+        } else {
+            body!(c.build_cartesian_2d(-0.5..nx - 0.5, 0.0..top)?, 0.0);
+        }
+        Ok(())
+    };
+    let blue = RGBColor(31, 119, 180);
+    let grey = RGBColor(150, 150, 150);
+    let orange = RGBColor(255, 127, 14);
+    bars(
+        &panels[0],
+        "time per V-cycle (ms)",
+        "ms",
+        &[
+            ("memory-traffic floor", floor_ms, grey),
+            ("ours", ours_ms, blue),
+        ],
+        Some((GOAL_FLOOR_RATIO * floor_ms, "goal: 2x the floor")),
+        false,
+    )?;
+    let mut items = vec![("ours", ours_dof / 1e6, blue)];
+    if let Some(p) = pyamg_dof {
+        items.push(("PyAMG (SA + CG)", p / 1e6, orange));
+    }
+    bars(
+        &panels[1],
+        "solve throughput (million DOF/s, log scale)",
+        "MDOF/s",
+        &items,
+        Some((GOAL_DOF_PER_S / 1e6, "goal")),
+        true,
+    )?;
+    root.present()?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::asymptotic;
+    use super::{asymptotic, vcycle_bytes};
+
+    #[test]
+    fn vcycle_bytes_counts_every_smoothing_level_once() {
+        // Two smoothing levels (64 and 8 cells) and the bottom (1 cell).
+        let (total, per) = vcycle_bytes(&[[4, 4, 4], [2, 2, 2], [1, 1, 1]], 4);
+        assert_eq!(per, vec![64.0 * 130.0, 8.0 * 130.0]);
+        assert_eq!(total, 72.0 * 130.0);
+        // V(1,1): 2 sweeps of 24 B plus 34 B of transfers per cell.
+        assert_eq!(vcycle_bytes(&[[2, 2, 2], [1, 1, 1]], 2).0, 8.0 * 82.0);
+        assert_eq!(vcycle_bytes(&[[2, 2, 2]], 4).0, 0.0);
+    }
 
     #[test]
     fn asymptotic_factor_takes_the_worst_of_the_last_three() {

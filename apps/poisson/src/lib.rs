@@ -215,6 +215,12 @@ pub struct Report {
     pub iterations: usize,
     /// V-cycles run (the preconditioner applications for `pcg`).
     pub vcycles: usize,
+    /// Seconds inside the V-cycles of the median solve, max over ranks
+    /// (`Hierarchy::vcycle_seconds`; for `pcg` with the preconditioner's
+    /// zero start; for `mg` with the copy of the right-hand side).
+    pub vcycle_s: f64,
+    /// `vcycle_s / vcycles` in milliseconds.
+    pub ms_per_vcycle: f64,
     /// Whether the tolerance was reached.
     pub converged: bool,
     /// Relative residual norms, the initial one first.
@@ -311,7 +317,9 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
     let mut u = mg.new_field();
     for k in 0..cfg.repeat {
         mg.reset_stats();
-        u = mg.new_field();
+        // Every repeat starts from zero in the same buffer (as a time
+        // stepper reuses its solution field).
+        u.as_mut_slice().fill(0.0);
         comm.barrier()?;
         let t = Instant::now();
         let rep = match cfg.solver {
@@ -327,7 +335,7 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
             rep.residuals.last().copied().unwrap_or(0.0)
         ));
         times.push(secs);
-        runs.push((rep, mg.level_stats()));
+        runs.push((rep, mg.level_stats(), mg.vcycle_seconds()));
     }
     let local_times = times.clone();
     comm.allreduce_f64(&mut times, ReduceOp::Max)?;
@@ -336,7 +344,8 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
     let mut order: Vec<usize> = (0..times.len()).collect();
     order.sort_by(|&a, &b| times[a].total_cmp(&times[b]));
     let pick = order[(times.len() - 1) / 2];
-    let (rep, stats) = &runs[pick];
+    let (rep, stats, vcycle_s) = &runs[pick];
+    let vcycle_s = comm.allreduce_scalar(*vcycle_s, ReduceOp::Max)?;
 
     // Per level and per phase, max over ranks; the solve's exchange counts.
     let nl = stats.len();
@@ -449,6 +458,12 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
         solve_times: times.clone(),
         iterations: it,
         vcycles: rep.vcycles,
+        vcycle_s,
+        ms_per_vcycle: if rep.vcycles > 0 {
+            1e3 * vcycle_s / rep.vcycles as f64
+        } else {
+            0.0
+        },
         converged: rep.converged,
         residuals: rep.residuals.clone(),
         factor,
@@ -514,9 +529,10 @@ impl Report {
             self.dof_per_s
         ));
         line(format!(
-            "iterations {}   V-cycles {}   converged {}   factor {:.4} per iteration",
+            "iterations {}   V-cycles {} ({:.2} ms each)   converged {}   factor {:.4} per iteration",
             self.iterations,
             self.vcycles,
+            self.ms_per_vcycle,
             if self.converged { "yes" } else { "NO" },
             self.factor
         ));
