@@ -389,6 +389,8 @@ pub fn run(a: &Args) -> Result<()> {
                 "--ranks 1 --mode blocking --gpu-stencil cached",
                 "--ranks 1 --mode overlap --gpu-stencil pairs --gpu-chunk 3",
                 "--ranks 4 --mode overlap --grid 1x2x2 --gpu-stencil pairs",
+                "--ranks 1 --mode overlap --gpu-stencil shuffle",
+                "--ranks 4 --mode overlap --grid 1x2x2 --gpu-stencil shuffle --gpu-chunk 5",
                 "--ranks 2 --mode overlap",
                 "--ranks 4 --mode overlap",
                 "--ranks 4 --mode blocking --grid 1x2x2",
@@ -659,7 +661,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
         println!("stencil orders, Euler, 1 rank, blocking, default launch shapes, each stencil");
         for &n in &sizes {
             for &o in &orders {
-                for stencil in ["cached", "pairs", "shared"] {
+                for stencil in ["cached", "pairs", "shuffle", "shared"] {
                     let case = format!("fd{o} {stencil}");
                     let ms = time(
                         &case,

@@ -128,6 +128,55 @@ fd_pairs(const double* __restrict__ u, double* __restrict__ out, const Coef cf, 
     if (!finite) atomicMin(bad, step);
 }
 
+// One warp across axis 2 (blocks of 32 x 8): the axis-2 neighbours come
+// from the other lanes by shuffles instead of 2R loads each, the edge lanes
+// loading the ones past the warp; axis 0 in registers, axis 1 through the
+// caches. Lanes past the region load the ghost cells that follow it (their
+// values feed the shuffles) and, beyond those, a clamped cell that no
+// stored value uses; the warp stays whole for the shuffles. Same operands
+// in the same order as fd_sweep.
+extern "C" __global__ void __launch_bounds__(256)
+fd_shuffle(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
+           long s0, long s1, int chunk, int step, int* __restrict__ bad) {
+    const int lane = threadIdx.x;
+    const int k = blockIdx.x * 32 + lane;
+    const int j = blockIdx.y * blockDim.y + threadIdx.y;
+    if (j >= b.n1) return;  // the whole warp: a warp is one row
+    const int i0 = blockIdx.z * chunk;
+    const int i1 = min(i0 + chunk, b.n0);
+    if (i0 >= i1) return;
+    const bool kin = k < b.n2;
+    const int kk = min(k, b.n2 - 1 + R);
+    long q = (long)(b.lo0 + i0) * s0 + (long)(b.lo1 + j) * s1 + b.lo2 + kk;
+    double x[2 * R + 1];
+#pragma unroll
+    for (int m = 0; m < 2 * R; ++m) x[m] = u[q + (m - R) * s0];
+    bool finite = true;
+    for (int i = i0; i < i1; ++i, q += s0) {
+        x[2 * R] = u[q + R * s0];
+        double v = cf.c * x[R];
+#pragma unroll
+        for (int m = 1; m <= R; ++m) v += cf.w[0][m - 1] * (x[R + m] + x[R - m]);
+#pragma unroll
+        for (int m = 1; m <= R; ++m) v += cf.w[1][m - 1] * (u[q + m * s1] + u[q - m * s1]);
+#pragma unroll
+        for (int m = 1; m <= R; ++m) {
+            double rt = __shfl_down_sync(0xffffffffu, x[R], m);
+            double lf = __shfl_up_sync(0xffffffffu, x[R], m);
+            if (kin && lane + m > 31) rt = u[q + m];
+            if (kin && lane < m) lf = u[q - m];
+            v += cf.w[2][m - 1] * (rt + lf);
+        }
+        if (kin) {
+            out[q] = v;
+            finite &= isfinite(v);
+        }
+#pragma unroll
+        for (int m = 0; m < 2 * R; ++m) x[m] = x[m + 1];
+    }
+    if (!finite) atomicMin(bad, step);
+}
+
 // The same update with the (j, k) neighbours from shared memory: a block of
 // TX x TY threads stages each plane of its tile, widened by R cells on each
 // side along axes 1 and 2, once, and every thread reads its 4R neighbours

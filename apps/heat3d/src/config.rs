@@ -52,8 +52,8 @@ pub enum SpectralStep {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum GpuStencil {
-    /// `pairs` at order 2, `cached` at higher orders (the fastest of the
-    /// three on an H200).
+    /// `pairs` at order 2, `shuffle` at order 20, `cached` between (the
+    /// fastest on an H200).
     Auto,
     /// Through the caches, straight from device memory, one cell a thread.
     Cached,
@@ -61,6 +61,9 @@ pub enum GpuStencil {
     /// 16-byte loads and stores (`cached` where a padded row or plane has
     /// odd length).
     Pairs,
+    /// Warps across the last axis, whose neighbours along it are exchanged
+    /// between lanes by shuffles instead of loaded (blocks of 32 x 8).
+    Shuffle,
     /// From a shared-memory tile of each plane (32 x 8 threads).
     Shared,
 }

@@ -47,13 +47,17 @@ enum Kernel {
     Tiled,
     /// `fd_pairs`: two cells a thread along the last axis, 16-byte loads.
     Pairs,
+    /// `fd_shuffle`: warps across the last axis, its neighbours shuffled.
+    Shuffle,
 }
 
 /// The stencil kernel and launch shape for `cfg` on `layout`: `auto` takes
 /// the fastest measured on an H200 (`cargo xtask bench gpu --sections
-/// orders`): `pairs` with 4 cells a thread along axis 0 at order 2, and
-/// `cached` with 32 at higher orders, whose many fast-axis loads favour
-/// long columns and narrow (32 x 8) blocks. `pairs` needs padded rows and
+/// orders`): `pairs` with 4 cells a thread along axis 0 at order 2,
+/// `shuffle` at order 20 (its 20 fast-axis loads a cell are where the
+/// shuffles pay: 0.45 against 0.52 ms at 256^3), and `cached` with 32
+/// between, whose many fast-axis loads favour long columns and narrow
+/// (32 x 8) blocks. `pairs` needs padded rows and
 /// planes of even length (16-byte aligned pairs) and falls back to
 /// `cached` otherwise. Returns (kernel, cells along axis 0, block width).
 fn stencil_choice(cfg: &Config, layout: &FieldLayout) -> (Kernel, usize, u32) {
@@ -61,14 +65,16 @@ fn stencil_choice(cfg: &Config, layout: &FieldLayout) -> (Kernel, usize, u32) {
     let even = s[0] % 2 == 0 && s[1] % 2 == 0;
     let kernel = match cfg.gpu_stencil {
         GpuStencil::Shared => Kernel::Tiled,
+        GpuStencil::Shuffle => Kernel::Shuffle,
         GpuStencil::Pairs if even => Kernel::Pairs,
         GpuStencil::Auto if even && cfg.order == 2 => Kernel::Pairs,
+        GpuStencil::Auto if cfg.order == 20 => Kernel::Shuffle,
         _ => Kernel::Sweep,
     };
     let (chunk, block) = match kernel {
         Kernel::Pairs => (4, 128),
         Kernel::Sweep if cfg.order == 2 => (8, 128),
-        Kernel::Sweep | Kernel::Tiled => (32, 32),
+        Kernel::Sweep | Kernel::Tiled | Kernel::Shuffle => (32, 32),
     };
     let chunk = if cfg.gpu_chunk > 0 {
         cfg.gpu_chunk
@@ -244,6 +250,7 @@ impl DeviceSolver {
                 Kernel::Sweep => "fd_sweep",
                 Kernel::Tiled => "fd_tiled",
                 Kernel::Pairs => "fd_pairs",
+                Kernel::Shuffle => "fd_shuffle",
             })?,
             kernel,
             rk: f("rk_combine")?,
@@ -355,8 +362,12 @@ impl DeviceSolver {
         }
         let sh = region.shape();
         let chunk = chunk.min(sh[0] as i32).max(1);
-        // The tiled kernel's block is fixed by its shared-memory tile.
-        let block = if k.kernel == Kernel::Tiled { 32 } else { block };
+        // The tiled kernel's block is fixed by its shared-memory tile, the
+        // shuffling one's width by the warp.
+        let block = match k.kernel {
+            Kernel::Tiled | Kernel::Shuffle => 32,
+            _ => block,
+        };
         // Threads along the last axis: one a cell, or one a pair of cells
         // starting at an even padded index.
         let across = match k.kernel {
@@ -386,8 +397,8 @@ impl DeviceSolver {
             .arg(&chunk)
             .arg(&step)
             .arg(bad);
-        // SAFETY: the arguments match `fd_sweep`, `fd_tiled` and
-        // `fd_pairs` (same signature); `fd_pairs` is chosen only when rows
+        // SAFETY: the arguments match `fd_sweep`, `fd_tiled`, `fd_pairs`
+        // and `fd_shuffle` (same signature); `fd_pairs` is chosen only when rows
         // and planes have even length, so its 16-byte accesses are aligned
         // (the allocation is); `region` lies in the owned cells, whose
         // stencils read at most `radius` cells past them, inside the
@@ -563,5 +574,75 @@ fn two<'a>(
         (Slot::U, Slot::B) => (u, b.as_mut().expect("stage b")),
         (Slot::A, Slot::B) => (a, b.as_mut().expect("stage b")),
         other => unreachable!("no step uses {other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(owned: [usize; 3], radius: usize) -> FieldLayout {
+        FieldLayout {
+            owned,
+            ghost: ghost(radius),
+            components: 1,
+        }
+    }
+
+    #[test]
+    fn ghosts_align_rows_to_sectors() {
+        for r in 0..=10 {
+            let g = ghost(r);
+            assert_eq!(&g[..2], &[r, r]);
+            assert!(
+                g[2] >= r && g[2] % 4 == 0 && g[2] < r + 4,
+                "radius {r}: {g:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn auto_picks_per_order_and_falls_back_on_odd_rows() {
+        let cfg = |order: usize, stencil: GpuStencil| Config {
+            order,
+            gpu_stencil: stencil,
+            ..Config::default()
+        };
+        let even = layout([64, 64, 64], 1);
+        let odd = layout([64, 64, 63], 1);
+        assert_eq!(
+            stencil_choice(&cfg(2, GpuStencil::Auto), &even),
+            (Kernel::Pairs, 4, 128)
+        );
+        assert_eq!(
+            stencil_choice(&cfg(2, GpuStencil::Auto), &odd),
+            (Kernel::Sweep, 8, 128)
+        );
+        assert_eq!(
+            stencil_choice(&cfg(8, GpuStencil::Auto), &layout([64; 3], 4)),
+            (Kernel::Sweep, 32, 32)
+        );
+        assert_eq!(
+            stencil_choice(&cfg(20, GpuStencil::Auto), &layout([64; 3], 10)),
+            (Kernel::Shuffle, 32, 32)
+        );
+        assert_eq!(
+            stencil_choice(&cfg(2, GpuStencil::Pairs), &odd).0,
+            Kernel::Sweep
+        );
+        assert_eq!(
+            stencil_choice(&cfg(2, GpuStencil::Shared), &even).0,
+            Kernel::Tiled
+        );
+        assert_eq!(
+            stencil_choice(&cfg(2, GpuStencil::Cached), &even).0,
+            Kernel::Sweep
+        );
+        let tuned = Config {
+            gpu_chunk: 3,
+            gpu_block: 64,
+            ..cfg(2, GpuStencil::Auto)
+        };
+        assert_eq!(stencil_choice(&tuned, &even), (Kernel::Pairs, 3, 64));
     }
 }
