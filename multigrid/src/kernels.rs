@@ -194,7 +194,15 @@ pub(crate) fn residual_row(
         // SAFETY: AVX2 was detected (Simd::detect checks it for both sets);
         // `check_bounds` checked `u` and `wall2`, the assertion `f`, and
         // `out` has `hi - lo` values.
-        Simd::Avx2 | Simd::Avx512 => unsafe { avx2::residual(c, u, f, row, lo, hi, out) },
+        Simd::Avx2 => unsafe { avx2::residual(c, u, f, row, lo, hi, out) },
+        #[cfg(all(target_arch = "x86_64", mg_avx512))]
+        // SAFETY: `Simd::detect` found AVX-512F on this CPU; bounds as for
+        // AVX2 (the last step's loads and store are masked to `lo..hi`).
+        Simd::Avx512 => unsafe { avx512::residual(c, u, f, row, lo, hi, out) },
+        #[cfg(all(target_arch = "x86_64", not(mg_avx512)))]
+        // SAFETY: as for AVX2 (Simd::Avx512 is never detected in this
+        // build).
+        Simd::Avx512 => unsafe { avx2::residual(c, u, f, row, lo, hi, out) },
         _ => {
             for k in lo..hi {
                 let x = row + k;
@@ -464,6 +472,67 @@ mod avx2 {
 mod avx512 {
     use super::ConstRow;
     use std::arch::x86_64::*;
+
+    /// `out[k - lo] = f[row + k] - (A u)[row + k]` (or `(A u)` without
+    /// `f`), eight cells a step; the last step's loads and store are masked
+    /// to `lo..hi`.
+    ///
+    /// # Safety
+    /// AVX-512F present; the cells `row + lo .. row + hi` and their
+    /// neighbours inside `u`, the cells inside `f`, `wall2` covering
+    /// `lo..hi`, and `out.len() == hi - lo`.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn residual(
+        c: &ConstRow<'_>,
+        u: &[f64],
+        f: Option<&[f64]>,
+        row: usize,
+        lo: usize,
+        hi: usize,
+        out: &mut [f64],
+    ) {
+        let w = [
+            _mm512_set1_pd(c.ih2[0]),
+            _mm512_set1_pd(c.ih2[1]),
+            _mm512_set1_pd(c.ih2[2]),
+        ];
+        let vd = _mm512_set1_pd(c.dij);
+        let up = u.as_ptr();
+        let wp = c.wall2.as_ptr();
+        let op = out.as_mut_ptr();
+        let mut k = lo;
+        while k < hi {
+            let m: __mmask8 = if hi - k >= 8 {
+                0xff
+            } else {
+                (1u8 << (hi - k)) - 1
+            };
+            // SAFETY: every load and the store are masked to the cells
+            // k .. min(k + 8, hi) of `lo..hi` (the contract covers them, their
+            // neighbours, `wall2` and `out`); masked-off lanes are not
+            // accessed.
+            unsafe {
+                let p = up.add(row + k);
+                let ld = |q: *const f64| _mm512_maskz_loadu_pd(m, q);
+                let a = _mm512_add_pd(ld(p.sub(c.s0)), ld(p.add(c.s0)));
+                let b = _mm512_add_pd(ld(p.sub(c.s1)), ld(p.add(c.s1)));
+                let e = _mm512_add_pd(ld(p.sub(1)), ld(p.add(1)));
+                let nb = _mm512_add_pd(
+                    _mm512_add_pd(_mm512_mul_pd(w[0], a), _mm512_mul_pd(w[1], b)),
+                    _mm512_mul_pd(w[2], e),
+                );
+                let d = _mm512_add_pd(vd, ld(wp.add(k)));
+                let au = _mm512_sub_pd(_mm512_mul_pd(d, ld(p)), nb);
+                let v = match f {
+                    Some(f) => _mm512_sub_pd(ld(f.as_ptr().add(row + k)), au),
+                    None => au,
+                };
+                _mm512_mask_storeu_pd(op.add(k - lo), m, v);
+            }
+            k += 8;
+        }
+    }
 
     /// Red-black update of `row + k`, `k = k0, k0 + 2, ... < hi`: eight
     /// cells per step from `k0`, lanes 0, 2, 4, 6 of the colour, stored

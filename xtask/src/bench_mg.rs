@@ -493,7 +493,8 @@ fn draw(
                     .x_labels(items.len() * 2 + 1)
                     .x_label_formatter(&xfmt)
                     .y_desc(unit)
-                    .y_label_formatter(&|y| format!("{y:.3}"))
+                    .y_labels(8)
+                    .y_label_formatter(&|y| format!("{y:.2}"))
                     .draw()?;
                 for (i, (_, v, col)) in items.iter().enumerate() {
                     let x = i as f64;
