@@ -135,7 +135,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    /// Every kernel, slowest first.
+    /// Every kernel, narrowest vectors first.
     pub const ALL: [Kernel; 3] = [Kernel::Scalar, Kernel::Avx2, Kernel::Avx512];
 
     /// Whether this build has the kernel and this CPU can run it.
@@ -154,11 +154,14 @@ impl Kernel {
         }
     }
 
-    /// The fastest available kernel.
+    /// The default kernel: AVX2 where the CPU has it, then AVX-512, then
+    /// scalar. AVX2 comes first because it measured 15-25% faster than
+    /// AVX-512 at 256^3 (orders 2 to 20) on the development machine's Xeon:
+    /// most neighbour loads are unaligned, and an unaligned 64-byte load
+    /// always spans two cache lines, a 32-byte one only half the time.
     pub fn detect() -> Kernel {
-        Kernel::ALL
+        [Kernel::Avx2, Kernel::Avx512]
             .into_iter()
-            .rev()
             .find(|k| k.available())
             .unwrap_or(Kernel::Scalar)
     }
