@@ -24,10 +24,9 @@ use comm::exact::ExactSum;
 /// Values per block (at most `2^M`).
 const BLOCK: usize = 4096;
 /// `2^M >= BLOCK`: the sum of a level's parts stays below its `σ`.
-#[cfg(target_arch = "x86_64")]
+#[cfg_attr(not(all(target_arch = "x86_64", mg_simd)), allow(dead_code))]
 const M: i32 = 12;
 /// Extraction levels: each takes `53 - M = 41` bits below the previous.
-#[cfg(target_arch = "x86_64")]
 const LEVELS: usize = 3;
 
 /// An exact accumulator fed value by value or by rows.
@@ -106,8 +105,8 @@ impl Acc {
         // below the largest it saw.
         let mut rounds = 0;
         loop {
-            let done = match self.simd {
-                #[cfg(target_arch = "x86_64")]
+            let done: Option<([f64; LEVELS], bool)> = match self.simd {
+                #[cfg(all(target_arch = "x86_64", mg_simd))]
                 // SAFETY: `Simd::Avx2` and `Simd::Avx512` are only made by
                 // `Simd::detect` after it found AVX2 on this CPU.
                 Simd::Avx2 | Simd::Avx512 => unsafe { avx2::extract(block) },
@@ -154,7 +153,7 @@ impl Acc {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", mg_simd))]
 mod avx2 {
     use super::{LEVELS, M};
     use std::arch::x86_64::*;
@@ -383,7 +382,7 @@ mod tests {
         assert_eq!(acc.finish().to_f64().to_bits(), reference(&p).to_bits());
     }
 
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", mg_simd))]
     #[test]
     fn ordinary_blocks_take_the_fast_path() {
         if Simd::detect() == Simd::Portable {

@@ -14,25 +14,27 @@
 //! before storing, so a cell of the other colour is written back unchanged
 //! and the values the updated cells read are never modified in the pass.
 
-/// The instruction set the row kernels use.
+/// The instruction set the row kernels use. The vector sets exist in builds
+/// with Rust 1.89 or later (`cfg(mg_simd)`, see `build.rs`); older
+/// compilers build the portable kernels only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(all(target_arch = "x86_64", mg_simd)), allow(dead_code))]
 pub(crate) enum Simd {
     /// Plain Rust, one cell at a time.
     Portable,
     /// AVX2, four cells at a time (x86-64 CPUs that have it).
     Avx2,
-    /// AVX-512F for the smoothing rows, eight cells at a time, AVX2 for the
-    /// rest (CPUs with both; built with Rust 1.89 or later).
+    /// AVX-512F for the smoothing and residual rows, eight cells at a time,
+    /// AVX2 for the rest (CPUs with both).
     Avx512,
 }
 
 impl Simd {
     /// The best set this CPU supports.
     pub fn detect() -> Self {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", mg_simd))]
         {
             let avx2 = std::arch::is_x86_feature_detected!("avx2");
-            #[cfg(mg_avx512)]
             if avx2 && std::arch::is_x86_feature_detected!("avx512f") {
                 return Simd::Avx512;
             }
@@ -121,7 +123,7 @@ pub(crate) fn smooth_row(
         return;
     }
     check_bounds(c, row, k0, hi, u.len().min(f.len()));
-    #[cfg(all(target_arch = "x86_64", mg_avx512))]
+    #[cfg(all(target_arch = "x86_64", mg_simd))]
     if simd == Simd::Avx512 && row + hi + 8 + c.s0.max(c.s1) <= u.len().min(f.len()) {
         // SAFETY: `Simd::detect` found AVX-512F on this CPU; `check_bounds`
         // and the condition above cover the cells `k0..hi`, their
@@ -150,12 +152,12 @@ pub(crate) fn smooth_row(
     }
     debug_assert!((lo..end).step_by(2).all(|k| c.wall2[k] == 0.0));
     match simd {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", mg_simd))]
         // SAFETY: `Simd::detect` found AVX2 on this CPU (Simd::Avx2 is made
         // nowhere else), and `check_bounds` above checked every cell and
         // neighbour of `lo..end` (a sub-range of `k0..hi`).
         Simd::Avx2 => unsafe { avx2::smooth(c, u, f, row, lo, end, inv_mid, omega) },
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", mg_simd))]
         // SAFETY: AVX2 is present with AVX-512 (Simd::detect checks both);
         // bounds as above.
         // (Avx512 near the end of the array: the AVX2 kernel.)
@@ -190,19 +192,15 @@ pub(crate) fn residual_row(
         assert!(row + hi <= f.len(), "row kernel out of bounds");
     }
     match simd {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", mg_simd))]
         // SAFETY: AVX2 was detected (Simd::detect checks it for both sets);
         // `check_bounds` checked `u` and `wall2`, the assertion `f`, and
         // `out` has `hi - lo` values.
         Simd::Avx2 => unsafe { avx2::residual(c, u, f, row, lo, hi, out) },
-        #[cfg(all(target_arch = "x86_64", mg_avx512))]
+        #[cfg(all(target_arch = "x86_64", mg_simd))]
         // SAFETY: `Simd::detect` found AVX-512F on this CPU; bounds as for
         // AVX2 (the last step's loads and store are masked to `lo..hi`).
         Simd::Avx512 => unsafe { avx512::residual(c, u, f, row, lo, hi, out) },
-        #[cfg(all(target_arch = "x86_64", not(mg_avx512)))]
-        // SAFETY: as for AVX2 (Simd::Avx512 is never detected in this
-        // build).
-        Simd::Avx512 => unsafe { avx2::residual(c, u, f, row, lo, hi, out) },
         _ => {
             for k in lo..hi {
                 let x = row + k;
@@ -244,7 +242,7 @@ pub(crate) fn prolong_row(
         "prolongation row out of bounds"
     );
     match simd {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", mg_simd))]
         // SAFETY: AVX2 was detected (Simd::Avx2 and Simd::Avx512 come from
         // Simd::detect only, which checks AVX2 for both); the assertion
         // above covers every coarse value read.
@@ -267,7 +265,7 @@ fn prolong_cell(c: &[f64], x: usize, di: isize, dj: isize, dk: isize) -> f64 {
         + W[3] * at(di + dj + dk)
 }
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", mg_simd))]
 mod avx2 {
     use super::ConstRow;
     use std::arch::x86_64::*;
@@ -467,7 +465,7 @@ mod avx2 {
     }
 }
 
-#[cfg(all(target_arch = "x86_64", mg_avx512))]
+#[cfg(all(target_arch = "x86_64", mg_simd))]
 #[allow(clippy::incompatible_msrv)] // only built with Rust 1.89 or later (build.rs)
 mod avx512 {
     use super::ConstRow;
