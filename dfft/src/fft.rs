@@ -1078,18 +1078,29 @@ fn scale_all<T: Copy + std::ops::Mul<f64, Output = T>>(v: &mut [T], scale: f64) 
 }
 
 /// Visits the blocks of a strided transform: `f(i, t0, bl)` for each run
-/// of `bl <= block` lines (the runs of one `i` as equal as they can be) that neighbour each other along the contiguous
-/// axis, starting at index `t0` of that axis and `i` of the third.
+/// of `bl <= block` lines (the runs of one `i` as equal as they can be)
+/// that neighbour each other in memory, starting at index `t0` of the
+/// contiguous axis and `i` of the third; where the third axis follows the
+/// contiguous one in memory, `i` is 0 and `t0` counts lines of the whole
+/// run ([`line_at`] gives the offset either way).
 fn for_blocks(
     g: &Geom,
     block: usize,
     mut f: impl FnMut(usize, usize, usize) -> Result<(), FftError>,
 ) -> Result<(), FftError> {
     let (c, o) = block_axes(g);
+    // When the third axis follows the contiguous one in memory, the lines of
+    // both form one run: blocks go across it (`i` is then always 0 and `t0`
+    // counts lines of the run), so rows stay long when the contiguous axis
+    // is short or not a multiple of the block.
+    let (len, outer) = if g.strides[o] == g.shape[c] * g.strides[c] {
+        (g.shape[c] * g.shape[o], 1)
+    } else {
+        (g.shape[c], g.shape[o])
+    };
     // Blocks of nearly equal size (no short last block).
-    let len = g.shape[c];
     let count = len.div_ceil(block.max(1));
-    for i in 0..g.shape[o] {
+    for i in 0..outer {
         let mut t0 = 0;
         for b in 0..count {
             let bl = len / count + usize::from(b < len % count);
@@ -1111,7 +1122,8 @@ fn block_axes(g: &Geom) -> (usize, usize) {
 }
 
 /// Offset of the line at index `i` of the third axis and `t` of the
-/// contiguous one.
+/// contiguous one (`t` may run past that axis into the third where the two
+/// form one run, see [`for_blocks`]).
 fn line_at(g: &Geom, i: usize, t: usize) -> usize {
     let (c, o) = block_axes(g);
     i * g.strides[o] + t * g.strides[c]
