@@ -3,10 +3,11 @@
 //! embedded by the `dejavu` crate, so no system font library or font file
 //! is needed.
 //!
-//! Three panels: (1) weak scaling, the per-phase median step time stacked
+//! Four panels: (1) weak scaling, the per-phase median step time stacked
 //! per rank count and mode; (2) weak efficiency t(1)/t(P) per mode;
 //! (3) the order sweep, step and sweep time over the copy floor, with the
-//! project's 1.4x goal. [`draw`] returns the panels' titles, axes and series
+//! FD-2 goal; (4) the sweep's GFLOP/s as a percentage of the FMA peak
+//! measured in the same run, with the 50 % ceiling of unfused arithmetic. [`draw`] returns the panels' titles, axes and series
 //! names, which the bench also writes to `heat3d.json`.
 
 use crate::bench::{OrderRun, WeakRun, GOAL_RATIO, MODES};
@@ -38,10 +39,10 @@ fn phase(t: &crate::util::Timings, i: usize) -> f64 {
 pub fn draw(path: &Path, title: &str, weak: &[WeakRun], orders: &[OrderRun]) -> Result<Vec<Value>> {
     register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular())
         .map_err(|_| anyhow!("the embedded DejaVu Sans font is invalid"))?;
-    let root = BitMapBackend::new(path, (1500, 560)).into_drawing_area();
+    let root = BitMapBackend::new(path, (2000, 560)).into_drawing_area();
     root.fill(&WHITE)?;
     let body = root.titled(title, ("sans-serif", 22))?;
-    let panels = body.split_evenly((1, 3));
+    let panels = body.split_evenly((1, 4));
     let mut labels = vec![];
 
     // (1) Stacked per-phase bars: groups of ranks, one bar per mode.
@@ -235,6 +236,50 @@ pub fn draw(path: &Path, title: &str, weak: &[WeakRun], orders: &[OrderRun]) -> 
         "x": "FD order",
         "y": "ratio to the copy floor over the same padded array",
         "series": ["step / floor", "sweep / floor", format!("goal FD-2 <= {GOAL_RATIO}x")],
+    }));
+
+    // (4) The sweep's arithmetic rate against the core's FMA peak; without
+    // fused multiply-adds (the kernels never fuse, for the bits) half the
+    // peak is the ceiling.
+    let mut c = ChartBuilder::on(&panels[3])
+        .caption("order sweep: % of the FMA peak", ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(46)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0..22i32, 0.0..100.0)?;
+    c.configure_mesh()
+        .x_desc("FD order")
+        .y_desc("sweep GFLOP/s / FMA peak (%)")
+        .label_style(("sans-serif", 13))
+        .draw()?;
+    let color = MODE_COLORS[0];
+    let pts: Vec<(i32, f64)> = orders
+        .iter()
+        .map(|o| (o.order as i32, 100.0 * o.peak_fraction))
+        .collect();
+    c.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
+        .label("sweep")
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+    c.draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
+    let ceiling = MODE_COLORS[1];
+    c.draw_series(LineSeries::new(
+        vec![(0, 50.0), (22, 50.0)],
+        ceiling.stroke_width(1),
+    ))?
+    .label("ceiling without FMA (50 %)")
+    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], ceiling.stroke_width(1)));
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 13))
+        .draw()?;
+    labels.push(json!({
+        "panel": 4,
+        "title": "order sweep: % of the FMA peak",
+        "x": "FD order",
+        "y": "sweep GFLOP/s over the FMA peak measured in the same run (%)",
+        "series": ["sweep", "ceiling without FMA (50 %)"],
     }));
 
     root.present()?;
