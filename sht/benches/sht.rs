@@ -95,6 +95,70 @@ fn scalar(sht: &Sht) -> Case {
     )
 }
 
+/// Best times (seconds) of the four steps of the scalar transform, each
+/// timed alone: Legendre synthesis, phi synthesis (c2r FFTs), phi analysis
+/// (r2c FFTs), Legendre analysis.
+struct Steps {
+    leg_synth: f64,
+    phi_synth: f64,
+    phi_anal: f64,
+    leg_anal: f64,
+}
+
+impl Steps {
+    fn phi(&self) -> f64 {
+        self.phi_synth + self.phi_anal
+    }
+    fn legendre(&self) -> f64 {
+        self.leg_synth + self.leg_anal
+    }
+}
+
+/// The best of at least 5 repeats and 0.1 s of `f` (after one warm-up).
+fn best_of(mut f: impl FnMut()) -> f64 {
+    f();
+    let (mut best, mut reps) = (f64::INFINITY, 0);
+    let t_start = Instant::now();
+    while reps < 5 || t_start.elapsed().as_secs_f64() < 0.1 {
+        let t0 = Instant::now();
+        f();
+        best = best.min(t0.elapsed().as_secs_f64());
+        reps += 1;
+    }
+    best
+}
+
+fn scalar_steps(sht: &Sht) -> Steps {
+    let c = coeffs(sht, 12345, false);
+    let mut spec = vec![Complex64::new(0.0, 0.0); sht.spectral_len()];
+    let mut grid = vec![0.0; sht.ntheta() * sht.nphi()];
+    let mut back = vec![Complex64::new(0.0, 0.0); sht.nlm()];
+    let p = Parallelism::None;
+    let leg_synth = best_of(|| sht.legendre_synthesis(&c, &mut spec, p).expect("synthesis"));
+    let phi_synth = best_of(|| sht.phi_synthesis(&spec, &mut grid, p).expect("synthesis"));
+    let phi_anal = best_of(|| sht.phi_analysis(&grid, &mut spec, p).expect("analysis"));
+    let leg_anal = best_of(|| {
+        sht.legendre_analysis(&spec, &mut back, p)
+            .expect("analysis")
+    });
+    Steps {
+        leg_synth,
+        phi_synth,
+        phi_anal,
+        leg_anal,
+    }
+}
+
+/// Nominal flops of one scalar Legendre step (synthesis or analysis) of one
+/// field: every `(l, m)` at every pair of latitudes, 7 flops each (the
+/// recurrence's multiply and fused multiply-add, two fused multiply-adds
+/// for the real and imaginary parts). The kernels skip the negligible
+/// values near the poles, so the figure is an effective rate.
+fn legendre_flops(sht: &Sht) -> f64 {
+    let (l, pairs) = (sht.lmax() as f64, sht.ntheta().div_ceil(2) as f64);
+    7.0 * (l + 1.0) * (l + 2.0) / 2.0 * pairs
+}
+
 fn vector(sht: &Sht) -> Case {
     let s = coeffs(sht, 1, true);
     let t = coeffs(sht, 2, true);
@@ -167,6 +231,7 @@ fn main() {
         "lmax", "nth", "nphi", "synth", "anal", "scalar sum", "vsynth", "vanal", "vector sum"
     );
     let mut rows = Vec::new();
+    let mut split = Vec::new();
     for &lmax in &lmaxs {
         let nt = 3 * (lmax + 1) / 2;
         let mut sht = Sht::new(nt, Some(lmax)).expect("plan");
@@ -195,12 +260,52 @@ fn main() {
             v.sum_best * 1e3,
             v.sum_median * 1e3,
         );
+        let st = (!skip("scalar")).then(|| scalar_steps(&sht));
+        let steps_json = st.as_ref().map_or("null".to_string(), |st| {
+            format!(
+                "{{\"legendre_synth_s\": {:e}, \"phi_synth_s\": {:e}, \"phi_anal_s\": {:e}, \"legendre_anal_s\": {:e}, \"legendre_nominal_flops\": {:e}}}",
+                st.leg_synth, st.phi_synth, st.phi_anal, st.leg_anal, legendre_flops(&sht)
+            )
+        });
+        if let Some(st) = st {
+            split.push((lmax, st, legendre_flops(&sht)));
+        }
         rows.push(format!(
-            "  {{\"lmax\": {lmax}, \"ntheta\": {nt}, \"nphi\": {}, \"scalar\": {}, \"vector\": {}}}",
+            "  {{\"lmax\": {lmax}, \"ntheta\": {nt}, \"nphi\": {}, \"scalar\": {}, \"vector\": {}, \"scalar_steps\": {steps_json}}}",
             sht.nphi(),
             json_case(&s),
             json_case(&v)
         ));
+    }
+    if !split.is_empty() {
+        println!("scalar steps timed alone (ms, best): Legendre and phi FFT (with its copies), their shares of the sum, Legendre GFLOP/s (nominal: 7 flops per (l, m) and latitude pair)");
+        println!(
+            "{:>5} | {:>8} {:>8} {:>8} {:>8} | {:>6} {:>6} | {:>6} {:>6}",
+            "lmax",
+            "leg syn",
+            "phi syn",
+            "phi ana",
+            "leg ana",
+            "leg %",
+            "phi %",
+            "GF syn",
+            "GF ana"
+        );
+        for (lmax, st, fl) in &split {
+            let sum = st.legendre() + st.phi();
+            println!(
+                "{:>5} | {:>8.3} {:>8.3} {:>8.3} {:>8.3} | {:>6.1} {:>6.1} | {:>6.2} {:>6.2}",
+                lmax,
+                st.leg_synth * 1e3,
+                st.phi_synth * 1e3,
+                st.phi_anal * 1e3,
+                st.leg_anal * 1e3,
+                100.0 * st.legendre() / sum,
+                100.0 * st.phi() / sum,
+                fl / st.leg_synth / 1e9,
+                fl / st.leg_anal / 1e9,
+            );
+        }
     }
     if let Some(path) = json {
         let text = format!("[\n{}\n]\n", rows.join(",\n"));

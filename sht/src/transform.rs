@@ -23,6 +23,10 @@ thread_local! {
 /// Buffers kept per thread.
 const POOL_MAX: usize = 8;
 
+/// Rows per block of the phi steps: the values of one order for this many
+/// consecutive rows are read (synthesis) or written (analysis) together.
+const PHI_ROWS: usize = 8;
+
 /// A work buffer of `len` values from this thread's pool. Its contents are
 /// unspecified: every caller writes all of it before reading.
 pub(crate) fn take(len: usize) -> Vec<Complex64> {
@@ -440,35 +444,46 @@ impl Sht {
     ) -> Result<(), ShtError> {
         let nf = batch("spec", spec.len(), self.spectral_len())?;
         check_len("grid", grid.len(), nf * self.ntheta * self.nphi)?;
-        let (nt, nh) = (self.ntheta, self.nphi / 2 + 1);
+        let (nt, nh, nphi) = (self.ntheta, self.nphi / 2 + 1, self.nphi);
         let scratch_len = self.c2r.get_scratch_len();
-        let init = || (vec![ZERO; nh], vec![ZERO; scratch_len]);
-        // One row; `buf` and `scratch` are reused (the FFT may overwrite
-        // its input, so every entry of `buf` is set each time).
-        let one = |(buf, scratch): &mut (Vec<Complex64>, Vec<Complex64>),
-                   (row, out): (usize, &mut [f64])|
+        let init = || (vec![ZERO; PHI_ROWS * nh], vec![ZERO; scratch_len]);
+        // `PHI_ROWS` rows at a time (rows `row0..`, one per chunk of
+        // `nphi`); `bufs` and `scratch` are reused (the FFT may overwrite
+        // its input, so every entry of `bufs` is set each time). The rows
+        // of one order are gathered together: consecutive latitudes are
+        // neighbours in `spec`, so each cache line serves several rows.
+        let block = |(bufs, scratch): &mut (Vec<Complex64>, Vec<Complex64>),
+                     (b, out): (usize, &mut [f64])|
          -> Result<(), ShtError> {
-            let (f, j) = (row / nt, row % nt);
+            let row0 = b * PHI_ROWS;
+            let nr = out.len() / nphi;
+            // Row `f * nt + j` of order `m` is `spec[(m * nf + f) * nt + j]`.
             for m in 0..=self.lmax {
-                buf[m] = spec[(m * nf + f) * nt + j];
+                let src = &spec[m * nf * nt + row0..m * nf * nt + row0 + nr];
+                for (r, v) in src.iter().enumerate() {
+                    bufs[r * nh + m] = *v;
+                }
             }
-            buf[self.lmax + 1..].iter_mut().for_each(|b| *b = ZERO);
-            buf[0].im = 0.0;
-            self.c2r
-                .process_with_scratch(buf, out, scratch)
-                .map_err(|e| ShtError::Fft(e.to_string()))
+            for (buf, row) in bufs.chunks_mut(nh).zip(out.chunks_mut(nphi)) {
+                buf[self.lmax + 1..].iter_mut().for_each(|v| *v = ZERO);
+                buf[0].im = 0.0;
+                self.c2r
+                    .process_with_scratch(buf, row, scratch)
+                    .map_err(|e| ShtError::Fft(e.to_string()))?;
+            }
+            Ok(())
         };
         match par {
             Parallelism::None => {
                 let mut bufs = init();
-                grid.chunks_mut(self.nphi)
+                grid.chunks_mut(PHI_ROWS * nphi)
                     .enumerate()
-                    .try_for_each(|r| one(&mut bufs, r))
+                    .try_for_each(|r| block(&mut bufs, r))
             }
             Parallelism::Rayon => grid
-                .par_chunks_mut(self.nphi)
+                .par_chunks_mut(PHI_ROWS * nphi)
                 .enumerate()
-                .try_for_each_init(init, one),
+                .try_for_each_init(init, block),
         }
     }
 
@@ -493,15 +508,25 @@ impl Sht {
             )
         };
         if let Parallelism::None = par {
-            // Row by row, straight into the intermediate layout.
+            // `PHI_ROWS` rows at a time, straight into the intermediate
+            // layout: the rows' values of one order are neighbours there.
             let (inp, buf, scratch) = &mut init();
-            for (r, row) in grid.chunks(self.nphi).enumerate() {
-                inp.copy_from_slice(row);
-                self.r2c
-                    .process_with_scratch(inp, buf, scratch)
-                    .map_err(|e| ShtError::Fft(e.to_string()))?;
-                for (m, b) in buf[..mm].iter().enumerate() {
-                    spec[m * nf * nt + r] = b * scale;
+            let mut bufs = vec![ZERO; PHI_ROWS * mm];
+            for (b, rows) in grid.chunks(PHI_ROWS * self.nphi).enumerate() {
+                let nr = rows.len() / self.nphi;
+                for (row, out) in rows.chunks(self.nphi).zip(bufs.chunks_mut(mm)) {
+                    inp.copy_from_slice(row);
+                    self.r2c
+                        .process_with_scratch(inp, buf, scratch)
+                        .map_err(|e| ShtError::Fft(e.to_string()))?;
+                    out.copy_from_slice(&buf[..mm]);
+                }
+                let row0 = b * PHI_ROWS;
+                for m in 0..mm {
+                    let dst = &mut spec[m * nf * nt + row0..m * nf * nt + row0 + nr];
+                    for (r, d) in dst.iter_mut().enumerate() {
+                        *d = bufs[r * mm + m] * scale;
+                    }
                 }
             }
             return Ok(());

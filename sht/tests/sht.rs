@@ -350,6 +350,36 @@ fn parallel_is_bitwise_serial() {
 }
 
 #[test]
+fn batch_with_odd_ntheta_is_field_by_field() {
+    // The phi steps work on blocks of consecutive rows; with an odd ntheta
+    // the blocks of a batch straddle two fields, those of one field do not.
+    let (nt, nf) = (37, 3);
+    let sht = Sht::new(nt, Some(24)).unwrap();
+    let ng = nt * sht.nphi();
+    let c = random_coeffs(&sht, nf, 11);
+    let bits = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+    for par in [Parallelism::None, Parallelism::Rayon] {
+        let mut g = vec![0.0; nf * ng];
+        sht.synthesis(&c, &mut g, par).unwrap();
+        let mut b = vec![Complex64::new(0.0, 0.0); c.len()];
+        sht.analysis(&g, &mut b, par).unwrap();
+        let nlm = sht.nlm();
+        for f in 0..nf {
+            let mut g1 = vec![0.0; ng];
+            sht.synthesis(&c[f * nlm..(f + 1) * nlm], &mut g1, par)
+                .unwrap();
+            assert!(bits(&g1, &g[f * ng..(f + 1) * ng]), "{par:?} field {f}");
+            let mut b1 = vec![Complex64::new(0.0, 0.0); nlm];
+            sht.analysis(&g1, &mut b1, par).unwrap();
+            assert!(
+                b1.iter().zip(&b[f * nlm..]).all(|(x, y)| x == y),
+                "{par:?} field {f}"
+            );
+        }
+    }
+}
+
+#[test]
 fn errors() {
     assert_eq!(
         Sht::new(16, Some(16)).unwrap_err(),

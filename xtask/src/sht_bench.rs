@@ -330,7 +330,7 @@ pub fn run(args: &Args) -> Result<()> {
             "lmax": lmax,
             "ntheta": row["ntheta"],
             "nphi": row["nphi"],
-            "ours": { "scalar": row["scalar"], "vector": row["vector"] },
+            "ours": { "scalar": row["scalar"], "vector": row["vector"], "scalar_steps": row["scalar_steps"] },
         });
         let mut line = format!(
             "{:>5} {:>5} {:>5}",
@@ -370,6 +370,37 @@ pub fn run(args: &Args) -> Result<()> {
         println!("{line}");
         table.push(entry);
     }
+    // Where our scalar time goes (the four steps timed alone, last round),
+    // and the Legendre steps' nominal rate against this core's FMA peak.
+    let peak = heat3d::stencil::peak::fma_peak(4_000_000, 5);
+    println!(
+        "\nours, scalar steps timed alone: Legendre / phi FFT shares; Legendre GFLOP/s (nominal 7 flops per (l, m) and latitude pair) and % of the FMA peak ({:.1} GFLOP/s, {})",
+        peak.gflops, peak.isa
+    );
+    for row in &ours {
+        let st = &row["scalar_steps"];
+        let get = |k: &str| st[k].as_f64();
+        if let (Some(ls), Some(ps), Some(pa), Some(la), Some(fl)) = (
+            get("legendre_synth_s"),
+            get("phi_synth_s"),
+            get("phi_anal_s"),
+            get("legendre_anal_s"),
+            get("legendre_nominal_flops"),
+        ) {
+            let (leg, phi) = (ls + la, ps + pa);
+            let (gs, ga) = (fl / ls / 1e9, fl / la / 1e9);
+            println!(
+                "{:>5} | Legendre {:>5.1} %  phi {:>5.1} % | synth {:>6.2} GF/s ({:>4.1} %)  anal {:>6.2} GF/s ({:>4.1} %)",
+                row["lmax"].as_u64().unwrap_or(0),
+                100.0 * leg / (leg + phi),
+                100.0 * phi / (leg + phi),
+                gs,
+                100.0 * gs / peak.gflops,
+                ga,
+                100.0 * ga / peak.gflops
+            );
+        }
+    }
     let skipped: Vec<Value> = refs
         .iter()
         .filter_map(|(w, r)| {
@@ -387,6 +418,7 @@ pub fn run(args: &Args) -> Result<()> {
         "ours_polar": args.ours_polar,
         "goal_ratio": GOAL_RATIO,
         "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
+        "fma_peak_gflops": peak.gflops,
         "rows": table,
         "skipped": skipped,
         "seconds": start.elapsed().as_secs_f64(),
