@@ -7,7 +7,7 @@ use crate::level::{self, BoxGeom, Stencil};
 use crate::problem::{Boundary, Poisson};
 use crate::transfer;
 use crate::{LevelStats, MgError, MgOptions, SolveReport};
-use comm::exact::allreduce_exact_sums;
+use comm::exact::{allreduce_exact_sums, ExactSum};
 use comm::{BlockDecomposition, Communicator, IndexBox, ProcessGrid, Redistribution};
 use halo::{Exchanger, Field, FieldLayout, HaloSpec, Neighborhood, Region, Topology};
 use std::time::Instant;
@@ -570,13 +570,20 @@ impl Hierarchy {
             std::mem::swap(&mut w.u, u);
             w.f.as_mut_slice().copy_from_slice(f.as_slice());
         }
-        let res = self.run_cycle(comm, false);
+        let res = self.run_cycle(comm, false, None);
         std::mem::swap(&mut self.levels[0].work.as_mut().expect("fine level").u, u);
         self.vcycle_s += t.elapsed().as_secs_f64();
-        res
+        res.map(|_| ())
     }
 
-    fn run_cycle(&mut self, comm: &dyn Communicator, symmetric: bool) -> Result<(), MgError> {
+    /// One V-cycle on the fine level's `u` and `f`; `done` as in
+    /// [`cycle`]. Returns whether `done` saw every fine plane.
+    fn run_cycle(
+        &mut self,
+        comm: &dyn Communicator,
+        symmetric: bool,
+        done: Option<FineDone<'_>>,
+    ) -> Result<bool, MgError> {
         let Hierarchy {
             problem,
             opts,
@@ -594,7 +601,7 @@ impl Hierarchy {
             bottom: bottom.as_ref(),
             symmetric,
         };
-        cycle(&ctx, levels, bottom_stats)
+        cycle(&ctx, levels, bottom_stats, done)
     }
 
     /// Removes the global mean of the owned values (reproducible).
@@ -666,6 +673,71 @@ impl Hierarchy {
             &w.stencil,
             &w.layout,
             p.as_slice(),
+            q.as_mut_slice(),
+            &own,
+            |pv, au| acc.push_products(pv, au),
+        );
+        lv.stats.residual_s += t.elapsed().as_secs_f64();
+        Ok(allreduce_exact_sums(comm, &[acc.finish()])?[0])
+    }
+
+    /// The PCG's `x += alpha p` (when given), `p = z + beta p`, `q = A p`
+    /// and the exact global `(p, q)` on the fine level (collective: one
+    /// halo exchange of `p`, after the update). Without neighbours the
+    /// exchange moves nothing and all of it runs as one pass over memory
+    /// (`level::update_apply`); otherwise the updates run as one pass,
+    /// then [`apply_dot`](Self::apply_dot). The same bits either way.
+    fn update_apply_dot(
+        &mut self,
+        comm: &dyn Communicator,
+        x: Option<(&mut Field, f64)>,
+        p: &mut Field,
+        z: &Field,
+        beta: f64,
+        q: &mut Field,
+    ) -> Result<f64, MgError> {
+        let w = self.levels[0].work.as_ref().expect("fine level");
+        if !w.isolated {
+            let lay = w.layout;
+            let (ps, zs) = (p.as_mut_slice(), z.as_slice());
+            match x {
+                Some((x, alpha)) => {
+                    let xs = x.as_mut_slice();
+                    for_rows(&lay, |rg| {
+                        let rows = xs[rg.clone()].iter_mut().zip(&mut ps[rg.clone()]);
+                        for ((x, p), z) in rows.zip(&zs[rg]) {
+                            *x += alpha * *p;
+                            *p = z + beta * *p;
+                        }
+                    });
+                }
+                None => for_rows(&lay, |rg| {
+                    for (p, z) in ps[rg.clone()].iter_mut().zip(&zs[rg]) {
+                        *p = z + beta * *p;
+                    }
+                }),
+            }
+            return self.apply_dot(comm, p, q);
+        }
+        let lv = &mut self.levels[0];
+        let w = lv.work.as_mut().expect("fine level");
+        // Moves nothing; made (and counted) as in the unfused order.
+        let t = Instant::now();
+        lv.stats.halo_events += 1;
+        w.ex.exchange(comm, &mut [&mut *p])?;
+        lv.stats.halo_s += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let own = w.geom.owned();
+        debug_assert_eq!(own, w.layout.owned_region());
+        let mut acc = Acc::new(w.simd);
+        level::update_apply(
+            w.simd,
+            &w.stencil,
+            &w.layout,
+            x.map(|(x, a)| (x.as_mut_slice(), a)),
+            p.as_mut_slice(),
+            z.as_slice(),
+            beta,
             q.as_mut_slice(),
             &own,
             |pv, au| acc.push_products(pv, au),
@@ -852,33 +924,40 @@ impl Hierarchy {
         let mut it = 0;
         let mut cycles = 0;
         if res[0] > self.opts.tol {
-            self.precondition(comm, &mut r, &mut z)?;
+            self.precondition(comm, &mut r, &mut z, None)?;
             cycles += 1;
             p.as_mut_slice().copy_from_slice(z.as_slice());
             let mut rz = dot_all(comm, self.simd, &lay, &[(&r, &z)])?[0];
+            // The step `alpha p` not yet added to `u` (it is added in the
+            // pass that next changes `p`), and the `beta` of that pass.
+            let mut pending: Option<f64> = None;
+            let mut beta = None;
             while it < self.opts.max_iter {
-                // q = A p and (p, q) in one pass.
-                let pq = self.apply_dot(comm, &mut p, &mut q)?;
+                // q = A p and (p, q) in one pass; after the first
+                // iteration with the previous step's `u += alpha p` and
+                // `p = z + beta p` in the same pass.
+                let pq = match beta {
+                    None => self.apply_dot(comm, &mut p, &mut q)?,
+                    Some(b) => {
+                        let x = pending.take().map(|a| (&mut *u, a));
+                        self.update_apply_dot(comm, x, &mut p, &z, b, &mut q)?
+                    }
+                };
                 if pq <= 0.0 || !pq.is_finite() {
                     break;
                 }
                 let alpha = rz / pq;
+                pending = Some(alpha);
                 let mut acc = Acc::new(self.simd);
                 // The old residual is kept by exchanging the buffers, not
                 // copied.
                 std::mem::swap(&mut r, &mut r_old);
                 {
-                    let (us, ps, rs, qs, ro) = (
-                        u.as_mut_slice(),
-                        p.as_slice(),
-                        r.as_mut_slice(),
-                        q.as_slice(),
-                        r_old.as_slice(),
-                    );
+                    let (rs, qs, ro) = (r.as_mut_slice(), q.as_slice(), r_old.as_slice());
                     for_rows(&lay, |rg| {
-                        for i in rg.clone() {
-                            us[i] += alpha * ps[i];
-                            rs[i] = ro[i] - alpha * qs[i];
+                        let rows = rs[rg.clone()].iter_mut().zip(&ro[rg.clone()]);
+                        for ((r, o), q) in rows.zip(&qs[rg.clone()]) {
+                            *r = o - alpha * q;
                         }
                         acc.push_products(&rs[rg.clone()], &rs[rg]);
                     });
@@ -889,15 +968,23 @@ impl Hierarchy {
                 if res[it] <= self.opts.tol {
                     break;
                 }
-                self.precondition(comm, &mut r, &mut z)?;
+                // (z, r) and (z, r_old), accumulated in the last
+                // post-smoothing pass where it runs as one pass.
+                let own = self.precondition(comm, &mut r, &mut z, Some(&r_old))?;
                 cycles += 1;
-                let d = dot_all(comm, self.simd, &lay, &[(&z, &r), (&z, &r_old)])?;
-                let beta = (d[0] - d[1]) / rz;
+                let sums = match own {
+                    Some(s) => s.to_vec(),
+                    None => local_dots(self.simd, &lay, &[(&z, &r), (&z, &r_old)]),
+                };
+                let d = allreduce_exact_sums(comm, &sums)?;
+                beta = Some((d[0] - d[1]) / rz);
                 rz = d[0];
-                let (ps, zs) = (p.as_mut_slice(), z.as_slice());
+            }
+            if let Some(alpha) = pending {
+                let (us, ps) = (u.as_mut_slice(), p.as_slice());
                 for_rows(&lay, |rg| {
-                    for (p, z) in ps[rg.clone()].iter_mut().zip(&zs[rg]) {
-                        *p = z + beta * *p;
+                    for (u, p) in us[rg.clone()].iter_mut().zip(&ps[rg]) {
+                        *u += alpha * p;
                     }
                 });
             }
@@ -916,13 +1003,18 @@ impl Hierarchy {
         })
     }
 
-    /// `z = M r`: one V-cycle from zero.
+    /// `z = M r`: one V-cycle from zero. With `r_old`, and where the last
+    /// post-smoothing runs as one pass over memory and `z` is not changed
+    /// after it (a non-singular problem), also this rank's exact sums of
+    /// `(z, r)` and `(z, r_old)`, accumulated plane by plane inside that
+    /// pass (not reduced); `None` otherwise.
     fn precondition(
         &mut self,
         comm: &dyn Communicator,
         r: &mut Field,
         z: &mut Field,
-    ) -> Result<(), MgError> {
+        r_old: Option<&Field>,
+    ) -> Result<Option<[ExactSum; 2]>, MgError> {
         let t = Instant::now();
         {
             // The cycle only reads the fine right-hand side (and may
@@ -931,15 +1023,37 @@ impl Hierarchy {
             w.u.as_mut_slice().fill(0.0);
             std::mem::swap(&mut w.f, r);
         }
-        let res = self.run_cycle(comm, true);
+        let lay = self.layout();
+        let own = lay.owned_region();
+        let s = lay.strides();
+        let mut accs = [Acc::new(self.simd), Acc::new(self.simd)];
+        let r_old = r_old.filter(|_| !self.problem.is_singular());
+        let res = {
+            let mut hook = r_old.map(|ro| {
+                let ro = ro.as_slice();
+                let accs = &mut accs;
+                move |z: &[f64], r: &[f64], i: usize| {
+                    if i < own.lo[0] || i >= own.hi[0] {
+                        return;
+                    }
+                    for j in own.lo[1]..own.hi[1] {
+                        let o = i * s[0] + j * s[1];
+                        let rg = o + own.lo[2]..o + own.hi[2];
+                        accs[0].push_products(&z[rg.clone()], &r[rg.clone()]);
+                        accs[1].push_products(&z[rg.clone()], &ro[rg]);
+                    }
+                }
+            });
+            self.run_cycle(comm, true, hook.as_mut().map(|h| h as &mut FineFn<'_>))
+        };
         std::mem::swap(&mut self.levels[0].work.as_mut().expect("fine level").f, r);
         self.vcycle_s += t.elapsed().as_secs_f64();
-        res?;
+        let fused = res? && r_old.is_some();
         std::mem::swap(&mut self.levels[0].work.as_mut().expect("fine level").u, z);
         if self.problem.is_singular() {
             self.remove_mean(comm, z)?;
         }
-        Ok(())
+        Ok(fused.then(|| accs.map(Acc::finish)))
     }
 }
 
@@ -1049,10 +1163,11 @@ impl Work {
         order: [usize; 2],
         opts: &MgOptions,
         st: &mut LevelStats,
-    ) -> Result<(), MgError> {
+        mut done: Option<FineDone<'_>>,
+    ) -> Result<bool, MgError> {
         let own = self.geom.owned();
         let ca = self.ca.is_some();
-        if self.isolated {
+        if self.isolated && sweeps > 0 {
             // No neighbour: the exchanges move nothing (they are still
             // made and counted), and up to four sweeps at a time run as one
             // pass over memory (`level::smooth_passes`, the same bits).
@@ -1069,20 +1184,28 @@ impl Work {
                     }
                 }
                 let t = Instant::now();
-                level::smooth_passes(
+                let fs = self.f.as_slice();
+                let mut noop = |_: &[f64], _: &[f64], _: usize| {};
+                // Only the last pass's planes are final.
+                let hook: &mut FineFn<'_> = match done.as_mut() {
+                    Some(d) if left == n => &mut **d,
+                    _ => &mut noop,
+                };
+                level::smooth_passes_then(
                     self.simd,
                     &self.stencil,
                     &self.layout,
                     self.geom.parity(),
                     self.u.as_mut_slice(),
-                    self.f.as_slice(),
+                    fs,
                     &passes[..2 * n],
                     opts.omega,
+                    &mut |u, i| hook(u, fs, i),
                 );
                 st.smooth_s += t.elapsed().as_secs_f64();
                 left -= n;
             }
-            return Ok(());
+            return Ok(done.is_some());
         }
         for _ in 0..sweeps {
             if ca {
@@ -1094,7 +1217,7 @@ impl Work {
                 }
             }
         }
-        Ok(())
+        Ok(false)
     }
 
     /// The exchange that [`exchange_and_smooth`](Self::exchange_and_smooth)
@@ -1257,13 +1380,23 @@ struct Ctx<'a> {
     symmetric: bool,
 }
 
+/// Called with the fine level's `u` and `f` and a plane index, once for
+/// every plane of the last post-smoothing pass as soon as it is final.
+type FineDone<'a> = &'a mut FineFn<'a>;
+/// The plane callback itself.
+type FineFn<'a> = dyn FnMut(&[f64], &[f64], usize) + 'a;
+
 /// The V-cycle on `levels[0]` (whose `u` is the initial guess and `f` the
 /// right-hand side); `levels[1..]` are the coarser smoothing levels.
+/// Where the last post-smoothing runs as one pass over memory (see
+/// [`Work::smooth`]), `done` is called for each of its planes once final;
+/// returns whether it was (otherwise it is not called at all).
 fn cycle(
     ctx: &Ctx<'_>,
     levels: &mut [Level],
     bottom_stats: &mut LevelStats,
-) -> Result<(), MgError> {
+    done: Option<FineDone<'_>>,
+) -> Result<bool, MgError> {
     let (cur, rest) = levels.split_at_mut(1);
     let lv = &mut cur[0];
     let comm = comm_of(ctx.outer, ctx.subs, lv.group);
@@ -1279,10 +1412,10 @@ fn cycle(
             .expect("bottom on member ranks")
             .solve(comm, &w.f, &mut w.u)?;
         st.coarse_s += t.elapsed().as_secs_f64();
-        return Ok(());
+        return Ok(false);
     }
     let opts = ctx.opts;
-    w.smooth(comm, opts.pre_sweeps, [0, 1], opts, st)?;
+    w.smooth(comm, opts.pre_sweeps, [0, 1], opts, st, None)?;
     // Residual and restriction.
     let t = Instant::now();
     st.halo_events += 1;
@@ -1318,7 +1451,7 @@ fn cycle(
             level::copy_owned(&child.f, &mut nw.f);
             nw.u.as_mut_slice().fill(0.0);
             st.coarse_s += t.elapsed().as_secs_f64();
-            cycle(ctx, rest, bottom_stats)?;
+            cycle(ctx, rest, bottom_stats, None)?;
             let t = Instant::now();
             let nw = rest[0].work.as_ref().expect("same ranks");
             level::copy_owned(&nw.u, &mut child.u);
@@ -1353,7 +1486,7 @@ fn cycle(
             st.coarse_s += t.elapsed().as_secs_f64();
             if let Some(nw) = next.work.as_mut() {
                 nw.u.as_mut_slice().fill(0.0);
-                cycle(ctx, rest, bottom_stats)?;
+                cycle(ctx, rest, bottom_stats, None)?;
             }
             let t = Instant::now();
             let next = &rest[0];
@@ -1392,8 +1525,7 @@ fn cycle(
     // one just before it (the last colour of one cycle's post-smoothing
     // would otherwise be the first of the next cycle's pre-smoothing).
     let post_order = if ctx.symmetric { [1, 0] } else { [0, 1] };
-    w.smooth(comm, opts.post_sweeps, post_order, opts, st)?;
-    Ok(())
+    w.smooth(comm, opts.post_sweeps, post_order, opts, st, done)
 }
 
 /// Exact global `||x||²` over the owned cells.
@@ -1414,14 +1546,19 @@ fn dot_all(
     lay: &FieldLayout,
     pairs: &[(&Field, &Field)],
 ) -> Result<Vec<f64>, MgError> {
+    Ok(allreduce_exact_sums(comm, &local_dots(simd, lay, pairs))?)
+}
+
+/// This rank's exact sums of the products of pairs of fields over the owned
+/// cells, in one pass.
+fn local_dots(simd: Simd, lay: &FieldLayout, pairs: &[(&Field, &Field)]) -> Vec<ExactSum> {
     let mut accs: Vec<Acc> = pairs.iter().map(|_| Acc::new(simd)).collect();
     for_rows(lay, |r| {
         for (acc, (a, b)) in accs.iter_mut().zip(pairs) {
             acc.push_products(&a.as_slice()[r.clone()], &b.as_slice()[r.clone()]);
         }
     });
-    let sums: Vec<_> = accs.into_iter().map(Acc::finish).collect();
-    Ok(allreduce_exact_sums(comm, &sums)?)
+    accs.into_iter().map(Acc::finish).collect()
 }
 
 /// Calls `f` with the linear index range of every owned row, in order.

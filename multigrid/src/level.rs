@@ -220,6 +220,26 @@ pub(crate) fn smooth_passes(
     passes: &[(Region, usize)],
     omega: f64,
 ) {
+    smooth_passes_then(simd, st, lay, parity, u, f, passes, omega, &mut |_, _| {});
+}
+
+/// [`smooth_passes`], calling `done(u, i)` for every plane `i` the passes
+/// cover, in order, as soon as the last pass has updated it (no later pass
+/// writes it): `u`'s plane `i` then holds its final values, so a reduction
+/// over it (the PCG's dot products of the preconditioned residual) can
+/// run while the plane is still in cache.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn smooth_passes_then(
+    simd: Simd,
+    st: &Stencil,
+    lay: &FieldLayout,
+    parity: usize,
+    u: &mut [f64],
+    f: &[f64],
+    passes: &[(Region, usize)],
+    omega: f64,
+    done: &mut dyn FnMut(&[f64], usize),
+) {
     debug_assert!(passes.windows(2).all(|w| w[0].1 != w[1].1));
     let Some(lo) = passes
         .iter()
@@ -236,6 +256,11 @@ pub(crate) fn smooth_passes(
             if i >= p && i - p >= region.lo[0] && i - p < region.hi[0] && !region.is_empty() {
                 smooth_plane(simd, st, lay, parity, u, f, region, i - p, *colour, omega);
             }
+        }
+        // Pass p last touches plane i - p in step i: plane i + 1 - n is
+        // final after this step.
+        if i + 1 >= passes.len() && (lo..hi).contains(&(i + 1 - passes.len())) {
+            done(u, i + 1 - passes.len());
         }
     }
 }
@@ -387,6 +412,57 @@ pub(crate) fn apply(
             let out = &mut q[row + lo..row + hi];
             residual_line(simd, st, lay, u, None, i, j, lo, hi, out);
             each(&u[row + lo..row + hi], out);
+        }
+    }
+}
+
+/// The PCG's search-direction update fused with the operator: over the
+/// rows of the padded `region`, `x += alpha p` (the previous step's
+/// solution update, when `alpha` is given) and `p = z + beta p`, then
+/// `q = A p`, calling `each(p_row, q_row)` for every row in order, in one
+/// pass over memory: plane `i` is updated one step before the operator
+/// reads it as the plane above plane `i - 1`. The same bits as the
+/// updates over the whole region followed by [`apply`], provided `p`'s
+/// ghosts need no refresh after the update (no neighbour to exchange
+/// with: the operator then reads the same ghost values either way).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn update_apply(
+    simd: Simd,
+    st: &Stencil,
+    lay: &FieldLayout,
+    x_alpha: Option<(&mut [f64], f64)>,
+    p: &mut [f64],
+    z: &[f64],
+    beta: f64,
+    q: &mut [f64],
+    region: &Region,
+    mut each: impl FnMut(&[f64], &[f64]),
+) {
+    let s = lay.strides();
+    let (lo, hi) = (region.lo[2], region.hi[2]);
+    let mut x_alpha = x_alpha;
+    for i in region.lo[0]..=region.hi[0] {
+        if i < region.hi[0] {
+            for j in region.lo[1]..region.hi[1] {
+                let r = i * s[0] + j * s[1] + lo..i * s[0] + j * s[1] + hi;
+                if let Some((x, alpha)) = x_alpha.as_mut() {
+                    let alpha = *alpha;
+                    for (x, p) in x[r.clone()].iter_mut().zip(&p[r.clone()]) {
+                        *x += alpha * p;
+                    }
+                }
+                for (p, z) in p[r.clone()].iter_mut().zip(&z[r]) {
+                    *p = z + beta * *p;
+                }
+            }
+        }
+        if i > region.lo[0] {
+            for j in region.lo[1]..region.hi[1] {
+                let row = (i - 1) * s[0] + j * s[1];
+                let out = &mut q[row + lo..row + hi];
+                residual_line(simd, st, lay, p, None, i - 1, j, lo, hi, out);
+                each(&p[row + lo..row + hi], out);
+            }
         }
     }
 }
@@ -722,6 +798,123 @@ mod tests {
                         assert!(same(&a, &c), "4 passes: {shape:?} {simd:?} {ra:?} {rb:?}");
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn plane_hook_sees_each_plane_once_with_its_final_values() {
+        // The values `done` sees for plane i must be those after all the
+        // passes, and every plane of the passes must be reported once, in
+        // order, whatever the number of passes.
+        for (shape, g, variable) in [([7, 5, 9], 1, false), ([6, 9, 11], 2, true)] {
+            let (st, lay, geom) = setup(shape, g, variable);
+            let u0 = noise(lay.padded_len(), 5);
+            let f = noise(lay.padded_len(), 6);
+            let own = geom.owned();
+            let mut grown = own;
+            if g == 2 {
+                for d in 0..3 {
+                    grown.lo[d] -= 1;
+                    grown.hi[d] += 1;
+                }
+            }
+            let s = lay.strides();
+            let plane = |u: &[f64], i: usize| u[i * s[0]..(i + 1) * s[0]].to_vec();
+            for n in 1..=4 {
+                let passes: Vec<(Region, usize)> = (0..2 * n)
+                    .map(|k| (if k % 2 == 0 { grown } else { own }, (k + 1) % 2))
+                    .collect();
+                for simd in Simd::all() {
+                    let mut want = u0.clone();
+                    smooth_passes(simd, &st, &lay, geom.parity(), &mut want, &f, &passes, 1.15);
+                    let mut got = u0.clone();
+                    let mut seen = Vec::new();
+                    smooth_passes_then(
+                        simd,
+                        &st,
+                        &lay,
+                        geom.parity(),
+                        &mut got,
+                        &f,
+                        &passes,
+                        1.15,
+                        &mut |u, i| {
+                            assert!(
+                                same(&plane(u, i), &plane(&want, i)),
+                                "{shape:?} {n} sweeps {simd:?} plane {i}"
+                            );
+                            seen.push(i);
+                        },
+                    );
+                    assert!(same(&got, &want));
+                    let planes: Vec<usize> = (grown.lo[0]..grown.hi[0]).collect();
+                    assert_eq!(seen, planes, "{shape:?} {n} sweeps {simd:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fused_update_and_operator_equal_the_separate_passes() {
+        for (shape, g, variable) in [
+            ([7, 5, 9], 1, false),
+            ([6, 9, 11], 2, true),
+            ([1, 3, 2], 1, false),
+        ] {
+            let (st, lay, geom) = setup(shape, g, variable);
+            let own = geom.owned();
+            let (x0, p0, z) = (
+                noise(lay.padded_len(), 7),
+                noise(lay.padded_len(), 8),
+                noise(lay.padded_len(), 9),
+            );
+            let (alpha, beta) = (0.37, -1.3);
+            for with_x in [false, true] {
+                // The separate passes: updates over the owned rows, then A p.
+                let (mut x1, mut p1) = (x0.clone(), p0.clone());
+                let s = lay.strides();
+                for i in own.lo[0]..own.hi[0] {
+                    for j in own.lo[1]..own.hi[1] {
+                        for k in own.lo[2]..own.hi[2] {
+                            let c = i * s[0] + j * s[1] + k;
+                            if with_x {
+                                x1[c] += alpha * p1[c];
+                            }
+                            p1[c] = z[c] + beta * p1[c];
+                        }
+                    }
+                }
+                let mut q1 = vec![0.0; lay.padded_len()];
+                let mut rows1 = Vec::new();
+                apply(Simd::Portable, &st, &lay, &p1, &mut q1, &own, |a, b| {
+                    rows1.push((a.to_vec(), b.to_vec()))
+                });
+                for simd in Simd::all() {
+                    let (mut x2, mut p2) = (x0.clone(), p0.clone());
+                    let mut q2 = vec![0.0; lay.padded_len()];
+                    let mut rows2 = Vec::new();
+                    update_apply(
+                        simd,
+                        &st,
+                        &lay,
+                        with_x.then_some((&mut x2[..], alpha)),
+                        &mut p2,
+                        &z,
+                        beta,
+                        &mut q2,
+                        &own,
+                        |a, b| rows2.push((a.to_vec(), b.to_vec())),
+                    );
+                    let tag = format!("{shape:?} {simd:?} x {with_x}");
+                    assert!(same(&x1, &x2) && same(&p1, &p2) && same(&q1, &q2), "{tag}");
+                    assert_eq!(rows1.len(), rows2.len(), "{tag}");
+                    for (a, b) in rows1.iter().zip(&rows2) {
+                        assert!(same(&a.0, &b.0) && same(&a.1, &b.1), "{tag}");
+                    }
+                }
+                assert!(q1.iter().any(|&v| v != 0.0));
+                assert_eq!(rows1.len(), shape[0] * shape[1]);
             }
         }
     }

@@ -600,3 +600,64 @@ fn errors() {
     })
     .unwrap();
 }
+
+/// PCG stopped by the iteration limit: the solution returned must include
+/// the last step (the solver adds `alpha p` to `u` only in the pass that
+/// next changes `p`, or at the end), so its true residual is the last one
+/// reported; one rank (the fused passes) and two ranks (separate passes)
+/// give the same bits.
+#[test]
+fn pcg_iteration_limit_returns_the_last_step() {
+    let n = [16; 3];
+    let p = Poisson::new(n, [1.0; 3], [D; 3]).unwrap();
+    for max_iter in 1..=3 {
+        let opts = MgOptions {
+            max_iter,
+            tol: 0.0,
+            ..MgOptions::default()
+        };
+        let mut sols = vec![];
+        for ranks in [1, 2] {
+            let out = local::run(ranks, |c| {
+                let grid = ProcessGrid::for_shape(n, c.size(), p.periodic())?;
+                let mut mg = Hierarchy::new(c, grid, &p, 4, opts)?;
+                let mut f = mg.new_field();
+                let mut u = mg.new_field();
+                f.fill_owned(0, &mg.owned(), |q| rough(p.cell_centre(q)));
+                let rep = mg.solve_pcg(c, &mut u, &f)?;
+                // The true residual of the returned u: a solve from it
+                // with no iteration reports only that.
+                mg.set_options(MgOptions {
+                    max_iter: 0,
+                    ..opts
+                })?;
+                let mut again = u.clone();
+                let check = mg.solve_pcg(c, &mut again, &f)?;
+                Ok::<_, MgError>((rep, check, mg.owned(), u.owned_values(0)))
+            })
+            .unwrap();
+            let (rep, check, _, _) = &out[0];
+            assert_eq!(rep.iterations, max_iter);
+            let (reported, actual) = (rep.residuals[max_iter], check.residuals[0]);
+            assert!(
+                (actual - reported).abs() <= 1e-6 * reported,
+                "max_iter {max_iter}: reported {reported:e}, true {actual:e}"
+            );
+            let parts: Vec<Out> = out
+                .into_iter()
+                .map(|(rep, _, owned, vals)| Out {
+                    rep,
+                    err: 0.0,
+                    owned,
+                    vals,
+                    ranks: vec![],
+                })
+                .collect();
+            sols.push(assemble(n, &parts));
+        }
+        assert!(
+            sols[0] == sols[1],
+            "max_iter {max_iter}: 1 and 2 ranks differ"
+        );
+    }
+}
