@@ -160,75 +160,6 @@ fd_zf(const double* __restrict__ u, double* __restrict__ out, const Coef cf, con
 }
 
 
-// Two cells a thread along axis 2, the pair aligned to 16 bytes in the
-// padded row (rows have an even length): the axis-0 queue and the axis-1
-// neighbours as double2, the axis-2 neighbours as scalars. Block mapping as
-// fd_zf. Same operands in the same order as fd_sweep for each cell.
-extern "C" __global__ void __launch_bounds__(256)
-fd_v2(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
-      long s0, long s1, int chunk, int step, int* __restrict__ bad, int gz, int gx) {
-    const int id = blockIdx.x;
-    const int bz = id % gz, rest = id / gz;
-    const int bx = rest % gx, by = rest / gx;
-    const int p0 = b.lo2 & ~1;  // first pair's padded position
-    const int P = p0 + 2 * (bx * blockDim.x + threadIdx.x);
-    const int j = by * blockDim.y + threadIdx.y;
-    if (P >= b.lo2 + b.n2 || j >= b.n1) return;
-    const int i0 = bz * chunk;
-    const int i1 = min(i0 + chunk, b.n0);
-    if (i0 >= i1) return;
-    const bool w0 = P >= b.lo2, w1 = P + 1 < b.lo2 + b.n2;
-    long q = (long)(b.lo0 + i0) * s0 + (long)(b.lo1 + j) * s1 + P;
-    double2 x[2 * R + 1];
-#pragma unroll
-    for (int m = 0; m < 2 * R; ++m) x[m] = *reinterpret_cast<const double2*>(u + q + (m - R) * s0);
-    bool finite = true;
-#pragma unroll 2
-    for (int i = i0; i < i1; ++i, q += s0) {
-        x[2 * R] = *reinterpret_cast<const double2*>(u + q + R * s0);
-        double kk[2 * R + 2];
-        kk[R] = x[R].x;
-        kk[R + 1] = x[R].y;
-#pragma unroll
-        for (int m = 1; m <= R; ++m) { kk[R - m] = u[q - m]; kk[R + 1 + m] = u[q + 1 + m]; }
-        double2 yp[R], ym[R];
-#pragma unroll
-        for (int m = 1; m <= R; ++m) {
-            yp[m - 1] = *reinterpret_cast<const double2*>(u + q + m * s1);
-            ym[m - 1] = *reinterpret_cast<const double2*>(u + q - m * s1);
-        }
-        double v0 = cf.c * x[R].x, v1 = cf.c * x[R].y;
-#pragma unroll
-        for (int m = 1; m <= R; ++m) {
-            v0 += cf.w[0][m - 1] * (x[R + m].x + x[R - m].x);
-            v1 += cf.w[0][m - 1] * (x[R + m].y + x[R - m].y);
-        }
-#pragma unroll
-        for (int m = 1; m <= R; ++m) {
-            v0 += cf.w[1][m - 1] * (yp[m - 1].x + ym[m - 1].x);
-            v1 += cf.w[1][m - 1] * (yp[m - 1].y + ym[m - 1].y);
-        }
-#pragma unroll
-        for (int m = 1; m <= R; ++m) {
-            v0 += cf.w[2][m - 1] * (kk[R + m] + kk[R - m]);
-            v1 += cf.w[2][m - 1] * (kk[R + 1 + m] + kk[R + 1 - m]);
-        }
-        if (w0 && w1) {
-            *reinterpret_cast<double2*>(out + q) = make_double2(v0, v1);
-            finite &= isfinite(v0) && isfinite(v1);
-        } else if (w0) {
-            out[q] = v0;
-            finite &= isfinite(v0);
-        } else if (w1) {
-            out[q + 1] = v1;
-            finite &= isfinite(v1);
-        }
-#pragma unroll
-        for (int m = 0; m < 2 * R; ++m) x[m] = x[m + 1];
-    }
-    if (!finite) atomicMin(bad, step);
-}
-
 // A copy with the marching structure (no neighbours): out = u on the region.
 extern "C" __global__ void __launch_bounds__(256)
 march_copy(const double* __restrict__ u, double* __restrict__ out, const Box3 b, long s0, long s1, int chunk) {
@@ -375,11 +306,13 @@ int main(int argc, char** argv) {
     }
 
     for (int chunk : {4, 8, 16}) for (int bx : {32, 64, 128}) {
-        int by = 256 / bx, pairs = ((R + n - 1) / 2 - R / 2 + 1);
-        int gx = (pairs + bx - 1) / bx, gy = (n + by - 1) / by, gz = (n + chunk - 1) / chunk;
+        // heat3d's fd_pairs: one thread a pair of cells from the even
+        // padded index at or below the region's first column.
+        int by = 256 / bx, pairs = (G + n - 1) / 2 - G / 2 + 1;
+        dim3 grd((pairs + bx - 1) / bx, (n + by - 1) / by, (n + chunk - 1) / chunk);
         CK(cudaMemset(o, 0, len * 8));
-        float t = timeit([&] { fd_v2<<<gz * gx * gy, dim3(bx, by)>>>(u, o, cf, box, s0, s1, chunk, 1, bad, gz, gx); });
-        char nm[64]; snprintf(nm, 64, "fd_v2 %dx%d c%d", bx, by, chunk); report(nm, t, true);
+        float t = timeit([&] { fd_pairs<<<grd, dim3(bx, by)>>>(u, o, cf, box, s0, s1, chunk, 1, bad); });
+        char nm[64]; snprintf(nm, 64, "fd_pairs %dx%d c%d", bx, by, chunk); report(nm, t, true);
     }
     for (int chunk : {8, 32}) {
         dim3 blk(128, 2), grd((n + 127) / 128, (n + 1) / 2, (n + chunk - 1) / chunk);
