@@ -11,7 +11,8 @@ use crate::field::{Field, FieldLayout, HaloData, Region};
 use crate::HaloError;
 use comm::Elem;
 use gpu::cuda::cudarc::driver::{
-    CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
+    CudaFunction, CudaSlice, CudaView, CudaViewMut, DeviceRepr, LaunchConfig, PushKernelArg,
+    ValidAsZeroBits,
 };
 use gpu::cuda::Device;
 use gpu::GpuError;
@@ -75,7 +76,7 @@ struct Copies {
 // Copies` (the trailing padding after `count` is never read).
 unsafe impl DeviceRepr for Copies {}
 
-fn dev(e: impl std::fmt::Display) -> HaloError {
+pub(crate) fn dev(e: impl std::fmt::Display) -> HaloError {
     HaloError::Device(e.to_string())
 }
 
@@ -199,6 +200,65 @@ impl<T: DeviceElem> DeviceField<T> {
     /// All values, mutable (for kernel arguments).
     pub fn data_mut(&mut self) -> &mut CudaSlice<T> {
         &mut self.data
+    }
+
+    /// Packs component `comp`'s cells of `region` into `out` (exactly
+    /// `region.len()` values, row-major), with a kernel on `main`.
+    pub(crate) fn pack_to(
+        &self,
+        comp: usize,
+        region: &Region,
+        out: &mut CudaViewMut<'_, T>,
+    ) -> Result<(), HaloError> {
+        let n = region.len();
+        if out.len() != n || comp >= self.layout.components {
+            return Err(HaloError::Invalid(format!(
+                "pack of component {comp} ({} in all), a {n}-cell region, into {} values",
+                self.layout.components,
+                out.len()
+            )));
+        }
+        let (s0, s1) = self.strides();
+        let b = DeviceRegion::from(region);
+        let field = self.data.slice(self.component_range(comp));
+        let stream = self.device.main();
+        let mut l = stream.launch_builder(&self.kernels.pack);
+        l.arg(&field).arg(out).arg(&b).arg(&s0).arg(&s1);
+        // SAFETY: the arguments match `halo_pack`; the region lies inside the
+        // component (the topology built it from this layout) and `out` holds
+        // its `n` cells.
+        unsafe { l.launch(launch(n)) }.map_err(dev)?;
+        Ok(())
+    }
+
+    /// Unpacks `input` (exactly `region.len()` values, row-major) into
+    /// component `comp`'s cells of `region`, with a kernel on `main`.
+    pub(crate) fn unpack_from(
+        &mut self,
+        comp: usize,
+        region: &Region,
+        input: &CudaView<'_, T>,
+    ) -> Result<(), HaloError> {
+        let n = region.len();
+        if input.len() != n || comp >= self.layout.components {
+            return Err(HaloError::Invalid(format!(
+                "unpack of {} values into component {comp} ({} in all), a {n}-cell region",
+                input.len(),
+                self.layout.components
+            )));
+        }
+        let (s0, s1) = self.strides();
+        let b = DeviceRegion::from(region);
+        let range = self.component_range(comp);
+        let mut field = self.data.slice_mut(range);
+        let stream = self.device.main();
+        let mut l = stream.launch_builder(&self.kernels.unpack);
+        l.arg(&mut field).arg(input).arg(&b).arg(&s0).arg(&s1);
+        // SAFETY: the arguments match `halo_unpack`; the region lies inside
+        // the component and `input` holds its `n` cells. `input` is a
+        // different allocation from the field (an exchanger's buffer).
+        unsafe { l.launch(launch(n)) }.map_err(dev)?;
+        Ok(())
     }
 
     fn strides(&self) -> (i64, i64) {

@@ -46,12 +46,16 @@
 
 #[cfg(feature = "cuda")]
 mod device;
+#[cfg(feature = "cuda")]
+mod direct;
 mod exchange;
 mod field;
 mod topology;
 
 #[cfg(feature = "cuda")]
 pub use device::{DeviceElem, DeviceField, DeviceRegion};
+#[cfg(feature = "cuda")]
+pub use direct::{DeviceExchanger, DevicePending, Transport};
 pub use exchange::{ExchangeStats, Exchanger, Pending, MAX_CHANNEL};
 pub use field::{Field, FieldLayout, HaloData, Region};
 pub use topology::{HaloSpec, Neighbor, Neighborhood, Topology};

@@ -68,6 +68,23 @@ pub enum GpuStencil {
     Shared,
 }
 
+/// How device-resident halos travel between ranks. Both give the same
+/// bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuExchange {
+    /// `direct` when every rank is in this process (in-process ranks),
+    /// `staged` otherwise (MPI).
+    Auto,
+    /// Device to device: each rank unpacks from the buffer its neighbour
+    /// packed, without the bytes leaving the GPU (ranks of one process
+    /// only; an error otherwise).
+    Direct,
+    /// Packed on the device, copied through host buffers and sent by the
+    /// communicator.
+    Staged,
+}
+
 /// The initial condition, each with an analytic solution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -166,6 +183,8 @@ pub struct Config {
     pub gpu_block: usize,
     /// How the GPU stencil reads its fast-axis neighbours.
     pub gpu_stencil: GpuStencil,
+    /// How device halos travel between ranks.
+    pub gpu_exchange: GpuExchange,
     /// Output files.
     pub output: Output,
 }
@@ -197,6 +216,7 @@ impl Default for Config {
             gpu_chunk: 0,
             gpu_block: 0,
             gpu_stencil: GpuStencil::Auto,
+            gpu_exchange: GpuExchange::Auto,
             output: Output::default(),
         }
     }

@@ -23,7 +23,7 @@
 //! report's `step` is device time; `post` and `wait` stay host times of the
 //! exchange.
 
-use crate::config::{Config, GpuStencil, Integrator, Mode, SpectralStep};
+use crate::config::{Config, GpuExchange, GpuStencil, Integrator, Mode, SpectralStep};
 use crate::stencil::Sweep;
 use crate::StepTimes;
 use anyhow::{anyhow, Result};
@@ -31,7 +31,9 @@ use comm::Communicator;
 use dfft::cuda::{DeviceComplex, DeviceR2c};
 use gpu::cuda::cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use gpu::cuda::{launch_1d, Device, StepTimer};
-use halo::{DeviceField, DeviceRegion, Exchanger, Field, FieldLayout, Region};
+use halo::{
+    DeviceExchanger, DeviceField, DeviceRegion, Field, FieldLayout, Region, Topology, Transport,
+};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -127,6 +129,8 @@ pub(crate) struct DeviceSolver {
     euler: [f64; 31],
     lap: [f64; 31],
     spectral: Option<Spectral>,
+    /// The halo exchange (finite differences).
+    ex: Option<DeviceExchanger<f64>>,
     /// Cells each thread of the stencil marches along axis 0.
     chunk: i32,
     /// Threads of a stencil block along the last axis (of 256).
@@ -204,6 +208,7 @@ impl DeviceSolver {
     pub(crate) fn new(
         dev: Arc<Device>,
         comm: &dyn Communicator,
+        topo: &Topology,
         cfg: &Config,
         u0: &Field<f64>,
         (euler, lap): (&Sweep, &Sweep),
@@ -263,6 +268,21 @@ impl DeviceSolver {
         } else {
             None
         };
+        // Collective: every rank builds the exchanger here.
+        let ex = match spectral {
+            Some(_) => None,
+            None => {
+                let want = match cfg.gpu_exchange {
+                    GpuExchange::Auto => None,
+                    GpuExchange::Direct => Some(Transport::Direct),
+                    GpuExchange::Staged => Some(Transport::HostStaged),
+                };
+                Some(
+                    DeviceExchanger::new(comm, topo, &dev, 1, 0, want)
+                        .map_err(|e| anyhow!(e).context("setting up the device halo exchange"))?,
+                )
+            }
+        };
         Ok(DeviceSolver {
             dev,
             u,
@@ -274,6 +294,7 @@ impl DeviceSolver {
             euler: euler.packed(),
             lap: lap.packed(),
             spectral,
+            ex,
             chunk,
             block,
             step: 0,
@@ -322,6 +343,11 @@ impl DeviceSolver {
     /// The device, for the report.
     pub(crate) fn device(&self) -> &Device {
         &self.dev
+    }
+
+    /// How the halo travels between ranks (finite differences).
+    pub(crate) fn transport(&self) -> Option<Transport> {
+        self.ex.as_ref().map(DeviceExchanger::transport)
     }
 
     /// Copies the field to the host mirror (after all queued work).
@@ -413,7 +439,7 @@ impl DeviceSolver {
     #[allow(clippy::too_many_arguments)]
     fn apply(
         &mut self,
-        (comm, ex, mode): (&dyn Communicator, &mut Exchanger<f64>, Mode),
+        (comm, mode): (&dyn Communicator, Mode),
         geo: Geometry<'_>,
         coef: &[f64; 31],
         which: (Slot, Slot),
@@ -423,6 +449,10 @@ impl DeviceSolver {
         let ctx = (self.chunk, self.block, self.step);
         let (dev, k) = (self.dev.clone(), &self.k);
         let bad = &mut self.bad;
+        let ex = self
+            .ex
+            .as_mut()
+            .expect("finite differences build an exchanger");
         let (src, dst) = two(&mut self.u, &mut self.a, &mut self.b, which);
         let t0 = Instant::now();
         match mode {
@@ -516,7 +546,7 @@ impl DeviceSolver {
     /// One step (Euler, RK4 or spectral), timed with device events.
     pub(crate) fn step(
         &mut self,
-        x: (&dyn Communicator, &mut Exchanger<f64>, Mode),
+        x: (&dyn Communicator, Mode),
         geo: Geometry<'_>,
         integrator: Integrator,
         dt: f64,
@@ -527,23 +557,23 @@ impl DeviceSolver {
         if self.spectral.is_some() {
             self.spectral_step()?;
         } else {
-            let (comm, ex, mode) = x;
+            let (comm, mode) = x;
             let (layout, owned) = (geo.0, geo.1);
             match integrator {
                 Integrator::Euler => {
                     let euler = self.euler;
-                    self.apply((comm, ex, mode), geo, &euler, (Slot::U, Slot::A), t)?;
+                    self.apply((comm, mode), geo, &euler, (Slot::U, Slot::A), t)?;
                     std::mem::swap(&mut self.u, self.a.as_mut().expect("euler allocates a"));
                 }
                 Integrator::Rk4 => {
                     let lap = self.lap;
-                    self.apply((comm, &mut *ex, mode), geo, &lap, (Slot::U, Slot::B), t)?;
+                    self.apply((comm, mode), geo, &lap, (Slot::U, Slot::B), t)?;
                     self.combine(0, 0.5 * dt, 0.0, owned, layout)?;
                     for (weight, next) in [(2.0, 0.5 * dt), (2.0, dt)] {
-                        self.apply((comm, &mut *ex, mode), geo, &lap, (Slot::A, Slot::B), t)?;
+                        self.apply((comm, mode), geo, &lap, (Slot::A, Slot::B), t)?;
                         self.combine(1, next, weight, owned, layout)?;
                     }
-                    self.apply((comm, &mut *ex, mode), geo, &lap, (Slot::A, Slot::B), t)?;
+                    self.apply((comm, mode), geo, &lap, (Slot::A, Slot::B), t)?;
                     self.combine(2, dt / 6.0, 0.0, owned, layout)?;
                 }
             }

@@ -77,6 +77,10 @@ pub struct Report {
     pub backend: &'static str,
     /// What rank 0 computed on: `cpu`, or the GPU's description.
     pub device: String,
+    /// How the halo travelled between ranks: `host` (host fields),
+    /// `direct` or `staged` (device fields, see `gpu_exchange`), or
+    /// `none` (the spectral operator exchanges no halo).
+    pub halo: &'static str,
     /// Process grid.
     pub grid: [usize; 3],
     /// Step size.
@@ -260,6 +264,7 @@ impl<'c> Solver<'c> {
             Some(dev) => Some(device::DeviceSolver::new(
                 dev,
                 comm,
+                &topo,
                 cfg,
                 &u,
                 (&euler, &lap),
@@ -356,7 +361,7 @@ impl<'c> Solver<'c> {
                 &self.interior,
                 self.shell.as_slice(),
             );
-            let x = (self.comm, &mut self.ex, self.cfg.mode);
+            let x = (self.comm, self.cfg.mode);
             d.step(x, geo, self.cfg.integrator, self.dt, t)?;
             // Non-finite values are flagged on the device and looked at
             // with the diagnostics (`check_device`).
@@ -508,6 +513,19 @@ impl<'c> Solver<'c> {
             return d.device().info().to_string();
         }
         "cpu".to_string()
+    }
+
+    /// How the halo travels between ranks, for the report.
+    fn halo_transport(&self) -> &'static str {
+        #[cfg(feature = "cuda")]
+        if let Some(d) = &self.device {
+            return d.transport().map_or("none", |t| t.name());
+        }
+        if self.cfg.operator == Operator::Spectral {
+            "none"
+        } else {
+            "host"
+        }
     }
 
     /// Device seconds per step (device runs), else `None`.
@@ -778,6 +796,7 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
         ranks: comm.size(),
         backend: comm.backend(),
         device: s.device_name(),
+        halo: s.halo_transport(),
         grid: s.topo.decomposition().grid().dims(),
         dt: s.dt,
         dt_limit: cfg.dt_limit()?,
@@ -819,8 +838,8 @@ impl Report {
         let (method, names) = match c.operator {
             Operator::Fd => (
                 format!(
-                    "FD order {}, {:?}, {:?} exchange",
-                    c.order, c.integrator, c.mode
+                    "FD order {}, {:?}, {:?} exchange ({} halo)",
+                    c.order, c.integrator, c.mode, self.halo
                 ),
                 PHASES,
             ),

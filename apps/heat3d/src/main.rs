@@ -5,7 +5,8 @@ use anyhow::Result;
 use appkit::config::parse_triple;
 use clap::Parser;
 use heat3d::config::{
-    ByName, Config, GpuStencil, Initial, Integrator, Mode, Operator, PerAxis, SpectralStep,
+    ByName, Config, GpuExchange, GpuStencil, Initial, Integrator, Mode, Operator, PerAxis,
+    SpectralStep,
 };
 use std::path::PathBuf;
 
@@ -81,6 +82,9 @@ struct Cli {
     /// How the GPU stencil reads its fast-axis neighbours.
     #[arg(long, value_enum)]
     gpu_stencil: Option<GpuStencil>,
+    /// How device halos travel between ranks: on the device between in-process ranks (direct), through host buffers (staged), or auto.
+    #[arg(long, value_enum)]
+    gpu_exchange: Option<GpuExchange>,
     /// Output folder for diagnostics.csv and the VTK files.
     #[arg(short, long)]
     output: Option<PathBuf>,
@@ -120,7 +124,8 @@ fn config(cli: &Cli) -> Result<Config> {
         backend,
         gpu_chunk,
         gpu_block,
-        gpu_stencil
+        gpu_stencil,
+        gpu_exchange
     );
     if cli.device.is_some() {
         c.device = cli.device;
@@ -159,8 +164,8 @@ fn main() -> std::process::ExitCode {
 /// `--ranks` in-process ranks; rank 0 prints and writes the report.
 fn real_main(cli: &Cli) -> Result<()> {
     let cfg = config(cli)?;
-    // On a GPU one rank holds the grid on the device; ranks sharing a GPU
-    // exchange through host memory, so more are asked for explicitly.
+    // On a GPU one rank holds the grid on the device; more ranks are asked
+    // for explicitly.
     let ranks = match cfg.backend.value() {
         gpu::Backend::Cpu => cli.ranks,
         _ => cli.ranks.or(Some(1)),
