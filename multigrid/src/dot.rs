@@ -37,6 +37,12 @@ pub(crate) struct Acc {
     buf: Box<[f64]>,
     len: usize,
     simd: Simd,
+    /// The largest magnitude in `buf[..len]` and whether every value there
+    /// is finite, when every pending value came through the AVX-512
+    /// [`push_products`](Self::push_products) (which finds them while it
+    /// writes the products, so that the extraction needs one pass over the
+    /// block instead of two); `None` otherwise.
+    scan: Option<(f64, bool)>,
 }
 
 impl Acc {
@@ -46,11 +52,13 @@ impl Acc {
             buf: vec![0.0; BLOCK].into_boxed_slice(),
             len: 0,
             simd,
+            scan: None,
         }
     }
 
     #[inline]
     pub fn push(&mut self, x: f64) {
+        self.scan = None;
         self.buf[self.len] = x;
         self.len += 1;
         if self.len == BLOCK {
@@ -61,6 +69,7 @@ impl Acc {
     /// Adds every value of `xs`.
     pub fn push_slice(&mut self, mut xs: &[f64]) {
         while !xs.is_empty() {
+            self.scan = None;
             let take = (BLOCK - self.len).min(xs.len());
             self.buf[self.len..self.len + take].copy_from_slice(&xs[..take]);
             self.len += take;
@@ -77,8 +86,24 @@ impl Acc {
         while !a.is_empty() {
             let take = (BLOCK - self.len).min(a.len());
             let dst = &mut self.buf[self.len..self.len + take];
-            for ((d, x), y) in dst.iter_mut().zip(&a[..take]).zip(&b[..take]) {
-                *d = x * y;
+            match self.simd {
+                #[cfg(all(target_arch = "x86_64", mg_simd))]
+                Simd::Avx512 => {
+                    // SAFETY: `Simd::Avx512` is only made by `Simd::detect`
+                    // after it found AVX-512F on this CPU.
+                    let (m, finite) = unsafe { avx512::products(dst, &a[..take], &b[..take]) };
+                    self.scan = match (self.len, self.scan) {
+                        (0, _) => Some((m, finite)),
+                        (_, Some((m0, f0))) => Some((m0.max(m), f0 && finite)),
+                        (_, None) => None,
+                    };
+                }
+                _ => {
+                    self.scan = None;
+                    for ((d, x), y) in dst.iter_mut().zip(&a[..take]).zip(&b[..take]) {
+                        *d = x * y;
+                    }
+                }
             }
             self.len += take;
             a = &a[take..];
@@ -101,15 +126,19 @@ impl Acc {
         }
         let block = &mut self.buf[..self.len];
         self.len = 0;
+        let mut scan = self.scan.take();
         // Rounds of extraction: each leaves in `buf` only values far
         // below the largest it saw.
         let mut rounds = 0;
         loop {
-            let done: Option<([f64; LEVELS], bool)> = match self.simd {
+            let done: Option<([f64; LEVELS], bool)> = match (self.simd, scan.take()) {
+                #[cfg(all(target_arch = "x86_64", mg_simd))]
+                // SAFETY: as below, and `Simd::Avx512` means AVX-512F.
+                (Simd::Avx512, Some((m, true))) if m > 0.0 => unsafe { avx512::split(block, m) },
                 #[cfg(all(target_arch = "x86_64", mg_simd))]
                 // SAFETY: `Simd::Avx2` and `Simd::Avx512` are only made by
                 // `Simd::detect` after it found AVX2 on this CPU.
-                Simd::Avx2 | Simd::Avx512 => unsafe { avx2::extract(block) },
+                (Simd::Avx2 | Simd::Avx512, _) => unsafe { avx2::extract(block) },
                 _ => None,
             };
             rounds += 1;
@@ -150,6 +179,155 @@ impl Acc {
                 }
             }
         }
+    }
+}
+
+/// The grids `σ` of the extraction levels for a block whose largest
+/// magnitude is `m`, or `None` if `m` is zero or subnormal or a grid would
+/// leave the normal range.
+#[cfg_attr(not(all(target_arch = "x86_64", mg_simd)), allow(dead_code))]
+fn grids(m: f64) -> Option<[f64; LEVELS]> {
+    if m == 0.0 {
+        return None;
+    }
+    // 2^e > m; the first grid is 2^(e + M), the last 2^(e + M - 41 (LEVELS - 1)).
+    let biased = (m.to_bits() >> 52) as i32;
+    if biased == 0 {
+        return None;
+    }
+    let e = biased - 1023 + 1;
+    let top = e + M;
+    let bottom = top - (53 - M) * (LEVELS as i32 - 1);
+    if top > 1023 || bottom < -900 {
+        return None;
+    }
+    let pow2 = |k: i32| f64::from_bits(((k + 1023) as u64) << 52);
+    Some(std::array::from_fn(|l| pow2(top - (53 - M) * l as i32)))
+}
+
+#[cfg(all(target_arch = "x86_64", mg_simd))]
+#[allow(clippy::incompatible_msrv)] // only built with Rust 1.89 or later (build.rs)
+mod avx512 {
+    use super::LEVELS;
+    use std::arch::x86_64::*;
+
+    /// `dst[i] = a[i] * b[i]` (rounded products, as the portable loop), and
+    /// the largest `|dst[i]|` with whether every product is finite.
+    ///
+    /// # Safety
+    /// AVX-512F present; `a`, `b` and `dst` of one length.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn products(dst: &mut [f64], a: &[f64], b: &[f64]) -> (f64, bool) {
+        debug_assert!(a.len() == dst.len() && b.len() == dst.len());
+        let n = dst.len();
+        let big = _mm512_set1_epi64(0x7fef_ffff_ffff_ffff);
+        let (mut m0, mut m1) = (_mm512_setzero_pd(), _mm512_setzero_pd());
+        let mut bad: __mmask8 = 0;
+        let (ap, bp, dp) = (a.as_ptr(), b.as_ptr(), dst.as_mut_ptr());
+        let mut look = |x: __m512d, m: &mut __m512d| {
+            let v = _mm512_abs_pd(x);
+            // Non-finite: magnitude bits above the largest finite double.
+            bad |= _mm512_cmpgt_epi64_mask(_mm512_castpd_si512(v), big);
+            *m = _mm512_max_pd(*m, v);
+        };
+        let mut i = 0;
+        while i + 16 <= n {
+            // SAFETY: i + 16 <= n values of each slice (the contract).
+            unsafe {
+                let x0 = _mm512_mul_pd(_mm512_loadu_pd(ap.add(i)), _mm512_loadu_pd(bp.add(i)));
+                let x1 = _mm512_mul_pd(
+                    _mm512_loadu_pd(ap.add(i + 8)),
+                    _mm512_loadu_pd(bp.add(i + 8)),
+                );
+                _mm512_storeu_pd(dp.add(i), x0);
+                _mm512_storeu_pd(dp.add(i + 8), x1);
+                look(x0, &mut m0);
+                look(x1, &mut m1);
+            }
+            i += 16;
+        }
+        while i < n {
+            let k = (n - i).min(8);
+            let live: __mmask8 = if k == 8 { 0xff } else { (1u8 << k) - 1 };
+            // SAFETY: the loads and the store are masked to the k values
+            // i .. i + k < n (masked-off lanes are not accessed; they are
+            // zero, which changes neither the maximum nor the flag).
+            unsafe {
+                let x = _mm512_mul_pd(
+                    _mm512_maskz_loadu_pd(live, ap.add(i)),
+                    _mm512_maskz_loadu_pd(live, bp.add(i)),
+                );
+                _mm512_mask_storeu_pd(dp.add(i), live, x);
+                look(x, &mut m0);
+            }
+            i += k;
+        }
+        (_mm512_reduce_max_pd(_mm512_max_pd(m0, m1)), bad == 0)
+    }
+
+    /// [`super::avx2::extract`] of a block whose largest magnitude `m` is
+    /// known (and every value finite), in one pass, eight values a step.
+    /// `None` (with `xs` untouched) if the grids would leave the normal
+    /// range.
+    ///
+    /// # Safety
+    /// AVX-512F present; `m` the largest `|x|` of `xs`, every value finite,
+    /// at most `2^M` values.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn split(xs: &mut [f64], m: f64) -> Option<([f64; LEVELS], bool)> {
+        debug_assert!(xs.len() <= 1 << super::M);
+        let sig = super::grids(m)?;
+        let vs = sig.map(|s| _mm512_set1_pd(s));
+        let zero = _mm512_setzero_pd();
+        // Two chunks per step, each with its own accumulators.
+        let mut acc0 = [zero; LEVELS];
+        let mut acc1 = [zero; LEVELS];
+        let mut rest: __mmask8 = 0;
+        let mut step = |x: __m512d, a: &mut [__m512d; LEVELS]| {
+            let mut x = x;
+            for l in 0..LEVELS {
+                let q = _mm512_sub_pd(_mm512_add_pd(vs[l], x), vs[l]);
+                x = _mm512_sub_pd(x, q);
+                a[l] = _mm512_add_pd(a[l], q);
+            }
+            rest |= _mm512_cmp_pd_mask::<_CMP_NEQ_OQ>(x, zero);
+            x
+        };
+        let n = xs.len();
+        let p = xs.as_mut_ptr();
+        let mut i = 0;
+        while i + 16 <= n {
+            // SAFETY: i + 16 <= n.
+            unsafe {
+                let x0 = step(_mm512_loadu_pd(p.add(i)), &mut acc0);
+                let x1 = step(_mm512_loadu_pd(p.add(i + 8)), &mut acc1);
+                _mm512_storeu_pd(p.add(i), x0);
+                _mm512_storeu_pd(p.add(i + 8), x1);
+            }
+            i += 16;
+        }
+        while i < n {
+            let k = (n - i).min(8);
+            let live: __mmask8 = if k == 8 { 0xff } else { (1u8 << k) - 1 };
+            // SAFETY: masked to the k values i .. i + k < n; the masked-off
+            // lanes are zero, whose parts and remainders are zero.
+            unsafe {
+                let x = step(_mm512_maskz_loadu_pd(live, p.add(i)), &mut acc0);
+                _mm512_mask_storeu_pd(p.add(i), live, x);
+            }
+            i += k;
+        }
+        let mut parts = [0.0; LEVELS];
+        let mut lanes = [0.0f64; 8];
+        for l in 0..LEVELS {
+            // The parts are multiples of the level's grid unit well inside
+            // the range: any order of these additions is exact.
+            let a = _mm512_add_pd(acc0[l], acc1[l]);
+            // SAFETY: eight writable doubles.
+            unsafe { _mm512_storeu_pd(lanes.as_mut_ptr(), a) };
+            parts[l] = lanes.iter().sum();
+        }
+        Some((parts, rest != 0))
     }
 }
 
@@ -207,22 +385,10 @@ mod avx2 {
             finite &= x.is_finite();
             m = m.max(x.abs());
         }
-        if !finite || m == 0.0 {
+        if !finite {
             return None;
         }
-        // 2^e > m; the first grid is 2^(e + M), the last 2^(e + M - 41 (LEVELS - 1)).
-        let biased = (m.to_bits() >> 52) as i32;
-        if biased == 0 {
-            return None;
-        }
-        let e = biased - 1023 + 1;
-        let top = e + M;
-        let bottom = top - (53 - M) * (LEVELS as i32 - 1);
-        if top > 1023 || bottom < -900 {
-            return None;
-        }
-        let pow2 = |k: i32| f64::from_bits(((k + 1023) as u64) << 52);
-        let sig: [f64; LEVELS] = std::array::from_fn(|l| pow2(top - (53 - M) * l as i32));
+        let sig = super::grids(m)?;
         let vs = sig.map(|s| _mm256_set1_pd(s));
         // Two chunks per step, each with its own accumulators.
         let mut acc0 = [zero; LEVELS];
@@ -382,6 +548,61 @@ mod tests {
         assert_eq!(acc.finish().to_f64().to_bits(), reference(&p).to_bits());
     }
 
+    #[test]
+    fn products_are_summed_exactly_on_every_instruction_set() {
+        // Products fed in pieces of odd lengths (blocks made of several
+        // calls, calls across blocks), wide and narrow ranges, products that
+        // overflow to infinity or are NaN, all-zero blocks, and products fed
+        // after single values in the same block.
+        let cases: Vec<(Vec<f64>, Vec<f64>)> = vec![
+            (spread(9000, 21, -20, 20), spread(9000, 22, -20, 20)),
+            (spread(9000, 23, -300, 300), spread(9000, 24, -200, 200)),
+            (spread(5000, 25, 500, 600), spread(5000, 26, 500, 600)),
+            (spread(5000, 27, -600, -500), spread(5000, 28, -560, -500)),
+            (vec![0.0; 5000], spread(5000, 29, -5, 5)),
+            (vec![-0.0; 300], vec![1.0; 300]),
+            (
+                {
+                    let mut a = spread(7000, 30, -5, 5);
+                    a[4100] = f64::NAN;
+                    a
+                },
+                spread(7000, 31, -5, 5),
+            ),
+            (
+                {
+                    let mut a = spread(7000, 32, -5, 5);
+                    a[77] = f64::INFINITY;
+                    a
+                },
+                spread(7000, 33, -5, 5),
+            ),
+        ];
+        for (a, b) in &cases {
+            let p: Vec<f64> = a.iter().zip(b).map(|(x, y)| x * y).collect();
+            let want = reference(&p);
+            for simd in Simd::all() {
+                for pieces in [1, 7, 1000, 4097] {
+                    let mut acc = Acc::new(simd);
+                    for (ca, cb) in a.chunks(pieces).zip(b.chunks(pieces)) {
+                        acc.push_products(ca, cb);
+                    }
+                    let got = acc.finish().to_f64();
+                    assert!(
+                        got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                        "{simd:?} pieces {pieces}: {got:e} vs {want:e}"
+                    );
+                }
+                // Single values, then products, in one block.
+                let mut acc = Acc::new(simd);
+                acc.push(p[0]);
+                acc.push_products(&a[1..], &b[1..]);
+                let got = acc.finish().to_f64();
+                assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()));
+            }
+        }
+    }
+
     #[cfg(all(target_arch = "x86_64", mg_simd))]
     #[test]
     fn ordinary_blocks_take_the_fast_path() {
@@ -403,6 +624,20 @@ mod tests {
             let mut s = ExactSum::new();
             parts.iter().for_each(|&p| s.add(p));
             assert_eq!(s.to_f64().to_bits(), want.to_bits());
+            if Simd::detect() == Simd::Avx512 {
+                // The one-pass split given the largest magnitude.
+                let mut ys = spread(BLOCK - 3, 1, lo, hi);
+                let m = ys.iter().fold(0.0f64, |m, y| m.max(y.abs()));
+                let want = reference(&ys);
+                // SAFETY: `Simd::detect` found AVX-512F; `m` is the largest
+                // magnitude of finite values.
+                let (parts, rest) =
+                    unsafe { avx512::split(&mut ys, m) }.expect("an ordinary block is split");
+                assert!(!rest && ys.iter().all(|&y| y == 0.0));
+                let mut s = ExactSum::new();
+                parts.iter().for_each(|&p| s.add(p));
+                assert_eq!(s.to_f64().to_bits(), want.to_bits());
+            }
         }
         // A value 2^150 below the largest is left over for the next round.
         let mut xs = spread(BLOCK, 2, -5, 5);
