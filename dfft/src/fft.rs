@@ -200,6 +200,111 @@ fn slab_dims(split: usize, p: usize) -> [usize; 3] {
     d
 }
 
+/// One step of a plan as layouts: what [`Fft3d`] builds its reshapes and
+/// 1D plans from, and what the device transform (`cuda`) executes.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Planned {
+    /// Move the data from one layout to another (real values before the
+    /// real-to-complex step).
+    Reshape {
+        from: Layout,
+        to: Layout,
+        real: bool,
+    },
+    /// Complex 1D transforms along `axis` in `layout`.
+    Fft { axis: usize, layout: Layout },
+    /// Real-to-complex 1D transforms along the halved `axis`.
+    Rfft {
+        axis: usize,
+        real: Layout,
+        complex: Layout,
+    },
+}
+
+/// The forward steps of the transform of `kind` from `input` on `p` ranks:
+/// the axis order and the layout selection of [`Options::selection`].
+pub(crate) fn plan_steps(
+    input: &Layout,
+    kind: Kind,
+    options: Options,
+    p: usize,
+) -> Result<Vec<Planned>, FftError> {
+    let g = input.global();
+    let (axes, cglobal) = match kind {
+        Kind::C2C => ([2, 1, 0], g),
+        Kind::R2C { halved } => {
+            if halved > 2 {
+                return Err(FftError::Invalid(format!(
+                    "halved axis {halved} is out of range (valid: 0, 1, 2)"
+                )));
+            }
+            let (a, b) = others(halved);
+            let mut cg = g;
+            cg[halved] = g[halved] / 2 + 1;
+            ([halved, b, a], cg)
+        }
+    };
+    let mut steps = Vec::new();
+    let mut cur = input.clone();
+    let mut real_stage = matches!(kind, Kind::R2C { .. });
+    for (i, &axis) in axes.iter().enumerate() {
+        let next = axes.get(i + 1).copied();
+        let gl = if real_stage { g } else { cglobal };
+        if !cur.is_whole(axis) {
+            let to = match options.selection {
+                Selection::MinReshape => {
+                    // When the spectrum must end in the input layout and
+                    // that layout holds every remaining axis whole, go
+                    // straight there: one reshape finishes the plan,
+                    // while any other layout (a slab with another memory
+                    // order included) would need a reshape back. The 1D
+                    // transforms then run on strided lines where the
+                    // axis is not contiguous: the same lines, the same
+                    // 1D plan, the same bits.
+                    let end = input.with_global(gl)?;
+                    if options.output == Output::Input && axes[i..].iter().all(|&a| end.is_whole(a))
+                    {
+                        end
+                    } else {
+                        layout_for(gl, p, axis, next)?
+                    }
+                }
+                Selection::Pencils => layout_for(gl, p, axis, None)?,
+            };
+            steps.push(Planned::Reshape {
+                from: cur.clone(),
+                to: to.clone(),
+                real: real_stage,
+            });
+            cur = to;
+        }
+        if real_stage {
+            let complex = cur.with_global(cglobal)?;
+            steps.push(Planned::Rfft {
+                axis,
+                real: cur.clone(),
+                complex: complex.clone(),
+            });
+            cur = complex;
+            real_stage = false;
+        } else {
+            steps.push(Planned::Fft {
+                axis,
+                layout: cur.clone(),
+            });
+        }
+    }
+    let target = input.with_global(cglobal)?;
+    if options.output == Output::Input && cur != target {
+        steps.push(Planned::Reshape {
+            from: cur,
+            to: target,
+            real: false,
+        });
+    }
+    Ok(steps)
+}
+
 impl Fft3d {
     /// Plans the transform of data in `input` (collective).
     pub fn new(
@@ -219,87 +324,44 @@ impl Fft3d {
         if options.batch == 0 {
             return Err(FftError::Invalid("batch must be at least 1, got 0".into()));
         }
-        let g = input.global();
-        let (axes, cglobal) = match kind {
-            Kind::C2C => ([2, 1, 0], g),
-            Kind::R2C { halved } => {
-                if halved > 2 {
-                    return Err(FftError::Invalid(format!(
-                        "halved axis {halved} is out of range (valid: 0, 1, 2)"
-                    )));
-                }
-                let (a, b) = others(halved);
-                let mut cg = g;
-                cg[halved] = g[halved] / 2 + 1;
-                ([halved, b, a], cg)
-            }
-        };
         let batch = options.batch;
         let proto = options.protocol;
         let mut steps = Vec::new();
+        let planned = plan_steps(input, kind, options, p)?;
         let mut cur = input.clone();
-        let mut real_stage = matches!(kind, Kind::R2C { .. });
-        for (i, &axis) in axes.iter().enumerate() {
-            let next = axes.get(i + 1).copied();
-            let gl = if real_stage { g } else { cglobal };
-            if !cur.is_whole(axis) {
-                let to = match options.selection {
-                    Selection::MinReshape => {
-                        // When the spectrum must end in the input layout and
-                        // that layout holds every remaining axis whole, go
-                        // straight there: one reshape finishes the plan,
-                        // while any other layout (a slab with another memory
-                        // order included) would need a reshape back. The 1D
-                        // transforms then run on strided lines where the
-                        // axis is not contiguous: the same lines, the same
-                        // 1D plan, the same bits.
-                        let end = input.with_global(gl)?;
-                        if options.output == Output::Input
-                            && axes[i..].iter().all(|&a| end.is_whole(a))
-                        {
-                            end
-                        } else {
-                            layout_for(gl, p, axis, next)?
-                        }
+        for st in planned {
+            match st {
+                Planned::Reshape { from, to, real } => {
+                    if real {
+                        steps.push(Step::ReshapeReal {
+                            fwd: Reshape::new(comm, &from, &to, batch, proto)?,
+                            bwd: Reshape::new(comm, &to, &from, batch, proto)?,
+                        });
+                    } else {
+                        steps.push(Step::Reshape {
+                            fwd: Reshape::new(comm, &from, &to, batch, proto)?,
+                            bwd: Reshape::new(comm, &to, &from, batch, proto)?,
+                        });
                     }
-                    Selection::Pencils => layout_for(gl, p, axis, None)?,
-                };
-                if real_stage {
-                    steps.push(Step::ReshapeReal {
-                        fwd: Reshape::new(comm, &cur, &to, batch, proto)?,
-                        bwd: Reshape::new(comm, &to, &cur, batch, proto)?,
-                    });
-                } else {
-                    steps.push(Step::Reshape {
-                        fwd: Reshape::new(comm, &cur, &to, batch, proto)?,
-                        bwd: Reshape::new(comm, &to, &cur, batch, proto)?,
+                    cur = to;
+                }
+                Planned::Fft { axis, layout } => {
+                    cur = layout.clone();
+                    steps.push(Step::Fft { axis, layout });
+                }
+                Planned::Rfft {
+                    axis,
+                    real,
+                    complex,
+                } => {
+                    cur = complex.clone();
+                    steps.push(Step::Rfft {
+                        axis,
+                        real,
+                        complex,
                     });
                 }
-                cur = to;
             }
-            if real_stage {
-                let complex = cur.with_global(cglobal)?;
-                steps.push(Step::Rfft {
-                    axis,
-                    real: cur.clone(),
-                    complex: complex.clone(),
-                });
-                cur = complex;
-                real_stage = false;
-            } else {
-                steps.push(Step::Fft {
-                    axis,
-                    layout: cur.clone(),
-                });
-            }
-        }
-        let target = input.with_global(cglobal)?;
-        if options.output == Output::Input && cur != target {
-            steps.push(Step::Reshape {
-                fwd: Reshape::new(comm, &cur, &target, batch, proto)?,
-                bwd: Reshape::new(comm, &target, &cur, batch, proto)?,
-            });
-            cur = target;
         }
         // 1D plans for every length used.
         let mut planner = FftPlanner::<f64>::new();

@@ -113,6 +113,9 @@ pub enum FftError {
         /// Length given.
         got: usize,
     },
+    /// A device (GPU) call failed (the device error's text).
+    #[error("device: {0}")]
+    Device(String),
     /// Any other invalid request.
     #[error("{0}")]
     Invalid(String),

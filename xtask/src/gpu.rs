@@ -461,6 +461,38 @@ pub fn run(a: &Args) -> Result<()> {
             errs[1][1], errs[2][1], errs[2][0]
         ),
     );
+    // The distributed device transform (reshapes packed on the device,
+    // exchanged through the host): sines reach the analytic solution to
+    // rounding on 2, 3 and 4 ranks (bricks, pencils and slabs), and a
+    // Gaussian gives the host's error at the same rank count.
+    for case in [
+        "--ranks 2",
+        "--ranks 3",
+        "--ranks 4",
+        "--ranks 4 --grid 2x2x1",
+        "--ranks 4 --grid 1x1x4",
+    ] {
+        let mut e = [f64::NAN; 3];
+        for (i, (init, n, be)) in [
+            ("sines", 32, "cuda"),
+            ("gaussian", 16, "cuda"),
+            ("gaussian", 16, "cpu"),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let r = heat3d(&b, "spec", &words(&format!("--operator spectral --spectral-step exact --initial {init} --n {n} --steps 20 --backend {be} {case}")), 600);
+            match r.result {
+                Ok(r) => e[i] = r.last.max_error,
+                Err(err) => t.check(&format!("spectral {init} {n} {be} {case}"), false, &err),
+            }
+        }
+        t.check(
+            &format!("spectral on the device, {case}: sines at the analytic solution, gaussian as on the cpu"),
+            e[0] < 1e-12 && (e[1] - e[2]).abs() < 1e-12,
+            &format!("sines {:.3e}; gaussian cuda {:.3e}, cpu {:.3e}", e[0], e[1], e[2]),
+        );
+    }
     // pfc: the semi-implicit spectral step on cuFFT against the host's FFT.
     let base = "--periods 3 --points-per-period 8 --seed-radius 1 --initial seed \
                 --steps 20 --diag-every 20 --ranks 1";
@@ -526,11 +558,6 @@ pub fn run(a: &Args) -> Result<()> {
             "grid larger than the device",
             "--backend cuda --n 2200 --steps 1",
             "out of device memory",
-        ),
-        (
-            "device spectral on 2 ranks",
-            "--backend cuda --operator spectral --n 16 --steps 1 --ranks 2",
-            "split over 2 ranks",
         ),
     ] {
         let mut c = Command::new(&b.heat3d);
@@ -752,7 +779,24 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
                 fraction: 0.0,
                 reference: format!("cufft {:.4} ms", pair.seconds * 1e3),
                 ratio: ms * 1e-3 / pair.seconds,
-            });
+            }); // Split over ranks sharing the GPU: the reshapes go through the
+                // host (`alltoallv`), which these rows measure.
+            for ranks in [2, 4] {
+                let case = format!("spectral {ranks} ranks");
+                let ms = time(
+                    &case,
+                    n,
+                    &format!("--operator spectral --initial sines --ranks {ranks}"),
+                )?;
+                rows.push(Row {
+                    case,
+                    n,
+                    ms,
+                    fraction: 0.0,
+                    reference: format!("cufft {:.4} ms", pair.seconds * 1e3),
+                    ratio: ms * 1e-3 / pair.seconds,
+                });
+            }
         }
         // OpenPFC reports about 20 ms per step for its Tungsten PFC model at
         // 256^3 on one MI250X GCD; pfc's model is the one-field form of it.

@@ -28,7 +28,7 @@ use crate::stencil::Sweep;
 use crate::StepTimes;
 use anyhow::{anyhow, Result};
 use comm::Communicator;
-use dfft::cuda::{DeviceComplex, DeviceR2c};
+use dfft::cuda::{DeviceComplex, DeviceFft3d};
 use gpu::cuda::cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use gpu::cuda::{launch_1d, Device, StepTimer};
 use halo::{
@@ -109,9 +109,9 @@ struct Kernels {
     scale: CudaFunction,
 }
 
-/// The spectral operator on the device (one rank).
+/// The spectral operator on the device.
 struct Spectral {
-    plan: DeviceR2c,
+    plan: DeviceFft3d,
     spec: CudaSlice<DeviceComplex>,
     factor: CudaSlice<f64>,
 }
@@ -175,8 +175,15 @@ pub(crate) fn preflight(
     };
     let mut bytes = fields * layout.padded_len() * 8;
     if spectral {
+        // This rank's share of the half spectrum: the spectrum and its
+        // factors, and on several ranks the transform's two work buffers
+        // and its message buffers (about two spectra each).
         let s = cfg.shape();
-        bytes += s[0] * s[1] * (s[2] / 2 + 1) * (16 + 8);
+        let share = (s[0] * s[1] * (s[2] / 2 + 1)).div_ceil(comm.size());
+        bytes += share * (16 + 8);
+        if comm.size() > 1 {
+            bytes += share * 4 * 16;
+        }
     }
     let sharing = match cfg.device {
         Some(_) => comm.size(),
@@ -264,7 +271,7 @@ impl DeviceSolver {
         let bad = dev.upload(&[i32::MAX], "flag").map_err(gpu_err)?;
         let chunk = chunk.min(i32::MAX as usize) as i32;
         let spectral = if spectral {
-            Some(Self::spectral(&dev, comm, cfg, dt)?)
+            Some(Self::spectral(&dev, comm, topo, cfg, dt)?)
         } else {
             None
         };
@@ -302,10 +309,32 @@ impl DeviceSolver {
         })
     }
 
-    fn spectral(dev: &Device, comm: &dyn Communicator, cfg: &Config, dt: f64) -> Result<Spectral> {
+    fn spectral(
+        dev: &Arc<Device>,
+        comm: &dyn Communicator,
+        topo: &Topology,
+        cfg: &Config,
+        dt: f64,
+    ) -> Result<Spectral> {
         let shape = cfg.shape();
-        let plan = DeviceR2c::new(dev, shape, comm.size()).map_err(gpu_err)?;
-        let sh = plan.spectrum_shape();
+        let dec = topo.decomposition();
+        let input = dfft::Layout::new(shape, dec.grid().dims(), [0, 1, 2])?;
+        if input.box_of(comm.rank()) != dec.box_of(comm.rank()) {
+            anyhow::bail!(
+                "the FFT layout and the block decomposition disagree on rank {}",
+                comm.rank()
+            );
+        }
+        // The spectrum stays where the last transform leaves it (fewest
+        // reshapes); the factors are laid out to match.
+        let opts = dfft::Options {
+            output: dfft::Output::Transposed,
+            ..dfft::Options::default()
+        };
+        let plan = DeviceFft3d::new(comm, dev, &input, opts)?;
+        let out = plan.output_layout().clone();
+        let b = out.box_of(comm.rank());
+        let st = out.strides(comm.rank());
         let l = cfg.length.get();
         let n: usize = shape.iter().product();
         let wave = |d: usize, i: usize| {
@@ -316,24 +345,25 @@ impl DeviceSolver {
             };
             2.0 * std::f64::consts::PI * m / l[d]
         };
-        let mut factor = Vec::with_capacity(plan.spectrum_len());
-        for i in 0..sh[0] {
-            for j in 0..sh[1] {
-                for k in 0..sh[2] {
+        let mut factor = vec![0.0; plan.output_len()];
+        for i in b.lo[0]..b.hi[0] {
+            for j in b.lo[1]..b.hi[1] {
+                for k in b.lo[2]..b.hi[2] {
                     let k2 = wave(0, i).powi(2) + wave(1, j).powi(2) + wave(2, k).powi(2);
                     let x = cfg.diffusivity * k2 * dt;
                     let f = match cfg.spectral_step {
                         SpectralStep::Exact => (-x).exp(),
                         SpectralStep::Implicit => 1.0 / (1.0 + x),
                     };
+                    let o = (i - b.lo[0]) * st[0] + (j - b.lo[1]) * st[1] + (k - b.lo[2]) * st[2];
                     // cuFFT leaves both transforms unnormalised.
-                    factor.push(f / n as f64);
+                    factor[o] = f / n as f64;
                 }
             }
         }
         Ok(Spectral {
             spec: dev
-                .alloc_zeros(plan.spectrum_len(), "spectrum")
+                .alloc_zeros(plan.output_len(), "spectrum")
                 .map_err(gpu_err)?,
             factor: dev.upload(&factor, "spectral factors").map_err(gpu_err)?,
             plan,
@@ -522,12 +552,11 @@ impl DeviceSolver {
         Ok(())
     }
 
-    fn spectral_step(&mut self) -> Result<()> {
+    fn spectral_step(&mut self, comm: &dyn Communicator) -> Result<()> {
         let sp = self.spectral.as_mut().expect("spectral operator");
         sp.plan
-            .forward(&self.u.data().slice(..), &mut sp.spec)
-            .map_err(gpu_err)?;
-        let n = sp.plan.spectrum_len() as i64;
+            .forward(comm, &self.u.data().slice(..), &mut sp.spec)?;
+        let n = sp.plan.output_len() as i64;
         let main = self.dev.main();
         let mut l = main.launch_builder(&self.k.scale);
         l.arg(&mut sp.spec)
@@ -539,8 +568,8 @@ impl DeviceSolver {
         unsafe { l.launch(launch_1d(n as usize, 256)) }
             .map_err(|e| anyhow!("launching spectral_scale: {e:?}"))?;
         sp.plan
-            .backward(&mut sp.spec, &mut self.u.data_mut().slice_mut(..))
-            .map_err(gpu_err)
+            .backward(comm, &mut sp.spec, &mut self.u.data_mut().slice_mut(..))?;
+        Ok(())
     }
 
     /// One step (Euler, RK4 or spectral), timed with device events.
@@ -555,7 +584,7 @@ impl DeviceSolver {
         self.step += 1;
         self.timer.begin(&self.dev).map_err(gpu_err)?;
         if self.spectral.is_some() {
-            self.spectral_step()?;
+            self.spectral_step(x.0)?;
         } else {
             let (comm, mode) = x;
             let (layout, owned) = (geo.0, geo.1);
