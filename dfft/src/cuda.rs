@@ -716,7 +716,7 @@ impl DeviceFft3d {
                 }
                 let (ns, nr) = (mv.send_len() * es, mv.recv_len() * es);
                 self.dev
-                    .copy_to_host(&self.dsend, &mut self.hsend[..ns])
+                    .copy_to_host(&self.dsend.slice(..ns), &mut self.hsend[..ns])
                     .map_err(device)?;
                 let sc: Vec<usize> = mv.send_counts.iter().map(|x| x * es).collect();
                 let sd: Vec<usize> = mv.send_displs.iter().map(|x| x * es).collect();

@@ -257,18 +257,19 @@ impl Device {
             .map_err(driver("cuStreamSynchronize"))
     }
 
-    /// Copies the first `host.len()` values of `src` to `host` (after the
-    /// work queued on `main`); complete on return.
+    /// Copies every value of `src` (a buffer or a view of one) to `host`,
+    /// which must have the same length (after the work queued on `main`);
+    /// complete on return.
     pub fn copy_to_host<T: DeviceRepr, S: DevicePtr<T>>(
         &self,
         src: &S,
         host: &mut [T],
     ) -> Result<(), GpuError> {
-        if host.len() > src.len() {
+        if host.len() != src.len() {
             return Err(GpuError::Invalid(format!(
-                "copy of {} values out of a device buffer of {}",
-                host.len(),
-                src.len()
+                "copy of {} device values into a host buffer of {} (the lengths must be equal)",
+                src.len(),
+                host.len()
             )));
         }
         self.main
