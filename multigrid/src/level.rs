@@ -281,21 +281,40 @@ fn smooth_plane(
 ) {
     let s = lay.strides();
     let (s0, s1) = (s[0], s[1]);
-    for j in region.lo[1]..region.hi[1] {
-        let k0 = region.lo[2] + (parity + i + j + region.lo[2] + colour) % 2;
-        let row = i * s0 + j * s1;
-        match st {
-            Stencil::Const { ih2, wall } => {
-                let c = ConstRow {
-                    ih2: *ih2,
-                    dij: 2.0 * (ih2[0] + ih2[1] + ih2[2]) + wall[0][i] + wall[1][j],
-                    wall2: &wall[2],
-                    s0,
-                    s1,
-                };
-                kernels::smooth_row(simd, &c, u, f, row, k0, region.hi[2], omega);
-            }
-            Stencil::Var { w, inv_diag, .. } => {
+    match st {
+        Stencil::Const { ih2, wall } => {
+            // The rows of the plane in one kernel call; a row's diagonal
+            // without its fast-axis wall term is `base + wall[1][j]`, the
+            // per-row sum `2 (Σ 1/h²) + wall[0][i] + wall[1][j]` in its
+            // order.
+            let base = 2.0 * (ih2[0] + ih2[1] + ih2[2]) + wall[0][i];
+            let c = ConstRow {
+                ih2: *ih2,
+                dij: base,
+                wall2: &wall[2],
+                s0,
+                s1,
+            };
+            let (jlo, jhi) = (region.lo[1], region.hi[1].max(region.lo[1]));
+            let lo = region.lo[2];
+            kernels::smooth_rows(
+                simd,
+                &c,
+                base,
+                &wall[1][jlo..jhi],
+                u,
+                f,
+                i * s0 + jlo * s1,
+                lo,
+                (parity + i + jlo + lo + colour) % 2,
+                region.hi[2],
+                omega,
+            );
+        }
+        Stencil::Var { w, inv_diag, .. } => {
+            for j in region.lo[1]..region.hi[1] {
+                let k0 = region.lo[2] + (parity + i + j + region.lo[2] + colour) % 2;
+                let row = i * s0 + j * s1;
                 for k in (k0..region.hi[2]).step_by(2) {
                     let x = row + k;
                     let nb = (w[0][x] * u[x - s0] + w[0][x + s0] * u[x + s0])
