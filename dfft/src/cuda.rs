@@ -25,6 +25,7 @@ use gpu::cuda::cudarc::driver::{
     CudaFunction, CudaSlice, CudaView, CudaViewMut, DeviceRepr, PushKernelArg,
 };
 use gpu::cuda::{check_cufft, launch_1d, Device};
+use gpu::links::{one_process, LinkError, LinkSpec, Links};
 use gpu::GpuError;
 use std::sync::Arc;
 
@@ -142,6 +143,18 @@ fn device(e: impl std::fmt::Display) -> FftError {
     FftError::Device(e.to_string())
 }
 
+fn link_err(e: LinkError) -> FftError {
+    match e {
+        LinkError::Comm(c) => FftError::Comm(c),
+        other => FftError::Device(other.to_string()),
+    }
+}
+
+/// Tags of the device reshapes' notices: above the halo's (`halo` uses
+/// tags below 2^17) and below the in-process communicator's 2^24; each
+/// plan takes 256 (two per reshape and direction), 64 plans in turn.
+const TAG_BASE: u32 = 1 << 23;
+
 fn cufft_err(
     call: &'static str,
 ) -> impl Fn(gpu::cuda::cudarc::cufft::result::CufftError) -> FftError {
@@ -166,8 +179,13 @@ unsafe impl DeviceRepr for Block {}
 
 /// One direction of a reshape: the blocks this rank sends to and receives
 /// from every rank, in elements.
-#[derive(Debug)]
 struct Move {
+    /// Device-to-device links to the other ranks (in-process ranks), or
+    /// `None` (host-staged).
+    links: Option<Links<f64>>,
+    /// The peer of each outgoing and each incoming link.
+    link_out: Vec<usize>,
+    link_in: Vec<usize>,
     send: Vec<Block>,
     recv: Vec<Block>,
     send_counts: Vec<usize>,
@@ -198,6 +216,9 @@ impl Move {
             }
         };
         let mut m = Move {
+            links: None,
+            link_out: Vec::new(),
+            link_in: Vec::new(),
             send: Vec::with_capacity(p),
             recv: Vec::with_capacity(p),
             send_counts: Vec::with_capacity(p),
@@ -219,6 +240,39 @@ impl Move {
             ra += inn.len();
         }
         m
+    }
+
+    /// Sets up the device-to-device links of this move (collective), on
+    /// tags `tag` (notices) and `tag + 1` (acknowledgements); elements of
+    /// `esize` doubles.
+    fn link(
+        &mut self,
+        comm: &dyn Communicator,
+        dev: &Arc<Device>,
+        tag: u32,
+        esize: usize,
+    ) -> Result<(), FftError> {
+        let me = comm.rank();
+        let spec = |peer: usize, key: usize, len: usize| LinkSpec {
+            peer,
+            key: key as u32,
+            len: len * esize,
+            notice_tag: tag,
+            ack_tag: tag + 1,
+        };
+        let (mut outs, mut ins) = (Vec::new(), Vec::new());
+        for q in (0..comm.size()).filter(|&q| q != me) {
+            if self.send_counts[q] > 0 {
+                outs.push(spec(q, q, self.send_counts[q]));
+                self.link_out.push(q);
+            }
+            if self.recv_counts[q] > 0 {
+                ins.push(spec(q, me, self.recv_counts[q]));
+                self.link_in.push(q);
+            }
+        }
+        self.links = Links::new(comm, dev, &outs, &ins).map_err(link_err)?;
+        Ok(())
     }
 
     fn send_len(&self) -> usize {
@@ -420,6 +474,8 @@ pub struct DeviceFft3d {
     output: Layout,
     /// One rank: cuFFT's 3D plan.
     single: Option<DeviceR2c>,
+    /// Reshapes device to device.
+    direct: bool,
     steps: Vec<DeviceStep>,
     work: [CudaSlice<DeviceComplex>; 2],
     /// Device message buffers (doubles) and their host copies.
@@ -444,13 +500,40 @@ impl std::fmt::Debug for DeviceFft3d {
 impl DeviceFft3d {
     /// Plans the transform of real data in `input` on `dev` (collective).
     /// `options.selection` and `options.output` choose the layouts as on
-    /// the host; `options.batch` must be 1 and the reshapes always go
-    /// through `alltoallv` (`options.protocol` is not used).
+    /// the host; `options.batch` must be 1. The reshapes go device to
+    /// device when every rank is in this process (`gpu::links`), through
+    /// host buffers and `alltoallv` otherwise (`options.protocol` is not
+    /// used).
     pub fn new(
         comm: &dyn Communicator,
         dev: &Arc<Device>,
         input: &Layout,
         options: Options,
+    ) -> Result<Self, FftError> {
+        Self::build(comm, dev, input, options, true)
+    }
+
+    /// As [`new`](Self::new), with the reshapes always host-staged.
+    pub fn host_staged(
+        comm: &dyn Communicator,
+        dev: &Arc<Device>,
+        input: &Layout,
+        options: Options,
+    ) -> Result<Self, FftError> {
+        Self::build(comm, dev, input, options, false)
+    }
+
+    /// Whether the reshapes go device to device.
+    pub fn is_direct(&self) -> bool {
+        self.direct
+    }
+
+    fn build(
+        comm: &dyn Communicator,
+        dev: &Arc<Device>,
+        input: &Layout,
+        options: Options,
+        allow_direct: bool,
     ) -> Result<Self, FftError> {
         let p = comm.size();
         let rank = comm.rank();
@@ -493,6 +576,12 @@ impl DeviceFft3d {
         } else {
             None
         };
+        // Device-to-device reshapes when every rank is in this process.
+        let direct = allow_direct && p > 1 && one_process(comm).map_err(link_err)?;
+        static PLANS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let mut plan_no = [PLANS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)];
+        comm.broadcast(&mut plan_no, 0)?;
+        let tag0 = TAG_BASE + (plan_no[0] % 64) * 256;
         let mut steps = Vec::new();
         let (mut work_len, mut msg) = (input.local_len(rank).div_ceil(2), output.local_len(rank));
         let (mut send_len, mut recv_len) = (0, 0);
@@ -511,9 +600,14 @@ impl DeviceFft3d {
                 };
                 match &planned[i] {
                     Planned::Reshape { from, to, real } => {
-                        let fwd = Move::new(from, to, rank, p);
-                        let bwd = Move::new(to, from, rank, p);
+                        let mut fwd = Move::new(from, to, rank, p);
+                        let mut bwd = Move::new(to, from, rank, p);
                         let esize = if *real { 1 } else { 2 };
+                        if direct {
+                            let t = tag0 + 4 * steps.len() as u32;
+                            fwd.link(comm, dev, t, esize)?;
+                            bwd.link(comm, dev, t + 2, esize)?;
+                        }
                         send_len = send_len.max(fwd.send_len().max(bwd.send_len()) * esize);
                         recv_len = recv_len.max(fwd.recv_len().max(bwd.recv_len()) * esize);
                         let per = |n: usize| if *real { n.div_ceil(2) } else { n };
@@ -570,6 +664,7 @@ impl DeviceFft3d {
             input: input.clone(),
             output,
             single,
+            direct,
             steps,
             work,
             dsend: dev
@@ -698,40 +793,110 @@ impl DeviceFft3d {
         forward: bool,
     ) -> Result<usize, FftError> {
         let main = self.dev.main().clone();
-        let [w0, w1] = &mut self.work;
+        let DeviceFft3d {
+            dev,
+            steps,
+            work,
+            dsend,
+            drecv,
+            hsend,
+            hrecv,
+            pack,
+            unpack,
+            rank,
+            ..
+        } = self;
+        let [w0, w1] = work;
         let (src, dst) = if cur == 0 { (w0, w1) } else { (w1, w0) };
-        match &self.steps[k] {
+        let count = |b: &Block| b.n.iter().product::<i64>() as usize;
+        match &mut steps[k] {
             DeviceStep::Reshape { fwd, bwd, esize } => {
                 let mv = if forward { fwd } else { bwd };
-                let es = *esize as usize;
-                for b in mv.send.iter().filter(|b| b.n.iter().product::<i64>() > 0) {
-                    let mut l = main.launch_builder(&self.pack);
-                    l.arg(&*src).arg(&mut self.dsend).arg(b).arg(esize);
-                    let total = b.n.iter().product::<i64>() as usize * es;
-                    // SAFETY: the block lies inside this rank's array of
-                    // the source layout (an intersection with its box), and
-                    // `at + count` inside the send buffer (sized for the
-                    // largest move); the kernel's arguments match.
-                    unsafe { l.launch(launch_1d(total.min(1 << 20), 256)) }.map_err(device)?;
+                let esize: i32 = *esize;
+                let es = esize as usize;
+                // SAFETY (every launch below): the kernels' arguments match;
+                // a block lies inside its rank's array of the source or
+                // destination layout (an intersection with its box), and
+                // `at + count` inside the message buffer it is packed into
+                // or unpacked from (the host-staged buffers are sized for
+                // the largest move, a link's buffer for its block).
+                let pack_into = |src: &CudaSlice<DeviceComplex>,
+                                 msg: &mut CudaViewMut<'_, f64>,
+                                 b: &Block|
+                 -> Result<(), FftError> {
+                    let mut l = main.launch_builder(pack);
+                    l.arg(src).arg(msg).arg(b).arg(&esize);
+                    unsafe { l.launch(launch_1d((count(b) * es).min(1 << 20), 256)) }
+                        .map_err(device)?;
+                    Ok(())
+                };
+                let unpack_from = |msg: &CudaView<'_, f64>,
+                                   dst: &mut CudaSlice<DeviceComplex>,
+                                   b: &Block|
+                 -> Result<(), FftError> {
+                    let mut l = main.launch_builder(unpack);
+                    l.arg(msg).arg(dst).arg(b).arg(&esize);
+                    unsafe { l.launch(launch_1d((count(b) * es).min(1 << 20), 256)) }
+                        .map_err(device)?;
+                    Ok(())
+                };
+                if let Some(links) = &mut mv.links {
+                    // Device to device: each peer's block into its link's
+                    // buffer, this rank's own through `dsend`.
+                    links.begin(comm).map_err(link_err)?;
+                    for (j, &q) in mv.link_out.iter().enumerate() {
+                        let b = Block {
+                            at: 0,
+                            ..mv.send[q]
+                        };
+                        let mut buf = links.outgoing(j);
+                        pack_into(src, &mut buf.slice_mut(..), &b)?;
+                    }
+                    let round = links.post(comm).map_err(link_err)?;
+                    let me = *rank;
+                    if count(&mv.send[me]) > 0 {
+                        let (sb, rb) = (
+                            Block {
+                                at: 0,
+                                ..mv.send[me]
+                            },
+                            Block {
+                                at: 0,
+                                ..mv.recv[me]
+                            },
+                        );
+                        pack_into(src, &mut dsend.slice_mut(..), &sb)?;
+                        unpack_from(&dsend.slice(..), dst, &rb)?;
+                    }
+                    while let Some(j) = links.arrival(comm, round).map_err(link_err)? {
+                        let b = Block {
+                            at: 0,
+                            ..mv.recv[mv.link_in[j]]
+                        };
+                        let read = {
+                            let inc = links.incoming(j);
+                            unpack_from(&inc.view(), dst, &b)
+                        };
+                        let acked = links.consumed(comm, j, round).map_err(link_err);
+                        read?;
+                        acked?;
+                    }
+                    return Ok(1 - cur);
+                }
+                for b in mv.send.iter().filter(|b| count(b) > 0) {
+                    pack_into(src, &mut dsend.slice_mut(..), b)?;
                 }
                 let (ns, nr) = (mv.send_len() * es, mv.recv_len() * es);
-                self.dev
-                    .copy_to_host(&self.dsend.slice(..ns), &mut self.hsend[..ns])
+                dev.copy_to_host(&dsend.slice(..ns), &mut hsend[..ns])
                     .map_err(device)?;
                 let sc: Vec<usize> = mv.send_counts.iter().map(|x| x * es).collect();
                 let sd: Vec<usize> = mv.send_displs.iter().map(|x| x * es).collect();
                 let rc: Vec<usize> = mv.recv_counts.iter().map(|x| x * es).collect();
                 let rd: Vec<usize> = mv.recv_displs.iter().map(|x| x * es).collect();
-                comm.alltoallv(&self.hsend[..ns], &sc, &sd, &mut self.hrecv[..nr], &rc, &rd)?;
-                self.dev
-                    .copy_to_device(&self.hrecv[..nr], &mut self.drecv)
-                    .map_err(device)?;
-                for b in mv.recv.iter().filter(|b| b.n.iter().product::<i64>() > 0) {
-                    let mut l = main.launch_builder(&self.unpack);
-                    l.arg(&self.drecv).arg(&mut *dst).arg(b).arg(esize);
-                    let total = b.n.iter().product::<i64>() as usize * es;
-                    // SAFETY: as for the pack, on the destination layout.
-                    unsafe { l.launch(launch_1d(total.min(1 << 20), 256)) }.map_err(device)?;
+                comm.alltoallv(&hsend[..ns], &sc, &sd, &mut hrecv[..nr], &rc, &rd)?;
+                dev.copy_to_device(&hrecv[..nr], drecv).map_err(device)?;
+                for b in mv.recv.iter().filter(|b| count(b) > 0) {
+                    unpack_from(&drecv.slice(..), dst, b)?;
                 }
                 Ok(1 - cur)
             }
@@ -904,7 +1069,13 @@ mod tests {
                         let mut scratch =
                             vec![num_complex::Complex64::default(); host.scratch_len()];
                         host.forward_r2c(comm, &x, &mut want, &mut scratch).unwrap();
-                        let mut plan = DeviceFft3d::new(comm, &d, &input, opts).unwrap();
+                        for staged in [false, true] {
+                        let mut plan = if staged {
+                            DeviceFft3d::host_staged(comm, &d, &input, opts).unwrap()
+                        } else {
+                            DeviceFft3d::new(comm, &d, &input, opts).unwrap()
+                        };
+                        assert_eq!(plan.is_direct(), !staged && p > 1);
                         assert_eq!(plan.output_layout(), host.output_layout());
                         assert_eq!(plan.reshapes(), host.reshapes());
                         let xd = d.upload(&x, "x").unwrap();
@@ -919,7 +1090,7 @@ mod tests {
                             let e = (a.x - w.re).abs().max((a.y - w.im).abs());
                             assert!(
                                 e <= 1e-12 * big,
-                                "{p} ranks {:?} {output:?} {selection:?}: value {q}: {a:?} vs {w}",
+                                "{p} ranks {:?} {output:?} {selection:?} staged {staged}: value {q}: {a:?} vs {w}",
                                 input.dims()
                             );
                         }
@@ -934,6 +1105,7 @@ mod tests {
                                 "round trip at {q}: {} vs {w}",
                                 a / n as f64
                             );
+                        }
                         }
                         Ok::<_, FftError>(())
                     })

@@ -40,6 +40,8 @@ use std::str::FromStr;
 pub mod cuda;
 #[cfg(feature = "hip")]
 pub mod hip;
+#[cfg(feature = "cuda")]
+pub mod links;
 
 /// Where a computation runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

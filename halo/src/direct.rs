@@ -1,38 +1,16 @@
 //! The exchange of device-resident fields (feature `cuda`):
-//! [`DeviceExchanger`], direct between the ranks of one process, or
-//! host-staged.
+//! [`DeviceExchanger`], direct on the device between the ranks of one
+//! process, or host-staged.
 //!
-//! **Direct.** Ranks that are threads of one process share the address
-//! space and, on one GPU, the device's primary context, so a rank can read
-//! the buffer its neighbour packed without the bytes leaving the device.
-//! Every directed link (sender, direction) has a device buffer and a
-//! `packed` event owned by the sender, and a `consumed` event owned by the
-//! receiver; the two sides find each other's halves once, at construction,
-//! through a process-wide registry (keyed by a number drawn for the
-//! exchanger, so nothing that travels in a message is ever dereferenced).
-//! One exchange is then:
-//!
-//! 1. `post`: wait for the previous exchange's acknowledgements, make
-//!    `main` wait for the receivers' `consumed` events (they have finished
-//!    reading the buffers), pack every outgoing buffer with kernels on
-//!    `main`, record `packed`, send each receiver an 8-byte notice (the
-//!    exchange's number) through the communicator, post the receives of the
-//!    incoming notices, and queue the periodic self-copies;
-//! 2. `finish`: as each notice arrives, make `main` wait for the sender's
-//!    `packed` event, unpack straight from the sender's buffer (a kernel
-//!    reading the peer's allocation on the same device; across devices a
-//!    peer copy into a local buffer first), record `consumed`, and send the
-//!    acknowledgement.
-//!
-//! The host never waits for the device: every wait is a stream waiting for
-//! an event. A notice is sent only after its `packed` event is recorded and
-//! the acknowledgement only after `consumed` is, so an event is always
-//! waited for at the record that belongs to the exchange. The communicator
-//! carries only the notices, so a failed peer surfaces as the
-//! communicator's error, as with host fields. The buffers and events are
-//! reference-counted between the two sides of a link and each side
-//! synchronises its `main` stream before it lets go of them, so neither is
-//! freed while the other's kernels may still use them.
+//! **Direct.** Every remote neighbour is a pair of [`gpu::links`] links
+//! (one each way, keyed by the direction from the sender): `post` waits for
+//! the previous exchange's acknowledgements (`Links::begin`), packs each
+//! outgoing face into its link's buffer with kernels on `main`, and sends
+//! the notices (`Links::post`); `finish` unpacks each incoming face
+//! straight from the buffer its neighbour packed as its notice arrives,
+//! then acknowledges it. The host never waits for the device; the
+//! communicator carries 8-byte notices, so a failed peer surfaces as the
+//! communicator's error, as with host fields.
 //!
 //! **Host-staged.** Across processes (MPI) the exchange goes through
 //! [`Exchanger`]: packed on the device, copied to host buffers, sent by the
@@ -41,19 +19,24 @@
 //! Both give the same bits: a ghost cell receives a copy of its owner's
 //! value either way.
 
-use crate::device::{dev, DeviceElem, DeviceField};
+use crate::device::{DeviceElem, DeviceField};
 use crate::exchange::{ExchangeStats, Exchanger, Pending, MAX_CHANNEL};
 use crate::field::{FieldLayout, Region};
 use crate::topology::{dir_index, Topology};
 use crate::HaloError;
-use comm::{as_bytes_mut, CommExt, Communicator, Request};
-use gpu::cuda::cudarc::driver::{sys, CudaEvent, CudaSlice};
+use comm::Communicator;
 use gpu::cuda::Device;
-use std::any::Any;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use gpu::links::{one_process, LinkError, LinkSpec, Links};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+fn link_err(e: LinkError) -> HaloError {
+    match e {
+        LinkError::Comm(c) => HaloError::Comm(c),
+        LinkError::Device(d) => HaloError::Device(d.to_string()),
+        other => HaloError::Invalid(format!("direct exchange: {other}")),
+    }
+}
 
 /// How a [`DeviceExchanger`] moves the halo between ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -82,74 +65,6 @@ impl std::fmt::Display for Transport {
     }
 }
 
-/// A number that differs between processes (with overwhelming
-/// probability): the standard library's per-process random hash keys over
-/// the process id and the time of the first call.
-fn process_token() -> u64 {
-    static TOKEN: OnceLock<u64> = OnceLock::new();
-    *TOKEN.get_or_init(|| {
-        use std::hash::{BuildHasher, Hasher};
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u32(std::process::id());
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        h.write_u128(now);
-        h.finish()
-    })
-}
-
-/// Registry keys: (exchanger number, sender rank, direction, side).
-type Key = (u64, usize, usize, u8);
-const SEND_SIDE: u8 = 0;
-const RECV_SIDE: u8 = 1;
-
-type Registry = Mutex<HashMap<Key, Arc<dyn Any + Send + Sync>>>;
-
-fn registry() -> &'static Registry {
-    static REGISTRY: OnceLock<Registry> = OnceLock::new();
-    REGISTRY.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
-/// The sender's half of a link: the packed buffer and its event.
-struct SendSide<T: DeviceElem> {
-    /// Packed by the sender (under the lock while it queues the kernels),
-    /// read by the receiver (under the lock while it queues its reads).
-    buf: Mutex<CudaSlice<T>>,
-    len: usize,
-    packed: CudaEvent,
-    ordinal: usize,
-}
-
-/// The receiver's half of a link: recorded once the buffer has been read.
-struct RecvSide {
-    consumed: CudaEvent,
-}
-
-struct OutLink<T: DeviceElem> {
-    /// The neighbour index in the topology.
-    nb: usize,
-    rank: usize,
-    tag: u32,
-    ack_tag: u32,
-    own: Arc<SendSide<T>>,
-    peer: Arc<RecvSide>,
-    /// The exchange whose acknowledgement is still to be received.
-    owed: Option<u64>,
-}
-
-struct InLink<T: DeviceElem> {
-    nb: usize,
-    rank: usize,
-    tag: u32,
-    ack_tag: u32,
-    peer: Arc<SendSide<T>>,
-    own: Arc<RecvSide>,
-    /// A local copy of the peer's buffer when it lives on another device.
-    staging: Option<CudaSlice<T>>,
-}
-
 /// Acknowledgement tags: above every notice tag (`channel * 27 + direction`
 /// with `channel <= MAX_CHANNEL`); the direct path runs only on in-process
 /// communicators, whose tags reach 2^24.
@@ -161,30 +76,13 @@ struct Direct<T: DeviceElem> {
     device: Arc<Device>,
     topo: Topology,
     components: usize,
-    outs: Vec<OutLink<T>>,
-    ins: Vec<InLink<T>>,
-    /// Incoming notices, one slot per incoming link.
-    notices: Vec<u64>,
-    /// Receives of notices in flight (in `recv_of` order).
-    recvs: Vec<Request>,
-    /// The incoming link of each receive.
-    recv_of: Vec<usize>,
-    /// The number of the next exchange.
-    next: u64,
+    links: Links<T>,
+    /// The neighbour index of each outgoing and each incoming link.
+    out_nb: Vec<usize>,
+    in_nb: Vec<usize>,
     layouts: Vec<FieldLayout>,
     self_copies: Vec<(Region, Region)>,
     stats: ExchangeStats,
-}
-
-impl<T: DeviceElem> Drop for Direct<T> {
-    fn drop(&mut self) {
-        // Receives of notices go before their buffer (a receive that was
-        // never finished waits here, as with host fields); then `main` is
-        // drained, so no kernel of this rank still reads a neighbour's
-        // buffer or writes its own when the links are released.
-        self.recvs.clear();
-        let _ = self.device.main().synchronize();
-    }
 }
 
 enum Inner<T: DeviceElem> {
@@ -242,22 +140,14 @@ impl<T: DeviceElem> DeviceExchanger<T> {
                 comm.rank()
             )));
         }
-        let mut tokens = vec![0u64; comm.size()];
-        comm.allgather(&[process_token()], &mut tokens)?;
-        let one_process = tokens.iter().all(|&t| t == tokens[0]);
+        let one_process = one_process(comm).map_err(link_err)?;
         let transport = match want {
             Some(Transport::Direct) if !one_process => {
                 return Err(HaloError::Invalid(format!(
                     "the direct device exchange needs every rank in one process; the {} ranks \
-                     of this {} communicator span {} processes (valid: the host-staged exchange)",
+                     of this {} communicator span several (valid: the host-staged exchange)",
                     comm.size(),
                     comm.backend(),
-                    {
-                        let mut t = tokens.clone();
-                        t.sort_unstable();
-                        t.dedup();
-                        t.len()
-                    }
                 )))
             }
             Some(t) => t,
@@ -419,138 +309,33 @@ impl<T: DeviceElem> Direct<T> {
     ) -> Result<Self, HaloError> {
         let me = topo.rank();
         let nbs = topo.neighbors();
-        // A number for this exchanger, the same on every rank.
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        let mut number = [NEXT.fetch_add(1, Ordering::Relaxed)];
-        comm.broadcast(&mut number, 0)?;
-        let number = number[0];
-        let ordinal = device.info().ordinal;
-        let ctx = device.context();
-        let event = || {
-            ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
-                .map_err(dev)
+        let spec = |peer: usize, dir: usize, len: usize| LinkSpec {
+            peer,
+            key: dir as u32,
+            len,
+            notice_tag: u32::from(channel) * 27 + dir as u32,
+            ack_tag: ack_tag(channel, dir),
         };
-        // This rank's halves: a send side per outgoing link, a receive side
-        // per incoming one; published before anyone looks, removed after
-        // everyone has.
-        let mut published: Vec<Key> = Vec::new();
-        type Halves<T> = (Vec<Arc<SendSide<T>>>, Vec<Arc<RecvSide>>);
-        let mut halves = || -> Result<Halves<T>, HaloError> {
-            let mut sends = Vec::new();
-            let mut recvs = Vec::new();
-            for nb in nbs.iter().filter(|nb| nb.rank != me) {
-                let len = nb.send.len() * components;
-                let buf = device
-                    .alloc_zeros::<T>(len.max(1), "halo send buffer")
-                    .map_err(dev)?;
-                let s = Arc::new(SendSide {
-                    buf: Mutex::new(buf),
-                    len,
-                    packed: event()?,
-                    ordinal,
-                });
-                let r = Arc::new(RecvSide { consumed: event()? });
-                let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
-                let out_key = (number, me, dir_index(nb.offset), SEND_SIDE);
-                // The link from this neighbour toward this rank runs in
-                // direction -offset.
-                let in_key = (number, nb.rank, dir_index(nb.offset.map(|x| -x)), RECV_SIDE);
-                reg.insert(out_key, s.clone());
-                reg.insert(in_key, r.clone());
-                published.push(out_key);
-                published.push(in_key);
-                sends.push(s);
-                recvs.push(r);
-            }
-            Ok((sends, recvs))
-        };
-        let made = halves();
-        comm.barrier()?;
-        let fetched = made.and_then(|(sends, recvs)| {
-            let reg = registry().lock().unwrap_or_else(|e| e.into_inner());
-            let mut outs = Vec::new();
-            let mut ins = Vec::new();
-            let remote = nbs.iter().enumerate().filter(|(_, nb)| nb.rank != me);
-            for ((i, nb), (s, r)) in remote.zip(sends.into_iter().zip(recvs)) {
-                let d_out = dir_index(nb.offset);
-                let d_in = dir_index(nb.offset.map(|x| -x));
-                let missing = |what: &str| {
-                    HaloError::Invalid(format!(
-                        "direct exchange: rank {} published no {what} for rank {me} \
-                         (ranks in different processes, or exchangers built with different \
-                         arguments)",
-                        nb.rank
-                    ))
-                };
-                let peer_recv = reg
-                    .get(&(number, me, d_out, RECV_SIDE))
-                    .and_then(|a| a.clone().downcast::<RecvSide>().ok())
-                    .ok_or_else(|| missing("receive side"))?;
-                let peer_send = reg
-                    .get(&(number, nb.rank, d_in, SEND_SIDE))
-                    .and_then(|a| a.clone().downcast::<SendSide<T>>().ok())
-                    .ok_or_else(|| missing("send side"))?;
-                let want = nb.recv.len() * components;
-                if peer_send.len != want {
-                    return Err(HaloError::Disagree {
-                        rank: nb.rank,
-                        detail: format!(
-                            "it sends {} values toward rank {me}, which expects {want}",
-                            peer_send.len
-                        ),
-                    });
-                }
-                let staging = if peer_send.ordinal == ordinal {
-                    None
-                } else {
-                    Some(
-                        device
-                            .alloc_zeros::<T>(want.max(1), "halo peer staging")
-                            .map_err(dev)?,
-                    )
-                };
-                outs.push(OutLink {
-                    nb: i,
-                    rank: nb.rank,
-                    tag: u32::from(channel) * 27 + d_out as u32,
-                    ack_tag: ack_tag(channel, d_out),
-                    own: s,
-                    peer: peer_recv,
-                    owed: None,
-                });
-                ins.push(InLink {
-                    nb: i,
-                    rank: nb.rank,
-                    tag: u32::from(channel) * 27 + d_in as u32,
-                    ack_tag: ack_tag(channel, d_in),
-                    peer: peer_send,
-                    own: r,
-                    staging,
-                });
-            }
-            Ok((outs, ins))
-        });
-        comm.barrier()?;
-        {
-            let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
-            for k in &published {
-                reg.remove(k);
-            }
+        let (mut outs, mut ins, mut out_nb, mut in_nb) = (vec![], vec![], vec![], vec![]);
+        for (i, nb) in nbs.iter().enumerate().filter(|(_, nb)| nb.rank != me) {
+            outs.push(spec(
+                nb.rank,
+                dir_index(nb.offset),
+                nb.send.len() * components,
+            ));
+            out_nb.push(i);
+            // The link from this neighbour runs in direction -offset.
+            let back = dir_index(nb.offset.map(|x| -x));
+            ins.push(spec(nb.rank, back, nb.recv.len() * components));
+            in_nb.push(i);
         }
-        // Every rank learns whether every rank succeeded, so none waits
-        // for a neighbour that gave up.
-        let failed = [i64::from(fetched.is_err())];
-        let mut any = failed;
-        comm.allreduce_i64(&mut any, comm::ReduceOp::Max)?;
-        let (outs, ins) = match fetched {
-            Ok(v) if any[0] == 0 => v,
-            Ok(_) => {
-                return Err(HaloError::Invalid(
-                    "direct exchange: another rank failed to set up its links".into(),
-                ))
-            }
-            Err(e) => return Err(e),
-        };
+        let links = Links::new(comm, device, &outs, &ins)
+            .map_err(link_err)?
+            .ok_or_else(|| {
+                HaloError::Invalid(
+                    "the direct device exchange needs every rank in one process".into(),
+                )
+            })?;
         let self_copies = nbs
             .iter()
             .filter(|nb| nb.rank == me)
@@ -563,17 +348,13 @@ impl<T: DeviceElem> Direct<T> {
                 (src.send, nb.recv)
             })
             .collect();
-        let n_in = ins.len();
         Ok(Direct {
             device: device.clone(),
             topo: topo.clone(),
             components,
-            outs,
-            ins,
-            notices: vec![0; n_in],
-            recvs: Vec::with_capacity(n_in),
-            recv_of: Vec::with_capacity(n_in),
-            next: 0,
+            links,
+            out_nb,
+            in_nb,
             layouts: Vec::new(),
             self_copies,
             stats: ExchangeStats::default(),
@@ -597,9 +378,7 @@ impl<T: DeviceElem> Direct<T> {
                     l.owned, l.ghost, want.owned, want.ghost
                 )));
             }
-            if !Arc::ptr_eq(f.device(), &self.device)
-                && f.device().info().ordinal != self.device.info().ordinal
-            {
+            if f.device().info().ordinal != self.device.info().ordinal {
                 return Err(HaloError::Invalid(format!(
                     "field {i} lives on device {}, the exchanger on device {}",
                     f.device().info().ordinal,
@@ -610,32 +389,8 @@ impl<T: DeviceElem> Direct<T> {
         Ok(())
     }
 
-    /// Completes the receives of notices still in flight and acknowledges
-    /// them without reading the buffers; true if there were any.
     fn drain(&mut self, comm: &dyn Communicator) -> Result<bool, HaloError> {
-        let left = !self.recvs.is_empty();
-        let mut first = Ok(());
-        while let Some(k) = match comm.wait_any(&mut self.recvs) {
-            Ok(k) => k,
-            Err(e) => {
-                // The remaining requests are dropped (which waits, or
-                // returns once the communicator reports the peer failed).
-                self.recvs.clear();
-                self.recv_of.clear();
-                return Err(e.into());
-            }
-        } {
-            let l = &self.ins[self.recv_of[k]];
-            let number = self.notices[self.recv_of[k]];
-            if let Err(e) = comm.send(l.rank, l.ack_tag, &[number]) {
-                if first.is_ok() {
-                    first = Err(e.into());
-                }
-            }
-        }
-        self.recvs.clear();
-        self.recv_of.clear();
-        first.map(|()| left)
+        self.links.drain(comm).map_err(link_err)
     }
 
     fn post(
@@ -644,7 +399,14 @@ impl<T: DeviceElem> Direct<T> {
         fields: &mut [&mut DeviceField<T>],
     ) -> Result<u64, HaloError> {
         let t0 = Instant::now();
-        if self.drain(comm)? {
+        if comm.rank() != self.topo.rank() {
+            return Err(HaloError::Invalid(format!(
+                "the topology belongs to rank {}, the communicator says rank {}",
+                self.topo.rank(),
+                comm.rank()
+            )));
+        }
+        if self.links.begin(comm).map_err(link_err)? {
             return Err(HaloError::Invalid(
                 "the previous exchange was neither finished nor dropped (its DevicePending was \
                  leaked); its messages have been received and discarded"
@@ -654,76 +416,23 @@ impl<T: DeviceElem> Direct<T> {
         self.check_fields(fields)?;
         self.layouts.clear();
         self.layouts.extend(fields.iter().map(|f| f.layout()));
-        if comm.rank() != self.topo.rank() {
-            return Err(HaloError::Invalid(format!(
-                "the topology belongs to rank {}, the communicator says rank {}",
-                self.topo.rank(),
-                comm.rank()
-            )));
-        }
-        let main = self.device.main().clone();
-        // The previous exchange's buffers are free once their receivers
-        // have read them: the acknowledgement says `consumed` is recorded.
-        for l in &mut self.outs {
-            if let Some(owed) = l.owed {
-                let mut ack = [0u64];
-                comm.recv(l.rank, l.ack_tag, &mut ack)?;
-                l.owed = None;
-                if ack[0] != owed {
-                    return Err(HaloError::Invalid(format!(
-                        "direct exchange: rank {} acknowledged exchange {} where {owed} was \
-                         sent (two exchangers on one channel?)",
-                        l.rank, ack[0]
-                    )));
-                }
-                main.wait(&l.peer.consumed).map_err(dev)?;
-            }
-        }
         // Pack every outgoing buffer before anything is sent.
         let nbs = self.topo.neighbors();
-        for l in &self.outs {
-            let region = &nbs[l.nb].send;
+        for (k, &i) in self.out_nb.iter().enumerate() {
+            let region = &nbs[i].send;
             let n = region.len();
-            {
-                let mut buf = l.own.buf.lock().unwrap_or_else(|e| e.into_inner());
-                let mut p = 0;
-                for f in fields.iter() {
-                    for c in 0..f.layout().components {
-                        f.pack_to(c, region, &mut buf.slice_mut(p..p + n))?;
-                        p += n;
-                    }
+            let mut buf = self.links.outgoing(k);
+            let mut p = 0;
+            for f in fields.iter() {
+                for c in 0..f.layout().components {
+                    f.pack_to(c, region, &mut buf.slice_mut(p..p + n))?;
+                    p += n;
                 }
             }
-            l.own.packed.record(&main).map_err(dev)?;
-        }
-        let number = self.next;
-        self.next += 1;
-        // Receives of the notices, then the notices.
-        for (k, l) in self.ins.iter().enumerate() {
-            let slot = as_bytes_mut(std::slice::from_mut(&mut self.notices[k]));
-            // SAFETY: the slot is owned by the exchanger, which owns the
-            // request too: the slot is neither freed (the drop completes the
-            // requests first) nor touched (only read after the request
-            // completed; `post` drains leftover requests first) while the
-            // request is in flight.
-            match unsafe { comm.irecv_raw(l.rank, l.tag, slot.as_mut_ptr(), slot.len()) } {
-                Ok(r) => {
-                    self.recvs.push(r);
-                    self.recv_of.push(k);
-                }
-                Err(e) => {
-                    // Receives already posted are drained by the caller's
-                    // next `post` or the drop.
-                    return Err(e.into());
-                }
-            }
-        }
-        for l in &mut self.outs {
-            comm.send(l.rank, l.tag, &[number])?;
-            l.owed = Some(number);
             self.stats.messages += 1;
-            self.stats.values_sent += l.own.len as u64;
+            self.stats.values_sent += p as u64;
         }
+        let round = self.links.post(comm).map_err(link_err)?;
         if !self.self_copies.is_empty() {
             for f in fields.iter_mut() {
                 for c in 0..f.layout().components {
@@ -735,14 +444,14 @@ impl<T: DeviceElem> Direct<T> {
         }
         self.stats.exchanges += 1;
         self.stats.post_time += t0.elapsed();
-        Ok(number)
+        Ok(round)
     }
 
     fn finish(
         &mut self,
         comm: &dyn Communicator,
         fields: &mut [&mut DeviceField<T>],
-        number: u64,
+        round: u64,
     ) -> Result<(), HaloError> {
         if !fields
             .iter()
@@ -755,63 +464,33 @@ impl<T: DeviceElem> Direct<T> {
                 self.layouts
             )));
         }
-        let main = self.device.main().clone();
         let nbs = self.topo.neighbors();
         let mut wait_time = Duration::ZERO;
         let mut unpack_time = Duration::ZERO;
         loop {
             let t = Instant::now();
-            let Some(k) = comm.wait_any(&mut self.recvs)? else {
+            let Some(k) = self.links.arrival(comm, round).map_err(link_err)? else {
                 break;
             };
             wait_time += t.elapsed();
             let t = Instant::now();
-            let li = self.recv_of[k];
-            // Taken off the list: `drain` must not acknowledge it again.
-            self.recvs.swap_remove(k);
-            self.recv_of.swap_remove(k);
-            let got = self.notices[li];
-            let l = &mut self.ins[li];
+            let region = &nbs[self.in_nb[k]].recv;
+            let n = region.len();
             let read = (|| {
-                if got != number {
-                    return Err(HaloError::Invalid(format!(
-                        "direct exchange: rank {} sent exchange {got} where {number} was \
-                         expected (two exchangers on one channel?)",
-                        l.rank
-                    )));
-                }
-                main.wait(&l.peer.packed).map_err(dev)?;
-                let region = &nbs[l.nb].recv;
-                let n = region.len();
-                let buf = l.peer.buf.lock().unwrap_or_else(|e| e.into_inner());
+                let inc = self.links.incoming(k);
+                let v = inc.view();
                 let mut p = 0;
-                match &mut l.staging {
-                    None => {
-                        for f in fields.iter_mut() {
-                            for c in 0..f.layout().components {
-                                f.unpack_from(c, region, &buf.slice(p..p + n))?;
-                                p += n;
-                            }
-                        }
-                    }
-                    Some(st) => {
-                        main.memcpy_dtod(&buf.slice(..l.peer.len), &mut st.slice_mut(..l.peer.len))
-                            .map_err(dev)?;
-                        for f in fields.iter_mut() {
-                            for c in 0..f.layout().components {
-                                f.unpack_from(c, region, &st.slice(p..p + n))?;
-                                p += n;
-                            }
-                        }
+                for f in fields.iter_mut() {
+                    for c in 0..f.layout().components {
+                        f.unpack_from(c, region, &v.slice(p..p + n))?;
+                        p += n;
                     }
                 }
-                l.own.consumed.record(&main).map_err(dev)
+                Ok::<_, HaloError>(())
             })();
-            // Acknowledged even after an error, so the sender does not
-            // wait for ever; after an error `consumed` may be older than
-            // the kernels queued, which then read a buffer the sender may
-            // rewrite: the fields are invalid anyway.
-            let acked = comm.send(l.rank, l.ack_tag, &[got]);
+            // Acknowledged even after an error, so the sender does not wait
+            // for ever (the fields are invalid then anyway).
+            let acked = self.links.consumed(comm, k, round).map_err(link_err);
             read?;
             acked?;
             unpack_time += t.elapsed();
@@ -825,6 +504,7 @@ impl<T: DeviceElem> Direct<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::dev;
     use crate::{Exchanger, Field, HaloSpec, Neighborhood, Topology};
     use comm::{local, BlockDecomposition, ProcessGrid};
 
