@@ -600,22 +600,22 @@ mod avx512 {
         }
     }
 
-    /// Red-black update of `rows` rows: row `t` starts at `row0 + t s1`,
-    /// its diagonal without the fast-axis wall term is `base + wall1[t]`
-    /// (`c.dij` is not used) and its cells of the colour are `k0, k0 + 2,
-    /// ... < hi` with `k0 = lo + (par + t) % 2`. Eight cells per step from
-    /// `k0`, lanes 0, 2, 4, 6 of the colour, stored through a mask (other
-    /// lanes, and lanes from `hi` on, are not written). A step holding a
-    /// cell next to a wall of the fast axis divides for its own diagonal,
-    /// `1 / (dij + wall2[k])`, as the portable kernel does; the others share
-    /// `1 / dij`. Fast-axis neighbours come from registers, as in the AVX2
-    /// kernel. The rows run inside one call: the per-row set-up of a call
-    /// (about 10 ns) was a tenth of a 128-cell row's time.
+    /// Red-black update of one row per value of `wall1`: row `t` starts at
+    /// `row0 + t s1`, its diagonal without the fast-axis wall term is
+    /// `base + wall1[t]` (`c.dij` is not used) and its cells of the colour
+    /// are `k0, k0 + 2, ... < hi` with `k0 = lo + (par + t) % 2`. Eight
+    /// cells per step from `k0`, lanes 0, 2, 4, 6 of the colour, stored
+    /// through a mask (other lanes, and lanes from `hi` on, are not
+    /// written). A step holding a cell next to a wall of the fast axis
+    /// divides for its own diagonal, `1 / (dij + wall2[k])`, as the portable
+    /// kernel does; the others share `1 / dij`. Fast-axis neighbours come
+    /// from registers, as in the AVX2 kernel. The rows run inside one call:
+    /// the per-row set-up of a call (about 10 ns) was a tenth of a 128-cell
+    /// row's time.
     ///
     /// # Safety
     /// AVX-512F present; in every row, every cell `k` in `lo..hi + 8`, and
-    /// its six neighbours, inside `u` and `f`; `wall2` covers `lo..hi`;
-    /// `wall1.len() == rows`.
+    /// its six neighbours, inside `u` and `f`; `wall2` covers `lo..hi`.
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn smooth_rows(
