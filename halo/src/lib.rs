@@ -17,6 +17,9 @@
 //! - [`HaloData`]: the pack/unpack interface the exchange goes through, so a
 //!   device-resident field can pack on the device without touching the
 //!   topology or exchange code.
+//! - `DeviceField` and `DeviceExchanger` (feature `cuda`): fields in GPU
+//!   memory, and their exchange, device to device between the ranks of
+//!   one process (over `gpu::links`) or host-staged across processes.
 //!
 //! ```
 //! use comm::{local, BlockDecomposition, ProcessGrid};
