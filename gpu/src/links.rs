@@ -583,3 +583,44 @@ impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> Links<T> {
         first.map(|()| left)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// In-process ranks share one process; the token is stable within it.
+    #[test]
+    fn in_process_ranks_are_one_process() {
+        for ranks in [1, 2, 5] {
+            let all = comm::local::run(ranks, |c| one_process(c)).unwrap();
+            assert!(all.iter().all(|&b| b), "{ranks} ranks: {all:?}");
+        }
+        assert_eq!(process_token(), process_token());
+    }
+
+    /// A link to the rank itself or past the communicator is refused
+    /// before anything is allocated (needs a device to get that far).
+    #[test]
+    fn links_to_self_are_refused() {
+        let Ok(d) = Device::open(0) else {
+            eprintln!("skipped: no CUDA device");
+            return;
+        };
+        let d = Arc::new(d);
+        let errs = comm::local::run(2, move |c| {
+            let me = c.rank();
+            let l = LinkSpec {
+                peer: me,
+                key: 0,
+                len: 4,
+                notice_tag: 1,
+                ack_tag: 2,
+            };
+            Ok::<_, LinkError>(Links::<f64>::new(c, &d, &[l], &[]).unwrap_err().to_string())
+        })
+        .unwrap();
+        for e in errs {
+            assert!(e.contains("valid: the other ranks"), "{e}");
+        }
+    }
+}
