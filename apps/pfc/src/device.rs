@@ -1,12 +1,14 @@
-//! The CUDA backend (feature `cuda`, `--backend cuda`): the step on one
-//! GPU, one rank.
+//! The CUDA backend (feature `cuda`, `--backend cuda`): the step on the
+//! GPU, on any number of ranks.
 //!
-//! `psi` lives on the device as the whole row-major `n0 x n1 x n2` grid,
-//! the layout of [`DeviceR2c`]'s input (and of the host's one-rank block).
-//! A step is: D2Z `psi -> spec`; `cube` writes `psi^3` into `work`; D2Z
-//! `work -> spec_n`; `update` applies the semi-implicit factor to each mode
-//! of cuFFT's half spectrum `[n0][n1][n2 / 2 + 1]` with the `1 / N` of the
-//! unnormalised Z2D folded in; Z2D `spec -> psi`. The per-mode factors are
+//! `psi` lives on the device as this rank's block of the grid, the layout
+//! of the host's (the input of [`DeviceFft3d`], the device form of the
+//! host's r2c plan: cuFFT's 3D transform on one rank, batched cuFFT and
+//! device reshapes on several). A step is: forward `psi -> spec`; `cube`
+//! writes `psi^3` into `work`; forward `work -> spec_n`; `update` applies
+//! the semi-implicit factor to each mode of this rank's share of the half
+//! spectrum (in the plan's output layout) with the `1 / N` of the
+//! unnormalised backward transform folded in; backward `spec -> psi`. The per-mode factors are
 //! computed on the host by the same function as the host step's
 //! ([`crate::mode_factors`]) and uploaded once. Everything runs on the
 //! device's `main` stream, in order.
@@ -21,20 +23,18 @@
 //! whose field was non-finite, read whenever the mirror is brought up to
 //! date. **Step times** come from device events on `main` around each step.
 //!
-//! A grid split over several ranks is refused ([`DeviceR2c::new`]'s error):
-//! the distributed transform's reshapes are not on the device.
+//! Each rank takes device `device` when given, else its rank modulo the
+//! device count; ranks of one process exchange the reshapes device to
+//! device (`gpu::links`), ranks of several through host buffers.
 
 use crate::config::Config;
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use comm::Communicator;
-use dfft::cuda::{DeviceComplex, DeviceR2c};
+use dfft::cuda::{DeviceComplex, DeviceFft3d};
 use gpu::cuda::cudarc::cufft::{result::estimate_3d, sys::cufftType};
 use gpu::cuda::cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 use gpu::cuda::{launch_1d, Device, StepTimer};
-
-/// Added to the error of a grid split over several ranks.
-const ONE_RANK: &str = "pfc's cuda backend runs on one rank (--ranks 1); the cpu backend runs any \
-                        rank count";
+use std::sync::Arc;
 
 /// `bad` when no step has written a non-finite value.
 const NONE_BAD: u64 = u64::MAX;
@@ -61,8 +61,8 @@ struct Kernels {
 
 /// The device state of the (one) rank.
 pub(crate) struct DeviceSolver {
-    dev: Device,
-    plan: DeviceR2c,
+    dev: Arc<Device>,
+    plan: DeviceFft3d,
     psi: CudaSlice<f64>,
     work: CudaSlice<f64>,
     spec: CudaSlice<DeviceComplex>,
@@ -118,54 +118,78 @@ fn bytes_needed(shape: [usize; 3]) -> Result<u128> {
         + estimate(cufftType::CUFFT_Z2D, "Z2D")?)
 }
 
-/// Opens the device, refuses a split grid and checks, before anything is
-/// allocated on the host or the device, that the device memory the step
-/// needs is free. Returns the device for [`DeviceSolver::new`].
-pub(crate) fn preflight(comm: &dyn Communicator, cfg: &Config) -> Result<Device> {
-    let ordinal = cfg.device.unwrap_or(0);
+/// Opens this rank's device and checks, before anything is allocated on
+/// the host or the device, that the device memory the step needs (for
+/// every rank sharing the device) is free. Returns the device for
+/// [`DeviceSolver::new`].
+pub(crate) fn preflight(comm: &dyn Communicator, cfg: &Config) -> Result<Arc<Device>> {
+    let count = gpu::cuda::device_count().map_err(gpu_err)?;
+    let ordinal = match cfg.device {
+        Some(d) => d,
+        None if count > 0 => comm.rank() % count,
+        None => 0,
+    };
     let dev = Device::open(ordinal).map_err(gpu_err)?;
     let shape = cfg.shape();
-    if comm.size() != 1 {
-        // `DeviceR2c::new` refuses a split grid before it plans anything.
-        DeviceR2c::new(&dev, shape, comm.size())
-            .map_err(gpu_err)
-            .context(ONE_RANK)?;
-    }
-    let need = bytes_needed(shape)?;
+    let ranks = comm.size();
+    let need = if ranks == 1 {
+        bytes_needed(shape)?
+    } else {
+        // This rank's share: psi and psi^3, two spectra and two factor
+        // arrays, and the distributed transform's two work buffers and
+        // message buffers (about four spectra), for every rank on the GPU.
+        extents(shape)?;
+        let real: u128 = shape.iter().map(|&x| x as u128).product();
+        let modes = shape[0] as u128 * shape[1] as u128 * (shape[2] / 2 + 1) as u128;
+        let share = |x: u128| x.div_ceil(ranks as u128);
+        let sharing = match cfg.device {
+            Some(_) => ranks,
+            None => (0..ranks).filter(|r| r % count.max(1) == ordinal).count(),
+        } as u128;
+        sharing
+            * (2 * share(real) * 8
+                + 2 * share(modes) * 16
+                + 2 * share(modes) * 8
+                + 4 * share(modes) * 16)
+    };
     let (free, total) = dev.memory().map_err(gpu_err)?;
     if need > free as u128 {
         return Err(anyhow!(gpu::GpuError::OutOfMemory {
             what: format!(
-                "the {shape:?} grid (psi, psi^3, two half spectra, two factor arrays and cuFFT's work areas)"
+                "the {shape:?} grid (psi, psi^3, two half spectra, two factor arrays and the transforms' work areas)"
             ),
             device: ordinal,
             bytes: usize::try_from(need).unwrap_or(usize::MAX),
             free,
             total,
         })
-        .context("use fewer points (periods, points_per_period), or the cpu backend"));
+        .context("use fewer points (periods, points_per_period), more GPUs, or the cpu backend"));
     }
-    Ok(dev)
+    Ok(Arc::new(dev))
 }
 
 impl DeviceSolver {
-    /// Plans the transforms on `dev`, uploads the per-mode factors and the
-    /// field `psi` (the whole grid, row-major).
+    /// Plans the transforms of `input` (the host plan's input layout) on
+    /// `dev` (collective), uploads the per-mode factors and this rank's
+    /// block of `psi`.
     pub(crate) fn new(
-        dev: Device,
+        dev: Arc<Device>,
         comm: &dyn Communicator,
         cfg: &Config,
+        input: &dfft::Layout,
         psi: &[f64],
     ) -> Result<Self> {
         let shape = cfg.shape();
-        let plan = DeviceR2c::new(&dev, shape, comm.size())
-            .map_err(gpu_err)
-            .context(ONE_RANK)?;
-        if psi.len() != plan.real_len() {
+        let opts = dfft::Options {
+            output: dfft::Output::Transposed,
+            ..dfft::Options::default()
+        };
+        let plan = DeviceFft3d::new(comm, &dev, input, opts)?;
+        if psi.len() != plan.input_len() {
             bail!(
-                "the host field holds {} values; the {shape:?} grid has {}",
+                "the host field holds {} values; this rank's block of the {shape:?} grid has {}",
                 psi.len(),
-                plan.real_len()
+                plan.input_len()
             );
         }
         let src = || include_str!("../kernels/pfc.cu").to_string();
@@ -174,20 +198,19 @@ impl DeviceSolver {
             cube: f("cube")?,
             update: f("update")?,
         };
-        let sh = plan.spectrum_shape();
-        let n = plan.real_len() as f64;
+        let out = plan.output_layout().clone();
+        let (b, st) = (out.box_of(comm.rank()), out.strides(comm.rank()));
+        let n = shape.iter().product::<usize>() as f64;
         let factors = crate::mode_factors(cfg);
-        let (mut dtk2, mut inv) = (
-            Vec::with_capacity(plan.spectrum_len()),
-            Vec::with_capacity(plan.spectrum_len()),
-        );
-        for i in 0..sh[0] {
-            for j in 0..sh[1] {
-                for k in 0..sh[2] {
+        let (mut dtk2, mut inv) = (vec![0.0; plan.output_len()], vec![0.0; plan.output_len()]);
+        for i in b.lo[0]..b.hi[0] {
+            for j in b.lo[1]..b.hi[1] {
+                for k in b.lo[2]..b.hi[2] {
                     let m = factors([i, j, k]);
-                    dtk2.push(m.dtk2);
+                    let o = (i - b.lo[0]) * st[0] + (j - b.lo[1]) * st[1] + (k - b.lo[2]) * st[2];
+                    dtk2[o] = m.dtk2;
                     // cuFFT leaves both transforms unnormalised.
-                    inv.push(m.inv / n);
+                    inv[o] = m.inv / n;
                 }
             }
         }
@@ -195,11 +218,11 @@ impl DeviceSolver {
             dev.alloc_zeros(len, what).map_err(gpu_err)
         };
         let spectrum = |what: &str| -> Result<CudaSlice<DeviceComplex>> {
-            dev.alloc_zeros(plan.spectrum_len(), what).map_err(gpu_err)
+            dev.alloc_zeros(plan.output_len(), what).map_err(gpu_err)
         };
         let mut s = DeviceSolver {
-            psi: alloc(plan.real_len(), "field psi")?,
-            work: alloc(plan.real_len(), "psi^3")?,
+            psi: alloc(plan.input_len(), "field psi")?,
+            work: alloc(plan.input_len(), "psi^3")?,
             spec: spectrum("spectrum of psi")?,
             spec_n: spectrum("spectrum of psi^3")?,
             dtk2: dev.upload(&dtk2, "factors dt k^2").map_err(gpu_err)?,
@@ -271,14 +294,18 @@ impl DeviceSolver {
     /// first run) from the field on the device, queued on `main` and timed
     /// with device events. The host field must have been handed to
     /// [`Self::sync_device`] first.
-    pub(crate) fn step(&mut self, nonlinear: bool, step: u64) -> Result<()> {
+    pub(crate) fn step(
+        &mut self,
+        comm: &dyn Communicator,
+        nonlinear: bool,
+        step: u64,
+    ) -> Result<()> {
         if self.mirror == Mirror::HostNewer {
             bail!("the host field was written and not uploaded before a device step");
         }
         self.timer.begin(&self.dev).map_err(gpu_err)?;
         self.plan
-            .forward(&self.psi.slice(..), &mut self.spec)
-            .map_err(gpu_err)?;
+            .forward(comm, &self.psi.slice(..), &mut self.spec)?;
         let main = self.dev.main();
         if nonlinear {
             let len = self.psi.len();
@@ -291,8 +318,7 @@ impl DeviceSolver {
             unsafe { l.launch(launch_1d(len.min(1 << 22), 256)) }
                 .map_err(|e| anyhow!("launching cube: {e:?}"))?;
             self.plan
-                .forward(&self.work.slice(..), &mut self.spec_n)
-                .map_err(gpu_err)?;
+                .forward(comm, &self.work.slice(..), &mut self.spec_n)?;
         }
         let m = self.spec.len();
         let modes = m as i64;
@@ -315,8 +341,7 @@ impl DeviceSolver {
         unsafe { l.launch(launch_1d(m.min(1 << 22), 256)) }
             .map_err(|e| anyhow!("launching update: {e:?}"))?;
         self.plan
-            .backward(&mut self.spec, &mut self.psi.slice_mut(..))
-            .map_err(gpu_err)?;
+            .backward(comm, &mut self.spec, &mut self.psi.slice_mut(..))?;
         self.timer.end(&self.dev).map_err(gpu_err)?;
         self.mirror = Mirror::DeviceNewer;
         Ok(())

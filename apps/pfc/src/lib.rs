@@ -153,7 +153,7 @@ impl<'c> Solver<'c> {
     /// Plans the transforms and sets the initial condition, or reads it from
     /// the checkpoint `restart` (collective). With `backend = "cuda"` it
     /// first opens the device and checks its free memory (before anything
-    /// is allocated), and refuses more than one rank.
+    /// is allocated).
     pub fn new(comm: &'c dyn Communicator, cfg: &Config, restart: Option<&Path>) -> Result<Self> {
         cfg.validate()?;
         let on_device = *cfg.backend.value() != gpu::Backend::Cpu;
@@ -236,7 +236,7 @@ impl<'c> Solver<'c> {
         }
         #[cfg(feature = "cuda")]
         if let Some(dev) = dev {
-            s.device = Some(device::DeviceSolver::new(dev, comm, cfg, &s.psi)?);
+            s.device = Some(device::DeviceSolver::new(dev, comm, cfg, &input, &s.psi)?);
         }
         Ok(s)
     }
@@ -401,7 +401,7 @@ impl<'c> Solver<'c> {
         #[cfg(feature = "cuda")]
         if let Some(d) = &mut self.device {
             d.sync_device(&self.psi)?;
-            d.step(self.nonlinear, self.step + 1)?;
+            d.step(self.comm, self.nonlinear, self.step + 1)?;
             self.step += 1;
             self.time += self.cfg.dt;
             return Ok(true);

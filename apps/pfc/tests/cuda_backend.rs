@@ -138,12 +138,14 @@ fn device_checks(cfg: &Config) {
             && e.contains("flagged on the device"),
         "{e}"
     );
-    // A grid split over ranks is refused, naming the way out.
-    let e = run(2, &cuda(cfg), None).unwrap_err();
-    assert!(
-        e.contains("split over 2 ranks") && e.contains("cpu backend runs any rank count"),
-        "{e}"
-    );
+    // A grid split over 2 and 3 ranks (the distributed transform on the
+    // device, reshapes device to device) agrees with the cpu as one rank
+    // does.
+    let cpu = run(1, cfg, None).unwrap();
+    for ranks in [2, 3] {
+        let dev = run(ranks, &cuda(cfg), None).unwrap();
+        agree(&format!("{ranks} ranks"), &dev, &cpu);
+    }
     // A device that is not there.
     let e = run(
         1,
