@@ -228,17 +228,19 @@ impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> Links<T> {
             return Ok(None);
         }
         let me = comm.rank();
-        if let Some(l) = outs
+        // A bad link fails this rank's setup; the others learn it from the
+        // final reduction instead of waiting for it at a barrier.
+        let bad = outs
             .iter()
             .chain(ins)
             .find(|l| l.peer == me || l.peer >= comm.size())
-        {
-            return Err(LinkError::Protocol(format!(
-                "a link from rank {me} to rank {} (valid: the other ranks, 0..{} but {me})",
-                l.peer,
-                comm.size()
-            )));
-        }
+            .map(|l| {
+                LinkError::Protocol(format!(
+                    "a link from rank {me} to rank {} (valid: the other ranks, 0..{} but {me})",
+                    l.peer,
+                    comm.size()
+                ))
+            });
         // A number for this set of links, the same on every rank.
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let mut number = [NEXT.fetch_add(1, Ordering::Relaxed)];
@@ -258,6 +260,9 @@ impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> Links<T> {
         let mut published: Vec<Key> = Vec::new();
         type Halves<T> = (Vec<Arc<SendSide<T>>>, Vec<Arc<RecvSide>>);
         let mut publish = || -> Result<Halves<T>, LinkError> {
+            if let Some(e) = bad.clone() {
+                return Err(e);
+            }
             let mut sends = Vec::with_capacity(outs.len());
             for l in outs {
                 let s = Arc::new(SendSide {
@@ -622,5 +627,23 @@ mod tests {
         for e in errs {
             assert!(e.contains("valid: the other ranks"), "{e}");
         }
+        // Only rank 1 is wrong: rank 0 is told, instead of waiting for it.
+        let d = Device::open(0).map(Arc::new).unwrap();
+        let errs = comm::local::run(2, move |c| {
+            let me = c.rank();
+            let l = LinkSpec {
+                peer: 1,
+                key: 0,
+                len: 4,
+                notice_tag: 1,
+                ack_tag: 2,
+            };
+            // Rank 0 asks for nothing; rank 1 for a link to itself.
+            let o = if me == 0 { vec![] } else { vec![l] };
+            Ok::<_, LinkError>(Links::<f64>::new(c, &d, &o, &[]).unwrap_err().to_string())
+        })
+        .unwrap();
+        assert!(errs[0].contains("another rank failed"), "{}", errs[0]);
+        assert!(errs[1].contains("valid: the other ranks"), "{}", errs[1]);
     }
 }
