@@ -336,18 +336,7 @@ impl<T: DeviceElem> Direct<T> {
                     "the direct device exchange needs every rank in one process".into(),
                 )
             })?;
-        let self_copies = nbs
-            .iter()
-            .filter(|nb| nb.rank == me)
-            .map(|nb| {
-                let back = nb.offset.map(|x| -x);
-                let src = nbs
-                    .iter()
-                    .find(|m| m.offset == back)
-                    .expect("periodic self-neighbours come in opposite pairs");
-                (src.send, nb.recv)
-            })
-            .collect();
+        let self_copies = topo.self_copies();
         Ok(Direct {
             device: device.clone(),
             topo: topo.clone(),

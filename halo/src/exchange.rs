@@ -136,20 +136,7 @@ impl<T: Elem + Default> Exchanger<T> {
             recv_of: Vec::with_capacity(topo.neighbors().len()),
             sends: Vec::with_capacity(topo.neighbors().len()),
             layouts: Vec::new(),
-            self_copies: {
-                let nbs = topo.neighbors();
-                nbs.iter()
-                    .filter(|nb| nb.rank == me)
-                    .map(|nb| {
-                        let back = nb.offset.map(|x| -x);
-                        let src = nbs
-                            .iter()
-                            .find(|m| m.offset == back)
-                            .expect("periodic self-neighbours come in opposite pairs");
-                        (src.send, nb.recv)
-                    })
-                    .collect()
-            },
+            self_copies: topo.self_copies(),
             reserved: false,
             stats: ExchangeStats::default(),
         })

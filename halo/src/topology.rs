@@ -216,6 +216,24 @@ impl Topology {
         &self.neighbors
     }
 
+    /// The periodic self-copies `(owned source, ghost destination)`: the
+    /// self-neighbour in direction `o` fills its ghosts from the owned
+    /// cells this rank would send in direction `-o`.
+    pub(crate) fn self_copies(&self) -> Vec<(crate::Region, crate::Region)> {
+        let (me, nbs) = (self.rank(), &self.neighbors);
+        nbs.iter()
+            .filter(|nb| nb.rank == me)
+            .map(|nb| {
+                let back = nb.offset.map(|x| -x);
+                let src = nbs
+                    .iter()
+                    .find(|m| m.offset == back)
+                    .expect("periodic self-neighbours come in opposite pairs");
+                (src.send, nb.recv)
+            })
+            .collect()
+    }
+
     /// The layout of a field with `components` components on this rank.
     pub fn layout(&self, components: usize) -> FieldLayout {
         FieldLayout {
