@@ -84,6 +84,42 @@ fn launch(n: usize) -> LaunchConfig {
     gpu::cuda::launch_1d(n.min(1 << 20), 256)
 }
 
+/// `halo_unpack` of `input` (exactly `region.len()` values, row-major) into
+/// component `comp`'s cells of `region` of `data` (a field of `layout`), on
+/// `device`'s `main` stream; the parts of a [`DeviceField`], so that its
+/// staging buffer can be the input.
+fn unpack_into<T: DeviceElem>(
+    device: &Device,
+    kernel: &CudaFunction,
+    layout: FieldLayout,
+    data: &mut CudaSlice<T>,
+    comp: usize,
+    region: &Region,
+    input: &CudaView<'_, T>,
+) -> Result<(), HaloError> {
+    let n = region.len();
+    if input.len() != n || comp >= layout.components {
+        return Err(HaloError::Invalid(format!(
+            "unpack of {} values into component {comp} ({} in all), a {n}-cell region",
+            input.len(),
+            layout.components
+        )));
+    }
+    let s = layout.strides();
+    let (s0, s1) = (s[0] as i64, s[1] as i64);
+    let b = DeviceRegion::from(region);
+    let len = layout.padded_len();
+    let mut field = data.slice_mut(comp * len..(comp + 1) * len);
+    let mut l = device.main().launch_builder(kernel);
+    l.arg(&mut field).arg(input).arg(&b).arg(&s0).arg(&s1);
+    // SAFETY: the arguments match `halo_unpack`; the region lies inside
+    // the component (the topology built it from this layout) and `input`
+    // holds its `n` cells. `input` is a different allocation from the
+    // field (an exchanger's or the field's staging buffer).
+    unsafe { l.launch(launch(n)) }.map_err(dev)?;
+    Ok(())
+}
+
 struct Kernels {
     pack: CudaFunction,
     unpack: CudaFunction,
@@ -239,26 +275,14 @@ impl<T: DeviceElem> DeviceField<T> {
         region: &Region,
         input: &CudaView<'_, T>,
     ) -> Result<(), HaloError> {
-        let n = region.len();
-        if input.len() != n || comp >= self.layout.components {
-            return Err(HaloError::Invalid(format!(
-                "unpack of {} values into component {comp} ({} in all), a {n}-cell region",
-                input.len(),
-                self.layout.components
-            )));
-        }
-        let (s0, s1) = self.strides();
-        let b = DeviceRegion::from(region);
-        let range = self.component_range(comp);
-        let mut field = self.data.slice_mut(range);
-        let stream = self.device.main();
-        let mut l = stream.launch_builder(&self.kernels.unpack);
-        l.arg(&mut field).arg(input).arg(&b).arg(&s0).arg(&s1);
-        // SAFETY: the arguments match `halo_unpack`; the region lies inside
-        // the component and `input` holds its `n` cells. `input` is a
-        // different allocation from the field (an exchanger's buffer).
-        unsafe { l.launch(launch(n)) }.map_err(dev)?;
-        Ok(())
+        let DeviceField {
+            device,
+            layout,
+            data,
+            kernels,
+            ..
+        } = self;
+        unpack_into(device, &kernels.unpack, *layout, data, comp, region, input)
     }
 
     fn strides(&self) -> (i64, i64) {
@@ -287,24 +311,21 @@ impl<T: DeviceElem> HaloData<T> for DeviceField<T> {
                 staging.len()
             )));
         }
-        let (s0, s1) = self.strides();
-        let b = DeviceRegion::from(region);
-        let field = self.data.slice(self.component_range(comp));
         let mut st = staging.slice_mut(..n);
-        let stream = self.device.main();
-        let mut l = stream.launch_builder(&self.kernels.pack);
-        l.arg(&field).arg(&mut st).arg(&b).arg(&s0).arg(&s1);
-        // SAFETY: the arguments match `halo_pack`; the region lies inside the
-        // component (the topology built it from this layout) and the staging
-        // view holds its `n` cells.
-        unsafe { l.launch(launch(n)) }.map_err(dev)?;
+        self.pack_to(comp, region, &mut st)?;
         self.device.copy_to_host(&st, out).map_err(dev)
     }
 
     fn unpack(&mut self, comp: usize, region: &Region, input: &[T]) -> Result<(), HaloError> {
         let n = region.len();
-        let range = self.component_range(comp);
-        let staging = self.staging.get_mut().unwrap_or_else(|e| e.into_inner());
+        let DeviceField {
+            device,
+            layout,
+            data,
+            staging,
+            kernels,
+        } = self;
+        let staging = staging.get_mut().unwrap_or_else(|e| e.into_inner());
         if input.len() != n || n > staging.len() {
             return Err(HaloError::Invalid(format!(
                 "unpack of {} values into a {n}-cell region (staging {})",
@@ -312,18 +333,18 @@ impl<T: DeviceElem> HaloData<T> for DeviceField<T> {
                 staging.len()
             )));
         }
-        self.device.copy_to_device(input, staging).map_err(dev)?;
-        let (s, b) = (self.layout.strides(), DeviceRegion::from(region));
-        let (s0, s1) = (s[0] as i64, s[1] as i64);
-        let mut field = self.data.slice_mut(range);
-        let st = staging.slice(..n);
-        let stream = self.device.main();
-        let mut l = stream.launch_builder(&self.kernels.unpack);
-        l.arg(&mut field).arg(&st).arg(&b).arg(&s0).arg(&s1);
-        // SAFETY: as in `pack`; the staging buffer is next written by a copy
-        // queued on the same stream, after this kernel.
-        unsafe { l.launch(launch(n)) }.map_err(dev)?;
-        Ok(())
+        device.copy_to_device(input, staging).map_err(dev)?;
+        // The staging buffer is next written by a copy queued on the same
+        // stream, after this kernel.
+        unpack_into(
+            device,
+            &kernels.unpack,
+            *layout,
+            data,
+            comp,
+            region,
+            &staging.slice(..n),
+        )
     }
 
     fn copy_region(&mut self, comp: usize, src: &Region, dst: &Region) -> Result<(), HaloError> {
@@ -389,55 +410,5 @@ impl<T: DeviceElem> HaloData<T> for DeviceField<T> {
             unsafe { l.launch(launch(n)) }.map_err(dev)?;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{Exchanger, HaloSpec, Neighborhood, Topology};
-    use comm::{local, BlockDecomposition, ProcessGrid};
-
-    /// Exchanges of device fields give exactly the host fields' ghosts, on
-    /// 1, 2 and 4 in-process ranks sharing device 0, for faces and for the
-    /// full neighbourhood, two components.
-    #[test]
-    fn device_exchange_matches_host_exchange() {
-        let device = match Device::open(0) {
-            Ok(d) => Arc::new(d),
-            Err(e) => {
-                eprintln!("skipped: no CUDA device ({e})");
-                return;
-            }
-        };
-        for ranks in [1, 2, 4] {
-            for nbh in [Neighborhood::Faces, Neighborhood::Full] {
-                let device = device.clone();
-                local::run(ranks, move |comm| {
-                    let g = [12, 10, 9];
-                    let grid = ProcessGrid::for_shape(g, comm.size(), [true; 3])?;
-                    let dec = BlockDecomposition::new(g, grid)?;
-                    let topo = Topology::new(comm, &dec, HaloSpec::uniform(2, nbh))?;
-                    let mut layout = topo.layout(2);
-                    layout.components = 2;
-                    let mut host = Field::<f64>::new(layout);
-                    for c in 0..2 {
-                        host.fill_owned(c, &topo.owned(), |[i, j, k]| {
-                            (c * 1000 + i * 100 + j * 10 + k) as f64 + 0.25
-                        });
-                    }
-                    let mut d = DeviceField::from_host(&device, &host, "u").map_err(dev)?;
-                    let mut ex = Exchanger::new(&topo, 2, 0)?;
-                    ex.exchange(comm, &mut [&mut host])?;
-                    let mut ex2 = Exchanger::new(&topo, 2, 1)?;
-                    ex2.exchange(comm, &mut [&mut d])?;
-                    let mut back = Field::<f64>::new(layout);
-                    d.download(&mut back).map_err(dev)?;
-                    assert_eq!(back.as_slice(), host.as_slice());
-                    Ok::<_, HaloError>(())
-                })
-                .unwrap();
-            }
-        }
     }
 }

@@ -20,13 +20,15 @@
 //! value either way.
 
 use crate::device::{DeviceElem, DeviceField};
-use crate::exchange::{ExchangeStats, Exchanger, Pending, MAX_CHANNEL};
+use crate::exchange::{
+    check_fields, check_same_fields, ExchangeStats, Exchanger, Pending, MAX_CHANNEL,
+};
 use crate::field::{FieldLayout, Region};
 use crate::topology::{dir_index, Topology};
 use crate::HaloError;
 use comm::Communicator;
 use gpu::cuda::Device;
-use gpu::links::{one_process, LinkError, LinkSpec, Links};
+use gpu::links::{LinkError, LinkSpec, Links};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -77,9 +79,9 @@ struct Direct<T: DeviceElem> {
     topo: Topology,
     components: usize,
     links: Links<T>,
-    /// The neighbour index of each outgoing and each incoming link.
-    out_nb: Vec<usize>,
-    in_nb: Vec<usize>,
+    /// The neighbour index of link `k`, outgoing and incoming alike (one
+    /// pair per remote neighbour).
+    remote: Vec<usize>,
     layouts: Vec<FieldLayout>,
     self_copies: Vec<(Region, Region)>,
     stats: ExchangeStats,
@@ -91,8 +93,7 @@ enum Inner<T: DeviceElem> {
 }
 
 /// The halo exchange of [`DeviceField`]s: direct on the device between the
-/// ranks of one process, host-staged otherwise; see the module
-/// documentation of [`Transport`] for both. Like [`Exchanger`], it is built
+/// ranks of one process, host-staged otherwise (see [`Transport`]). Like [`Exchanger`], it is built
 /// for a fixed total number of components, has one exchange in flight at
 /// most ([`post`](Self::post) borrows it until the [`DevicePending`] is
 /// finished or dropped), and fills periodic self-neighbours by copies on
@@ -140,9 +141,15 @@ impl<T: DeviceElem> DeviceExchanger<T> {
                 comm.rank()
             )));
         }
-        let one_process = one_process(comm).map_err(link_err)?;
-        let transport = match want {
-            Some(Transport::Direct) if !one_process => {
+        // The links find out whether every rank is in this process (and
+        // build nothing otherwise).
+        let direct = match want {
+            Some(Transport::HostStaged) => None,
+            _ => Direct::new(comm, topo, device, components, channel)?,
+        };
+        let inner = match (direct, want) {
+            (Some(d), _) => Inner::Direct(Box::new(d)),
+            (None, Some(Transport::Direct)) => {
                 return Err(HaloError::Invalid(format!(
                     "the direct device exchange needs every rank in one process; the {} ranks \
                      of this {} communicator span several (valid: the host-staged exchange)",
@@ -150,17 +157,7 @@ impl<T: DeviceElem> DeviceExchanger<T> {
                     comm.backend(),
                 )))
             }
-            Some(t) => t,
-            None if one_process => Transport::Direct,
-            None => Transport::HostStaged,
-        };
-        let inner = match transport {
-            Transport::HostStaged => {
-                Inner::Staged(Box::new(Exchanger::new(topo, components, channel)?))
-            }
-            Transport::Direct => Inner::Direct(Box::new(Direct::new(
-                comm, topo, device, components, channel,
-            )?)),
+            (None, _) => Inner::Staged(Box::new(Exchanger::new(topo, components, channel)?)),
         };
         Ok(DeviceExchanger { inner })
     }
@@ -306,7 +303,7 @@ impl<T: DeviceElem> Direct<T> {
         device: &Arc<Device>,
         components: usize,
         channel: u16,
-    ) -> Result<Self, HaloError> {
+    ) -> Result<Option<Self>, HaloError> {
         let me = topo.rank();
         let nbs = topo.neighbors();
         let spec = |peer: usize, dir: usize, len: usize| LinkSpec {
@@ -316,57 +313,38 @@ impl<T: DeviceElem> Direct<T> {
             notice_tag: u32::from(channel) * 27 + dir as u32,
             ack_tag: ack_tag(channel, dir),
         };
-        let (mut outs, mut ins, mut out_nb, mut in_nb) = (vec![], vec![], vec![], vec![]);
+        let (mut outs, mut ins, mut remote) = (vec![], vec![], vec![]);
         for (i, nb) in nbs.iter().enumerate().filter(|(_, nb)| nb.rank != me) {
             outs.push(spec(
                 nb.rank,
                 dir_index(nb.offset),
                 nb.send.len() * components,
             ));
-            out_nb.push(i);
+            remote.push(i);
             // The link from this neighbour runs in direction -offset.
             let back = dir_index(nb.offset.map(|x| -x));
             ins.push(spec(nb.rank, back, nb.recv.len() * components));
-            in_nb.push(i);
         }
-        let links = Links::new(comm, device, &outs, &ins)
-            .map_err(link_err)?
-            .ok_or_else(|| {
-                HaloError::Invalid(
-                    "the direct device exchange needs every rank in one process".into(),
-                )
-            })?;
+        let Some(links) = Links::new(comm, device, &outs, &ins).map_err(link_err)? else {
+            return Ok(None);
+        };
         let self_copies = topo.self_copies();
-        Ok(Direct {
+        Ok(Some(Direct {
             device: device.clone(),
             topo: topo.clone(),
             components,
             links,
-            out_nb,
-            in_nb,
+            remote,
             layouts: Vec::new(),
             self_copies,
             stats: ExchangeStats::default(),
-        })
+        }))
     }
 
     fn check_fields(&self, fields: &[&mut DeviceField<T>]) -> Result<(), HaloError> {
-        let total: usize = fields.iter().map(|f| f.layout().components).sum();
-        if total != self.components {
-            return Err(HaloError::Invalid(format!(
-                "the exchanger was built for {} components in total, the fields hold {total}",
-                self.components
-            )));
-        }
-        let want = self.topo.layout(1);
+        let layouts: Vec<FieldLayout> = fields.iter().map(|f| f.layout()).collect();
+        check_fields(&self.topo, self.components, &layouts)?;
         for (i, f) in fields.iter().enumerate() {
-            let l = f.layout();
-            if l.owned != want.owned || l.ghost != want.ghost {
-                return Err(HaloError::Invalid(format!(
-                    "field {i} has owned shape {:?} and ghost {:?}, the topology has {:?} and {:?}",
-                    l.owned, l.ghost, want.owned, want.ghost
-                )));
-            }
             if f.device().info().ordinal != self.device.info().ordinal {
                 return Err(HaloError::Invalid(format!(
                     "field {i} lives on device {}, the exchanger on device {}",
@@ -407,7 +385,7 @@ impl<T: DeviceElem> Direct<T> {
         self.layouts.extend(fields.iter().map(|f| f.layout()));
         // Pack every outgoing buffer before anything is sent.
         let nbs = self.topo.neighbors();
-        for (k, &i) in self.out_nb.iter().enumerate() {
+        for (k, &i) in self.remote.iter().enumerate() {
             let region = &nbs[i].send;
             let n = region.len();
             let mut buf = self.links.outgoing(k);
@@ -442,17 +420,7 @@ impl<T: DeviceElem> Direct<T> {
         fields: &mut [&mut DeviceField<T>],
         round: u64,
     ) -> Result<(), HaloError> {
-        if !fields
-            .iter()
-            .map(|f| f.layout())
-            .eq(self.layouts.iter().copied())
-        {
-            let layouts: Vec<FieldLayout> = fields.iter().map(|f| f.layout()).collect();
-            return Err(HaloError::Invalid(format!(
-                "finish was given fields with layouts {layouts:?}, but post was given {:?}",
-                self.layouts
-            )));
-        }
+        check_same_fields(fields.iter().map(|f| f.layout()), &self.layouts)?;
         let nbs = self.topo.neighbors();
         let mut wait_time = Duration::ZERO;
         let mut unpack_time = Duration::ZERO;
@@ -463,7 +431,7 @@ impl<T: DeviceElem> Direct<T> {
             };
             wait_time += t.elapsed();
             let t = Instant::now();
-            let region = &nbs[self.in_nb[k]].recv;
+            let region = &nbs[self.remote[k]].recv;
             let n = region.len();
             let read = (|| {
                 let inc = self.links.incoming(k);
@@ -507,6 +475,18 @@ mod tests {
         }
     }
 
+    /// The periodic topology of a `g` grid over the ranks of `comm`.
+    fn topology(
+        comm: &dyn Communicator,
+        g: [usize; 3],
+        width: usize,
+        nbh: Neighborhood,
+    ) -> Result<Topology, HaloError> {
+        let grid = ProcessGrid::for_shape(g, comm.size(), [true; 3])?;
+        let dec = BlockDecomposition::new(g, grid)?;
+        Topology::new(comm, &dec, HaloSpec::uniform(width, nbh))
+    }
+
     /// A host field whose owned cells depend on the round, so a stale ghost
     /// shows.
     fn filled(topo: &Topology, layout: FieldLayout, round: usize) -> Field<f64> {
@@ -531,10 +511,7 @@ mod tests {
                 for want in [Transport::Direct, Transport::HostStaged] {
                     let device = device.clone();
                     local::run(ranks, move |comm| {
-                        let g = [12, 10, 9];
-                        let grid = ProcessGrid::for_shape(g, comm.size(), [true; 3])?;
-                        let dec = BlockDecomposition::new(g, grid)?;
-                        let topo = Topology::new(comm, &dec, HaloSpec::uniform(2, nbh))?;
+                        let topo = topology(comm, [12, 10, 9], 2, nbh)?;
                         let mut l2 = topo.layout(2);
                         l2.components = 2;
                         let l1 = topo.layout(1);
@@ -581,10 +558,7 @@ mod tests {
     fn dropped_and_leaked_exchanges_recover() {
         let Some(device) = device() else { return };
         local::run(2, move |comm| {
-            let g = [8, 8, 8];
-            let grid = ProcessGrid::for_shape(g, comm.size(), [true; 3])?;
-            let dec = BlockDecomposition::new(g, grid)?;
-            let topo = Topology::new(comm, &dec, HaloSpec::uniform(1, Neighborhood::Faces))?;
+            let topo = topology(comm, [8, 8, 8], 1, Neighborhood::Faces)?;
             let l = topo.layout(1);
             let mut dx = DeviceExchanger::new(comm, &topo, &device, 1, 0, None)?;
             assert_eq!(dx.transport(), Transport::Direct);
@@ -612,10 +586,7 @@ mod tests {
     fn mismatched_fields_are_refused() {
         let Some(device) = device() else { return };
         local::run(2, move |comm| {
-            let g = [8, 8, 8];
-            let grid = ProcessGrid::for_shape(g, comm.size(), [true; 3])?;
-            let dec = BlockDecomposition::new(g, grid)?;
-            let topo = Topology::new(comm, &dec, HaloSpec::uniform(1, Neighborhood::Faces))?;
+            let topo = topology(comm, [8, 8, 8], 1, Neighborhood::Faces)?;
             let mut dx = DeviceExchanger::<f64>::new(comm, &topo, &device, 2, 0, None)?;
             let mut u = DeviceField::new(&device, topo.layout(1), "u").map_err(dev)?;
             let e = dx.exchange(comm, &mut [&mut u]).unwrap_err();

@@ -11,6 +11,45 @@ use std::time::{Duration, Instant};
 /// the 32767 every MPI implementation guarantees.
 pub const MAX_CHANNEL: u16 = 1212;
 
+/// Checks that fields of `layouts` fit an exchanger built on `topo` for
+/// `components` components in total.
+pub(crate) fn check_fields(
+    topo: &Topology,
+    components: usize,
+    layouts: &[FieldLayout],
+) -> Result<(), HaloError> {
+    let total: usize = layouts.iter().map(|l| l.components).sum();
+    if total != components {
+        return Err(HaloError::Invalid(format!(
+            "the exchanger was built for {components} components in total, the fields hold {total}"
+        )));
+    }
+    let want = topo.layout(1);
+    for (i, l) in layouts.iter().enumerate() {
+        if l.owned != want.owned || l.ghost != want.ghost {
+            return Err(HaloError::Invalid(format!(
+                "field {i} has owned shape {:?} and ghost {:?}, the topology has {:?} and {:?}",
+                l.owned, l.ghost, want.owned, want.ghost
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks that `finish` was given fields of the layouts `post` was given.
+pub(crate) fn check_same_fields(
+    given: impl Iterator<Item = FieldLayout> + Clone,
+    posted: &[FieldLayout],
+) -> Result<(), HaloError> {
+    if given.clone().eq(posted.iter().copied()) {
+        return Ok(());
+    }
+    let layouts: Vec<FieldLayout> = given.collect();
+    Err(HaloError::Invalid(format!(
+        "finish was given fields with layouts {layouts:?}, but post was given {posted:?}"
+    )))
+}
+
 /// Counters kept by an [`Exchanger`].
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ExchangeStats {
@@ -159,26 +198,6 @@ impl<T: Elem> Exchanger<T> {
         self.stats = ExchangeStats::default();
     }
 
-    fn check_fields(&self, layouts: &[FieldLayout]) -> Result<(), HaloError> {
-        let total: usize = layouts.iter().map(|l| l.components).sum();
-        if total != self.components {
-            return Err(HaloError::Invalid(format!(
-                "the exchanger was built for {} components in total, the fields hold {total}",
-                self.components
-            )));
-        }
-        let want = self.topo.layout(1);
-        for (i, l) in layouts.iter().enumerate() {
-            if l.owned != want.owned || l.ghost != want.ghost {
-                return Err(HaloError::Invalid(format!(
-                    "field {i} has owned shape {:?} and ghost {:?}, the topology has {:?} and {:?}",
-                    l.owned, l.ghost, want.owned, want.ghost
-                )));
-            }
-        }
-        Ok(())
-    }
-
     /// Completes the transfers of an exchange whose [`Pending`] was leaked;
     /// true if there were any.
     fn drain(&mut self) -> bool {
@@ -223,7 +242,7 @@ impl<T: Elem> Exchanger<T> {
         let mut layouts = std::mem::take(&mut self.layouts);
         layouts.clear();
         layouts.extend(fields.iter().map(|f| f.layout()));
-        let checked = self.check_fields(&layouts);
+        let checked = check_fields(&self.topo, self.components, &layouts);
         self.layouts = layouts;
         checked?;
         if comm.rank() != self.topo.rank() {
@@ -394,17 +413,7 @@ impl<T: Elem> Pending<'_, T> {
     /// Waits for the messages and unpacks them (each as it arrives) into the
     /// ghost cells of `fields`, which must be the fields given to `post`.
     pub fn finish<F: HaloData<T> + ?Sized>(self, fields: &mut [&mut F]) -> Result<(), HaloError> {
-        if !fields
-            .iter()
-            .map(|f| f.layout())
-            .eq(self.ex.layouts.iter().copied())
-        {
-            let layouts: Vec<FieldLayout> = fields.iter().map(|f| f.layout()).collect();
-            return Err(HaloError::Invalid(format!(
-                "finish was given fields with layouts {layouts:?}, but post was given {:?}",
-                self.ex.layouts
-            )));
-        }
+        check_same_fields(fields.iter().map(|f| f.layout()), &self.ex.layouts)?;
         let ex = &mut *self.ex;
         let nbs = ex.topo.neighbors();
         let mut unpack_time = Duration::ZERO;
