@@ -178,7 +178,8 @@ struct Block {
 unsafe impl DeviceRepr for Block {}
 
 /// One direction of a reshape: the blocks this rank sends to and receives
-/// from every rank, in elements.
+/// from every rank (in elements), and their sizes and places in the
+/// message buffers (in doubles, as `alltoallv` takes them).
 struct Move {
     /// Device-to-device links to the other ranks (in-process ranks), or
     /// `None` (host-staged).
@@ -195,9 +196,10 @@ struct Move {
 }
 
 impl Move {
-    /// The blocks of moving `from` to `to`: each travels in the receiver's
-    /// memory order (as on the host), so both sides agree on its layout.
-    fn new(from: &Layout, to: &Layout, rank: usize, p: usize) -> Move {
+    /// The blocks of moving `from` to `to`, elements of `esize` doubles:
+    /// each travels in the receiver's memory order (as on the host), so
+    /// both sides agree on its layout.
+    fn new(from: &Layout, to: &Layout, rank: usize, p: usize, esize: usize) -> Move {
         let order = to.order();
         let (fb, fs) = (from.box_of(rank), from.strides(rank));
         let (tb, ts) = (to.box_of(rank), to.strides(rank));
@@ -232,10 +234,10 @@ impl Move {
             let inn = from.box_of(q).intersect(&tb);
             m.send.push(block(&fb, fs, &out, sa));
             m.recv.push(block(&tb, ts, &inn, ra));
-            m.send_counts.push(out.len());
-            m.send_displs.push(sa);
-            m.recv_counts.push(inn.len());
-            m.recv_displs.push(ra);
+            m.send_counts.push(out.len() * esize);
+            m.send_displs.push(sa * esize);
+            m.recv_counts.push(inn.len() * esize);
+            m.recv_displs.push(ra * esize);
             sa += out.len();
             ra += inn.len();
         }
@@ -243,20 +245,18 @@ impl Move {
     }
 
     /// Sets up the device-to-device links of this move (collective), on
-    /// tags `tag` (notices) and `tag + 1` (acknowledgements); elements of
-    /// `esize` doubles.
+    /// tags `tag` (notices) and `tag + 1` (acknowledgements).
     fn link(
         &mut self,
         comm: &dyn Communicator,
         dev: &Arc<Device>,
         tag: u32,
-        esize: usize,
     ) -> Result<(), FftError> {
         let me = comm.rank();
         let spec = |peer: usize, key: usize, len: usize| LinkSpec {
             peer,
             key: key as u32,
-            len: len * esize,
+            len,
             notice_tag: tag,
             ack_tag: tag + 1,
         };
@@ -288,12 +288,12 @@ impl Move {
 struct Lines {
     /// Forward (D2Z or Z2Z).
     fwd: CudaFft,
-    /// Backward Z2D; `None` for Z2Z, whose plan runs both directions.
+    /// Backward Z2D of a real transform; `None` for Z2Z, whose plan runs
+    /// both directions.
     bwd: Option<CudaFft>,
     /// `(input, output)` offsets of each call: real (f64) and complex
     /// elements for a real transform, complex for a complex one.
     calls: Vec<(usize, usize)>,
-    real: bool,
 }
 
 enum DeviceStep {
@@ -352,116 +352,86 @@ fn plan(
     .map_err(cufft_err("cufftPlanMany"))
 }
 
-impl Lines {
-    /// Complex transforms along `axis` of `layout` (and along `second`,
-    /// the next axis in memory, in the same plan when given).
-    fn complex(
-        dev: &Device,
-        layout: &Layout,
-        rank: usize,
-        axis: usize,
-        two: bool,
-    ) -> Result<Lines, FftError> {
-        let (m, pos) = memory_shape(layout, rank, axis);
-        let z = sys::cufftType::CUFFT_Z2Z;
-        let (fwd, calls) = if two {
-            // Axes at positions 2 and 1: 2D transforms of the planes.
-            let e = [m[1], m[2]];
-            let p = plan(dev, &e, (&e, 1, m[1] * m[2]), (&e, 1, m[1] * m[2]), z, m[0])?;
-            (p, vec![(0, 0)])
-        } else {
-            match pos {
-                2 => {
-                    let p = plan(
-                        dev,
-                        &[m[2]],
-                        (&[m[2]], 1, m[2]),
-                        (&[m[2]], 1, m[2]),
-                        z,
-                        m[0] * m[1],
-                    )?;
-                    (p, vec![(0, 0)])
-                }
-                0 => {
-                    let s = m[1] * m[2];
-                    let p = plan(dev, &[m[0]], (&[m[0]], s, 1), (&[m[0]], s, 1), z, s)?;
-                    (p, vec![(0, 0)])
-                }
-                _ => {
-                    let p = plan(
-                        dev,
-                        &[m[1]],
-                        (&[m[1]], m[2], 1),
-                        (&[m[1]], m[2], 1),
-                        z,
-                        m[2],
-                    )?;
-                    let plane = m[1] * m[2];
-                    (p, (0..m[0]).map(|i| (i * plane, i * plane)).collect())
-                }
-            }
-        };
-        Ok(Lines {
-            fwd,
-            bwd: None,
-            calls,
-            real: false,
-        })
-    }
+/// One side of cuFFT's advanced layout: storage extents, innermost
+/// stride, distance between transforms.
+type Side = (Vec<usize>, usize, usize);
 
-    /// Real-to-complex transforms along the halved `axis` (and the next
-    /// axis in memory when `two`).
-    fn real(
+/// The advanced layout of the transforms along the axis at position `pos`
+/// of local arrays of memory shapes `mi` (input) and `mo` (output: the
+/// same but for the halved axis of a real transform), or along positions
+/// 1 and 2 together (`two`): the lengths, both sides, the batch, and the
+/// `(input, output)` offsets of the calls (one per outer plane when the
+/// axis is the middle one, whose lines no single stride and distance
+/// describe).
+fn geometry(
+    mi: [usize; 3],
+    mo: [usize; 3],
+    pos: usize,
+    two: bool,
+) -> (Vec<usize>, Side, Side, usize, Vec<(usize, usize)>) {
+    if two {
+        let (ei, eo) = (vec![mi[1], mi[2]], vec![mo[1], mo[2]]);
+        let (di, dout) = (mi[1] * mi[2], mo[1] * mo[2]);
+        return (ei.clone(), (ei, 1, di), (eo, 1, dout), mi[0], vec![(0, 0)]);
+    }
+    match pos {
+        2 => (
+            vec![mi[2]],
+            (vec![mi[2]], 1, mi[2]),
+            (vec![mo[2]], 1, mo[2]),
+            mi[0] * mi[1],
+            vec![(0, 0)],
+        ),
+        0 => {
+            // The other two axes are the same on both sides.
+            let s = mi[1] * mi[2];
+            (
+                vec![mi[0]],
+                (vec![mi[0]], s, 1),
+                (vec![mo[0]], s, 1),
+                s,
+                vec![(0, 0)],
+            )
+        }
+        _ => (
+            vec![mi[1]],
+            (vec![mi[1]], mi[2], 1),
+            (vec![mo[1]], mi[2], 1),
+            mi[2],
+            (0..mi[0])
+                .map(|i| (i * mi[1] * mi[2], i * mo[1] * mo[2]))
+                .collect(),
+        ),
+    }
+}
+
+impl Lines {
+    /// The transforms along `axis` from layout `from` to layout `to` (the
+    /// same layout for a complex transform; the real and the complex one
+    /// for the real-to-complex transform along the halved axis, `real`),
+    /// together with the next axis in memory when `two`.
+    fn new(
         dev: &Device,
-        (real, complex): (&Layout, &Layout),
+        (from, to): (&Layout, &Layout),
         rank: usize,
         axis: usize,
         two: bool,
+        real: bool,
     ) -> Result<Lines, FftError> {
-        let (mr, pos) = memory_shape(real, rank, axis);
-        let (mc, _) = memory_shape(complex, rank, axis);
-        let (d2z, z2d) = (sys::cufftType::CUFFT_D2Z, sys::cufftType::CUFFT_Z2D);
-        let mk = |n: &[usize], r: (&[usize], usize, usize), cx: (&[usize], usize, usize), batch| {
-            Ok::<_, FftError>((
-                plan(dev, n, r, cx, d2z, batch)?,
-                plan(dev, n, cx, r, z2d, batch)?,
-            ))
-        };
-        let ((fwd, bwd), calls) = if two {
-            let (er, ec) = ([mr[1], mr[2]], [mc[1], mc[2]]);
-            let p = mk(&er, (&er, 1, mr[1] * mr[2]), (&ec, 1, mc[1] * mc[2]), mr[0])?;
-            (p, vec![(0, 0)])
+        let (mi, pos) = memory_shape(from, rank, axis);
+        let (mo, _) = memory_shape(to, rank, axis);
+        let (n, i, o, batch, calls) = geometry(mi, mo, pos, two);
+        let (i, o) = ((&i.0[..], i.1, i.2), (&o.0[..], o.1, o.2));
+        use sys::cufftType::{CUFFT_D2Z, CUFFT_Z2D, CUFFT_Z2Z};
+        let (fwd, bwd) = if real {
+            (
+                plan(dev, &n, i, o, CUFFT_D2Z, batch)?,
+                Some(plan(dev, &n, o, i, CUFFT_Z2D, batch)?),
+            )
         } else {
-            match pos {
-                2 => {
-                    let p = mk(
-                        &[mr[2]],
-                        (&[mr[2]], 1, mr[2]),
-                        (&[mc[2]], 1, mc[2]),
-                        mr[0] * mr[1],
-                    )?;
-                    (p, vec![(0, 0)])
-                }
-                0 => {
-                    let s = mr[1] * mr[2];
-                    let p = mk(&[mr[0]], (&[mr[0]], s, 1), (&[mc[0]], s, 1), s)?;
-                    (p, vec![(0, 0)])
-                }
-                _ => {
-                    let p = mk(&[mr[1]], (&[mr[1]], mr[2], 1), (&[mc[1]], mr[2], 1), mr[2])?;
-                    let calls = (0..mr[0])
-                        .map(|i| (i * mr[1] * mr[2], i * mc[1] * mc[2]))
-                        .collect();
-                    (p, calls)
-                }
-            }
+            (plan(dev, &n, i, o, CUFFT_Z2Z, batch)?, None)
         };
-        Ok(Lines {
-            fwd,
-            bwd: Some(bwd),
-            calls,
-            real: true,
-        })
+        Ok(Lines { fwd, bwd, calls })
     }
 }
 
@@ -583,7 +553,14 @@ impl DeviceFft3d {
         comm.broadcast(&mut plan_no, 0)?;
         let tag0 = TAG_BASE + (plan_no[0] % 64) * 256;
         let mut steps = Vec::new();
-        let (mut work_len, mut msg) = (input.local_len(rank).div_ceil(2), output.local_len(rank));
+        // Complex values of a work buffer: the input's doubles, the
+        // output, and every layout between.
+        let mut work_len = input
+            .local_len(rank)
+            .div_ceil(2)
+            .max(output.local_len(rank));
+        // Doubles of the message buffers (the host-staged path needs both,
+        // on the device and on the host).
         let (mut send_len, mut recv_len) = (0, 0);
         if single.is_none() {
             let mut i = 0;
@@ -600,16 +577,22 @@ impl DeviceFft3d {
                 };
                 match &planned[i] {
                     Planned::Reshape { from, to, real } => {
-                        let mut fwd = Move::new(from, to, rank, p);
-                        let mut bwd = Move::new(to, from, rank, p);
                         let esize = if *real { 1 } else { 2 };
+                        let mut fwd = Move::new(from, to, rank, p, esize);
+                        let mut bwd = Move::new(to, from, rank, p, esize);
                         if direct {
+                            // Only this rank's own block goes through
+                            // `dsend`; the rest through the links' buffers.
                             let t = tag0 + 4 * steps.len() as u32;
-                            fwd.link(comm, dev, t, esize)?;
-                            bwd.link(comm, dev, t + 2, esize)?;
+                            fwd.link(comm, dev, t)?;
+                            bwd.link(comm, dev, t + 2)?;
+                            send_len = send_len
+                                .max(fwd.send_counts[rank])
+                                .max(bwd.send_counts[rank]);
+                        } else {
+                            send_len = send_len.max(fwd.send_len()).max(bwd.send_len());
+                            recv_len = recv_len.max(fwd.recv_len()).max(bwd.recv_len());
                         }
-                        send_len = send_len.max(fwd.send_len().max(bwd.send_len()) * esize);
-                        recv_len = recv_len.max(fwd.recv_len().max(bwd.recv_len()) * esize);
                         let per = |n: usize| if *real { n.div_ceil(2) } else { n };
                         work_len = work_len
                             .max(per(from.local_len(rank)))
@@ -630,20 +613,26 @@ impl DeviceFft3d {
                         work_len = work_len
                             .max(real.local_len(rank).div_ceil(2))
                             .max(complex.local_len(rank));
-                        steps.push(DeviceStep::Lines(Lines::real(
+                        steps.push(DeviceStep::Lines(Lines::new(
                             dev,
                             (real, complex),
                             rank,
                             *axis,
                             two,
+                            true,
                         )?));
                         i += if two { 2 } else { 1 };
                     }
                     Planned::Fft { axis, layout } => {
                         let two = pair(*axis);
                         work_len = work_len.max(layout.local_len(rank));
-                        steps.push(DeviceStep::Lines(Lines::complex(
-                            dev, layout, rank, *axis, two,
+                        steps.push(DeviceStep::Lines(Lines::new(
+                            dev,
+                            (layout, layout),
+                            rank,
+                            *axis,
+                            two,
+                            false,
                         )?));
                         i += if two { 2 } else { 1 };
                     }
@@ -651,12 +640,11 @@ impl DeviceFft3d {
             }
         } else {
             work_len = 1;
-            msg = 1;
         }
         let alloc_c = |n: usize, what: &str| dev.alloc_zeros::<DeviceComplex>(n.max(1), what);
         let work = [
-            alloc_c(work_len.max(msg), "FFT work A").map_err(device)?,
-            alloc_c(work_len.max(msg), "FFT work B").map_err(device)?,
+            alloc_c(work_len, "FFT work A").map_err(device)?,
+            alloc_c(work_len, "FFT work B").map_err(device)?,
         ];
         Ok(DeviceFft3d {
             dev: dev.clone(),
@@ -886,35 +874,36 @@ impl DeviceFft3d {
                 for b in mv.send.iter().filter(|b| count(b) > 0) {
                     pack_into(src, &mut dsend.slice_mut(..), b)?;
                 }
-                let (ns, nr) = (mv.send_len() * es, mv.recv_len() * es);
+                let (ns, nr) = (mv.send_len(), mv.recv_len());
                 dev.copy_to_host(&dsend.slice(..ns), &mut hsend[..ns])
                     .map_err(device)?;
-                let sc: Vec<usize> = mv.send_counts.iter().map(|x| x * es).collect();
-                let sd: Vec<usize> = mv.send_displs.iter().map(|x| x * es).collect();
-                let rc: Vec<usize> = mv.recv_counts.iter().map(|x| x * es).collect();
-                let rd: Vec<usize> = mv.recv_displs.iter().map(|x| x * es).collect();
-                comm.alltoallv(&hsend[..ns], &sc, &sd, &mut hrecv[..nr], &rc, &rd)?;
+                comm.alltoallv(
+                    &hsend[..ns],
+                    &mv.send_counts,
+                    &mv.send_displs,
+                    &mut hrecv[..nr],
+                    &mv.recv_counts,
+                    &mv.recv_displs,
+                )?;
                 dev.copy_to_device(&hrecv[..nr], drecv).map_err(device)?;
                 for b in mv.recv.iter().filter(|b| count(b) > 0) {
                     unpack_from(&drecv.slice(..), dst, b)?;
                 }
                 Ok(1 - cur)
             }
-            DeviceStep::Lines(lines) if lines.real => {
-                let bwd = lines
-                    .bwd
-                    .as_ref()
-                    .expect("real transforms plan both directions");
+            DeviceStep::Lines(Lines {
+                fwd,
+                bwd: Some(bwd),
+                calls,
+            }) => {
                 let (rlen, clen) = (2 * src.len(), dst.len());
-                for &(a, b) in &lines.calls {
+                for &(a, b) in calls.iter() {
                     if forward {
                         // SAFETY: as in `forward`: complex values are pairs of
                         // doubles.
                         let r = unsafe { src.transmute::<f64>(rlen) }.expect("fits");
                         let mut o = dst.slice_mut(b..clen);
-                        lines
-                            .fwd
-                            .exec_d2z(&r.slice(a..), &mut o)
+                        fwd.exec_d2z(&r.slice(a..), &mut o)
                             .map_err(cufft_err("cufftExecD2Z"))?;
                     } else {
                         // Backward: complex in `src` (at `b`), real out (at `a`).
@@ -928,17 +917,15 @@ impl DeviceFft3d {
                 }
                 Ok(1 - cur)
             }
-            DeviceStep::Lines(lines) => {
+            DeviceStep::Lines(Lines { fwd, calls, .. }) => {
                 let dir = if forward {
                     FftDirection::Forward
                 } else {
                     FftDirection::Inverse
                 };
-                for &(a, _) in &lines.calls {
+                for &(a, _) in calls.iter() {
                     let (mut i, mut o) = (src.slice_mut(a..), dst.slice_mut(a..));
-                    lines
-                        .fwd
-                        .exec_z2z(&mut i, &mut o, dir)
+                    fwd.exec_z2z(&mut i, &mut o, dir)
                         .map_err(cufft_err("cufftExecZ2Z"))?;
                 }
                 Ok(1 - cur)
