@@ -181,6 +181,20 @@ impl Layout {
         self.box_of(rank).len()
     }
 
+    /// Calls `f(global index, offset in the local array)` for every point
+    /// of `rank`'s box, in global row-major order.
+    pub fn for_each_local(&self, rank: usize, mut f: impl FnMut([usize; 3], usize)) {
+        let (b, st) = (self.box_of(rank), self.strides(rank));
+        for i in b.lo[0]..b.hi[0] {
+            for j in b.lo[1]..b.hi[1] {
+                for k in b.lo[2]..b.hi[2] {
+                    let o = (i - b.lo[0]) * st[0] + (j - b.lo[1]) * st[1] + (k - b.lo[2]) * st[2];
+                    f([i, j, k], o);
+                }
+            }
+        }
+    }
+
     /// Strides (in elements) of the three axes in `rank`'s local array.
     pub fn strides(&self, rank: usize) -> [usize; 3] {
         let s = self.local_shape(rank);
@@ -242,6 +256,31 @@ mod tests {
         let p = Layout::pencils(g, 6, 1).unwrap();
         assert_eq!(p.order()[2], 1);
         assert_eq!(p.strides(0)[1], 1);
+    }
+
+    /// `for_each_local` visits every point of a rank's box once, each at
+    /// a distinct offset that the strides give, in any memory order.
+    #[test]
+    fn local_offsets_cover_the_local_array() {
+        let g = [7, 5, 6];
+        for l in [
+            Layout::bricks(g, 4).unwrap(),
+            Layout::pencils(g, 3, 0).unwrap(),
+            Layout::new(g, [2, 1, 1], [2, 0, 1]).unwrap(),
+        ] {
+            for r in 0..l.ranks() {
+                let (b, st) = (l.box_of(r), l.strides(r));
+                let mut seen = vec![false; l.local_len(r)];
+                l.for_each_local(r, |q, o| {
+                    assert!(b.contains(q), "{q:?} outside {b:?}");
+                    let want: usize = (0..3).map(|d| (q[d] - b.lo[d]) * st[d]).sum();
+                    assert_eq!(o, want);
+                    assert!(!seen[o], "offset {o} twice");
+                    seen[o] = true;
+                });
+                assert!(seen.iter().all(|&x| x), "{l:?} rank {r}");
+            }
+        }
     }
 
     #[test]

@@ -23,7 +23,7 @@
 //! report's `step` is device time; `post` and `wait` stay host times of the
 //! exchange.
 
-use crate::config::{Config, GpuExchange, GpuStencil, Integrator, Mode, SpectralStep};
+use crate::config::{Config, GpuExchange, GpuStencil, Integrator, Mode};
 use crate::stencil::Sweep;
 use crate::StepTimes;
 use anyhow::{anyhow, Result};
@@ -316,15 +316,7 @@ impl DeviceSolver {
         cfg: &Config,
         dt: f64,
     ) -> Result<Spectral> {
-        let shape = cfg.shape();
-        let dec = topo.decomposition();
-        let input = dfft::Layout::new(shape, dec.grid().dims(), [0, 1, 2])?;
-        if input.box_of(comm.rank()) != dec.box_of(comm.rank()) {
-            anyhow::bail!(
-                "the FFT layout and the block decomposition disagree on rank {}",
-                comm.rank()
-            );
-        }
+        let input = crate::spectral_input(comm, cfg, topo.decomposition())?;
         // The spectrum stays where the last transform leaves it (fewest
         // reshapes); the factors are laid out to match.
         let opts = dfft::Options {
@@ -332,35 +324,9 @@ impl DeviceSolver {
             ..dfft::Options::default()
         };
         let plan = DeviceFft3d::new(comm, dev, &input, opts)?;
-        let out = plan.output_layout().clone();
-        let b = out.box_of(comm.rank());
-        let st = out.strides(comm.rank());
-        let l = cfg.length.get();
-        let n: usize = shape.iter().product();
-        let wave = |d: usize, i: usize| {
-            let m = if d == 2 || i <= shape[d] / 2 {
-                i as f64
-            } else {
-                i as f64 - shape[d] as f64
-            };
-            2.0 * std::f64::consts::PI * m / l[d]
-        };
-        let mut factor = vec![0.0; plan.output_len()];
-        for i in b.lo[0]..b.hi[0] {
-            for j in b.lo[1]..b.hi[1] {
-                for k in b.lo[2]..b.hi[2] {
-                    let k2 = wave(0, i).powi(2) + wave(1, j).powi(2) + wave(2, k).powi(2);
-                    let x = cfg.diffusivity * k2 * dt;
-                    let f = match cfg.spectral_step {
-                        SpectralStep::Exact => (-x).exp(),
-                        SpectralStep::Implicit => 1.0 / (1.0 + x),
-                    };
-                    let o = (i - b.lo[0]) * st[0] + (j - b.lo[1]) * st[1] + (k - b.lo[2]) * st[2];
-                    // cuFFT leaves both transforms unnormalised.
-                    factor[o] = f / n as f64;
-                }
-            }
-        }
+        // cuFFT leaves both transforms unnormalised.
+        let n: usize = cfg.shape().iter().product();
+        let factor = crate::spectral_factors(comm, cfg, plan.output_layout(), dt, n as f64);
         Ok(Spectral {
             spec: dev
                 .alloc_zeros(plan.output_len(), "spectrum")

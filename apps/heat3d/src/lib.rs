@@ -590,6 +590,57 @@ struct Spectral {
     factor: Vec<f64>,
 }
 
+/// The FFT layout of the block decomposition's real field (row-major
+/// blocks, the same boxes); an error if the two disagree.
+pub(crate) fn spectral_input(
+    comm: &dyn Communicator,
+    cfg: &Config,
+    dec: &BlockDecomposition,
+) -> Result<dfft::Layout> {
+    let input = dfft::Layout::new(cfg.shape(), dec.grid().dims(), [0, 1, 2])?;
+    if input.box_of(comm.rank()) != dec.box_of(comm.rank()) {
+        bail!(
+            "the FFT layout and the block decomposition disagree on rank {}",
+            comm.rank()
+        );
+    }
+    Ok(input)
+}
+
+/// The step's factor for each mode of this rank's share of the half
+/// spectrum in layout `out` (exp(-D k^2 dt) or 1 / (1 + D k^2 dt)),
+/// divided by `divisor` (the normalisation a caller folds in).
+pub(crate) fn spectral_factors(
+    comm: &dyn Communicator,
+    cfg: &Config,
+    out: &dfft::Layout,
+    dt: f64,
+    divisor: f64,
+) -> Vec<f64> {
+    let shape = cfg.shape();
+    let l = cfg.length.get();
+    let wave = |d: usize, i: usize| {
+        let n = shape[d];
+        let m = if d == 2 || i <= n / 2 {
+            i as f64
+        } else {
+            i as f64 - n as f64
+        };
+        2.0 * std::f64::consts::PI * m / l[d]
+    };
+    let mut factor = vec![0.0; out.local_len(comm.rank())];
+    out.for_each_local(comm.rank(), |[i, j, k], o| {
+        let k2 = wave(0, i).powi(2) + wave(1, j).powi(2) + wave(2, k).powi(2);
+        let x = cfg.diffusivity * k2 * dt;
+        let f = match cfg.spectral_step {
+            SpectralStep::Exact => (-x).exp(),
+            SpectralStep::Implicit => 1.0 / (1.0 + x),
+        };
+        factor[o] = f / divisor;
+    });
+    factor
+}
+
 impl Spectral {
     fn new(
         comm: &dyn Communicator,
@@ -597,14 +648,7 @@ impl Spectral {
         dec: &BlockDecomposition,
         dt: f64,
     ) -> Result<Self> {
-        let shape = cfg.shape();
-        let input = dfft::Layout::new(shape, dec.grid().dims(), [0, 1, 2])?;
-        if input.box_of(comm.rank()) != dec.box_of(comm.rank()) {
-            bail!(
-                "the FFT layout and the block decomposition disagree on rank {}",
-                comm.rank()
-            );
-        }
+        let input = spectral_input(comm, cfg, dec)?;
         let opts = dfft::Options {
             protocol: *cfg.protocol.value(),
             output: dfft::Output::Transposed,
@@ -612,33 +656,8 @@ impl Spectral {
             ..dfft::Options::default()
         };
         let plan = dfft::Fft3d::new(comm, &input, dfft::Kind::R2C { halved: 2 }, opts)?;
-        let out = plan.output_layout().clone();
-        let b = out.box_of(comm.rank());
-        let st = out.strides(comm.rank());
-        let l = cfg.length.get();
-        let wave = |d: usize, i: usize| {
-            let n = shape[d];
-            let m = if d == 2 || i <= n / 2 {
-                i as f64
-            } else {
-                i as f64 - n as f64
-            };
-            2.0 * std::f64::consts::PI * m / l[d]
-        };
-        let mut factor = vec![0.0; out.local_len(comm.rank())];
-        for i in b.lo[0]..b.hi[0] {
-            for j in b.lo[1]..b.hi[1] {
-                for k in b.lo[2]..b.hi[2] {
-                    let k2 = wave(0, i).powi(2) + wave(1, j).powi(2) + wave(2, k).powi(2);
-                    let x = cfg.diffusivity * k2 * dt;
-                    let o = (i - b.lo[0]) * st[0] + (j - b.lo[1]) * st[1] + (k - b.lo[2]) * st[2];
-                    factor[o] = match cfg.spectral_step {
-                        SpectralStep::Exact => (-x).exp(),
-                        SpectralStep::Implicit => 1.0 / (1.0 + x),
-                    };
-                }
-            }
-        }
+        // The plan scales the backward transform itself.
+        let factor = spectral_factors(comm, cfg, plan.output_layout(), dt, 1.0);
         Ok(Spectral {
             real: vec![0.0; plan.input_len()],
             spec: vec![Complex64::default(); plan.output_len()],

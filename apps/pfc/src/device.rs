@@ -198,22 +198,15 @@ impl DeviceSolver {
             cube: f("cube")?,
             update: f("update")?,
         };
-        let out = plan.output_layout().clone();
-        let (b, st) = (out.box_of(comm.rank()), out.strides(comm.rank()));
         let n = shape.iter().product::<usize>() as f64;
         let factors = crate::mode_factors(cfg);
         let (mut dtk2, mut inv) = (vec![0.0; plan.output_len()], vec![0.0; plan.output_len()]);
-        for i in b.lo[0]..b.hi[0] {
-            for j in b.lo[1]..b.hi[1] {
-                for k in b.lo[2]..b.hi[2] {
-                    let m = factors([i, j, k]);
-                    let o = (i - b.lo[0]) * st[0] + (j - b.lo[1]) * st[1] + (k - b.lo[2]) * st[2];
-                    dtk2[o] = m.dtk2;
-                    // cuFFT leaves both transforms unnormalised.
-                    inv[o] = m.inv / n;
-                }
-            }
-        }
+        plan.output_layout().for_each_local(comm.rank(), |q, o| {
+            let m = factors(q);
+            dtk2[o] = m.dtk2;
+            // cuFFT leaves both transforms unnormalised.
+            inv[o] = m.inv / n;
+        });
         let alloc = |len: usize, what: &str| -> Result<CudaSlice<f64>> {
             dev.alloc_zeros(len, what).map_err(gpu_err)
         };

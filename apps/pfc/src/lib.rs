@@ -175,8 +175,6 @@ impl<'c> Solver<'c> {
         };
         let plan = dfft::Fft3d::new(comm, &input, dfft::Kind::R2C { halved: 2 }, opts)?;
         let out = plan.output_layout().clone();
-        let b = out.box_of(rank);
-        let st = out.strides(rank);
         let factors = mode_factors(cfg);
         let len = out.local_len(rank);
         // The device steps with its own copies of the step's factors; the
@@ -184,19 +182,14 @@ impl<'c> Solver<'c> {
         let step_len = if on_device { 0 } else { len };
         let (mut dtk2, mut inv, mut op) =
             (vec![0.0; step_len], vec![0.0; step_len], vec![0.0; len]);
-        for i in b.lo[0]..b.hi[0] {
-            for j in b.lo[1]..b.hi[1] {
-                for k in b.lo[2]..b.hi[2] {
-                    let m = factors([i, j, k]);
-                    let o = (i - b.lo[0]) * st[0] + (j - b.lo[1]) * st[1] + (k - b.lo[2]) * st[2];
-                    if !on_device {
-                        dtk2[o] = m.dtk2;
-                        inv[o] = m.inv;
-                    }
-                    op[o] = m.op;
-                }
+        out.for_each_local(rank, |q, o| {
+            let m = factors(q);
+            if !on_device {
+                dtk2[o] = m.dtk2;
+                inv[o] = m.inv;
             }
-        }
+            op[o] = m.op;
+        });
         let mut s = Solver {
             comm,
             cfg: cfg.clone(),
