@@ -12,6 +12,20 @@ use comm::{BlockDecomposition, Communicator, IndexBox, ProcessGrid, Redistributi
 use halo::{Exchanger, Field, FieldLayout, HaloSpec, Neighborhood, Region, Topology};
 use std::time::Instant;
 
+/// A blocking halo exchange of `u`, counted and timed in `st`.
+fn exchange_timed(
+    ex: &mut Exchanger<f64>,
+    comm: &dyn Communicator,
+    u: &mut Field,
+    st: &mut LevelStats,
+) -> Result<(), MgError> {
+    let t = Instant::now();
+    st.halo_events += 1;
+    ex.exchange(comm, &mut [u])?;
+    st.halo_s += t.elapsed().as_secs_f64();
+    Ok(())
+}
+
 /// Channels of the exchangers (one communicator may carry several levels'
 /// messages; each kind gets its own channel).
 const CH_FACES: u16 = 0;
@@ -628,10 +642,7 @@ impl Hierarchy {
     ) -> Result<f64, MgError> {
         let lv = &mut self.levels[0];
         let w = lv.work.as_mut().expect("fine level");
-        let t = Instant::now();
-        lv.stats.halo_events += 1;
-        w.ex.exchange(comm, &mut [&mut *u])?;
-        lv.stats.halo_s += t.elapsed().as_secs_f64();
+        exchange_timed(&mut w.ex, comm, u, &mut lv.stats)?;
         let t = Instant::now();
         let own = w.geom.owned();
         level::residual(
@@ -661,10 +672,7 @@ impl Hierarchy {
     ) -> Result<f64, MgError> {
         let lv = &mut self.levels[0];
         let w = lv.work.as_mut().expect("fine level");
-        let t = Instant::now();
-        lv.stats.halo_events += 1;
-        w.ex.exchange(comm, &mut [&mut *p])?;
-        lv.stats.halo_s += t.elapsed().as_secs_f64();
+        exchange_timed(&mut w.ex, comm, p, &mut lv.stats)?;
         let t = Instant::now();
         let own = w.geom.owned();
         let mut acc = Acc::new(w.simd);
@@ -722,10 +730,7 @@ impl Hierarchy {
         let lv = &mut self.levels[0];
         let w = lv.work.as_mut().expect("fine level");
         // Moves nothing; made (and counted) as in the unfused order.
-        let t = Instant::now();
-        lv.stats.halo_events += 1;
-        w.ex.exchange(comm, &mut [&mut *p])?;
-        lv.stats.halo_s += t.elapsed().as_secs_f64();
+        exchange_timed(&mut w.ex, comm, p, &mut lv.stats)?;
         let t = Instant::now();
         let own = w.geom.owned();
         debug_assert_eq!(own, w.layout.owned_region());
@@ -1417,10 +1422,7 @@ fn cycle(
     let opts = ctx.opts;
     w.smooth(comm, opts.pre_sweeps, [0, 1], opts, st, None)?;
     // Residual and restriction.
-    let t = Instant::now();
-    st.halo_events += 1;
-    w.ex.exchange(comm, &mut [&mut w.u])?;
-    st.halo_s += t.elapsed().as_secs_f64();
+    exchange_timed(&mut w.ex, comm, &mut w.u, st)?;
     let t = Instant::now();
     let child = w.child.as_mut().expect("checked above");
     level::residual_restrict(
@@ -1500,10 +1502,7 @@ fn cycle(
         }
     }
     // Prolongation.
-    let t = Instant::now();
-    st.halo_events += 1;
-    child.ex_full.exchange(comm, &mut [&mut child.u])?;
-    st.halo_s += t.elapsed().as_secs_f64();
+    exchange_timed(&mut child.ex_full, comm, &mut child.u, st)?;
     let t = Instant::now();
     level::reflect_walls(
         ctx.problem,
