@@ -186,16 +186,22 @@ impl<T> Drop for Links<T> {
 /// A buffer an incoming link is read from: the sender's own buffer on the
 /// same device, or a local copy of it.
 pub struct Incoming<'a, T> {
-    guard: Option<MutexGuard<'a, CudaSlice<T>>>,
-    staging: Option<&'a CudaSlice<T>>,
+    source: Source<'a, T>,
     len: usize,
+}
+
+enum Source<'a, T> {
+    /// The sender's buffer, locked while the caller queues its reads.
+    Peer(MutexGuard<'a, CudaSlice<T>>),
+    /// The local copy of a buffer on another device.
+    Copy(&'a CudaSlice<T>),
 }
 
 impl<T> std::fmt::Debug for Incoming<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Incoming")
             .field("len", &self.len)
-            .field("copied", &self.staging.is_some())
+            .field("copied", &matches!(self.source, Source::Copy(_)))
             .finish()
     }
 }
@@ -203,10 +209,9 @@ impl<T> std::fmt::Debug for Incoming<'_, T> {
 impl<T> Incoming<'_, T> {
     /// The values the link carries.
     pub fn view(&self) -> CudaView<'_, T> {
-        match (&self.guard, self.staging) {
-            (Some(g), _) => g.slice(..self.len),
-            (None, Some(s)) => s.slice(..self.len),
-            (None, None) => unreachable!("an incoming buffer is the peer's or a copy"),
+        match &self.source {
+            Source::Peer(g) => g.slice(..self.len),
+            Source::Copy(s) => s.slice(..self.len),
         }
     }
 }
@@ -520,17 +525,13 @@ impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> Links<T> {
     /// [`consumed`](Self::consumed) (hold it only while queueing the work).
     pub fn incoming(&self, k: usize) -> Incoming<'_, T> {
         let l = &self.ins[k];
-        match &l.staging {
-            None => Incoming {
-                guard: Some(l.peer.buf.lock().unwrap_or_else(|e| e.into_inner())),
-                staging: None,
-                len: l.spec.len,
-            },
-            Some(s) => Incoming {
-                guard: None,
-                staging: Some(s),
-                len: l.spec.len,
-            },
+        let source = match &l.staging {
+            None => Source::Peer(l.peer.buf.lock().unwrap_or_else(|e| e.into_inner())),
+            Some(s) => Source::Copy(s),
+        };
+        Incoming {
+            source,
+            len: l.spec.len,
         }
     }
 
