@@ -25,7 +25,7 @@ use gpu::cuda::cudarc::driver::{
     CudaFunction, CudaSlice, CudaView, CudaViewMut, DeviceRepr, PushKernelArg,
 };
 use gpu::cuda::{check_cufft, launch_1d, Device};
-use gpu::links::{one_process, LinkError, LinkSpec, Links};
+use gpu::links::{reach, LinkError, LinkSpec, Links};
 use gpu::GpuError;
 use std::sync::Arc;
 
@@ -181,7 +181,7 @@ unsafe impl DeviceRepr for Block {}
 /// from every rank (in elements), and their sizes and places in the
 /// message buffers (in doubles, as `alltoallv` takes them).
 struct Move {
-    /// Device-to-device links to the other ranks (in-process ranks), or
+    /// Device-to-device links to the other ranks (ranks of one machine), or
     /// `None` (host-staged).
     links: Option<Links<f64>>,
     /// The peer of each outgoing and each incoming link.
@@ -471,7 +471,8 @@ impl DeviceFft3d {
     /// Plans the transform of real data in `input` on `dev` (collective).
     /// `options.selection` and `options.output` choose the layouts as on
     /// the host; `options.batch` must be 1. The reshapes go device to
-    /// device when every rank is in this process (`gpu::links`), through
+    /// device when every rank is on this machine (`gpu::links`: threads of
+    /// one process, or processes sharing buffers through CUDA IPC), through
     /// host buffers and `alltoallv` otherwise (`options.protocol` is not
     /// used).
     pub fn new(
@@ -546,8 +547,8 @@ impl DeviceFft3d {
         } else {
             None
         };
-        // Device-to-device reshapes when every rank is in this process.
-        let direct = allow_direct && p > 1 && one_process(comm).map_err(link_err)?;
+        // Device-to-device reshapes when every rank is on this machine.
+        let direct = allow_direct && p > 1 && reach(comm).map_err(link_err)?.is_some();
         static PLANS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let mut plan_no = [PLANS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)];
         comm.broadcast(&mut plan_no, 0)?;
@@ -586,6 +587,13 @@ impl DeviceFft3d {
                             let t = tag0 + 4 * steps.len() as u32;
                             fwd.link(comm, dev, t)?;
                             bwd.link(comm, dev, t + 2)?;
+                            if fwd.links.is_none() || bwd.links.is_none() {
+                                // The driver refused IPC between these
+                                // processes (every rank learns it in the
+                                // same call): host-staged from the start.
+                                drop((fwd, bwd, steps));
+                                return Self::build(comm, dev, input, options, false);
+                            }
                             send_len = send_len
                                 .max(fwd.send_counts[rank])
                                 .max(bwd.send_counts[rank]);

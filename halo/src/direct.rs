@@ -1,6 +1,6 @@
 //! The exchange of device-resident fields (feature `cuda`):
 //! [`DeviceExchanger`], direct on the device between the ranks of one
-//! process, or host-staged.
+//! machine, or host-staged.
 //!
 //! **Direct.** Every remote neighbour is a pair of [`gpu::links`] links
 //! (one each way, keyed by the direction from the sender): `post` waits for
@@ -12,9 +12,13 @@
 //! communicator carries 8-byte notices, so a failed peer surfaces as the
 //! communicator's error, as with host fields.
 //!
-//! **Host-staged.** Across processes (MPI) the exchange goes through
-//! [`Exchanger`]: packed on the device, copied to host buffers, sent by the
-//! communicator.
+//! The ranks may be threads of one process or processes of one machine
+//! (MPI ranks on a node: the buffers are shared through CUDA IPC); see
+//! [`gpu::links`].
+//!
+//! **Host-staged.** Across machines, or where the driver refuses IPC, the
+//! exchange goes through [`Exchanger`]: packed on the device, copied to
+//! host buffers, sent by the communicator.
 //!
 //! Both give the same bits: a ghost cell receives a copy of its owner's
 //! value either way.
@@ -46,8 +50,10 @@ pub enum Transport {
     /// Packed on the device, copied through host buffers and sent by the
     /// communicator: any communicator, any number of processes.
     HostStaged,
-    /// Ranks of one process: each unpacks from the buffer its neighbour
-    /// packed, on the device; the communicator carries 8-byte notices.
+    /// Ranks of one machine (threads of one process, or processes sharing
+    /// buffers through CUDA IPC): each unpacks from the buffer its
+    /// neighbour packed, on the device; the communicator carries 8-byte
+    /// notices.
     Direct,
 }
 
@@ -93,7 +99,7 @@ enum Inner<T: DeviceElem> {
 }
 
 /// The halo exchange of [`DeviceField`]s: direct on the device between the
-/// ranks of one process, host-staged otherwise (see [`Transport`]). Like [`Exchanger`], it is built
+/// ranks of one machine, host-staged otherwise (see [`Transport`]). Like [`Exchanger`], it is built
 /// for a fixed total number of components, has one exchange in flight at
 /// most ([`post`](Self::post) borrows it until the [`DevicePending`] is
 /// finished or dropped), and fills periodic self-neighbours by copies on
@@ -116,8 +122,10 @@ impl<T: DeviceElem> DeviceExchanger<T> {
     /// any other exchanger in flight on `comm`).
     ///
     /// `want`: `None` takes [`Transport::Direct`] when every rank of `comm`
-    /// is in this process and [`Transport::HostStaged`] otherwise;
-    /// `Some(Transport::Direct)` is an error when the ranks span processes.
+    /// is on this machine (and, for processes, the driver allows IPC
+    /// between them) and [`Transport::HostStaged`] otherwise;
+    /// `Some(Transport::Direct)` is an error where the direct exchange
+    /// cannot be built.
     ///
     /// Collective over `comm`: every rank calls it with the same `want`,
     /// `components` and `channel`.
@@ -141,7 +149,7 @@ impl<T: DeviceElem> DeviceExchanger<T> {
                 comm.rank()
             )));
         }
-        // The links find out whether every rank is in this process (and
+        // The links find out whether every rank is on this machine (and
         // build nothing otherwise).
         let direct = match want {
             Some(Transport::HostStaged) => None,
@@ -151,8 +159,9 @@ impl<T: DeviceElem> DeviceExchanger<T> {
             (Some(d), _) => Inner::Direct(Box::new(d)),
             (None, Some(Transport::Direct)) => {
                 return Err(HaloError::Invalid(format!(
-                    "the direct device exchange needs every rank in one process; the {} ranks \
-                     of this {} communicator span several (valid: the host-staged exchange)",
+                    "the direct device exchange needs every rank on one machine, as threads of \
+                     one process or as processes between which the driver allows CUDA IPC; the \
+                     {} ranks of this {} communicator are not (valid: the host-staged exchange)",
                     comm.size(),
                     comm.backend(),
                 )))

@@ -45,8 +45,9 @@ pub struct BenchArgs {
     pub out: Option<PathBuf>,
     /// The parts to run (comma-separated): shapes (FD-2 launch shapes),
     /// orders (every order with each stencil), ranks (blocking vs overlap
-    /// on ranks sharing the GPU), spectral, pfc. Default: all.
-    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(["shapes", "orders", "ranks", "spectral", "pfc"]))]
+    /// on ranks sharing the GPU), mpi (the same, and the spectral step,
+    /// under mpirun; skipped without it), spectral, pfc. Default: all.
+    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(["shapes", "orders", "ranks", "mpi", "spectral", "pfc"]))]
     pub sections: Vec<String>,
     /// The stencil orders of the `orders` part (default 2, 4, ..., 20).
     #[arg(long, value_delimiter = ',')]
@@ -125,7 +126,10 @@ fn build_all() -> Result<Vec<(String, PathBuf)>> {
             "-p",
             "pfc",
             "--features",
-            "heat3d/cuda,pfc/cuda",
+            // `mpi` too: the suite also runs them under mpirun (the
+            // binaries detect the launcher, and run in-process ranks
+            // otherwise).
+            "heat3d/cuda,heat3d/mpi,pfc/cuda,pfc/mpi",
         ],
         |n, _| n == "heat3d" || n == "pfc",
     )?;
@@ -246,6 +250,9 @@ struct Report {
     /// How the halo travelled (`direct`, `staged`; older binaries omit it).
     #[serde(default)]
     halo: String,
+    /// The communicator's backend (`local`, `mpi`).
+    #[serde(default)]
+    backend: String,
 }
 
 fn heat3d(b: &Bins, tag: &str, args: &[String], limit: u64) -> Ran<Report> {
@@ -255,6 +262,25 @@ fn heat3d(b: &Bins, tag: &str, args: &[String], limit: u64) -> Ran<Report> {
     run_report(c, &json, Duration::from_secs(limit), |p| {
         util::read_json("heat3d", p)
     })
+}
+
+/// heat3d under `mpirun -np np` (one process per rank, sharing the GPU).
+fn heat3d_mpi(b: &Bins, tag: &str, np: usize, args: &[String], limit: u64) -> Ran<Report> {
+    let json = b.scratch.join(format!("{tag}.json"));
+    let mut c = util::ranks_command(&b.heat3d, args, np, true);
+    c.arg("-q").arg("--json").arg(&json);
+    run_report(c, &json, Duration::from_secs(limit), |p| {
+        util::read_json("heat3d", p)
+    })
+}
+
+fn mpirun_available() -> bool {
+    Command::new("mpirun")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// The pfc report fields this suite reads.
@@ -273,9 +299,21 @@ struct PfcReport {
 }
 
 fn pfc(b: &Bins, tag: &str, args: &[String], limit: u64) -> Ran<PfcReport> {
+    pfc_on(b, tag, None, args, limit)
+}
+
+/// pfc on in-process ranks (`np` `None`) or under `mpirun -np np`.
+fn pfc_on(b: &Bins, tag: &str, np: Option<usize>, args: &[String], limit: u64) -> Ran<PfcReport> {
     let json = b.scratch.join(format!("{tag}.json"));
-    let mut c = Command::new(&b.pfc);
-    c.args(args).arg("-q").arg("--json").arg(&json);
+    let mut c = match np {
+        Some(np) => util::ranks_command(&b.pfc, args, np, true),
+        None => {
+            let mut c = Command::new(&b.pfc);
+            c.args(args);
+            c
+        }
+    };
+    c.arg("-q").arg("--json").arg(&json);
     run_report(c, &json, Duration::from_secs(limit), |p| {
         util::read_json("pfc", p)
     })
@@ -526,6 +564,15 @@ pub fn run(a: &Args) -> Result<()> {
             ),
         );
     }
+    // MPI processes sharing the GPU: the halo and the FFT's reshapes go
+    // device to device through CUDA IPC (`gpu::links`), or through the
+    // host when told; either way the host's bits (FD) or its error
+    // (spectral, pfc).
+    if mpirun_available() {
+        mpi_cases(&b, &mut t, cpu.as_ref());
+    } else {
+        println!("skipped: the MPI cases (no mpirun)");
+    }
     // Bad input: each a clear error naming what was asked and what is there.
     for (name, args, want) in [
         (
@@ -581,6 +628,108 @@ pub fn run(a: &Args) -> Result<()> {
     Ok(())
 }
 
+/// The suite's cases under `mpirun` (one process per rank, all on the
+/// GPU): FD orders 2, 8 and 20 give the host's hash with the direct
+/// (IPC) halo, and with the staged one when asked; the spectral step on
+/// 2 and 4 processes reaches the analytic solution and the host's error;
+/// pfc on 2 and 4 processes agrees with `pfc_cpu`.
+fn mpi_cases(b: &Bins, t: &mut Tally, pfc_cpu: Option<&PfcReport>) {
+    let base = "--n 40 --steps 12 --initial gaussian --integrator euler --backend";
+    for (o, np, case, want) in [
+        (2, 2, "--mode blocking", "direct"),
+        (2, 2, "--mode overlap", "direct"),
+        (2, 4, "--mode overlap --grid 1x2x2", "direct"),
+        (8, 4, "--mode blocking", "direct"),
+        (20, 2, "--mode overlap --gpu-stencil shuffle", "direct"),
+        (8, 2, "--mode overlap --gpu-exchange staged", "staged"),
+    ] {
+        let name = format!("mpirun -np {np}: order {o} cuda {case}");
+        let cpu = heat3d(
+            b,
+            "ref",
+            &words(&format!("{base} cpu --order {o} --ranks 1 --mode blocking")),
+            600,
+        );
+        let dev = heat3d_mpi(
+            b,
+            "mpi",
+            np,
+            &words(&format!("{base} cuda --order {o} {case}")),
+            600,
+        );
+        match (cpu.result, dev.result) {
+            (Ok(c), Ok(d)) => t.check(
+                &name,
+                d.hash_hex == c.hash_hex && d.halo == want && d.backend == "mpi",
+                &format!(
+                    "{} vs cpu {}, {} halo, {} communicator",
+                    d.hash_hex, c.hash_hex, d.halo, d.backend
+                ),
+            ),
+            (Err(e), _) | (_, Err(e)) => t.check(&name, false, &e),
+        }
+    }
+    for np in [2, 4] {
+        let mut e = [f64::NAN; 3];
+        for (i, (init, n, be)) in [
+            ("sines", 32, "cuda"),
+            ("gaussian", 16, "cuda"),
+            ("gaussian", 16, "cpu"),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let args = words(&format!(
+                "--operator spectral --spectral-step exact --initial {init} --n {n} \
+                 --steps 20 --backend {be}"
+            ));
+            let r = if *be == "cpu" {
+                heat3d(
+                    b,
+                    "spec",
+                    &[args, words(&format!("--ranks {np}"))].concat(),
+                    600,
+                )
+            } else {
+                heat3d_mpi(b, "spec", np, &args, 600)
+            };
+            match r.result {
+                Ok(r) => e[i] = r.last.max_error,
+                Err(err) => t.check(
+                    &format!("mpirun -np {np}: spectral {init} {n} {be}"),
+                    false,
+                    &err,
+                ),
+            }
+        }
+        t.check(
+            &format!("mpirun -np {np}: spectral on the device, sines at the analytic solution, gaussian as on the cpu"),
+            e[0] < 1e-12 && (e[1] - e[2]).abs() < 1e-12,
+            &format!("sines {:.3e}; gaussian cuda {:.3e}, cpu {:.3e}", e[0], e[1], e[2]),
+        );
+    }
+    let base = "--periods 3 --points-per-period 8 --seed-radius 1 --initial seed \
+                --steps 20 --diag-every 20 --backend cuda";
+    for np in [2, 4] {
+        let name = format!("mpirun -np {np}: pfc cuda agrees with cpu");
+        let r = pfc_on(b, "pfc-mpi", Some(np), &words(base), 600);
+        match (r.result, pfc_cpu) {
+            (Ok(dev), Some(cpu)) => {
+                let rel = |a: f64, b: f64| (a - b).abs() / b.abs();
+                let ef = rel(dev.last.free_energy, cpu.last.free_energy);
+                let em = rel(dev.last.mean_density, cpu.last.mean_density);
+                t.check(
+                    &name,
+                    ef <= PFC_TOL && em <= PFC_TOL && dev.last.step == cpu.last.step,
+                    &format!("free energy relative {ef:.2e}, mean density {em:.2e} (tolerance {PFC_TOL:e})"),
+                );
+            }
+            (Ok(_), None) => t.check(&name, false, "no cpu reference (its run failed)"),
+            (Err(e), _) => t.check(&name, false, &e),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
 struct Probe {
     seconds: f64,
@@ -633,14 +782,19 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
     let sizes: Vec<usize> = if a.quick { vec![256] } else { vec![256, 512] };
     let steps = if a.quick { 60 } else { 200 };
     let mut rows: Vec<Row> = Vec::new();
-    let time = |case: &str, n: usize, extra: &str| -> Result<f64> {
+    // heat3d's step time on in-process ranks (`np` `None`) or under
+    // `mpirun -np np`.
+    let time_on = |case: &str, n: usize, extra: &str, np: Option<usize>| -> Result<f64> {
         let cfg = b.scratch.join("bench.toml");
         std::fs::write(&cfg, format!("diag_every = {steps}\nwarmup = 10\n"))?;
         let args = words(&format!(
             "--config {} --n {n} --steps {steps} --backend cuda {extra}",
             cfg.display()
         ));
-        let r = heat3d(&b, "bench", &args, 600);
+        let r = match np {
+            Some(np) => heat3d_mpi(&b, "bench", np, &args, 600),
+            None => heat3d(&b, "bench", &args, 600),
+        };
         let r = r
             .result
             .map_err(|e| anyhow::anyhow!("{case} at {n}^3: {e}"))?;
@@ -648,7 +802,10 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
         println!("  {case:<44} {n:>4}^3  {ms:>9.4} ms/step");
         Ok(ms)
     };
+    let time = |case: &str, n: usize, extra: &str| time_on(case, n, extra, None);
     let part = |name: &str| a.sections.is_empty() || a.sections.iter().any(|s| s == name);
+    // The MPI rows only where mpirun is.
+    let mpi = mpirun_available();
     let orders: Vec<usize> = if a.orders.is_empty() {
         (1..=10).map(|r| 2 * r).collect()
     } else {
@@ -759,6 +916,64 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
             }
         }
     }
+    if part("mpi") && mpi {
+        println!(
+            "MPI processes sharing the GPU (mpirun): the halo and the reshapes direct on the \
+             device through CUDA IPC, against staged through the host"
+        );
+        let n = 256;
+        for np in [2, 4] {
+            for o in [2, 8] {
+                let bl = time_on(
+                    &format!("fd{o} mpirun -np {np} blocking"),
+                    n,
+                    &format!("--order {o} --mode blocking"),
+                    Some(np),
+                )?;
+                let ov = time_on(
+                    &format!("fd{o} mpirun -np {np} overlap"),
+                    n,
+                    &format!("--order {o} --mode overlap"),
+                    Some(np),
+                )?;
+                let st = time_on(
+                    &format!("fd{o} mpirun -np {np} blocking, staged"),
+                    n,
+                    &format!("--order {o} --mode blocking --gpu-exchange staged"),
+                    Some(np),
+                )?;
+                rows.push(Row {
+                    case: format!("fd{o} mpirun -np {np} blocking, direct"),
+                    n,
+                    ms: bl,
+                    fraction: fd_fraction(n, bl),
+                    reference: format!("staged {st:.4} ms"),
+                    ratio: bl / st,
+                });
+                rows.push(Row {
+                    case: format!("fd{o} mpirun -np {np} overlap, direct"),
+                    n,
+                    ms: ov,
+                    fraction: fd_fraction(n, ov),
+                    reference: "blocking".into(),
+                    ratio: ov / bl,
+                });
+            }
+            let pair = probe(&b.cufft, &[&n.to_string(), "20"])?;
+            let case = format!("spectral mpirun -np {np}");
+            let ms = time_on(&case, n, "--operator spectral --initial sines", Some(np))?;
+            rows.push(Row {
+                case,
+                n,
+                ms,
+                fraction: 0.0,
+                reference: format!("cufft {:.4} ms", pair.seconds * 1e3),
+                ratio: ms * 1e-3 / pair.seconds,
+            });
+        }
+    } else if part("mpi") {
+        println!("skipped: the mpi section (no mpirun)");
+    }
     if part("spectral") {
         println!("spectral step (exact factor, 1 rank) against a bare cuFFT D2Z + Z2D");
         for &n in &sizes {
@@ -779,8 +994,9 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
                 fraction: 0.0,
                 reference: format!("cufft {:.4} ms", pair.seconds * 1e3),
                 ratio: ms * 1e-3 / pair.seconds,
-            }); // Split over ranks sharing the GPU: the reshapes go through the
-                // host (`alltoallv`), which these rows measure.
+            });
+            // Split over in-process ranks sharing the GPU: the reshapes go
+            // device to device (`gpu::links`).
             for ranks in [2, 4] {
                 let case = format!("spectral {ranks} ranks");
                 let ms = time(
