@@ -12,6 +12,9 @@
 //! - [`Fft3d`]: complex-to-complex and real-to-complex transforms with
 //!   selectable normalisation, batching, and spectral output either in the
 //!   input layout or transposed (fewer reshapes).
+//! - [`kernels`]: the CUDA C source of the device reshapes' pack and unpack
+//!   kernels (feature `cuda`), in every build, so that it can be checked
+//!   without a GPU (feature `hip`: a test builds it for AMD GPUs).
 //!
 //! **Minimum-reshape selection.** With [`Selection::MinReshape`] (the
 //! default) a plan reshapes only when the next transform axis is not whole,
@@ -78,6 +81,7 @@
 pub mod cuda;
 mod deriv;
 mod fft;
+pub mod kernels;
 mod layout;
 mod reshape;
 

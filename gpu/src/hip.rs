@@ -24,6 +24,9 @@
 //! `v_mul_f64` then `v_add_f64`). The host code never contracts, so without
 //! the flag a kernel would round differently from the host loop it mirrors;
 //! this is NVRTC's `--fmad=false` (see the crate documentation).
+//! [`compile_for`] runs the same compilation for a named architecture
+//! without a device, which is how the crates that own kernels check, in CI,
+//! that their sources build for AMD GPUs.
 //!
 //! hiprtc has no bindings in `hip-sys`; the few functions used are declared
 //! here. ROCm 5.x (Debian 12 ships 5.2) exports them from `libamdhip64`;
@@ -949,6 +952,23 @@ mod rtc {
         /// not be used again).
         pub(super) fn hiprtcDestroyProgram(prog: *mut Program) -> Code;
     }
+
+    // The code object manager hiprtc compiles through; `libamd-comgr-dev`
+    // comes with `libamdhip64-dev`.
+    #[link(name = "amd_comgr")]
+    extern "C" {
+        /// `amd_comgr_get_isa_count`: how many ISA names comgr knows.
+        ///
+        /// # Safety
+        /// `count` valid for writing.
+        pub(super) fn amd_comgr_get_isa_count(count: *mut usize) -> c_int;
+        /// `amd_comgr_get_isa_name`: the ISA name of index `index` (below
+        /// the count), a static string.
+        ///
+        /// # Safety
+        /// `isa_name` valid for writing.
+        pub(super) fn amd_comgr_get_isa_name(index: usize, isa_name: *mut *const c_char) -> c_int;
+    }
 }
 
 /// hiprtc's text for a result code.
@@ -1007,8 +1027,162 @@ impl Program {
 /// serialised.
 static COMPILER: Mutex<()> = Mutex::new(());
 
+/// Compiles the CUDA C `source` of kernel module `module` into a code
+/// object for the AMD GPU architecture `arch` (`gfx90a` for MI200 such as
+/// MI250X, `gfx942` for MI300; a `gcnArchName` with target features such as
+/// `gfx90a:sramecc+:xnack-` is taken too), with no device needed: the same
+/// hiprtc compilation, with the same options (`-ffp-contract=off`), that
+/// [`Device::function`] runs for the device in hand, so a source that
+/// builds here builds there for the same architecture.
+///
+/// Returns the code object (an ELF file, what `hipModuleLoadData` loads).
+/// An empty or malformed architecture name is [`GpuError::Invalid`] before
+/// anything is compiled; a source the compiler rejects (or an architecture
+/// it does not know) is [`GpuError::Compile`] with the compiler's log; a
+/// NUL in the module name or source is [`GpuError::Invalid`].
+pub fn compile_for(arch: &str, module: &str, source: &str) -> Result<Vec<u8>, GpuError> {
+    check_arch(arch)?;
+    // ROCm 5.2's hiprtc does not report a processor or target feature it
+    // does not know: it corrupts the heap and the process aborts. Both are
+    // checked against comgr's list first.
+    let targets = comgr_targets()?;
+    let mut parts = arch.split(':');
+    let processor = parts.next().unwrap_or(arch);
+    let of_processor: Vec<&String> = targets
+        .iter()
+        .filter(|t| t.split(':').next() == Some(processor))
+        .collect();
+    if of_processor.is_empty() {
+        return Err(GpuError::Invalid(format!(
+            "GPU architecture {arch:?}: {processor} is not a target of this ROCm's compiler \
+             (it knows: {})",
+            compiler_architectures()?.join(", ")
+        )));
+    }
+    // comgr lists processors only. The target features of a target ID are
+    // `sramecc` and `xnack`, each at most once, and only on the processors
+    // that have them (LLVM's AMDGPU processor table).
+    let mut seen: Vec<&str> = Vec::new();
+    for feature in parts {
+        let name = &feature[..feature.len() - 1];
+        let has = match name {
+            "xnack" => XNACK.contains(&processor),
+            "sramecc" => SRAMECC.contains(&processor),
+            _ => false,
+        };
+        if !has || seen.contains(&name) {
+            return Err(GpuError::Invalid(format!(
+                "GPU architecture {arch:?}: target feature {feature:?} is not one of {processor}'s \
+                 (xnack on {}; sramecc on {}; each at most once)",
+                XNACK.join(", "),
+                SRAMECC.join(", ")
+            )));
+        }
+        seen.push(name);
+    }
+    compile(module, source, Some(arch))
+}
+
+/// The processors with the `xnack` target feature (LLVM's AMDGPU processor
+/// table, up to the MI300 processors).
+const XNACK: [&str; 17] = [
+    "gfx801", "gfx810", "gfx900", "gfx902", "gfx904", "gfx906", "gfx908", "gfx909", "gfx90a",
+    "gfx90c", "gfx940", "gfx941", "gfx942", "gfx1010", "gfx1011", "gfx1012", "gfx1013",
+];
+/// The processors with the `sramecc` target feature.
+const SRAMECC: [&str; 6] = ["gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942"];
+
+/// The targets comgr knows, as `gfx90a:sramecc+:xnack-` (its ISA names
+/// without the `amdgcn-amd-amdhsa--` prefix), in comgr's order.
+fn comgr_targets() -> Result<Vec<String>, GpuError> {
+    let mut count = 0usize;
+    // SAFETY: `count` is valid for writing.
+    comgr_check("amd_comgr_get_isa_count", unsafe {
+        rtc::amd_comgr_get_isa_count(&mut count)
+    })?;
+    let mut out = Vec::with_capacity(count);
+    for i in 0..count {
+        let mut name: *const c_char = std::ptr::null();
+        // SAFETY: `i` is below the count comgr reported; `name` is valid
+        // for writing.
+        comgr_check("amd_comgr_get_isa_name", unsafe {
+            rtc::amd_comgr_get_isa_name(i, &mut name)
+        })?;
+        if name.is_null() {
+            continue;
+        }
+        // SAFETY: comgr returns a NUL-terminated static string.
+        let isa = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+        out.push(isa.rsplit("--").next().unwrap_or(&isa).to_string());
+    }
+    Ok(out)
+}
+
+/// The AMD GPU processors (`gfx90a`, ...) this ROCm's code object manager
+/// (comgr, which hiprtc compiles through) can generate code for, without
+/// target features, in comgr's order. Each ROCm release knows the
+/// processors of its time: Debian 12's ROCm 5.2 knows gfx90a (MI200) but
+/// not gfx940 to gfx942 (MI300), which [`compile_for`] then refuses.
+pub fn compiler_architectures() -> Result<Vec<String>, GpuError> {
+    let mut out: Vec<String> = Vec::new();
+    for t in comgr_targets()? {
+        let processor = t.split(':').next().unwrap_or(&t).to_string();
+        if !processor.is_empty() && !out.contains(&processor) {
+            out.push(processor);
+        }
+    }
+    Ok(out)
+}
+
+fn comgr_check(call: &str, status: c_int) -> Result<(), GpuError> {
+    if status == 0 {
+        Ok(())
+    } else {
+        Err(GpuError::Driver {
+            call: call.to_string(),
+            detail: format!("comgr status {status}"),
+        })
+    }
+}
+
+/// `Ok` for an AMD GPU architecture name as hiprtc's `--offload-arch` takes
+/// it: `gfx` and the processor's digits and letters, then any number of
+/// `:feature+` / `:feature-` target features.
+fn check_arch(arch: &str) -> Result<(), GpuError> {
+    let bad = |why: &str| {
+        Err(GpuError::Invalid(format!(
+            "GPU architecture {arch:?}: {why} (valid: an AMD architecture name such as \
+             gfx90a, gfx942 or gfx90a:sramecc+:xnack-)"
+        )))
+    };
+    if arch.is_empty() {
+        return bad("empty");
+    }
+    let mut parts = arch.split(':');
+    let processor = parts.next().unwrap_or("");
+    match processor.strip_prefix("gfx") {
+        Some(id) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric()) => {}
+        _ => return bad("the processor must be `gfx` followed by its digits and letters"),
+    }
+    for feature in parts {
+        let name = feature
+            .strip_suffix('+')
+            .or_else(|| feature.strip_suffix('-'));
+        match name {
+            Some(n) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric()) => {}
+            _ => {
+                return bad(&format!(
+                    "target feature {feature:?} is not a name ending in + or -"
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Compiles `source` with hiprtc into a code object for `arch` (a
-/// `gcnArchName`; `None`: the current device's), with `-ffp-contract=off`.
+/// `gcnArchName`; `None`: the current device's), with `-ffp-contract=off`:
+/// the one compilation path of [`Device::function`] and [`compile_for`].
 fn compile(module: &str, source: &str, arch: Option<&str>) -> Result<Vec<u8>, GpuError> {
     let nul =
         |what: &str| GpuError::Invalid(format!("kernel module {module}: a NUL in the {what}"));
@@ -1115,10 +1289,18 @@ mod tests {
     /// everywhere the runtime is installed.
     #[test]
     fn hiprtc_compiles_without_a_device() {
-        let code = compile("test_axpy_offline", AXPY, Some("gfx90a")).unwrap();
-        // An ELF code object.
-        assert_eq!(&code[..4], b"\x7fELF");
-        let e = compile("test_bad_offline", "this is not C", Some("gfx90a")).unwrap_err();
+        let known = compiler_architectures().unwrap();
+        assert!(known.iter().any(|k| k == "gfx90a"), "{known:?}");
+        for arch in ["gfx90a", "gfx90a:sramecc+:xnack-", "gfx942"] {
+            if !known.iter().any(|k| arch.starts_with(k.as_str())) {
+                eprintln!("{arch}: not a target of this ROCm's compiler (it knows {known:?})");
+                continue;
+            }
+            let code = compile_for(arch, "test_axpy_offline", AXPY).unwrap();
+            // An ELF code object.
+            assert_eq!(&code[..4], b"\x7fELF", "{arch}");
+        }
+        let e = compile_for("gfx90a", "test_bad_offline", "this is not C").unwrap_err();
         match &e {
             GpuError::Compile { module, log } => {
                 assert_eq!(module, "test_bad_offline");
@@ -1127,9 +1309,103 @@ mod tests {
             other => panic!("{other}"),
         }
         assert!(matches!(
-            compile("test_nul", "a\0b", Some("gfx90a")),
+            compile_for("gfx90a", "test_nul", "a\0b"),
             Err(GpuError::Invalid(_))
         ));
+    }
+
+    /// Names that are not architectures are refused before hiprtc runs,
+    /// with the name and examples of valid ones in the message.
+    #[test]
+    fn malformed_architecture_names_are_refused() {
+        for arch in [
+            "",
+            "gfx",
+            "sm_90",
+            "90a",
+            "gfx90a:",
+            "gfx90a:xnack",
+            "gfx90a::xnack-",
+            "gfx 90a",
+            "--offload-arch=gfx90a",
+        ] {
+            match compile_for(arch, "test_arch", AXPY) {
+                Err(GpuError::Invalid(m)) => {
+                    assert!(m.contains(&format!("{arch:?}")), "{m}");
+                    assert!(m.contains("gfx942"), "{m}");
+                }
+                other => panic!("{arch:?}: {other:?}"),
+            }
+        }
+        let e = compile_for("", "test_arch", AXPY).unwrap_err();
+        assert!(e.to_string().contains("empty"), "{e}");
+        // Well formed but unknown to the compiler: refused, not handed to
+        // hiprtc (ROCm 5.2's would abort the process).
+        match compile_for("gfx9999", "test_arch", AXPY) {
+            Err(GpuError::Invalid(m)) => {
+                assert!(m.contains("not a target of this ROCm's compiler"), "{m}");
+                assert!(m.contains("gfx90a"), "{m}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Target features the processor lacks (ROCm 5.2's hiprtc would
+        // abort on these too), unknown ones, and repeated ones.
+        for arch in [
+            "gfx90a:nosuchfeature+",
+            "gfx1030:xnack+",
+            "gfx803:sramecc-",
+            "gfx90a:xnack+:xnack-",
+        ] {
+            match compile_for(arch, "test_arch", AXPY) {
+                Err(GpuError::Invalid(m)) => assert!(m.contains("target feature"), "{m}"),
+                other => panic!("{arch}: {other:?}"),
+            }
+        }
+    }
+
+    /// The disassembly of `code` by llvm-objdump (`$LLVM_OBJDUMP` or
+    /// `llvm-objdump` on the path), or why there is none.
+    fn disassemble(code: &[u8], arch: &str, name: &str) -> Result<String, String> {
+        let tool = std::env::var("LLVM_OBJDUMP").unwrap_or_else(|_| "llvm-objdump".into());
+        let path = std::env::temp_dir().join(format!("{name}-{}.co", std::process::id()));
+        std::fs::write(&path, code).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        let out = std::process::Command::new(&tool)
+            .arg("-d")
+            .arg(format!("--mcpu={arch}"))
+            .arg(&path)
+            .output();
+        let _ = std::fs::remove_file(&path);
+        let out = out.map_err(|e| format!("{tool} not runnable: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{tool} failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// hiprtc contracts `a * x + y` into an FMA unless told not to; the
+    /// compilation path has `-ffp-contract=off`, so the code object holds a
+    /// multiply and an add. Skipped (with the reason) without llvm-objdump.
+    #[test]
+    fn no_fused_multiply_add_in_the_code_object() {
+        let code = compile_for("gfx90a", "test_axpy_fma", AXPY).unwrap();
+        let text = match disassemble(&code, "gfx90a", "test_axpy_fma") {
+            Ok(t) => t,
+            Err(why) => {
+                eprintln!("skipped: no disassembly ({why})");
+                return;
+            }
+        };
+        assert!(
+            !text.contains("v_fma_f64") && !text.contains("v_fmac_f64"),
+            "{text}"
+        );
+        assert!(
+            text.contains("v_mul_f64") && text.contains("v_add_f64"),
+            "{text}"
+        );
     }
 
     #[test]

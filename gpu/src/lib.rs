@@ -21,7 +21,8 @@
 //!   `-ffp-contract=off`, the flag that plays NVRTC's `--fmad=false`),
 //!   `hip::DeviceBuffer` with allocation checked against free memory, and
 //!   `hip::Mark` (events). A machine without an AMD GPU reports zero
-//!   devices.
+//!   devices; `hip::compile_for` builds a kernel source for a named
+//!   architecture (`gfx90a`) without one.
 //!
 //! Kernels are kept as CUDA C sources in the crates that own them and
 //! compiled at run time for the device in hand: one source serves every

@@ -48,7 +48,7 @@ unsafe impl DeviceRepr for DeviceRegion {}
 impl DeviceRegion {
     /// The CUDA C definition of `struct Box3` and of `cell(b, q, s0, s1)`,
     /// the padded offset of cell `q` (row-major) of region `b`.
-    pub const SOURCE: &'static str = include_str!("../kernels/region.cuh");
+    pub const SOURCE: &'static str = crate::kernels::REGION_SOURCE;
 }
 
 impl From<&Region> for DeviceRegion {
@@ -165,19 +165,14 @@ impl<T: DeviceElem> DeviceField<T> {
             .max()
             .unwrap_or(0);
         let staging = device.alloc_zeros(slab.max(1), &format!("{name} (halo staging)"))?;
-        let module = format!("halo_{}", T::C_NAME);
-        let src = || {
-            format!(
-                "{}{}",
-                DeviceRegion::SOURCE,
-                include_str!("../kernels/halo.cu").replace("REAL", T::C_NAME)
-            )
-        };
+        let module = crate::kernels::module_name(T::C_NAME);
+        let src = || crate::kernels::source(T::C_NAME);
+        let [pack, unpack, copy, copy_many] = crate::kernels::ENTRIES;
         let kernels = Kernels {
-            pack: device.function(&module, src, "halo_pack")?,
-            unpack: device.function(&module, src, "halo_unpack")?,
-            copy: device.function(&module, src, "halo_copy")?,
-            copy_many: device.function(&module, src, "halo_copy_many")?,
+            pack: device.function(&module, src, pack)?,
+            unpack: device.function(&module, src, unpack)?,
+            copy: device.function(&module, src, copy)?,
+            copy_many: device.function(&module, src, copy_many)?,
         };
         Ok(DeviceField {
             device: device.clone(),
@@ -410,5 +405,17 @@ impl<T: DeviceElem> HaloData<T> for DeviceField<T> {
             unsafe { l.launch(launch(n)) }.map_err(dev)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DeviceElem;
+
+    /// `kernels::ELEMENT_TYPES` (what the HIP test compiles) names every
+    /// element type a device field can have.
+    #[test]
+    fn kernel_element_types_are_the_device_elements() {
+        assert_eq!([f64::C_NAME, f32::C_NAME], crate::kernels::ELEMENT_TYPES);
     }
 }

@@ -20,6 +20,9 @@
 //! - `DeviceField` and `DeviceExchanger` (feature `cuda`): fields in GPU
 //!   memory, and their exchange, device to device between the ranks of
 //!   one process (over `gpu::links`) or host-staged across processes.
+//! - [`kernels`]: the CUDA C sources those fields compile at run time, in
+//!   every build, so that they can be checked without a GPU (feature `hip`:
+//!   a test builds them for AMD GPUs).
 //!
 //! ```
 //! use comm::{local, BlockDecomposition, ProcessGrid};
@@ -53,6 +56,7 @@ mod device;
 mod direct;
 mod exchange;
 mod field;
+pub mod kernels;
 mod topology;
 
 #[cfg(feature = "cuda")]

@@ -11,9 +11,11 @@
 //!    backend of `gpu`, `halo`, `dfft` and `heat3d` (`--features cuda`,
 //!    which builds without a CUDA toolkit: clippy, rustdoc and the tests,
 //!    whose device cases skip themselves without a GPU; `cargo xtask gpu`
-//!    runs them where one is), then `gpu` with its
-//!    HIP backend (`HIP_PATH=/usr`, `--features hip`: clippy and tests; no
-//!    AMD GPU needed, the device tests skip themselves)
+//!    runs them where one is), then the HIP backend (`HIP_PATH=/usr`,
+//!    `--features hip`): clippy of `gpu`, `halo`, `dfft`, `heat3d` and
+//!    `pfc`, the tests of `gpu` (no AMD GPU needed, the device tests skip
+//!    themselves) and the `hip_kernels` tests of the other four (hiprtc
+//!    builds every kernel source of the CUDA path for AMD GPUs)
 //! 5. the tests of `comm` and `halo` (the in-process backend, scopes,
 //!    exchangers) under AddressSanitizer with the nightly toolchain, when
 //!    one is installed (`rustup run nightly`); skipped with a message
@@ -405,25 +407,23 @@ pub fn run(args: &Args) -> Result<()> {
             cargo(&test)
         })?;
         // The HIP backend of `gpu` (ROCm's libamdhip64, which hip-sys's
-        // build script finds through HIP_PATH); no AMD GPU needed.
+        // build script finds through HIP_PATH), and the kernel sources of
+        // halo, dfft, heat3d and pfc built for AMD GPUs by hiprtc (their
+        // `hip_kernels` tests); no AMD GPU needed.
+        let kernel_pkgs = ["-p", "halo", "-p", "dfft", "-p", "heat3d", "-p", "pfc"];
+        let hip_clippy: Vec<&str> = ["clippy", "-p", "gpu"]
+            .into_iter()
+            .chain(kernel_pkgs)
+            .chain(["--all-targets", "--features", "hip", "--", "-D", "warnings"])
+            .collect();
         p.stage(
             skip,
             "hip",
-            "HIP_PATH=/usr cargo clippy -p gpu --features hip --all-targets -- -D warnings",
+            &format!("HIP_PATH=/usr cargo {}", hip_clippy.join(" ")),
             || {
                 run_cmd(
-                    util::cargo().env("HIP_PATH", "/usr").args([
-                        "clippy",
-                        "-p",
-                        "gpu",
-                        "--features",
-                        "hip",
-                        "--all-targets",
-                        "--",
-                        "-D",
-                        "warnings",
-                    ]),
-                    "cargo clippy -p gpu --features hip",
+                    util::cargo().env("HIP_PATH", "/usr").args(&hip_clippy),
+                    "cargo clippy --features hip",
                 )
             },
         )?;
@@ -441,6 +441,24 @@ pub fn run(args: &Args) -> Result<()> {
                         "hip",
                     ]),
                     "cargo test -p gpu --features hip",
+                )
+            },
+        )?;
+        // Only the kernel tests: the rest of these crates' tests run in the
+        // test stage and do not change with the feature.
+        let hip_kernels: Vec<&str> = ["test"]
+            .into_iter()
+            .chain(kernel_pkgs)
+            .chain(["--features", "hip", "--test", "hip_kernels"])
+            .collect();
+        p.stage(
+            skip,
+            "hip",
+            &format!("HIP_PATH=/usr cargo {}", hip_kernels.join(" ")),
+            || {
+                run_cmd(
+                    util::cargo().env("HIP_PATH", "/usr").args(&hip_kernels),
+                    "cargo test --features hip --test hip_kernels",
                 )
             },
         )?;

@@ -134,7 +134,9 @@ fd_pairs(const double* __restrict__ u, double* __restrict__ out, const Coef cf, 
 // caches. Lanes past the region load the ghost cells that follow it (their
 // values feed the shuffles) and, beyond those, a clamped cell that no
 // stored value uses; the warp stays whole for the shuffles. Same operands
-// in the same order as fd_sweep.
+// in the same order as fd_sweep. On AMD GPUs (64-lane wavefronts, two rows
+// each) the shuffles have width 32, so a row is still one group of 32
+// lanes: an early return of the other row leaves it whole.
 extern "C" __global__ void __launch_bounds__(256)
 fd_shuffle(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
            long s0, long s1, int chunk, int step, int* __restrict__ bad) {
@@ -161,8 +163,17 @@ fd_shuffle(const double* __restrict__ u, double* __restrict__ out, const Coef cf
         for (int m = 1; m <= R; ++m) v += cf.w[1][m - 1] * (u[q + m * s1] + u[q - m * s1]);
 #pragma unroll
         for (int m = 1; m <= R; ++m) {
+#if defined(__HIP_PLATFORM_AMD__) || defined(__AMDGCN__)
+            // AMD (hipcc defines the first, hiprtc only the second): a
+            // 64-lane wavefront holds two rows of the block; width 32 keeps
+            // each shuffle within the row's 32 lanes (a lane past them gets
+            // its own value, as with a CUDA warp).
+            double rt = __shfl_down(x[R], m, 32);
+            double lf = __shfl_up(x[R], m, 32);
+#else
             double rt = __shfl_down_sync(0xffffffffu, x[R], m);
             double lf = __shfl_up_sync(0xffffffffu, x[R], m);
+#endif
             if (kin && lane + m > 31) rt = u[q + m];
             if (kin && lane < m) lf = u[q - m];
             v += cf.w[2][m - 1] * (rt + lf);

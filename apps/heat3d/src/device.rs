@@ -247,14 +247,8 @@ impl DeviceSolver {
             (None, None)
         };
         let radius = if spectral { 1 } else { cfg.order / 2 };
-        let module = format!("heat3d_r{radius}");
-        let src = || {
-            format!(
-                "{}{}",
-                DeviceRegion::SOURCE,
-                include_str!("../kernels/heat3d.cu").replace("RADIUS", &radius.to_string())
-            )
-        };
+        let module = crate::kernels::module_name(radius);
+        let src = || crate::kernels::source(radius);
         let f = |name: &str| dev.function(&module, src, name).map_err(gpu_err);
         let (kernel, chunk, block) = stencil_choice(cfg, &layout);
         let k = Kernels {

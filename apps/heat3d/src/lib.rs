@@ -13,6 +13,7 @@ pub mod config;
 pub mod cost;
 #[cfg(feature = "cuda")]
 mod device;
+pub mod kernels;
 pub mod stencil;
 
 use anyhow::{bail, Context, Result};

@@ -192,11 +192,15 @@ impl DeviceSolver {
                 plan.input_len()
             );
         }
-        let src = || include_str!("../kernels/pfc.cu").to_string();
-        let f = |name: &str| dev.function("pfc", src, name).map_err(gpu_err);
+        let src = crate::kernels::source;
+        let f = |name: &str| {
+            dev.function(crate::kernels::MODULE, src, name)
+                .map_err(gpu_err)
+        };
+        let [cube, update] = crate::kernels::ENTRIES;
         let k = Kernels {
-            cube: f("cube")?,
-            update: f("update")?,
+            cube: f(cube)?,
+            update: f(update)?,
         };
         let n = shape.iter().product::<usize>() as f64;
         let factors = crate::mode_factors(cfg);

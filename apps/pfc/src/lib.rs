@@ -35,6 +35,7 @@ pub mod checkpoint;
 pub mod config;
 #[cfg(feature = "cuda")]
 mod device;
+pub mod kernels;
 
 use anyhow::{bail, Result};
 use appkit::csv::{FloatFormat, Series};
