@@ -538,10 +538,13 @@ impl DeviceFft3d {
             Some(Planned::Rfft { complex, .. }) => complex.clone(),
             None => unreachable!("a transform has steps"),
         };
-        let module = "dfft_reshape";
-        let src = || include_str!("../kernels/reshape.cu").to_string();
-        let pack = dev.function(module, src, "dfft_pack").map_err(device)?;
-        let unpack = dev.function(module, src, "dfft_unpack").map_err(device)?;
+        use crate::kernels::{reshape_source, RESHAPE_ENTRIES, RESHAPE_MODULE};
+        let pack = dev
+            .function(RESHAPE_MODULE, reshape_source, RESHAPE_ENTRIES[0])
+            .map_err(device)?;
+        let unpack = dev
+            .function(RESHAPE_MODULE, reshape_source, RESHAPE_ENTRIES[1])
+            .map_err(device)?;
         let single = if p == 1 && input.order() == [0, 1, 2] {
             Some(DeviceR2c::new(dev, g, 1).map_err(device)?)
         } else {

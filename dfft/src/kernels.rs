@@ -11,8 +11,7 @@ pub const RESHAPE_MODULE: &str = "dfft_reshape";
 pub const RESHAPE_ENTRIES: [&str; 2] = ["dfft_pack", "dfft_unpack"];
 
 /// The source of module [`RESHAPE_MODULE`]: `kernels/reshape.cu`, used as
-/// it is (no substitutions). `dfft::cuda` (feature `cuda`) includes the
-/// same file itself under the same module name.
+/// it is (no substitutions); `dfft::cuda` (feature `cuda`) compiles this.
 pub fn reshape_source() -> String {
     include_str!("../kernels/reshape.cu").to_string()
 }
