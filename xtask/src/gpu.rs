@@ -113,7 +113,10 @@ fn cargo_artifacts(
     Ok(out)
 }
 
-const FEATURES: &str = "gpu/cuda,halo/cuda,dfft/cuda,heat3d/cuda,pfc/cuda";
+/// The features of every build: the apps with `mpi` too (the suite runs
+/// them under mpirun), in the tests' build as well, which writes the same
+/// binaries.
+const FEATURES: &str = "gpu/cuda,halo/cuda,dfft/cuda,heat3d/cuda,heat3d/mpi,pfc/cuda,pfc/mpi";
 
 /// Builds every binary and returns (name, path) pairs.
 fn build_all() -> Result<Vec<(String, PathBuf)>> {
@@ -129,7 +132,7 @@ fn build_all() -> Result<Vec<(String, PathBuf)>> {
             // `mpi` too: the suite also runs them under mpirun (the
             // binaries detect the launcher, and run in-process ranks
             // otherwise).
-            "heat3d/cuda,heat3d/mpi,pfc/cuda,pfc/mpi",
+            FEATURES,
         ],
         |n, _| n == "heat3d" || n == "pfc",
     )?;
