@@ -23,8 +23,9 @@
 //!   Where the driver refuses (no IPC between the processes, no peer access
 //!   between the GPUs), construction gives `None` on every rank and the
 //!   caller stages through the host. A peer process on the same GPU is
-//!   waited for on the host rather than by a stream (see
-//!   [`Event::host_wait`]: processes take turns on a GPU).
+//!   waited for on the host rather than by a stream: processes take turns
+//!   on a GPU, and a stream blocked on another process's event keeps its
+//!   context's turn while the work it waits for cannot run.
 //!
 //! One round is then, for both:
 //!
