@@ -1,7 +1,8 @@
 //! The device's copy bandwidth: the reference every memory-bound kernel is
 //! measured against. A device-to-device copy of `MIB` mebibytes (default
 //! 2048, far past the L2 cache), repeated; prints one JSON line with the
-//! median time and the bandwidth counting bytes read plus bytes written.
+//! median time and the bandwidth counting bytes read plus bytes written (and
+//! the number of devices present).
 //!
 //! `cargo run --release -p gpu --features cuda --example copy_bandwidth -- [MIB] [REPEATS]`
 
@@ -41,9 +42,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let t = times[times.len() / 2];
     let bytes = n * 8;
     println!(
-        "{{\"bytes\": {bytes}, \"seconds\": {t:e}, \"bandwidth\": {:e}, \"device\": \"{}\"}}",
+        "{{\"bytes\": {bytes}, \"seconds\": {t:e}, \"bandwidth\": {:e}, \"device\": \"{}\", \"devices\": {}}}",
         2.0 * bytes as f64 / t,
-        dev.info().name
+        dev.info().name,
+        gpu::cuda::device_count()?
     );
     Ok(())
 }

@@ -164,6 +164,26 @@ pub fn reach(comm: &dyn Communicator) -> Result<Option<Reach>, LinkError> {
     })
 }
 
+/// This rank's place among the ranks of `comm` on its machine (collective):
+/// `(its index among them, how many there are)`, in rank order. The
+/// default device of a rank is its index modulo the device count, so on
+/// several machines each fills its own GPUs from 0.
+pub fn node_ranks(comm: &dyn Communicator) -> Result<(usize, usize), LinkError> {
+    let mut tokens = vec![0u64; comm.size()];
+    // Where the machine cannot be told (token 0), every process counts as
+    // a machine of its own.
+    let mine = match node_token() {
+        0 => process_token(),
+        t => t,
+    };
+    comm.allgather(&[mine], &mut tokens)?;
+    let me = comm.rank();
+    Ok((
+        tokens[..me].iter().filter(|&&t| t == mine).count(),
+        tokens.iter().filter(|&&t| t == mine).count(),
+    ))
+}
+
 /// Whether every rank of `comm` runs in this process (collective).
 pub fn one_process(comm: &dyn Communicator) -> Result<bool, LinkError> {
     Ok(reach(comm)? == Some(Reach::Process))
@@ -1260,6 +1280,13 @@ impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> Links<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// In-process ranks are all on this machine, in rank order.
+    #[test]
+    fn in_process_ranks_share_a_node() {
+        let all = comm::local::run(3, |c| node_ranks(c)).unwrap();
+        assert_eq!(all, vec![(0, 3), (1, 3), (2, 3)]);
+    }
 
     /// In-process ranks share one process; the token is stable within it.
     #[test]

@@ -86,6 +86,10 @@ pub enum Target {
     /// and 512^3 as a fraction of it, blocking vs overlapped on ranks
     /// sharing the GPU, the spectral step vs a bare cuFFT pair.
     Gpu(crate::gpu::BenchArgs),
+    /// heat3d and pfc over several GPUs, one rank per GPU, in-process and
+    /// under mpirun: FD weak and strong scaling, spectral and pfc weak
+    /// scaling; table, JSON and a PNG per series.
+    GpuScaling(crate::gpu_scaling::Args),
 }
 
 /// Options of the benchmarks that live in their crates.
@@ -567,6 +571,7 @@ pub fn run(target: &Target) -> Result<()> {
         Target::Flow(a) => return crate::flow::bench(a),
         Target::Fft(a) => return crate::fft_bench::run(a),
         Target::Gpu(a) => return crate::gpu::bench(a),
+        Target::GpuScaling(a) => return crate::gpu_scaling::bench(a),
     };
     let start = Instant::now();
     let plan = Plan::new(args.quick);

@@ -55,13 +55,13 @@ pub struct BenchArgs {
 }
 
 /// The binaries the suite and the benchmark run.
-struct Bins {
+pub(crate) struct Bins {
     heat3d: PathBuf,
     pfc: PathBuf,
-    copy: PathBuf,
+    pub(crate) copy: PathBuf,
     cufft: PathBuf,
     tests: Vec<PathBuf>,
-    scratch: PathBuf,
+    pub(crate) scratch: PathBuf,
 }
 
 /// Runs `cargo ARGS --message-format=json` and returns the executables of
@@ -203,7 +203,7 @@ fn bins_from(list: &[(String, PathBuf)], scratch: PathBuf) -> Result<Bins> {
 }
 
 /// The binaries: staged in `dir`, or built now.
-fn bins(bin_dir: Option<&Path>) -> Result<Bins> {
+pub(crate) fn bins(bin_dir: Option<&Path>) -> Result<Bins> {
     match bin_dir {
         Some(d) => {
             let mut list = Vec::new();
@@ -241,24 +241,24 @@ fn stage(dir: &Path) -> Result<()> {
 
 /// The heat3d report fields this suite reads.
 #[derive(Debug, Clone, Deserialize)]
-struct Last {
-    max_error: f64,
+pub(crate) struct Last {
+    pub(crate) max_error: f64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
-struct Report {
-    hash_hex: String,
-    last: Last,
-    timings: util::Timings,
+pub(crate) struct Report {
+    pub(crate) hash_hex: String,
+    pub(crate) last: Last,
+    pub(crate) timings: util::Timings,
     /// How the halo travelled (`direct`, `staged`; older binaries omit it).
     #[serde(default)]
-    halo: String,
+    pub(crate) halo: String,
     /// The communicator's backend (`local`, `mpi`).
     #[serde(default)]
     backend: String,
 }
 
-fn heat3d(b: &Bins, tag: &str, args: &[String], limit: u64) -> Ran<Report> {
+pub(crate) fn heat3d(b: &Bins, tag: &str, args: &[String], limit: u64) -> Ran<Report> {
     let json = b.scratch.join(format!("{tag}.json"));
     let mut c = Command::new(&b.heat3d);
     c.args(args).arg("-q").arg("--json").arg(&json);
@@ -268,7 +268,13 @@ fn heat3d(b: &Bins, tag: &str, args: &[String], limit: u64) -> Ran<Report> {
 }
 
 /// heat3d under `mpirun -np np` (one process per rank, sharing the GPU).
-fn heat3d_mpi(b: &Bins, tag: &str, np: usize, args: &[String], limit: u64) -> Ran<Report> {
+pub(crate) fn heat3d_mpi(
+    b: &Bins,
+    tag: &str,
+    np: usize,
+    args: &[String],
+    limit: u64,
+) -> Ran<Report> {
     let json = b.scratch.join(format!("{tag}.json"));
     let mut c = util::ranks_command(&b.heat3d, args, np, true);
     c.arg("-q").arg("--json").arg(&json);
@@ -277,7 +283,7 @@ fn heat3d_mpi(b: &Bins, tag: &str, np: usize, args: &[String], limit: u64) -> Ra
     })
 }
 
-fn mpirun_available() -> bool {
+pub(crate) fn mpirun_available() -> bool {
     Command::new("mpirun")
         .arg("--version")
         .stdout(Stdio::null())
@@ -288,16 +294,16 @@ fn mpirun_available() -> bool {
 
 /// The pfc report fields this suite reads.
 #[derive(Debug, Clone, Deserialize)]
-struct PfcLast {
+pub(crate) struct PfcLast {
     step: u64,
-    free_energy: f64,
+    pub(crate) free_energy: f64,
     mean_density: f64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
-struct PfcReport {
-    last: PfcLast,
-    median_step: f64,
+pub(crate) struct PfcReport {
+    pub(crate) last: PfcLast,
+    pub(crate) median_step: f64,
     device: String,
 }
 
@@ -306,7 +312,13 @@ fn pfc(b: &Bins, tag: &str, args: &[String], limit: u64) -> Ran<PfcReport> {
 }
 
 /// pfc on in-process ranks (`np` `None`) or under `mpirun -np np`.
-fn pfc_on(b: &Bins, tag: &str, np: Option<usize>, args: &[String], limit: u64) -> Ran<PfcReport> {
+pub(crate) fn pfc_on(
+    b: &Bins,
+    tag: &str,
+    np: Option<usize>,
+    args: &[String],
+    limit: u64,
+) -> Ran<PfcReport> {
     let json = b.scratch.join(format!("{tag}.json"));
     let mut c = match np {
         Some(np) => util::ranks_command(&b.pfc, args, np, true),
@@ -329,7 +341,7 @@ fn pfc_on(b: &Bins, tag: &str, np: Option<usize>, args: &[String], limit: u64) -
 /// `apps/pfc/tests/cuda_backend.rs` explains the margin.
 const PFC_TOL: f64 = 1e-10;
 
-fn words(s: &str) -> Vec<String> {
+pub(crate) fn words(s: &str) -> Vec<String> {
     s.split_whitespace().map(String::from).collect()
 }
 
@@ -734,14 +746,17 @@ fn mpi_cases(b: &Bins, t: &mut Tally, pfc_cpu: Option<&PfcReport>) {
 }
 
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
-struct Probe {
+pub(crate) struct Probe {
     seconds: f64,
     #[serde(default)]
     bandwidth: f64,
     device: String,
+    /// The number of devices (`copy_bandwidth` only).
+    #[serde(default)]
+    pub(crate) devices: usize,
 }
 
-fn probe(bin: &Path, args: &[&str]) -> Result<Probe> {
+pub(crate) fn probe(bin: &Path, args: &[&str]) -> Result<Probe> {
     let mut c = Command::new(bin);
     c.args(args);
     let out = run_captured(c, Duration::from_secs(300))?;

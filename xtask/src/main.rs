@@ -48,6 +48,7 @@ mod fft_bench;
 mod fft_suite;
 mod flow;
 mod gpu;
+mod gpu_scaling;
 mod plot;
 mod sht_bench;
 mod sht_dist;

@@ -167,9 +167,10 @@ pub struct Config {
     /// Where the field is computed: `cpu`, or `cuda` (a build with the
     /// `cuda` feature).
     pub backend: ByName<gpu::Backend>,
-    /// GPU ordinal for every rank; when absent, rank r takes device
-    /// r mod (number of devices), so ranks spread over the node's GPUs and
-    /// several ranks share one when there are more ranks than GPUs.
+    /// GPU ordinal for every rank; when absent, the r-th rank of a machine
+    /// takes device r mod (number of devices), so ranks spread over their
+    /// machine's GPUs and several share one when there are more ranks than
+    /// GPUs.
     pub device: Option<usize>,
     /// Cells each GPU thread of the stencil updates along axis 0, keeping
     /// the 2r + 1 values of that axis in registers (1: one thread per

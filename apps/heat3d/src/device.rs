@@ -144,14 +144,21 @@ fn gpu_err(e: gpu::GpuError) -> anyhow::Error {
     anyhow!(e)
 }
 
-/// The device ordinal of `rank`: `cfg.device`, or the rank modulo the
-/// device count (ranks of one node spread over its GPUs).
-fn ordinal(cfg: &Config, rank: usize) -> Result<(usize, usize)> {
+/// This rank's device and how many ranks of its machine use it
+/// (collective): `--device` for every rank, or by default the rank's index
+/// among the ranks of its machine modulo the device count.
+fn ordinal(comm: &dyn Communicator, cfg: &Config) -> Result<(usize, usize)> {
     let count = gpu::cuda::device_count().map_err(gpu_err)?;
+    let (local, on_node) = gpu::links::node_ranks(comm).map_err(|e| anyhow!("{e}"))?;
     Ok(match cfg.device {
-        Some(d) => (d, count),
-        None if count > 0 => (rank % count, count),
-        None => (0, count),
+        Some(d) => (d, on_node),
+        None => {
+            let ord = local % count.max(1);
+            (
+                ord,
+                (0..on_node).filter(|r| r % count.max(1) == ord).count(),
+            )
+        }
     })
 }
 
@@ -164,7 +171,7 @@ pub(crate) fn preflight(
     rk: bool,
     spectral: bool,
 ) -> Result<Arc<Device>> {
-    let (ord, count) = ordinal(cfg, comm.rank())?;
+    let (ord, sharing) = ordinal(comm, cfg)?;
     let dev = Device::open(ord).map_err(gpu_err)?;
     let fields = if spectral {
         1
@@ -185,10 +192,6 @@ pub(crate) fn preflight(
             bytes += share * 4 * 16;
         }
     }
-    let sharing = match cfg.device {
-        Some(_) => comm.size(),
-        None => (0..comm.size()).filter(|r| r % count.max(1) == ord).count(),
-    };
     let need = bytes * sharing;
     let (free, total) = dev.memory().map_err(gpu_err)?;
     if need > free {

@@ -87,11 +87,12 @@ pub struct Config {
     /// (`alltoallv`, `alltoall`, `p2p`, `p2p-pipelined`, `auto`, ...). Every
     /// protocol gives the same bits.
     pub protocol: ByName<dfft::Protocol>,
-    /// Where the field is computed: `cpu` (any rank count) or `cuda` (one
-    /// rank on one NVIDIA GPU; a build with the `cuda` feature).
+    /// Where the field is computed: `cpu` or `cuda` (NVIDIA GPUs, any rank
+    /// count; a build with the `cuda` feature).
     pub backend: ByName<gpu::Backend>,
-    /// GPU ordinal of the `cuda` backend (default 0); the `cpu` backend
-    /// ignores it.
+    /// GPU ordinal of the `cuda` backend for every rank; when absent, the
+    /// r-th rank of a machine takes device r mod the device count. The
+    /// `cpu` backend ignores it.
     pub device: Option<usize>,
     /// Output files.
     pub output: Output,

@@ -123,11 +123,13 @@ fn bytes_needed(shape: [usize; 3]) -> Result<u128> {
 /// every rank sharing the device) is free. Returns the device for
 /// [`DeviceSolver::new`].
 pub(crate) fn preflight(comm: &dyn Communicator, cfg: &Config) -> Result<Arc<Device>> {
+    // `--device` for every rank, or by default the rank's index among the
+    // ranks of its machine modulo the device count.
     let count = gpu::cuda::device_count().map_err(gpu_err)?;
+    let (local, on_node) = gpu::links::node_ranks(comm).map_err(|e| anyhow!("{e}"))?;
     let ordinal = match cfg.device {
         Some(d) => d,
-        None if count > 0 => comm.rank() % count,
-        None => 0,
+        None => local % count.max(1),
     };
     let dev = Device::open(ordinal).map_err(gpu_err)?;
     let shape = cfg.shape();
@@ -143,8 +145,8 @@ pub(crate) fn preflight(comm: &dyn Communicator, cfg: &Config) -> Result<Arc<Dev
         let modes = shape[0] as u128 * shape[1] as u128 * (shape[2] / 2 + 1) as u128;
         let share = |x: u128| x.div_ceil(ranks as u128);
         let sharing = match cfg.device {
-            Some(_) => ranks,
-            None => (0..ranks).filter(|r| r % count.max(1) == ordinal).count(),
+            Some(_) => on_node,
+            None => (0..on_node).filter(|r| r % count.max(1) == ordinal).count(),
         } as u128;
         sharing
             * (2 * share(real) * 8
