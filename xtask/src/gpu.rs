@@ -95,9 +95,12 @@ fn cargo_artifacts(
         };
         let test = v["profile"]["test"].as_bool().unwrap_or(false);
         if keep(name, test) {
+            // Tests are named after their package too: several packages
+            // have integration tests of the same name (`faults`, `props`).
             let name = if test {
                 format!(
-                    "{name}_{}",
+                    "{}_{name}_{}",
+                    package_name(v["package_id"].as_str().unwrap_or("")),
                     v["target"]["kind"][0].as_str().unwrap_or("test")
                 )
             } else {
@@ -116,6 +119,20 @@ fn cargo_artifacts(
 /// The features of every build: the apps with `mpi` too (the suite runs
 /// them under mpirun), in the tests' build as well, which writes the same
 /// binaries.
+/// A package's name from its cargo package id: `path+file:///dir/name#1.0`
+/// or `path+file:///dir#name@1.0` (a name that differs from the folder),
+/// or the older `name 1.0 (path+file:///dir)`.
+fn package_name(id: &str) -> &str {
+    if let Some((url, frag)) = id.split_once('#') {
+        match frag.split_once('@') {
+            Some((name, _)) => name,
+            None => url.rsplit('/').next().unwrap_or(url),
+        }
+    } else {
+        id.split_whitespace().next().unwrap_or(id)
+    }
+}
+
 const FEATURES: &str = "gpu/cuda,halo/cuda,dfft/cuda,heat3d/cuda,heat3d/mpi,pfc/cuda,pfc/mpi";
 
 /// Builds every binary and returns (name, path) pairs.
@@ -742,6 +759,24 @@ fn mpi_cases(b: &Bins, t: &mut Tally, pfc_cpu: Option<&PfcReport>) {
             (Ok(_), None) => t.check(&name, false, "no cpu reference (its run failed)"),
             (Err(e), _) => t.check(&name, false, &e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::package_name;
+
+    #[test]
+    fn package_names_from_ids() {
+        assert_eq!(package_name("path+file:///work/main/halo#0.1.0"), "halo");
+        assert_eq!(
+            package_name("path+file:///work/main/apps/x#heat3d@0.1.0"),
+            "heat3d"
+        );
+        assert_eq!(
+            package_name("dfft 0.1.0 (path+file:///work/main/dfft)"),
+            "dfft"
+        );
     }
 }
 
