@@ -273,6 +273,15 @@ pub(crate) struct Report {
     /// The communicator's backend (`local`, `mpi`).
     #[serde(default)]
     backend: String,
+    /// How each reshape of the spectral transform travelled.
+    #[serde(default)]
+    reshape_protocols: Vec<String>,
+}
+
+/// Whether a multi-rank device spectral run's reshapes all went device to
+/// device.
+fn all_direct(r: &Report) -> bool {
+    !r.reshape_protocols.is_empty() && r.reshape_protocols.iter().all(|p| p == "DeviceDirect")
 }
 
 pub(crate) fn heat3d(b: &Bins, tag: &str, args: &[String], limit: u64) -> Ran<Report> {
@@ -553,7 +562,16 @@ pub fn run(a: &Args) -> Result<()> {
         {
             let r = heat3d(&b, "spec", &words(&format!("--operator spectral --spectral-step exact --initial {init} --n {n} --steps 20 --backend {be} {case}")), 600);
             match r.result {
-                Ok(r) => e[i] = r.last.max_error,
+                Ok(r) => {
+                    e[i] = r.last.max_error;
+                    if *be == "cuda" && !all_direct(&r) {
+                        t.check(
+                            &format!("spectral {init} {n} {be} {case}: reshapes device to device"),
+                            false,
+                            &format!("{:?}", r.reshape_protocols),
+                        );
+                    }
+                }
                 Err(err) => t.check(&format!("spectral {init} {n} {be} {case}"), false, &err),
             }
         }
@@ -726,7 +744,18 @@ fn mpi_cases(b: &Bins, t: &mut Tally, pfc_cpu: Option<&PfcReport>) {
                 heat3d_mpi(b, "spec", np, &args, 600)
             };
             match r.result {
-                Ok(r) => e[i] = r.last.max_error,
+                Ok(r) => {
+                    e[i] = r.last.max_error;
+                    if *be == "cuda" && !all_direct(&r) {
+                        t.check(
+                            &format!(
+                                "mpirun -np {np}: spectral {init} {n}: reshapes through CUDA IPC"
+                            ),
+                            false,
+                            &format!("{:?}", r.reshape_protocols),
+                        );
+                    }
+                }
                 Err(err) => t.check(
                     &format!("mpirun -np {np}: spectral {init} {n} {be}"),
                     false,

@@ -338,6 +338,19 @@ impl DeviceSolver {
         &self.dev
     }
 
+    /// How each reshape of the spectral transform travels (`DeviceDirect`
+    /// or `DeviceStaged`, one per reshape; empty without one).
+    pub(crate) fn reshape_protocols(&self) -> Vec<String> {
+        self.spectral.as_ref().map_or(Vec::new(), |s| {
+            let name = if s.plan.is_direct() {
+                "DeviceDirect"
+            } else {
+                "DeviceStaged"
+            };
+            vec![name.to_string(); s.plan.reshapes()]
+        })
+    }
+
     /// How the halo travels between ranks (finite differences).
     pub(crate) fn transport(&self) -> Option<Transport> {
         self.ex.as_ref().map(DeviceExchanger::transport)

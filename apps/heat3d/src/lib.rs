@@ -100,8 +100,10 @@ pub struct Report {
     pub cells_per_second: f64,
     /// The reshape protocol of each reshape of the spectral operator's
     /// forward transform as the plan reports it (`Auto`'s winners; `dfft`'s
-    /// `Debug` names); empty for the finite-difference operator and where
-    /// the transform needs no reshape (one rank).
+    /// `Debug` names; on a GPU `DeviceDirect`, device to device, or
+    /// `DeviceStaged`, through host buffers and `alltoallv`); empty for the
+    /// finite-difference operator and where the transform needs no reshape
+    /// (one rank).
     pub reshape_protocols: Vec<String>,
     /// Order-independent hash of the global field ([`appkit::field_hash`]).
     pub hash: u64,
@@ -516,6 +518,18 @@ impl<'c> Solver<'c> {
         "cpu".to_string()
     }
 
+    /// How each reshape of the spectral transform travels, for the report.
+    fn reshape_protocols(&self) -> Vec<String> {
+        #[cfg(feature = "cuda")]
+        if let Some(d) = &self.device {
+            return d.reshape_protocols();
+        }
+        self.spectral
+            .as_ref()
+            .map(|sp| reshape_protocols(&sp.plan))
+            .unwrap_or_default()
+    }
+
     /// How the halo travels between ranks, for the report.
     fn halo_transport(&self) -> &'static str {
         #[cfg(feature = "cuda")]
@@ -829,11 +843,7 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
         } else {
             0.0
         },
-        reshape_protocols: s
-            .spectral
-            .as_ref()
-            .map(|sp| reshape_protocols(&sp.plan))
-            .unwrap_or_default(),
+        reshape_protocols: s.reshape_protocols(),
         hash,
         hash_hex: appkit::hash::hex(hash),
         files,
