@@ -185,7 +185,8 @@ struct Solver<'c> {
     comm: &'c dyn Communicator,
     cfg: Config,
     topo: Topology,
-    ex: Exchanger<f64>,
+    /// The host halo exchange (the host finite-difference step only).
+    ex: Option<Exchanger<f64>>,
     layout: FieldLayout,
     u: Field<f64>,
     a: Field<f64>,
@@ -296,7 +297,11 @@ impl<'c> Solver<'c> {
         Ok(Solver {
             comm,
             cfg: cfg.clone(),
-            ex: Exchanger::new(&topo, 1, 0)?,
+            ex: if on_device || cfg.operator == Operator::Spectral {
+                None
+            } else {
+                Some(Exchanger::new(&topo, 1, 0)?)
+            },
             owned: layout.owned_region(),
             interior: topo.interior([r; 3]),
             shell: topo.shell([r; 3]),
@@ -380,10 +385,13 @@ impl<'c> Solver<'c> {
             self.shell.as_slice(),
         );
         let mode = self.cfg.mode;
+        let ex = self.ex.as_mut().ok_or_else(|| {
+            anyhow::anyhow!("the host finite-difference step has no halo exchanger")
+        })?;
         match self.cfg.integrator {
             Integrator::Euler => {
                 let ok = Self::apply(
-                    (self.comm, &mut self.ex, mode),
+                    (self.comm, &mut *ex, mode),
                     geo,
                     &self.euler,
                     &mut self.u,
@@ -399,7 +407,7 @@ impl<'c> Solver<'c> {
                 // a = stage argument, b = stage derivative, c = weighted sum.
                 let dt = self.dt;
                 let mut ok = Self::apply(
-                    (self.comm, &mut self.ex, mode),
+                    (self.comm, &mut *ex, mode),
                     geo,
                     &self.lap,
                     &mut self.u,
@@ -424,7 +432,7 @@ impl<'c> Solver<'c> {
                 t[4] += t0.elapsed().as_secs_f64();
                 for (weight, next) in [(2.0, 0.5 * dt), (2.0, dt)] {
                     ok &= Self::apply(
-                        (self.comm, &mut self.ex, mode),
+                        (self.comm, &mut *ex, mode),
                         geo,
                         &self.lap,
                         &mut self.a,
@@ -447,7 +455,7 @@ impl<'c> Solver<'c> {
                     t[4] += t0.elapsed().as_secs_f64();
                 }
                 ok &= Self::apply(
-                    (self.comm, &mut self.ex, mode),
+                    (self.comm, &mut *ex, mode),
                     geo,
                     &self.lap,
                     &mut self.a,
