@@ -1134,6 +1134,76 @@ pub fn compiler_architectures() -> Result<Vec<String>, GpuError> {
     Ok(out)
 }
 
+/// The architectures of `wanted` this ROCm's compiler can build for (in
+/// `wanted`'s order), and those it cannot: what a build check runs, and
+/// what it reports as skipped.
+pub fn buildable<'a>(wanted: &[&'a str]) -> Result<(Vec<&'a str>, Vec<&'a str>), GpuError> {
+    let known = compiler_architectures()?;
+    Ok(wanted.iter().partition(|a| known.iter().any(|k| k == *a)))
+}
+
+/// Compiles kernel module `module` from `source` for `arch`
+/// ([`compile_for`]) and checks what came out: every name of `entries` is
+/// a kernel of the source (`void name(`) and a symbol of the code object,
+/// an ELF file. Returns the code object; a check that fails is
+/// [`GpuError::Compile`] naming the module, the architecture and what is
+/// missing.
+pub fn build_checked(
+    arch: &str,
+    module: &str,
+    source: &str,
+    entries: &[&str],
+) -> Result<Vec<u8>, GpuError> {
+    let fail = |what: String| GpuError::Compile {
+        module: module.to_string(),
+        log: format!("{arch}: {what}"),
+    };
+    for e in entries {
+        if !source.contains(&format!("{e}(")) {
+            return Err(fail(format!("no kernel {e} in the source")));
+        }
+    }
+    let code = compile_for(arch, module, source)?;
+    if !code.starts_with(b"\x7fELF") {
+        return Err(fail("the code object is not an ELF file".into()));
+    }
+    for e in entries {
+        let sym = [e.as_bytes(), b"\0"].concat();
+        if !code.windows(sym.len()).any(|w| w == sym.as_slice()) {
+            return Err(fail(format!("no symbol {e} in the code object")));
+        }
+    }
+    Ok(code)
+}
+
+/// The disassembly of code object `code` for `arch` by llvm-objdump
+/// (`$LLVM_OBJDUMP`, or `llvm-objdump` on the path), or why there is none
+/// (the tool is missing or failed).
+pub fn disassemble(code: &[u8], arch: &str) -> Result<String, String> {
+    let tool = std::env::var("LLVM_OBJDUMP").unwrap_or_else(|_| "llvm-objdump".into());
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let path = std::env::temp_dir().join(format!(
+        "gpu-hip-{}-{}.co",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::write(&path, code).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    let out = std::process::Command::new(&tool)
+        .arg("-d")
+        .arg(format!("--mcpu={arch}"))
+        .arg(&path)
+        .output();
+    let _ = std::fs::remove_file(&path);
+    let out = out.map_err(|e| format!("{tool} not runnable: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{tool} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 fn comgr_check(call: &str, status: c_int) -> Result<(), GpuError> {
     if status == 0 {
         Ok(())
@@ -1363,35 +1433,13 @@ mod tests {
         }
     }
 
-    /// The disassembly of `code` by llvm-objdump (`$LLVM_OBJDUMP` or
-    /// `llvm-objdump` on the path), or why there is none.
-    fn disassemble(code: &[u8], arch: &str, name: &str) -> Result<String, String> {
-        let tool = std::env::var("LLVM_OBJDUMP").unwrap_or_else(|_| "llvm-objdump".into());
-        let path = std::env::temp_dir().join(format!("{name}-{}.co", std::process::id()));
-        std::fs::write(&path, code).map_err(|e| format!("writing {}: {e}", path.display()))?;
-        let out = std::process::Command::new(&tool)
-            .arg("-d")
-            .arg(format!("--mcpu={arch}"))
-            .arg(&path)
-            .output();
-        let _ = std::fs::remove_file(&path);
-        let out = out.map_err(|e| format!("{tool} not runnable: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "{tool} failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    }
-
     /// hiprtc contracts `a * x + y` into an FMA unless told not to; the
     /// compilation path has `-ffp-contract=off`, so the code object holds a
     /// multiply and an add. Skipped (with the reason) without llvm-objdump.
     #[test]
     fn no_fused_multiply_add_in_the_code_object() {
         let code = compile_for("gfx90a", "test_axpy_fma", AXPY).unwrap();
-        let text = match disassemble(&code, "gfx90a", "test_axpy_fma") {
+        let text = match disassemble(&code, "gfx90a") {
             Ok(t) => t,
             Err(why) => {
                 eprintln!("skipped: no disassembly ({why})");

@@ -3,75 +3,26 @@
 //! and without fused multiply-adds.
 #![cfg(feature = "hip")]
 
-use gpu::hip::{compile_for, compiler_architectures};
+use gpu::hip::{build_checked, buildable, compile_for, disassemble};
 use heat3d::kernels::{module_name, radii, source, ENTRIES};
 
-/// MI250X (gfx90a, OpenPFC's GPU) and MI300 (gfx942). An architecture the
-/// installed ROCm's compiler does not know (ROCm 5.2 predates gfx942) is
-/// skipped with a note; gfx90a must be known.
-fn architectures() -> Vec<&'static str> {
-    let known = compiler_architectures().unwrap();
-    assert!(known.iter().any(|k| k == "gfx90a"), "{known:?}");
-    ["gfx90a", "gfx942"]
-        .into_iter()
-        .filter(|a| {
-            let ok = known.iter().any(|k| k == a);
-            if !ok {
-                eprintln!("skipped {a}: not a target of this ROCm's compiler ({known:?})");
-            }
-            ok
-        })
-        .collect()
-}
-
-/// The disassembly of `code` by llvm-objdump (`$LLVM_OBJDUMP` or
-/// `llvm-objdump` on the path), or why there is none.
-fn disassemble(code: &[u8], arch: &str, name: &str) -> Result<String, String> {
-    let tool = std::env::var("LLVM_OBJDUMP").unwrap_or_else(|_| "llvm-objdump".into());
-    let path = std::env::temp_dir().join(format!("{name}-{}.co", std::process::id()));
-    std::fs::write(&path, code).map_err(|e| format!("writing {}: {e}", path.display()))?;
-    let out = std::process::Command::new(&tool)
-        .arg("-d")
-        .arg(format!("--mcpu={arch}"))
-        .arg(&path)
-        .output();
-    let _ = std::fs::remove_file(&path);
-    let out = out.map_err(|e| format!("{tool} not runnable: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{tool} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
+/// MI250X (gfx90a, OpenPFC's GPU) and MI300 (gfx942), for every radius;
+/// an architecture the installed ROCm does not know (ROCm 5.2 predates
+/// gfx942) is skipped with a note, gfx90a must be known.
 #[test]
 fn every_radius_builds_for_amd_gpus() {
     let radii: Vec<usize> = radii().collect();
     assert_eq!(radii, (1..=10).collect::<Vec<_>>());
-    for arch in architectures() {
+    let (archs, unknown) = buildable(&["gfx90a", "gfx942"]).unwrap();
+    assert!(archs.contains(&"gfx90a"), "gfx90a unknown to this ROCm");
+    for a in unknown {
+        eprintln!("skipped {a}: not a target of this ROCm's compiler");
+    }
+    for arch in archs {
         for &r in &radii {
-            let module = module_name(r);
             let src = source(r);
-            assert!(!src.contains("RADIUS"), "{module}");
-            for entry in ENTRIES {
-                assert!(src.contains(&format!("{entry}(")), "{module}: no {entry}");
-            }
-            let code = compile_for(arch, &module, &src)
-                .unwrap_or_else(|e| panic!("{module} for {arch}: {e}"));
-            assert!(
-                code.starts_with(b"\x7fELF"),
-                "{module} for {arch}: not an ELF code object"
-            );
-            // Every entry point is a symbol of the code object.
-            for entry in ENTRIES {
-                let sym = [entry.as_bytes(), b"\0"].concat();
-                assert!(
-                    code.windows(sym.len()).any(|w| w == sym.as_slice()),
-                    "{module} for {arch}: no symbol {entry}"
-                );
-            }
+            assert!(!src.contains("RADIUS"), "{}", module_name(r));
+            build_checked(arch, &module_name(r), &src, &ENTRIES).unwrap_or_else(|e| panic!("{e}"));
         }
     }
 }
@@ -82,7 +33,7 @@ fn every_radius_builds_for_amd_gpus() {
 #[test]
 fn radius_one_has_no_fused_multiply_add_on_gfx90a() {
     let code = compile_for("gfx90a", &module_name(1), &source(1)).unwrap();
-    let text = match disassemble(&code, "gfx90a", "heat3d_r1") {
+    let text = match disassemble(&code, "gfx90a") {
         Ok(t) => t,
         Err(why) => {
             eprintln!("skipped: no disassembly ({why})");
