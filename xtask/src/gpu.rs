@@ -469,6 +469,8 @@ pub fn run(a: &Args) -> Result<()> {
                 "--ranks 1 --mode overlap --gpu-stencil shared",
                 "--ranks 2 --mode overlap --gpu-stencil shared --gpu-chunk 3",
                 "--ranks 1 --mode blocking --gpu-stencil cached",
+                "--ranks 1 --mode blocking --gpu-stencil shared",
+                "--ranks 1 --mode blocking --gpu-stencil shuffle",
                 "--ranks 1 --mode overlap --gpu-stencil pairs --gpu-chunk 3",
                 "--ranks 4 --mode overlap --grid 1x2x2 --gpu-stencil pairs",
                 "--ranks 1 --mode overlap --gpu-stencil shuffle",
@@ -504,6 +506,40 @@ pub fn run(a: &Args) -> Result<()> {
                     ),
                     Err(e) => t.check(&name, false, &e),
                 }
+            }
+        }
+    }
+    // One rank's blocking Euler sweeps store the ghosts' periodic images
+    // themselves (no exchange after the first step): on a grid whose
+    // extents are between the radius and twice it, cells near both faces
+    // of an axis have two images.
+    for o in [4, 12, 20] {
+        let small = format!("--n 12x16x10 --steps 7 --initial gaussian --order {o} --integrator euler --mode blocking --ranks 1");
+        let cpu = heat3d(&b, "ref", &words(&format!("{small} --backend cpu")), 600);
+        let Ok(cpu) = cpu.result else {
+            t.check(
+                &format!("small grid order {o} cpu"),
+                false,
+                &cpu.result.err().unwrap_or_default(),
+            );
+            continue;
+        };
+        for stencil in ["cached", "pairs", "shuffle", "shared"] {
+            let name = format!("order {o} cuda 12x16x10 blocking --gpu-stencil {stencil}");
+            match heat3d(
+                &b,
+                "dev",
+                &words(&format!("{small} --backend cuda --gpu-stencil {stencil}")),
+                600,
+            )
+            .result
+            {
+                Ok(r) => t.check(
+                    &name,
+                    r.hash_hex == cpu.hash_hex,
+                    &format!("{} vs cpu {}", r.hash_hex, cpu.hash_hex),
+                ),
+                Err(e) => t.check(&name, false, &e),
             }
         }
     }

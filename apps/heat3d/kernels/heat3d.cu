@@ -16,6 +16,23 @@ struct Coef {
 // `Box3` and `cell` come from halo's region.cuh, which precedes this
 // source (`halo::DeviceRegion::SOURCE`).
 
+// The stencils' `wrap` (the host sets it only for one rank that is its own
+// periodic neighbour on every axis, with the region the whole owned box
+// and n >= R along every axis): the value stored at owned cell (i, j, k)
+// within R of a face is stored again at its periodic image in the ghost
+// layer beyond the opposite face, the value the halo's self-copy would
+// put there, so the next sweep of `out` needs no exchange. Face ghosts
+// only: the star stencil reads no edge or corner ghost.
+__device__ __forceinline__ void store_images(double* __restrict__ out, long q, double v, int i,
+                                             int j, int k, const Box3& b, long s0, long s1) {
+    if (i < R) out[q + (long)b.n0 * s0] = v;
+    if (i >= b.n0 - R) out[q - (long)b.n0 * s0] = v;
+    if (j < R) out[q + (long)b.n1 * s1] = v;
+    if (j >= b.n1 - R) out[q - (long)b.n1 * s1] = v;
+    if (k < R) out[q + b.n2] = v;
+    if (k >= b.n2 - R) out[q - b.n2] = v;
+}
+
 // One thread per (j, k) column of the region, marching `chunk` cells along
 // axis 0 (the slowest) with the 2R + 1 values of that axis in registers:
 // each value of u is loaded once per column for axis 0, and the axis 1 and
@@ -23,7 +40,7 @@ struct Coef {
 // that wrote a non-finite value.
 extern "C" __global__ void __launch_bounds__(256)
 fd_sweep(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
-         long s0, long s1, int chunk, int step, int* __restrict__ bad) {
+         long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap) {
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
     const int j = blockIdx.y * blockDim.y + threadIdx.y;
     if (k >= b.n2 || j >= b.n1) return;
@@ -46,6 +63,7 @@ fd_sweep(const double* __restrict__ u, double* __restrict__ out, const Coef cf, 
 #pragma unroll
         for (int m = 1; m <= R; ++m) v += cf.w[2][m - 1] * (u[q + m] + u[q - m]);
         out[q] = v;
+        if (wrap) store_images(out, q, v, i, j, k, b, s0, s1);
         finite &= isfinite(v);
 #pragma unroll
         for (int m = 0; m < 2 * R; ++m) x[m] = x[m + 1];
@@ -63,7 +81,7 @@ fd_sweep(const double* __restrict__ u, double* __restrict__ out, const Coef cf, 
 // never loaded.
 extern "C" __global__ void __launch_bounds__(256)
 fd_pairs(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
-         long s0, long s1, int chunk, int step, int* __restrict__ bad) {
+         long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap) {
     const int P = (b.lo2 & ~1) + 2 * (blockIdx.x * blockDim.x + threadIdx.x);
     const int j = blockIdx.y * blockDim.y + threadIdx.y;
     if (P >= b.lo2 + b.n2 || j >= b.n1) return;
@@ -122,6 +140,10 @@ fd_pairs(const double* __restrict__ u, double* __restrict__ out, const Coef cf, 
             out[q + 1] = v1;
             finite &= isfinite(v1);
         }
+        if (wrap) {
+            if (w0) store_images(out, q, v0, i, j, P - b.lo2, b, s0, s1);
+            if (w1) store_images(out, q + 1, v1, i, j, P + 1 - b.lo2, b, s0, s1);
+        }
 #pragma unroll
         for (int m = 0; m < 2 * R; ++m) x[m] = x[m + 1];
     }
@@ -139,7 +161,7 @@ fd_pairs(const double* __restrict__ u, double* __restrict__ out, const Coef cf, 
 // lanes: an early return of the other row leaves it whole.
 extern "C" __global__ void __launch_bounds__(256)
 fd_shuffle(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
-           long s0, long s1, int chunk, int step, int* __restrict__ bad) {
+           long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap) {
     const int lane = threadIdx.x;
     const int k = blockIdx.x * 32 + lane;
     const int j = blockIdx.y * blockDim.y + threadIdx.y;
@@ -180,6 +202,7 @@ fd_shuffle(const double* __restrict__ u, double* __restrict__ out, const Coef cf
         }
         if (kin) {
             out[q] = v;
+            if (wrap) store_images(out, q, v, i, j, k, b, s0, s1);
             finite &= isfinite(v);
         }
 #pragma unroll
@@ -197,7 +220,7 @@ fd_shuffle(const double* __restrict__ u, double* __restrict__ out, const Coef cf
 #define TY 8
 extern "C" __global__ void __launch_bounds__(TX * TY)
 fd_tiled(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
-         long s0, long s1, int chunk, int step, int* __restrict__ bad) {
+         long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap) {
     __shared__ double t[TY + 2 * R][TX + 2 * R];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int k0 = blockIdx.x * TX, j0 = blockIdx.y * TY;
@@ -232,6 +255,7 @@ fd_tiled(const double* __restrict__ u, double* __restrict__ out, const Coef cf, 
             for (int m = 1; m <= R; ++m)
                 v += cf.w[2][m - 1] * (t[ty + R][tx + R + m] + t[ty + R][tx + R - m]);
             out[q] = v;
+            if (wrap) store_images(out, q, v, i, j, k, b, s0, s1);
             finite &= isfinite(v);
 #pragma unroll
             for (int m = 0; m < 2 * R; ++m) x[m] = x[m + 1];

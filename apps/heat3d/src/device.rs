@@ -136,6 +136,13 @@ pub(crate) struct DeviceSolver {
     /// Threads of a stencil block along the last axis (of 256).
     block: u32,
     step: i32,
+    /// One rank that is its own periodic face neighbour on every axis, at
+    /// least `radius` cells along each, Euler steps: a blocking sweep of
+    /// `u` into `a` stores the ghosts' periodic images too (the kernels'
+    /// `wrap`), so the next one needs no exchange.
+    wrap: bool,
+    /// `u`'s ghosts hold the images the last wrapped sweep stored.
+    wrapped: bool,
     /// Device time of each step.
     timer: StepTimer,
 }
@@ -266,6 +273,20 @@ impl DeviceSolver {
             scale: f("spectral_scale")?,
         };
         let bad = dev.upload(&[i32::MAX], "flag").map_err(gpu_err)?;
+        let me = topo.rank();
+        let nbs = topo.neighbors();
+        let own_faces = (0..3).all(|d| {
+            [-1, 1].iter().all(|&side| {
+                let mut o = [0isize; 3];
+                o[d] = side;
+                nbs.iter().any(|n| n.offset == o && n.rank == me)
+            })
+        });
+        let wrap = !spectral
+            && !rk
+            && nbs.iter().all(|n| n.rank == me)
+            && own_faces
+            && layout.owned.iter().all(|&n| n >= radius);
         let chunk = chunk.min(i32::MAX as usize) as i32;
         let spectral = if spectral {
             Some(Self::spectral(&dev, comm, topo, cfg, dt)?)
@@ -302,6 +323,8 @@ impl DeviceSolver {
             chunk,
             block,
             step: 0,
+            wrap,
+            wrapped: false,
             timer: StepTimer::default(),
         })
     }
@@ -375,14 +398,17 @@ impl DeviceSolver {
         Ok(self.timer.seconds().map_err(gpu_err)?.to_vec())
     }
 
-    /// Launches the fused stencil `dst = sweep(src)` on `region`.
+    /// Launches the fused stencil `dst = sweep(src)` on `region`, on
+    /// `side` or `main`; with `wrap` (`region` the owned box of a rank that
+    /// is its own periodic neighbour, see [`DeviceSolver::wrap`]) it also
+    /// stores the ghosts' periodic images.
     #[allow(clippy::too_many_arguments)]
     fn sweep(
         dev: &Device,
         k: &Kernels,
         (chunk, block, step): (i32, u32, i32),
         bad: &mut CudaSlice<i32>,
-        side: bool,
+        (side, wrap): (bool, bool),
         coef: &[f64; 31],
         layout: &FieldLayout,
         src: &DeviceField,
@@ -418,6 +444,7 @@ impl DeviceSolver {
         let s = layout.strides();
         let (s0, s1) = (s[0] as i64, s[1] as i64);
         let b = DeviceRegion::from(region);
+        let wrap = i32::from(wrap);
         let stream = if side { dev.side() } else { dev.main() };
         let mut l = stream.launch_builder(&k.fd);
         l.arg(src.data())
@@ -428,9 +455,12 @@ impl DeviceSolver {
             .arg(&s1)
             .arg(&chunk)
             .arg(&step)
-            .arg(bad);
+            .arg(bad)
+            .arg(&wrap);
         // SAFETY: the arguments match `fd_sweep`, `fd_tiled`, `fd_pairs`
-        // and `fd_shuffle` (same signature); `fd_pairs` is chosen only when rows
+        // and `fd_shuffle` (same signature); with `wrap` the images stored
+        // lie in the face ghosts (radius <= n along every axis, the region
+        // is the owned box); `fd_pairs` is chosen only when rows
         // and planes have even length, so its 16-byte accesses are aligned
         // (the allocation is); `region` lies in the owned cells, whose
         // stencils read at most `radius` cells past them, inside the
@@ -453,6 +483,10 @@ impl DeviceSolver {
     ) -> Result<()> {
         let (layout, owned, interior, shell) = geo;
         let ctx = (self.chunk, self.block, self.step);
+        // Blocking Euler sweeps of one self-periodic rank store the ghost
+        // images themselves; the exchange fills them only before the first.
+        let wrap = self.wrap && mode == Mode::Blocking && which == (Slot::U, Slot::A);
+        let filled = wrap && self.wrapped;
         let (dev, k) = (self.dev.clone(), &self.k);
         let bad = &mut self.bad;
         let ex = self
@@ -463,9 +497,12 @@ impl DeviceSolver {
         let t0 = Instant::now();
         match mode {
             Mode::Blocking => {
-                ex.exchange(comm, &mut [&mut *src])?;
+                if !filled {
+                    ex.exchange(comm, &mut [&mut *src])?;
+                }
                 t[2] += t0.elapsed().as_secs_f64();
-                Self::sweep(&dev, k, ctx, bad, false, coef, layout, src, dst, owned)?;
+                let w = (false, wrap);
+                Self::sweep(&dev, k, ctx, bad, w, coef, layout, src, dst, owned)?;
             }
             Mode::Overlap => {
                 // `post` packs (device to host), sends, and queues the
@@ -477,15 +514,19 @@ impl DeviceSolver {
                 let t1 = Instant::now();
                 t[0] += (t1 - t0).as_secs_f64();
                 dev.side_after_main().map_err(gpu_err)?;
-                Self::sweep(&dev, k, ctx, bad, true, coef, layout, src, dst, interior)?;
+                let w = (true, false);
+                Self::sweep(&dev, k, ctx, bad, w, coef, layout, src, dst, interior)?;
                 pending.finish(&mut [&mut *src])?;
                 t[2] += t1.elapsed().as_secs_f64();
                 for r in shell {
-                    Self::sweep(&dev, k, ctx, bad, false, coef, layout, src, dst, r)?;
+                    let w = (false, false);
+                    Self::sweep(&dev, k, ctx, bad, w, coef, layout, src, dst, r)?;
                 }
                 dev.join_side().map_err(gpu_err)?;
             }
         }
+        // After the step's swap `u` is this sweep's `dst`.
+        self.wrapped = wrap;
         Ok(())
     }
 

@@ -283,13 +283,13 @@ int main(int argc, char** argv) {
     // reference: the production kernel and default shape
     {
         int chunk = 8, bx = 128; dim3 blk(bx, 256 / bx), grd((n + bx - 1) / bx, (n + blk.y - 1) / blk.y, (n + chunk - 1) / chunk);
-        float t = timeit([&] { fd_sweep<<<grd, blk>>>(u, ref, cf, box, s0, s1, chunk, 1, bad); });
+        float t = timeit([&] { fd_sweep<<<grd, blk>>>(u, ref, cf, box, s0, s1, chunk, 1, bad, 0); });
         report("fd_sweep 128x2 c8 (current)", t, false);
     }
     for (int chunk : {4, 8, 16, 32}) for (int bx : {32, 64, 128}) {
         dim3 blk(bx, 256 / bx), grd((n + bx - 1) / bx, (n + blk.y - 1) / blk.y, (n + chunk - 1) / chunk);
         CK(cudaMemset(o, 0, len * 8));
-        float t = timeit([&] { fd_sweep<<<grd, blk>>>(u, o, cf, box, s0, s1, chunk, 1, bad); });
+        float t = timeit([&] { fd_sweep<<<grd, blk>>>(u, o, cf, box, s0, s1, chunk, 1, bad, 0); });
         char nm[64]; snprintf(nm, 64, "fd_sweep %dx%d c%d", bx, 256 / bx, chunk); report(nm, t, true);
     }
 
@@ -311,7 +311,7 @@ int main(int argc, char** argv) {
         int by = 256 / bx, pairs = (G + n - 1) / 2 - G / 2 + 1;
         dim3 grd((pairs + bx - 1) / bx, (n + by - 1) / by, (n + chunk - 1) / chunk);
         CK(cudaMemset(o, 0, len * 8));
-        float t = timeit([&] { fd_pairs<<<grd, dim3(bx, by)>>>(u, o, cf, box, s0, s1, chunk, 1, bad); });
+        float t = timeit([&] { fd_pairs<<<grd, dim3(bx, by)>>>(u, o, cf, box, s0, s1, chunk, 1, bad, 0); });
         char nm[64]; snprintf(nm, 64, "fd_pairs %dx%d c%d", bx, by, chunk); report(nm, t, true);
     }
     for (int chunk : {8, 32}) {
@@ -363,7 +363,7 @@ int main(int argc, char** argv) {
     // A step as the app issues it (copies + sweep), host-launched back to back.
     {
         dim3 blk(128, 2), grd((n + 127) / 128, (n + 1) / 2, (n + 7) / 8);
-        float t = timeit([&] { copy_many64<<<blocks, 256>>>(u, c, s0, s1); fd_sweep<<<grd, blk>>>(u, o, cf, box, s0, s1, 8, 1, bad); });
+        float t = timeit([&] { copy_many64<<<blocks, 256>>>(u, c, s0, s1); fd_sweep<<<grd, blk>>>(u, o, cf, box, s0, s1, 8, 1, bad, 0); });
         report("step: copies64 + fd_sweep c8", t, false);
     }
     CK(cudaDeviceSynchronize());
