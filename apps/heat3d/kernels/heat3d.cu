@@ -33,18 +33,55 @@ __device__ __forceinline__ void store_images(double* __restrict__ out, long q, d
     if (k >= b.n2 - R) out[q - b.n2] = v;
 }
 
+// Several regions of one sweep in one launch (the overlap's shell, up to
+// six slabs): region r has a gx[r] x gy[r] x (its chunks along axis 0)
+// grid of blocks, blocks first[r] .. first[r + 1] of a one-dimensional
+// grid, and its own chunk. Each `NAME_many` entry runs `NAME_at` for the
+// block's region and its block coordinates there: the same threads, the
+// same cells, the same bits as one launch per region (`wrap` is off: the
+// shell is not the owned box).
+struct Regions {
+    Box3 b[6];
+    int chunk[6];
+    int gx[6];
+    int gy[6];
+    int first[7];
+    int count;
+};
+
+__device__ __forceinline__ int region_of(const Regions& rs, int blk, int& bx, int& by,
+                                         int& bz) {
+    int r = 0;
+    while (r + 1 < rs.count && blk >= rs.first[r + 1]) ++r;
+    const int local = blk - rs.first[r];
+    bx = local % rs.gx[r];
+    by = (local / rs.gx[r]) % rs.gy[r];
+    bz = local / (rs.gx[r] * rs.gy[r]);
+    return r;
+}
+
+#define MANY(NAME, BOUNDS)                                                                   \
+    extern "C" __global__ void __launch_bounds__(BOUNDS)                                     \
+        NAME##_many(const double* __restrict__ u, double* __restrict__ out, const Coef cf,   \
+                    const Regions rs, long s0, long s1, int step, int* __restrict__ bad) {   \
+        int bx, by, bz;                                                                      \
+        const int r = region_of(rs, blockIdx.x, bx, by, bz);                                 \
+        NAME##_at(u, out, cf, rs.b[r], s0, s1, rs.chunk[r], step, bad, 0, bx, by, bz);      \
+    }
+
 // One thread per (j, k) column of the region, marching `chunk` cells along
 // axis 0 (the slowest) with the 2R + 1 values of that axis in registers:
 // each value of u is loaded once per column for axis 0, and the axis 1 and
 // 2 neighbours come through the caches. `bad` receives the smallest step
 // that wrote a non-finite value.
-extern "C" __global__ void __launch_bounds__(256)
-fd_sweep(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
-         long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap) {
-    const int k = blockIdx.x * blockDim.x + threadIdx.x;
-    const int j = blockIdx.y * blockDim.y + threadIdx.y;
+__device__ __forceinline__ void
+fd_sweep_at(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
+         long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap,
+            int bx, int by, int bz) {
+    const int k = bx * blockDim.x + threadIdx.x;
+    const int j = by * blockDim.y + threadIdx.y;
     if (k >= b.n2 || j >= b.n1) return;
-    const int i0 = blockIdx.z * chunk;
+    const int i0 = bz * chunk;
     const int i1 = min(i0 + chunk, b.n0);
     if (i0 >= i1) return;
     long q = (long)(b.lo0 + i0) * s0 + (long)(b.lo1 + j) * s1 + b.lo2 + k;
@@ -71,6 +108,13 @@ fd_sweep(const double* __restrict__ u, double* __restrict__ out, const Coef cf, 
     if (!finite) atomicMin(bad, step);
 }
 
+extern "C" __global__ void __launch_bounds__(256)
+fd_sweep(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
+         long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap) {
+    fd_sweep_at(u, out, cf, b, s0, s1, chunk, step, bad, wrap, blockIdx.x, blockIdx.y, blockIdx.z);
+}
+MANY(fd_sweep, 256)
+
 // Two cells a thread along axis 2: the pair (P, P + 1) starts at an even
 // padded index, so with rows and planes of even length (the host checks)
 // the axis-0 register queue, the axis-1 neighbours and the store move 16
@@ -79,13 +123,14 @@ fd_sweep(const double* __restrict__ u, double* __restrict__ out, const Coef cf, 
 // are the bits. A pair half outside the region (an odd first or last
 // column) is computed and not stored; its values outside the ghosts are
 // never loaded.
-extern "C" __global__ void __launch_bounds__(256)
-fd_pairs(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
-         long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap) {
-    const int P = (b.lo2 & ~1) + 2 * (blockIdx.x * blockDim.x + threadIdx.x);
-    const int j = blockIdx.y * blockDim.y + threadIdx.y;
+__device__ __forceinline__ void
+fd_pairs_at(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
+         long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap,
+            int bx, int by, int bz) {
+    const int P = (b.lo2 & ~1) + 2 * (bx * blockDim.x + threadIdx.x);
+    const int j = by * blockDim.y + threadIdx.y;
     if (P >= b.lo2 + b.n2 || j >= b.n1) return;
-    const int i0 = blockIdx.z * chunk;
+    const int i0 = bz * chunk;
     const int i1 = min(i0 + chunk, b.n0);
     if (i0 >= i1) return;
     const bool w0 = P >= b.lo2, w1 = P + 1 < b.lo2 + b.n2;
@@ -150,6 +195,13 @@ fd_pairs(const double* __restrict__ u, double* __restrict__ out, const Coef cf, 
     if (!finite) atomicMin(bad, step);
 }
 
+extern "C" __global__ void __launch_bounds__(256)
+fd_pairs(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
+         long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap) {
+    fd_pairs_at(u, out, cf, b, s0, s1, chunk, step, bad, wrap, blockIdx.x, blockIdx.y, blockIdx.z);
+}
+MANY(fd_pairs, 256)
+
 // One warp across axis 2 (blocks of 32 x 8): the axis-2 neighbours come
 // from the other lanes by shuffles instead of 2R loads each, the edge lanes
 // loading the ones past the warp; axis 0 in registers, axis 1 through the
@@ -159,14 +211,15 @@ fd_pairs(const double* __restrict__ u, double* __restrict__ out, const Coef cf, 
 // in the same order as fd_sweep. On AMD GPUs (64-lane wavefronts, two rows
 // each) the shuffles have width 32, so a row is still one group of 32
 // lanes: an early return of the other row leaves it whole.
-extern "C" __global__ void __launch_bounds__(256)
-fd_shuffle(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
-           long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap) {
+__device__ __forceinline__ void
+fd_shuffle_at(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
+           long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap,
+              int bx, int by, int bz) {
     const int lane = threadIdx.x;
-    const int k = blockIdx.x * 32 + lane;
-    const int j = blockIdx.y * blockDim.y + threadIdx.y;
+    const int k = bx * 32 + lane;
+    const int j = by * blockDim.y + threadIdx.y;
     if (j >= b.n1) return;  // the whole warp: a warp is one row
-    const int i0 = blockIdx.z * chunk;
+    const int i0 = bz * chunk;
     const int i1 = min(i0 + chunk, b.n0);
     if (i0 >= i1) return;
     const bool kin = k < b.n2;
@@ -211,6 +264,13 @@ fd_shuffle(const double* __restrict__ u, double* __restrict__ out, const Coef cf
     if (!finite) atomicMin(bad, step);
 }
 
+extern "C" __global__ void __launch_bounds__(256)
+fd_shuffle(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
+           long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap) {
+    fd_shuffle_at(u, out, cf, b, s0, s1, chunk, step, bad, wrap, blockIdx.x, blockIdx.y, blockIdx.z);
+}
+MANY(fd_shuffle, 256)
+
 // The same update with the (j, k) neighbours from shared memory: a block of
 // TX x TY threads stages each plane of its tile, widened by R cells on each
 // side along axes 1 and 2, once, and every thread reads its 4R neighbours
@@ -218,15 +278,16 @@ fd_shuffle(const double* __restrict__ u, double* __restrict__ out, const Coef cf
 // operands and their order are those of `fd_sweep`, so are the bits.
 #define TX 32
 #define TY 8
-extern "C" __global__ void __launch_bounds__(TX * TY)
-fd_tiled(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
-         long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap) {
+__device__ __forceinline__ void
+fd_tiled_at(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
+         long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap,
+            int bx, int by, int bz) {
     __shared__ double t[TY + 2 * R][TX + 2 * R];
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const int k0 = blockIdx.x * TX, j0 = blockIdx.y * TY;
+    const int k0 = bx * TX, j0 = by * TY;
     const int k = k0 + tx, j = j0 + ty;
     const bool inside = k < b.n2 && j < b.n1;
-    const int i0 = blockIdx.z * chunk;
+    const int i0 = bz * chunk;
     const int i1 = min(i0 + chunk, b.n0);
     // The tile's rows and columns that exist: the region plus R on each side.
     const int rows = min(TY, b.n1 - j0) + 2 * R;
@@ -264,6 +325,13 @@ fd_tiled(const double* __restrict__ u, double* __restrict__ out, const Coef cf, 
     }
     if (!finite) atomicMin(bad, step);
 }
+
+extern "C" __global__ void __launch_bounds__(TX * TY)
+fd_tiled(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
+         long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap) {
+    fd_tiled_at(u, out, cf, b, s0, s1, chunk, step, bad, wrap, blockIdx.x, blockIdx.y, blockIdx.z);
+}
+MANY(fd_tiled, TX * TY)
 
 // The Runge-Kutta stage combinations on the owned cells:
 // mode 0: a = u + h b, c = b

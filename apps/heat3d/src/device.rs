@@ -29,7 +29,7 @@ use crate::StepTimes;
 use anyhow::{anyhow, Result};
 use comm::Communicator;
 use dfft::cuda::{DeviceComplex, DeviceFft3d};
-use gpu::cuda::cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use gpu::cuda::cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 use gpu::cuda::{launch_1d, Device, StepTimer};
 use halo::{
     DeviceExchanger, DeviceField, DeviceRegion, Field, FieldLayout, Region, Topology, Transport,
@@ -100,9 +100,28 @@ pub(crate) fn ghost(radius: usize) -> [usize; 3] {
     [radius, radius, radius.next_multiple_of(4)]
 }
 
+/// The kernels' `struct Regions`: up to six regions of one stencil
+/// launch, with each one's chunk, block grid (x, y) and first block.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct Regions {
+    b: [DeviceRegion; 6],
+    chunk: [i32; 6],
+    gx: [i32; 6],
+    gy: [i32; 6],
+    first: [i32; 7],
+    count: i32,
+}
+
+// SAFETY: plain `repr(C)` integers and `DeviceRegion`s, laid out as the
+// kernels' `struct Regions`.
+unsafe impl DeviceRepr for Regions {}
+
 struct Kernels {
     /// The stencil (`gpu_stencil`).
     fd: CudaFunction,
+    /// The same stencil over several regions in one launch.
+    many: CudaFunction,
     /// Which kernel `fd` is.
     kernel: Kernel,
     rk: CudaFunction,
@@ -261,13 +280,15 @@ impl DeviceSolver {
         let src = || crate::kernels::source(radius);
         let f = |name: &str| dev.function(&module, src, name).map_err(gpu_err);
         let (kernel, chunk, block) = stencil_choice(cfg, &layout);
+        let name = match kernel {
+            Kernel::Sweep => "fd_sweep",
+            Kernel::Tiled => "fd_tiled",
+            Kernel::Pairs => "fd_pairs",
+            Kernel::Shuffle => "fd_shuffle",
+        };
         let k = Kernels {
-            fd: f(match kernel {
-                Kernel::Sweep => "fd_sweep",
-                Kernel::Tiled => "fd_tiled",
-                Kernel::Pairs => "fd_pairs",
-                Kernel::Shuffle => "fd_shuffle",
-            })?,
+            fd: f(name)?,
+            many: f(&format!("{name}_many"))?,
             kernel,
             rk: f("rk_combine")?,
             scale: f("spectral_scale")?,
@@ -398,6 +419,113 @@ impl DeviceSolver {
         Ok(self.timer.seconds().map_err(gpu_err)?.to_vec())
     }
 
+    /// The launch shape of the stencil on a non-empty `region`: the grid,
+    /// the block and the chunk along axis 0.
+    fn shape(
+        k: &Kernels,
+        chunk: i32,
+        block: u32,
+        region: &Region,
+    ) -> ((u32, u32, u32), (u32, u32, u32), i32) {
+        let sh = region.shape();
+        let chunk = chunk.min(sh[0] as i32).max(1);
+        // The tiled kernel's block is fixed by its shared-memory tile, the
+        // shuffling one's width by the warp.
+        let block = match k.kernel {
+            Kernel::Tiled | Kernel::Shuffle => 32,
+            _ => block,
+        };
+        // Threads along the last axis: one a cell, or one a pair of cells
+        // starting at an even padded index.
+        let across = match k.kernel {
+            Kernel::Pairs => (region.hi[2] - 1) / 2 - region.lo[2] / 2 + 1,
+            _ => sh[2],
+        };
+        (
+            (
+                across.div_ceil(block as usize) as u32,
+                sh[1].div_ceil(256 / block as usize) as u32,
+                sh[0].div_ceil(chunk as usize) as u32,
+            ),
+            (block, 256 / block, 1),
+            chunk,
+        )
+    }
+
+    /// Launches the stencil `dst = sweep(src)` on every region of `regions`
+    /// (at most six, none empty, e.g. the overlap's shell) in one launch on
+    /// `main`: the blocks of one launch per region, numbered one after the
+    /// other (the kernels' `Regions`).
+    #[allow(clippy::too_many_arguments)]
+    fn sweep_many(
+        dev: &Device,
+        k: &Kernels,
+        (chunk, block, step): (i32, u32, i32),
+        bad: &mut CudaSlice<i32>,
+        coef: &[f64; 31],
+        layout: &FieldLayout,
+        src: &DeviceField,
+        dst: &mut DeviceField,
+        regions: &[Region],
+    ) -> Result<()> {
+        let live: Vec<&Region> = regions.iter().filter(|r| !r.is_empty()).collect();
+        let Some(first) = live.first() else {
+            return Ok(());
+        };
+        if live.len() > 6 {
+            return Err(anyhow!(
+                "{} stencil regions in one launch (at most 6)",
+                live.len()
+            ));
+        }
+        let mut rs = Regions {
+            b: [DeviceRegion::from(*first); 6],
+            chunk: [1; 6],
+            gx: [1; 6],
+            gy: [1; 6],
+            first: [0; 7],
+            count: live.len() as i32,
+        };
+        let mut dims = (1, 1, 1);
+        for (i, r) in live.iter().enumerate() {
+            let (g, b, c) = Self::shape(k, chunk, block, r);
+            let blocks = u64::from(g.0) * u64::from(g.1) * u64::from(g.2);
+            let next = i64::from(rs.first[i]) + blocks as i64;
+            if next > i64::from(i32::MAX) {
+                return Err(anyhow!("{next} blocks in one stencil launch"));
+            }
+            rs.b[i] = DeviceRegion::from(*r);
+            rs.chunk[i] = c;
+            rs.gx[i] = g.0 as i32;
+            rs.gy[i] = g.1 as i32;
+            rs.first[i + 1] = next as i32;
+            dims = b;
+        }
+        let cfg = LaunchConfig {
+            grid_dim: (rs.first[live.len()] as u32, 1, 1),
+            block_dim: dims,
+            shared_mem_bytes: 0,
+        };
+        let s = layout.strides();
+        let (s0, s1) = (s[0] as i64, s[1] as i64);
+        let mut l = dev.main().launch_builder(&k.many);
+        l.arg(src.data())
+            .arg(dst.data_mut())
+            .arg(coef)
+            .arg(&rs)
+            .arg(&s0)
+            .arg(&s1)
+            .arg(&step)
+            .arg(bad);
+        // SAFETY: the arguments match the `_many` entries (`Regions` is
+        // their struct); every region lies in the owned cells, as for
+        // `sweep`, and has its own launch shape, so each block runs what it
+        // would in a launch of its region; `src` and `dst` are distinct
+        // allocations of this layout.
+        unsafe { l.launch(cfg) }.map_err(|e| anyhow!("launching the stencil: {e:?}"))?;
+        Ok(())
+    }
+
     /// Launches the fused stencil `dst = sweep(src)` on `region`, on
     /// `side` or `main`; with `wrap` (`region` the owned box of a rank that
     /// is its own periodic neighbour, see [`DeviceSolver::wrap`]) it also
@@ -418,27 +546,10 @@ impl DeviceSolver {
         if region.is_empty() {
             return Ok(());
         }
-        let sh = region.shape();
-        let chunk = chunk.min(sh[0] as i32).max(1);
-        // The tiled kernel's block is fixed by its shared-memory tile, the
-        // shuffling one's width by the warp.
-        let block = match k.kernel {
-            Kernel::Tiled | Kernel::Shuffle => 32,
-            _ => block,
-        };
-        // Threads along the last axis: one a cell, or one a pair of cells
-        // starting at an even padded index.
-        let across = match k.kernel {
-            Kernel::Pairs => (region.hi[2] - 1) / 2 - region.lo[2] / 2 + 1,
-            _ => sh[2],
-        };
+        let (grid, block, chunk) = Self::shape(k, chunk, block, region);
         let cfg = LaunchConfig {
-            grid_dim: (
-                across.div_ceil(block as usize) as u32,
-                sh[1].div_ceil(256 / block as usize) as u32,
-                sh[0].div_ceil(chunk as usize) as u32,
-            ),
-            block_dim: (block, 256 / block, 1),
+            grid_dim: grid,
+            block_dim: block,
             shared_mem_bytes: 0,
         };
         let s = layout.strides();
@@ -518,10 +629,7 @@ impl DeviceSolver {
                 Self::sweep(&dev, k, ctx, bad, w, coef, layout, src, dst, interior)?;
                 pending.finish(&mut [&mut *src])?;
                 t[2] += t1.elapsed().as_secs_f64();
-                for r in shell {
-                    let w = (false, false);
-                    Self::sweep(&dev, k, ctx, bad, w, coef, layout, src, dst, r)?;
-                }
+                Self::sweep_many(&dev, k, ctx, bad, coef, layout, src, dst, shell)?;
                 dev.join_side().map_err(gpu_err)?;
             }
         }

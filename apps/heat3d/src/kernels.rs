@@ -3,13 +3,18 @@
 //! every build (no GPU feature), so that a test can compile every variant
 //! for AMD GPUs (feature `hip`).
 
-/// The kernels' entry points: the four stencil variants, the Runge-Kutta
-/// combinations and the spectral scaling.
-pub const ENTRIES: [&str; 6] = [
+/// The kernels' entry points: the four stencil variants, each also over
+/// several regions in one launch (`_many`), the Runge-Kutta combinations
+/// and the spectral scaling.
+pub const ENTRIES: [&str; 10] = [
     "fd_sweep",
     "fd_tiled",
     "fd_pairs",
     "fd_shuffle",
+    "fd_sweep_many",
+    "fd_tiled_many",
+    "fd_pairs_many",
+    "fd_shuffle_many",
     "rk_combine",
     "spectral_scale",
 ];
