@@ -48,6 +48,8 @@ struct Regions {
     int first[7];
     int count;
 };
+// The host's `Regions` (apps/heat3d/src/device.rs) asserts the same size.
+static_assert(sizeof(Regions) == 248, "struct Regions differs from the host's");
 
 __device__ __forceinline__ int region_of(const Regions& rs, int blk, int& bx, int& by,
                                          int& bz) {

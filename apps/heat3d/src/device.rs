@@ -114,8 +114,9 @@ struct Regions {
 }
 
 // SAFETY: plain `repr(C)` integers and `DeviceRegion`s, laid out as the
-// kernels' `struct Regions`.
+// kernels' `struct Regions` (which asserts the same size).
 unsafe impl DeviceRepr for Regions {}
+const _: () = assert!(std::mem::size_of::<Regions>() == 248);
 
 struct Kernels {
     /// The stencil (`gpu_stencil`).
