@@ -509,23 +509,29 @@ pub fn run(a: &Args) -> Result<()> {
             }
         }
     }
-    // One rank's blocking Euler sweeps store the ghosts' periodic images
-    // themselves (no exchange after the first step): on a grid whose
-    // extents are between the radius and twice it, cells near both faces
-    // of an axis have two images.
-    for o in [4, 12, 20] {
-        let small = format!("--n 12x16x10 --steps 7 --initial gaussian --order {o} --integrator euler --mode blocking --ranks 1");
+    // One rank's blocking sweeps and RK4 combinations store the ghosts'
+    // periodic images themselves (no exchange after the first step): on a
+    // grid whose extents are between the radius and twice it, cells near
+    // both faces of an axis have two images.
+    for (o, integ) in [
+        (4, "euler"),
+        (12, "euler"),
+        (20, "euler"),
+        (2, "rk4"),
+        (20, "rk4"),
+    ] {
+        let small = format!("--n 12x16x10 --steps 7 --initial gaussian --order {o} --integrator {integ} --mode blocking --ranks 1");
         let cpu = heat3d(&b, "ref", &words(&format!("{small} --backend cpu")), 600);
         let Ok(cpu) = cpu.result else {
             t.check(
-                &format!("small grid order {o} cpu"),
+                &format!("small grid order {o} {integ} cpu"),
                 false,
                 &cpu.result.err().unwrap_or_default(),
             );
             continue;
         };
         for stencil in ["cached", "pairs", "shuffle", "shared"] {
-            let name = format!("order {o} cuda 12x16x10 blocking --gpu-stencil {stencil}");
+            let name = format!("order {o} {integ} cuda 12x16x10 blocking --gpu-stencil {stencil}");
             match heat3d(
                 &b,
                 "dev",

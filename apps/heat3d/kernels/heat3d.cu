@@ -339,25 +339,34 @@ MANY(fd_tiled, TX * TY)
 // mode 0: a = u + h b, c = b
 // mode 1: a = u + h b, c = c + g b
 // mode 2: u = u + h (c + b)
+// With `wrap` (as for the stencils) the field a stencil reads next, `a`
+// (modes 0, 1) or `u` (mode 2), gets its ghost images too.
 extern "C" __global__ void rk_combine(int mode, double* __restrict__ u, double* __restrict__ a,
                                       const double* __restrict__ bb, double* __restrict__ c,
                                       double h, double g, const Box3 b, long s0, long s1,
-                                      int step, int* __restrict__ bad) {
+                                      int step, int* __restrict__ bad, int wrap) {
     long n = (long)b.n0 * b.n1 * b.n2;
     bool finite = true;
     for (long t = blockIdx.x * (long)blockDim.x + threadIdx.x; t < n;
          t += (long)gridDim.x * blockDim.x) {
         long q = cell(b, t, s0, s1);
+        double v;
         if (mode == 0) {
-            a[q] = u[q] + h * bb[q];
+            v = u[q] + h * bb[q];
+            a[q] = v;
             c[q] = bb[q];
         } else if (mode == 1) {
-            a[q] = u[q] + h * bb[q];
+            v = u[q] + h * bb[q];
+            a[q] = v;
             c[q] += g * bb[q];
         } else {
-            double v = u[q] + h * (c[q] + bb[q]);
+            v = u[q] + h * (c[q] + bb[q]);
             u[q] = v;
             finite &= isfinite(v);
+        }
+        if (wrap) {
+            const int k = (int)(t % b.n2), j = (int)(t / b.n2 % b.n1), i = (int)(t / b.n2 / b.n1);
+            store_images(mode == 2 ? u : a, q, v, i, j, k, b, s0, s1);
         }
     }
     if (!finite) atomicMin(bad, step);

@@ -157,12 +157,14 @@ pub(crate) struct DeviceSolver {
     block: u32,
     step: i32,
     /// One rank that is its own periodic face neighbour on every axis, at
-    /// least `radius` cells along each, Euler steps: a blocking sweep of
-    /// `u` into `a` stores the ghosts' periodic images too (the kernels'
-    /// `wrap`), so the next one needs no exchange.
+    /// least `radius` cells along each: in blocking mode the kernels that
+    /// write the field a stencil reads next (the Euler sweep into `a`, the
+    /// RK4 combinations into `a` and `u`) store its ghosts' periodic
+    /// images too (the kernels' `wrap`), so the stencil needs no exchange.
     wrap: bool,
-    /// `u`'s ghosts hold the images the last wrapped sweep stored.
-    wrapped: bool,
+    /// Whether the ghosts of `u` and of `a` hold the images the last
+    /// kernel that wrote the field stored.
+    images: [bool; 2],
     /// Device time of each step.
     timer: StepTimer,
 }
@@ -305,7 +307,6 @@ impl DeviceSolver {
             })
         });
         let wrap = !spectral
-            && !rk
             && nbs.iter().all(|n| n.rank == me)
             && own_faces
             && layout.owned.iter().all(|&n| n >= radius);
@@ -346,7 +347,7 @@ impl DeviceSolver {
             block,
             step: 0,
             wrap,
-            wrapped: false,
+            images: [false; 2],
             timer: StepTimer::default(),
         })
     }
@@ -595,10 +596,17 @@ impl DeviceSolver {
     ) -> Result<()> {
         let (layout, owned, interior, shell) = geo;
         let ctx = (self.chunk, self.block, self.step);
-        // Blocking Euler sweeps of one self-periodic rank store the ghost
-        // images themselves; the exchange fills them only before the first.
-        let wrap = self.wrap && mode == Mode::Blocking && which == (Slot::U, Slot::A);
-        let filled = wrap && self.wrapped;
+        // In blocking mode one self-periodic rank's kernels store the ghost
+        // images themselves; the exchange fills them only where no kernel
+        // did (before the first step).
+        let blocking = self.wrap && mode == Mode::Blocking;
+        let wrap = blocking && which.1 == Slot::A;
+        let filled = blocking
+            && match which.0 {
+                Slot::U => self.images[0],
+                Slot::A => self.images[1],
+                Slot::B => false,
+            };
         let (dev, k) = (self.dev.clone(), &self.k);
         let bad = &mut self.bad;
         let ex = self
@@ -634,12 +642,16 @@ impl DeviceSolver {
                 dev.join_side().map_err(gpu_err)?;
             }
         }
-        // After the step's swap `u` is this sweep's `dst`.
-        self.wrapped = wrap;
+        if which.1 == Slot::A {
+            self.images[1] = wrap;
+        }
         Ok(())
     }
 
-    /// One Runge-Kutta combination on the owned cells (see `rk_combine`).
+    /// One Runge-Kutta combination on the owned cells (see `rk_combine`);
+    /// in blocking mode (`blocking`) it stores the ghost images of the
+    /// field it writes where the rank wraps.
+    #[allow(clippy::too_many_arguments)]
     fn combine(
         &mut self,
         mode: i32,
@@ -647,7 +659,11 @@ impl DeviceSolver {
         g: f64,
         owned: &Region,
         layout: &FieldLayout,
+        blocking: bool,
     ) -> Result<()> {
+        let wrap = self.wrap && blocking;
+        self.images[usize::from(mode != 2)] = wrap;
+        let wrap = i32::from(wrap);
         let (u, a, b, c) = (
             &mut self.u,
             self.a.as_mut().expect("rk4 allocates a"),
@@ -670,9 +686,11 @@ impl DeviceSolver {
             .arg(&s0)
             .arg(&s1)
             .arg(&self.step)
-            .arg(&mut self.bad);
+            .arg(&mut self.bad)
+            .arg(&wrap);
         // SAFETY: the arguments match `rk_combine`; every field has this
-        // layout and the region is its owned cells.
+        // layout and the region is its owned cells (with `wrap`, the
+        // images lie in the face ghosts, as for the stencils).
         unsafe { l.launch(launch_1d(owned.len().min(1 << 22), 256)) }
             .map_err(|e| anyhow!("launching rk_combine: {e:?}"))?;
         Ok(())
@@ -719,17 +737,19 @@ impl DeviceSolver {
                     let euler = self.euler;
                     self.apply((comm, mode), geo, &euler, (Slot::U, Slot::A), t)?;
                     std::mem::swap(&mut self.u, self.a.as_mut().expect("euler allocates a"));
+                    self.images.swap(0, 1);
                 }
                 Integrator::Rk4 => {
                     let lap = self.lap;
+                    let bl = mode == Mode::Blocking;
                     self.apply((comm, mode), geo, &lap, (Slot::U, Slot::B), t)?;
-                    self.combine(0, 0.5 * dt, 0.0, owned, layout)?;
+                    self.combine(0, 0.5 * dt, 0.0, owned, layout, bl)?;
                     for (weight, next) in [(2.0, 0.5 * dt), (2.0, dt)] {
                         self.apply((comm, mode), geo, &lap, (Slot::A, Slot::B), t)?;
-                        self.combine(1, next, weight, owned, layout)?;
+                        self.combine(1, next, weight, owned, layout, bl)?;
                     }
                     self.apply((comm, mode), geo, &lap, (Slot::A, Slot::B), t)?;
-                    self.combine(2, dt / 6.0, 0.0, owned, layout)?;
+                    self.combine(2, dt / 6.0, 0.0, owned, layout, bl)?;
                 }
             }
         }
