@@ -64,12 +64,12 @@ use crate::cuda::Device;
 use crate::GpuError;
 use comm::{as_bytes_mut, CommError, CommExt, Communicator, Request};
 use cudarc::driver::{
-    sys, CudaContext, CudaSlice, CudaStream, CudaView, DeviceRepr, DriverError, ValidAsZeroBits,
+    sys, CudaContext, CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceRepr, DriverError,
+    ValidAsZeroBits,
 };
 use std::any::Any;
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
-use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -608,19 +608,26 @@ fn handle_tag(key: u32, back: bool) -> u32 {
 }
 
 /// The buffer of an outgoing link, locked while the caller queues the work
-/// that fills it.
+/// that fills it. It lends views only, never the buffer itself: another
+/// process may have the allocation mapped, so it must stay the one the
+/// links created.
 pub struct Outgoing<'a, T>(MutexGuard<'a, Buffer<T>>);
 
-impl<T> Deref for Outgoing<'_, T> {
-    type Target = CudaSlice<T>;
-    fn deref(&self) -> &CudaSlice<T> {
-        &self.0.slice
+impl<T> Outgoing<'_, T> {
+    /// The number of values the buffer holds (at least the link's length).
+    pub fn len(&self) -> usize {
+        self.0.slice.len()
     }
-}
 
-impl<T> DerefMut for Outgoing<'_, T> {
-    fn deref_mut(&mut self) -> &mut CudaSlice<T> {
-        &mut self.0.slice
+    /// Whether the buffer holds no value (never: an empty link still has
+    /// one value).
+    pub fn is_empty(&self) -> bool {
+        self.0.slice.is_empty()
+    }
+
+    /// The values of `range`, to fill with work on `main`.
+    pub fn slice_mut(&mut self, range: impl std::ops::RangeBounds<usize>) -> CudaViewMut<'_, T> {
+        self.0.slice.slice_mut(range)
     }
 }
 
