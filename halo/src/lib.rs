@@ -19,7 +19,8 @@
 //!   topology or exchange code.
 //! - `DeviceField` and `DeviceExchanger` (feature `cuda`): fields in GPU
 //!   memory, and their exchange, device to device between the ranks of
-//!   one process (over `gpu::links`) or host-staged across processes.
+//!   one machine (over `gpu::links`: in-process, or MPI processes through
+//!   CUDA IPC) or host-staged across machines.
 //! - [`kernels`]: the CUDA C sources those fields compile at run time, in
 //!   every build, so that they can be checked without a GPU (feature `hip`:
 //!   a test builds them for AMD GPUs).

@@ -73,11 +73,12 @@ pub enum GpuStencil {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum GpuExchange {
-    /// `direct` when every rank is in this process (in-process ranks),
-    /// `staged` otherwise (MPI).
+    /// `direct` when every rank is on this machine (in-process ranks, or
+    /// MPI processes between which the driver allows CUDA IPC), `staged`
+    /// otherwise.
     Auto,
     /// Device to device: each rank unpacks from the buffer its neighbour
-    /// packed, without the bytes leaving the GPU (ranks of one process
+    /// packed, without the bytes leaving the GPUs (ranks of one machine
     /// only; an error otherwise).
     Direct,
     /// Packed on the device, copied through host buffers and sent by the

@@ -82,7 +82,7 @@ struct Cli {
     /// How the GPU stencil reads its fast-axis neighbours.
     #[arg(long, value_enum)]
     gpu_stencil: Option<GpuStencil>,
-    /// How device halos travel between ranks: on the device between in-process ranks (direct), through host buffers (staged), or auto.
+    /// How device halos travel between ranks: on the device between the ranks of one machine (direct: in-process, or MPI processes through CUDA IPC), through host buffers (staged), or auto.
     #[arg(long, value_enum)]
     gpu_exchange: Option<GpuExchange>,
     /// Output folder for diagnostics.csv and the VTK files.

@@ -23,9 +23,11 @@
 //! whose field was non-finite, read whenever the mirror is brought up to
 //! date. **Step times** come from device events on `main` around each step.
 //!
-//! Each rank takes device `device` when given, else its rank modulo the
-//! device count; ranks of one process exchange the reshapes device to
-//! device (`gpu::links`), ranks of several through host buffers.
+//! Each rank takes device `device` when given, else its index among the
+//! ranks of its machine modulo the device count; ranks of one machine
+//! exchange the reshapes device to device (`gpu::links`: in-process, or
+//! MPI processes through CUDA IPC), ranks of several machines through host
+//! buffers.
 
 use crate::config::Config;
 use anyhow::{anyhow, bail, Result};
