@@ -309,15 +309,6 @@ pub(crate) fn heat3d_mpi(
     })
 }
 
-pub(crate) fn mpirun_available() -> bool {
-    Command::new("mpirun")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// The pfc report fields this suite reads.
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct PfcLast {
@@ -660,7 +651,7 @@ pub fn run(a: &Args) -> Result<()> {
     // device to device through CUDA IPC (`gpu::links`), or through the
     // host when told; either way the host's bits (FD) or its error
     // (spectral, pfc).
-    if mpirun_available() {
+    if util::mpirun_available() {
         mpi_cases(&b, &mut t, cpu.as_ref());
     } else {
         println!("skipped: the MPI cases (no mpirun)");
@@ -929,7 +920,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
     let time = |case: &str, n: usize, extra: &str| time_on(case, n, extra, None);
     let part = |name: &str| a.sections.is_empty() || a.sections.iter().any(|s| s == name);
     // The MPI rows only where mpirun is.
-    let mpi = mpirun_available();
+    let mpi = util::mpirun_available();
     let orders: Vec<usize> = if a.orders.is_empty() {
         (1..=10).map(|r| 2 * r).collect()
     } else {

@@ -23,7 +23,8 @@
 //! `--share` runs the counts past it with ranks sharing the GPUs (rank r
 //! on device r mod count), which measures the code paths, not scaling.
 
-use crate::gpu::{bins, heat3d, heat3d_mpi, mpirun_available, pfc_on, probe, words, Bins};
+use crate::gpu::{bins, heat3d, heat3d_mpi, pfc_on, probe, words, Bins};
+use crate::util::mpirun_available;
 use anyhow::{bail, Context, Result};
 use appkit::plot::{Chart, Series};
 use std::path::{Path, PathBuf};

@@ -25,7 +25,6 @@ use plotters::style::{register_font, FontStyle};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// In-process rank counts of the bit-exactness suite.
@@ -264,15 +263,6 @@ fn parse_points(lines: &[String]) -> Result<Vec<Point>> {
         .collect()
 }
 
-fn mpirun_available() -> bool {
-    Command::new("mpirun")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// `cargo xtask bench sht-transpose`.
 pub fn bench(args: &BenchArgs) -> Result<()> {
     let start = Instant::now();
@@ -302,7 +292,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     let mut backends = vec![(build_example(false)?, false)];
     if args.no_mpi {
         println!("bench sht-transpose: MPI runs skipped (--no-mpi)");
-    } else if !mpirun_available() {
+    } else if !util::mpirun_available() {
         println!("bench sht-transpose: mpirun not found; MPI runs skipped");
     } else {
         match build_example(true) {

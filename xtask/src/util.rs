@@ -151,6 +151,16 @@ pub fn build_heat3d(mpi: bool) -> Result<PathBuf> {
     )
 }
 
+/// Whether an `mpirun` that answers `--version` is on the path.
+pub fn mpirun_available() -> bool {
+    Command::new("mpirun")
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// A command running `bin lead...` on `ranks` ranks: under `mpirun` when
 /// `mpi`, else as one process with `--ranks N` after `lead` and no
 /// launcher variables in its environment (nothing may make the binary think
