@@ -190,18 +190,29 @@ pub fn bench(a: &Args) -> Result<()> {
         r.result
             .map_err(|e| anyhow::anyhow!("heat3d {extra} on {g} GPU(s), {launch}: {e}"))
     };
-    let show = |r: &Run| {
+    // Prints and keeps one run; the efficiencies follow from the series'
+    // one-GPU runs once every run is in (`efficiencies`).
+    let add = |runs: &mut Vec<Run>,
+               (series, case, launch): (&str, &str, &str),
+               g: usize,
+               cells: [usize; 3],
+               ms: f64,
+               check: String| {
         println!(
-            "  {:<14} {:<26} {:<5} {:>2} GPU(s) {:>14}  {:>9.4} ms  eff {:>5.3}  {}",
-            r.series,
-            r.case,
-            r.launch,
-            r.gpus,
-            triple(r.cells),
-            r.ms,
-            r.efficiency,
-            r.check
+            "  {series:<14} {case:<26} {launch:<5} {g:>2} GPU(s) {:>14}  {ms:>9.4} ms  {check}",
+            triple(cells)
         );
+        runs.push(Run {
+            series: series.into(),
+            case: case.into(),
+            launch: launch.into(),
+            gpus: g,
+            devices: g.min(devices),
+            cells,
+            ms,
+            efficiency: f64::NAN,
+            check,
+        });
     };
     for &launch in &launches {
         if part("fd-weak") {
@@ -211,7 +222,6 @@ pub fn bench(a: &Args) -> Result<()> {
                 for &o in orders {
                     for mode in ["blocking", "overlap"] {
                         let case = format!("fd{o} {n}^3/GPU {mode}");
-                        let mut t1 = f64::NAN;
                         for &g in &counts {
                             let d = grid_of(g);
                             let cells = d.map(|x| x * n);
@@ -220,23 +230,14 @@ pub fn bench(a: &Args) -> Result<()> {
                                 g,
                                 &format!("--order {o} --mode {mode} --n {}", triple(cells)),
                             )?;
-                            let ms = r.timings.step * 1e3;
-                            if g == 1 {
-                                t1 = ms;
-                            }
-                            let run = Run {
-                                series: "fd-weak".into(),
-                                case: case.clone(),
-                                launch: launch.into(),
-                                gpus: g,
-                                devices: g.min(devices),
+                            add(
+                                &mut runs,
+                                ("fd-weak", &case, launch),
+                                g,
                                 cells,
-                                ms,
-                                efficiency: t1 / ms,
-                                check: format!("hash {} ({} halo)", r.hash_hex, r.halo),
-                            };
-                            show(&run);
-                            runs.push(run);
+                                r.timings.step * 1e3,
+                                format!("hash {} ({} halo)", r.hash_hex, r.halo),
+                            );
                         }
                     }
                 }
@@ -246,12 +247,11 @@ pub fn bench(a: &Args) -> Result<()> {
             let n = if a.quick { 512 } else { 1024 };
             for mode in ["blocking", "overlap"] {
                 let case = format!("fd2 {n}^3 {mode}");
-                let (mut t1, mut h1) = (f64::NAN, String::new());
+                let mut h1 = String::new();
                 for &g in &counts {
                     let r = run_heat(launch, g, &format!("--order 2 --mode {mode} --n {n}"))?;
-                    let ms = r.timings.step * 1e3;
                     if g == 1 {
-                        (t1, h1) = (ms, r.hash_hex.clone());
+                        h1 = r.hash_hex.clone();
                     }
                     if r.hash_hex != h1 {
                         bail!(
@@ -260,19 +260,14 @@ pub fn bench(a: &Args) -> Result<()> {
                             r.hash_hex
                         );
                     }
-                    let run = Run {
-                        series: "fd-strong".into(),
-                        case: case.clone(),
-                        launch: launch.into(),
-                        gpus: g,
-                        devices: g.min(devices),
-                        cells: [n; 3],
-                        ms,
-                        efficiency: t1 / (g as f64 * ms),
-                        check: format!("hash {} = 1 GPU's", r.hash_hex),
-                    };
-                    show(&run);
-                    runs.push(run);
+                    add(
+                        &mut runs,
+                        ("fd-strong", &case, launch),
+                        g,
+                        [n; 3],
+                        r.timings.step * 1e3,
+                        format!("hash {} = 1 GPU's", r.hash_hex),
+                    );
                 }
             }
         }
@@ -284,7 +279,6 @@ pub fn bench(a: &Args) -> Result<()> {
                 } else {
                     format!("spectral {n}^3/GPU")
                 };
-                let mut t1 = f64::NAN;
                 for &g in &counts {
                     let d = grid_of(g);
                     // Uneven: one cell more along the first axis and one
@@ -311,30 +305,20 @@ pub fn bench(a: &Args) -> Result<()> {
                             r.last.max_error
                         );
                     }
-                    let ms = r.timings.step * 1e3;
-                    if g == 1 {
-                        t1 = ms;
-                    }
-                    let run = Run {
-                        series: "spectral-weak".into(),
-                        case: case.clone(),
-                        launch: launch.into(),
-                        gpus: g,
-                        devices: g.min(devices),
+                    add(
+                        &mut runs,
+                        ("spectral-weak", &case, launch),
+                        g,
                         cells,
-                        ms,
-                        efficiency: t1 / ms,
-                        check: format!("max error {:.2e}", r.last.max_error),
-                    };
-                    show(&run);
-                    runs.push(run);
+                        r.timings.step * 1e3,
+                        format!("max error {:.2e}", r.last.max_error),
+                    );
                 }
             }
         }
         if part("pfc-weak") {
             let periods = if a.quick { 32 } else { 64 };
             let case = format!("pfc {}^3/GPU", periods * 8);
-            let mut t1 = f64::NAN;
             for &g in &counts {
                 let d = grid_of(g);
                 let p = d.map(|x| x * periods);
@@ -352,26 +336,18 @@ pub fn bench(a: &Args) -> Result<()> {
                 let r = pfc_on(&b, "scaling-pfc", np, &args, 600)
                     .result
                     .map_err(|e| anyhow::anyhow!("{case} on {g} GPU(s), {launch}: {e}"))?;
-                let ms = r.median_step * 1e3;
-                if g == 1 {
-                    t1 = ms;
-                }
-                let run = Run {
-                    series: "pfc-weak".into(),
-                    case: case.clone(),
-                    launch: launch.into(),
-                    gpus: g,
-                    devices: g.min(devices),
-                    cells: p.map(|x| x * 8),
-                    ms,
-                    efficiency: t1 / ms,
-                    check: format!("free energy {:.6e}", r.last.free_energy),
-                };
-                show(&run);
-                runs.push(run);
+                add(
+                    &mut runs,
+                    ("pfc-weak", &case, launch),
+                    g,
+                    p.map(|x| x * 8),
+                    r.median_step * 1e3,
+                    format!("free energy {:.6e}", r.last.free_energy),
+                );
             }
         }
     }
+    efficiencies(&mut runs);
     write(&out, devices, &runs)?;
     println!(
         "gpu-scaling: {} runs in {:.0} s; results in {}",
@@ -380,6 +356,29 @@ pub fn bench(a: &Args) -> Result<()> {
         out.display()
     );
     Ok(())
+}
+
+/// Each run's efficiency against the one-GPU run of its series, case and
+/// launch: t(1) / t(G) for weak scaling, t(1) / (G t(G)) for strong
+/// (`fd-strong`).
+fn efficiencies(runs: &mut [Run]) {
+    let one: Vec<(String, String, String, f64)> = runs
+        .iter()
+        .filter(|r| r.gpus == 1)
+        .map(|r| (r.series.clone(), r.case.clone(), r.launch.clone(), r.ms))
+        .collect();
+    for r in runs.iter_mut() {
+        let t1 = one
+            .iter()
+            .find(|o| o.0 == r.series && o.1 == r.case && o.2 == r.launch)
+            .map_or(f64::NAN, |o| o.3);
+        let per = if r.series == "fd-strong" {
+            r.gpus as f64
+        } else {
+            1.0
+        };
+        r.efficiency = t1 / (per * r.ms);
+    }
 }
 
 /// The table (`gpu-scaling.md`), the JSON and one PNG per series:
@@ -439,7 +438,34 @@ fn write(out: &Path, devices: usize, runs: &[Run]) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::grid_of;
+    use super::{efficiencies, grid_of, Run};
+
+    #[test]
+    fn efficiencies_follow_from_the_one_gpu_runs() {
+        let run = |series: &str, launch: &str, gpus: usize, ms: f64| Run {
+            series: series.into(),
+            case: "c".into(),
+            launch: launch.into(),
+            gpus,
+            devices: gpus,
+            cells: [1; 3],
+            ms,
+            efficiency: f64::NAN,
+            check: String::new(),
+        };
+        let mut runs = vec![
+            run("fd-weak", "local", 1, 2.0),
+            run("fd-weak", "local", 4, 2.5),
+            run("fd-strong", "local", 1, 8.0),
+            run("fd-strong", "local", 4, 2.5),
+            run("fd-weak", "mpi", 2, 1.0),
+        ];
+        efficiencies(&mut runs);
+        let e: Vec<f64> = runs.iter().map(|r| r.efficiency).collect();
+        assert_eq!(&e[..4], &[1.0, 0.8, 1.0, 0.8]);
+        // No one-GPU run of that launch: no efficiency.
+        assert!(e[4].is_nan());
+    }
 
     #[test]
     fn grids_are_balanced() {
