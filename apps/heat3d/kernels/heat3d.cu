@@ -62,7 +62,16 @@ __device__ __forceinline__ int region_of(const Regions& rs, int blk, int& bx, in
     return r;
 }
 
-#define MANY(NAME, BOUNDS)                                                                   \
+// The two entry points of stencil NAME (its body is `NAME_at`): `NAME`, one
+// region with the launch's own block coordinates, and `NAME_many`.
+#define ENTRIES(NAME, BOUNDS)                                                                \
+    extern "C" __global__ void __launch_bounds__(BOUNDS)                                     \
+        NAME(const double* __restrict__ u, double* __restrict__ out, const Coef cf,          \
+             const Box3 b, long s0, long s1, int chunk, int step, int* __restrict__ bad,     \
+             int wrap) {                                                                     \
+        NAME##_at(u, out, cf, b, s0, s1, chunk, step, bad, wrap, blockIdx.x, blockIdx.y,     \
+                  blockIdx.z);                                                               \
+    }                                                                                        \
     extern "C" __global__ void __launch_bounds__(BOUNDS)                                     \
         NAME##_many(const double* __restrict__ u, double* __restrict__ out, const Coef cf,   \
                     const Regions rs, long s0, long s1, int step, int* __restrict__ bad) {   \
@@ -110,12 +119,7 @@ fd_sweep_at(const double* __restrict__ u, double* __restrict__ out, const Coef c
     if (!finite) atomicMin(bad, step);
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-fd_sweep(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
-         long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap) {
-    fd_sweep_at(u, out, cf, b, s0, s1, chunk, step, bad, wrap, blockIdx.x, blockIdx.y, blockIdx.z);
-}
-MANY(fd_sweep, 256)
+ENTRIES(fd_sweep, 256)
 
 // Two cells a thread along axis 2: the pair (P, P + 1) starts at an even
 // padded index, so with rows and planes of even length (the host checks)
@@ -197,12 +201,7 @@ fd_pairs_at(const double* __restrict__ u, double* __restrict__ out, const Coef c
     if (!finite) atomicMin(bad, step);
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-fd_pairs(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
-         long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap) {
-    fd_pairs_at(u, out, cf, b, s0, s1, chunk, step, bad, wrap, blockIdx.x, blockIdx.y, blockIdx.z);
-}
-MANY(fd_pairs, 256)
+ENTRIES(fd_pairs, 256)
 
 // One warp across axis 2 (blocks of 32 x 8): the axis-2 neighbours come
 // from the other lanes by shuffles instead of 2R loads each, the edge lanes
@@ -266,12 +265,7 @@ fd_shuffle_at(const double* __restrict__ u, double* __restrict__ out, const Coef
     if (!finite) atomicMin(bad, step);
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-fd_shuffle(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
-           long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap) {
-    fd_shuffle_at(u, out, cf, b, s0, s1, chunk, step, bad, wrap, blockIdx.x, blockIdx.y, blockIdx.z);
-}
-MANY(fd_shuffle, 256)
+ENTRIES(fd_shuffle, 256)
 
 // The same update with the (j, k) neighbours from shared memory: a block of
 // TX x TY threads stages each plane of its tile, widened by R cells on each
@@ -328,12 +322,7 @@ fd_tiled_at(const double* __restrict__ u, double* __restrict__ out, const Coef c
     if (!finite) atomicMin(bad, step);
 }
 
-extern "C" __global__ void __launch_bounds__(TX * TY)
-fd_tiled(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
-         long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap) {
-    fd_tiled_at(u, out, cf, b, s0, s1, chunk, step, bad, wrap, blockIdx.x, blockIdx.y, blockIdx.z);
-}
-MANY(fd_tiled, TX * TY)
+ENTRIES(fd_tiled, TX * TY)
 
 // The Runge-Kutta stage combinations on the owned cells:
 // mode 0: a = u + h b, c = b
