@@ -336,12 +336,7 @@ impl Derivatives {
             let l = self.lengths[st.axis];
             let k_of = |q: usize, power: u32| -> Complex64 {
                 let nyq = n % 2 == 0 && q == n / 2;
-                let m = if q <= n / 2 {
-                    q as f64
-                } else {
-                    q as f64 - n as f64
-                };
-                let k = 2.0 * std::f64::consts::PI * m / l;
+                let k = crate::wavenumber(q, n, l);
                 match power {
                     1 if nyq => Complex64::new(0.0, 0.0),
                     1 => Complex64::new(0.0, k / n as f64),

@@ -90,6 +90,20 @@ pub use fft::{Fft3d, Kind, Normalization, Options, Output, Selection};
 pub use layout::{Layout, LayoutKind};
 pub use reshape::{Protocol, Reshape};
 
+/// The angular wavenumber of index `q` along an axis of `n` points and
+/// period `length`, in the transforms' (FFTW's) ordering: `2 pi m /
+/// length` with `m = q` up to `n / 2` and `q - n` above it (the negative
+/// frequencies). On the halved axis of a real transform (`q <= n / 2`) it
+/// is `2 pi q / length`.
+pub fn wavenumber(q: usize, n: usize, length: f64) -> f64 {
+    let m = if q <= n / 2 {
+        q as f64
+    } else {
+        q as f64 - n as f64
+    };
+    2.0 * std::f64::consts::PI * m / length
+}
+
 /// What planning or executing a transform can report.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -123,4 +137,22 @@ pub enum FftError {
     /// Any other invalid request.
     #[error("{0}")]
     Invalid(String),
+}
+
+#[cfg(test)]
+mod wavenumber_tests {
+    use super::wavenumber;
+
+    /// FFTW's ordering: 0, 1, ..., then the negative frequencies; the
+    /// middle index of an even length counts as positive.
+    #[test]
+    fn indices_map_to_signed_frequencies() {
+        let two_pi = 2.0 * std::f64::consts::PI;
+        let even: Vec<f64> = (0..8).map(|q| wavenumber(q, 8, two_pi)).collect();
+        assert_eq!(even, [0.0, 1.0, 2.0, 3.0, 4.0, -3.0, -2.0, -1.0]);
+        let odd: Vec<f64> = (0..7).map(|q| wavenumber(q, 7, two_pi)).collect();
+        assert_eq!(odd, [0.0, 1.0, 2.0, 3.0, -3.0, -2.0, -1.0]);
+        // The period scales it: 2 pi m / L.
+        assert_eq!(wavenumber(5, 8, 0.5), two_pi * -3.0 / 0.5);
+    }
 }

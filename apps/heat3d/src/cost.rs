@@ -33,14 +33,7 @@ fn semi_discrete(cfg: &Config, d: usize, t: f64) -> Result<Vec<f64>> {
                 let theta = 2.0 * std::f64::consts::PI * q as f64 / n as f64;
                 stencil::symbol(cfg.order, theta).map_err(anyhow::Error::msg)? / (h * h)
             }
-            Operator::Spectral => {
-                let m = if q <= n / 2 {
-                    q as f64
-                } else {
-                    q as f64 - n as f64
-                };
-                (2.0 * std::f64::consts::PI * m / l).powi(2)
-            }
+            Operator::Spectral => dfft::wavenumber(q, n, l).powi(2),
         };
         *c *= (-cfg.diffusivity * mu * t).exp() / n as f64;
     }

@@ -642,15 +642,8 @@ pub(crate) fn spectral_factors(
 ) -> Vec<f64> {
     let shape = cfg.shape();
     let l = cfg.length.get();
-    let wave = |d: usize, i: usize| {
-        let n = shape[d];
-        let m = if d == 2 || i <= n / 2 {
-            i as f64
-        } else {
-            i as f64 - n as f64
-        };
-        2.0 * std::f64::consts::PI * m / l[d]
-    };
+    // The last axis is the halved one (indices up to n / 2).
+    let wave = |d: usize, i: usize| dfft::wavenumber(i, shape[d], l[d]);
     let mut factor = vec![0.0; out.local_len(comm.rank())];
     out.for_each_local(comm.rank(), |[i, j, k], o| {
         let k2 = wave(0, i).powi(2) + wave(1, j).powi(2) + wave(2, k).powi(2);

@@ -78,15 +78,8 @@ pub fn mode_factors(cfg: &Config) -> impl Fn([usize; 3]) -> ModeFactors {
     let l = cfg.length();
     let (dt, cfg) = (cfg.dt, cfg.clone());
     move |[i, j, k]| {
-        let wave = |d: usize, i: usize| {
-            let n = shape[d];
-            let m = if d == 2 || i <= n / 2 {
-                i as f64
-            } else {
-                i as f64 - n as f64
-            };
-            2.0 * std::f64::consts::PI * m / l[d]
-        };
+        // The last axis is the halved one (indices up to n / 2).
+        let wave = |d: usize, i: usize| dfft::wavenumber(i, shape[d], l[d]);
         let k2 = wave(0, i).powi(2) + wave(1, j).powi(2) + wave(2, k).powi(2);
         ModeFactors {
             dtk2: dt * k2,
