@@ -184,11 +184,6 @@ pub fn node_ranks(comm: &dyn Communicator) -> Result<(usize, usize), LinkError> 
     ))
 }
 
-/// Whether every rank of `comm` runs in this process (collective).
-pub fn one_process(comm: &dyn Communicator) -> Result<bool, LinkError> {
-    Ok(reach(comm)? == Some(Reach::Process))
-}
-
 /// Registry keys: (number of the set of links, sender rank, link key, side).
 type Key = (u64, usize, u32, u8);
 const SEND_SIDE: u8 = 0;
@@ -1295,14 +1290,18 @@ mod tests {
         assert_eq!(all, vec![(0, 3), (1, 3), (2, 3)]);
     }
 
-    /// In-process ranks share one process; the token is stable within it.
+    /// In-process ranks share one process; the tokens are stable within it.
     #[test]
-    fn in_process_ranks_are_one_process() {
+    fn in_process_ranks_reach_each_other_in_the_process() {
         for ranks in [1, 2, 5] {
-            let all = comm::local::run(ranks, |c| one_process(c)).unwrap();
-            assert!(all.iter().all(|&b| b), "{ranks} ranks: {all:?}");
+            let all = comm::local::run(ranks, |c| reach(c)).unwrap();
+            assert!(
+                all.iter().all(|&r| r == Some(Reach::Process)),
+                "{ranks} ranks: {all:?}"
+            );
         }
         assert_eq!(process_token(), process_token());
+        assert_eq!(node_token(), node_token());
     }
 
     /// A link to the rank itself or past the communicator is refused
