@@ -1,8 +1,8 @@
-//! A memory-bandwidth reference independent of heat3d: the fastest way one
-//! thread can read one f64 array and write another of the same length, as
-//! one rank's stencil sweep does: the faster of the library copy
-//! (`copy_from_slice`, i.e. `memcpy`) and a copy with non-temporal stores
-//! (x86-64), per pass. A plain read-and-write loop (STREAM's "scale",
+//! A memory-bandwidth reference: the fastest way one thread can read one
+//! f64 array and write another of the same length, as one rank's stencil
+//! sweep does: the faster of the library copy (`copy_from_slice`, i.e.
+//! `memcpy`) and a copy with non-temporal stores (x86-64; heat3d's
+//! `copy_streaming`, which its `sweep_timing` example times too), per pass. A plain read-and-write loop (STREAM's "scale",
 //! `dst[i] = s * src[i]`) runs at about half that rate on a core whose
 //! stores allocate cache lines, and would flatter any kernel timed against
 //! it; `scale_passes` keeps it for comparison.
@@ -42,41 +42,7 @@ fn copy(dst: &mut [f64], src: &[f64]) {
     dst.copy_from_slice(src);
 }
 
-/// A copy whose stores bypass the caches (no read of the destination's
-/// lines before they are written).
-#[cfg(target_arch = "x86_64")]
-#[inline(never)]
-fn copy_nt(dst: &mut [f64], src: &[f64]) {
-    use std::arch::x86_64::{_mm_loadu_pd, _mm_sfence, _mm_stream_pd};
-    let n = dst.len().min(src.len());
-    let mut i = 0;
-    // One value first if the destination is not 16-byte aligned.
-    if n > 0 && (dst.as_ptr() as usize) % 16 != 0 {
-        dst[0] = src[0];
-        i = 1;
-    }
-    // SAFETY: SSE2 is part of every x86-64 target; `i + 1 < n` keeps both
-    // two-value accesses inside the slices, `dst[i]` is 16-byte aligned
-    // (f64 slices are 8-byte aligned and the first odd value was copied
-    // above), as `_mm_stream_pd` requires, and the fence orders the
-    // non-temporal stores before anything that follows.
-    unsafe {
-        while i + 1 < n {
-            let v = _mm_loadu_pd(src.as_ptr().add(i));
-            _mm_stream_pd(dst.as_mut_ptr().add(i), v);
-            i += 2;
-        }
-        _mm_sfence();
-    }
-    if i < n {
-        dst[i] = src[i];
-    }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn copy_nt(dst: &mut [f64], src: &[f64]) {
-    copy(dst, src);
-}
+use heat3d::stencil::peak::copy_streaming as copy_nt;
 
 /// Two arrays of `elements` f64, touched before timing (no page faults are
 /// timed).
@@ -146,19 +112,5 @@ mod tests {
         assert_eq!(s.reps, 3);
         assert_eq!(s.bytes, (2 * 8) << 16);
         assert!(s.seconds > 0.0 && s.gb_per_s.is_finite());
-    }
-
-    #[test]
-    fn the_non_temporal_copy_copies_every_value() {
-        // Every alignment of the destination and odd and even lengths.
-        let src: Vec<f64> = (0..37).map(|i| i as f64 + 0.5).collect();
-        for off in 0..2 {
-            for n in [0, 1, 2, 3, 30, 31] {
-                let mut buf = vec![-1.0; n + 2];
-                copy_nt(&mut buf[off..off + n], &src[..n]);
-                assert_eq!(&buf[off..off + n], &src[..n], "offset {off}, length {n}");
-                assert!(buf[..off].iter().chain(&buf[off + n..]).all(|&v| v == -1.0));
-            }
-        }
     }
 }

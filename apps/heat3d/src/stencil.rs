@@ -185,11 +185,12 @@ pub enum Stores {
     #[default]
     Cached,
     /// Non-temporal stores for every whole 64-byte line of the output: the
-    /// lines go to memory without being read first. Plain stores cover
-    /// the partial lines at the ends of each row, so no line is written
-    /// both ways. On the development machine (one core of a shared Xeon
-    /// with a 260 MB L3) this measured about 1.4x slower than `Cached` at
-    /// 256^3, FD-2, so it is opt-in.
+    /// lines go to memory without being read first. Scalar cells with
+    /// plain stores cover the partial lines at the ends of each row, so no
+    /// line is written both ways. On one core of a shared AMD EPYC (1 MiB
+    /// L2) this measured the same as `Cached` at 256^3, FD-2, within the
+    /// run-to-run spread (21-26 ms both), and 2-4x slower on fields that
+    /// stay in cache (64^3, 32^3), so it is opt-in.
     Streaming,
 }
 
