@@ -5,12 +5,17 @@
 //   ./fd_tune1 512
 //
 // Every variant is checked bitwise against `fd_sweep` (the production
-// kernel) on random data; times are medians of event-timed launches.
+// kernel) on random data (on the device, every owned cell, output poisoned
+// first); times are medians of event-timed launches.
+//
+//   ./fd_tune1 512 q   references, fd_pairs shapes and the candidates only
+//   ./fd_tune1 512 p   one launch of each kernel of interest (for ncu)
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <cuda_runtime.h>
 
 #ifndef GHOST
@@ -228,6 +233,390 @@ extern "C" __global__ void copy_many32(double* field, const Copies6 c, int s0, i
     }
 }
 
+// ---------------------------------------------------------------------------
+// Candidates (2026-12-02, second round): the fd_pairs arithmetic (two cells a
+// thread along axis 2, 16-byte accesses, each cell's operands and order as
+// fd_sweep's) with explicit software pipelining.
+
+// Store of a pair (or its half inside the region), optionally evict-first.
+template <bool CS>
+__device__ __forceinline__ void store_pair(double* __restrict__ out, long q, double v0, double v1,
+                                           bool w0, bool w1) {
+    if (w0 && w1) {
+        if (CS) __stcs(reinterpret_cast<double2*>(out + q), make_double2(v0, v1));
+        else *reinterpret_cast<double2*>(out + q) = make_double2(v0, v1);
+    } else if (w0) {
+        out[q] = v0;
+    } else {
+        out[q + 1] = v1;
+    }
+}
+
+// fd_pf: fd_pairs with the axis-0 queue loaded D planes ahead (D - 1 loads
+// of the queue in flight per thread while a plane is computed) and the
+// in-plane neighbours of plane i + 1 loaded while plane i is computed, so
+// no load is consumed in the iteration that issues it. Any block shape
+// (blockDim.x pairs along axis 2, blockDim.y rows).
+// MINB > 1 caps the registers (__launch_bounds__(256, MINB)). Note that
+// MINB = 1 is not the same as no minimum: with (512, 1) ptxas gave fd_pf 56
+// registers, with a plain (512) 50; likewise fd_tile 76 against 56.
+template <int D, bool CS, int MINB = 1>
+__global__ void __launch_bounds__(MINB > 1 ? 256 : 512, MINB)
+fd_pf(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
+      long s0, long s1, int chunk, int step, int* __restrict__ bad) {
+    const int P = (b.lo2 & ~1) + 2 * (blockIdx.x * blockDim.x + threadIdx.x);
+    const int j = blockIdx.y * blockDim.y + threadIdx.y;
+    if (P >= b.lo2 + b.n2 || j >= b.n1) return;
+    const int i0 = blockIdx.z * chunk;
+    const int i1 = min(i0 + chunk, b.n0);
+    if (i0 >= i1) return;
+    const bool w0 = P >= b.lo2, w1 = P + 1 < b.lo2 + b.n2;
+    long q = (long)(b.lo0 + i0) * s0 + (long)(b.lo1 + j) * s1 + P;
+    // x[m] = plane i - R + m, m = 0 .. 2R + D - 2 (entries past 2R: in
+    // flight); plane i + R + D - 1 is loaded during iteration i (D >= 2).
+    double2 x[2 * R + D - 1];
+#pragma unroll
+    for (int m = 0; m < 2 * R + D - 1; ++m)
+        if (i0 - R + m < i1 + R) x[m] = *reinterpret_cast<const double2*>(u + q + (m - R) * s0);
+    // in-plane neighbours of the current plane: rows j +- m, cells P - m, P + 1 + m
+    double2 yp[R], ym[R];
+    double kl[R], kr[R];
+#pragma unroll
+    for (int m = 1; m <= R; ++m) {
+        yp[m - 1] = *reinterpret_cast<const double2*>(u + q + m * s1);
+        ym[m - 1] = *reinterpret_cast<const double2*>(u + q - m * s1);
+        kl[m - 1] = (m < R || w0) ? u[q - m] : 0.0;
+        kr[m - 1] = (m < R || w1) ? u[q + 1 + m] : 0.0;
+    }
+    bool finite = true;
+    for (int i = i0; i < i1; ++i, q += s0) {
+        double2 xn;
+        if (i + D - 1 < i1) xn = *reinterpret_cast<const double2*>(u + q + (R + D - 1) * s0);
+        double2 ypn[R], ymn[R];
+        double kln[R], krn[R];
+        if (i + 1 < i1) {
+            const long qn = q + s0;
+#pragma unroll
+            for (int m = 1; m <= R; ++m) {
+                ypn[m - 1] = *reinterpret_cast<const double2*>(u + qn + m * s1);
+                ymn[m - 1] = *reinterpret_cast<const double2*>(u + qn - m * s1);
+                kln[m - 1] = (m < R || w0) ? u[qn - m] : 0.0;
+                krn[m - 1] = (m < R || w1) ? u[qn + 1 + m] : 0.0;
+            }
+        }
+        double kk[2 * R + 2];
+        kk[R] = x[R].x;
+        kk[R + 1] = x[R].y;
+#pragma unroll
+        for (int m = 1; m <= R; ++m) {
+            kk[R - m] = kl[m - 1];
+            kk[R + 1 + m] = kr[m - 1];
+        }
+        double v0 = cf.c * x[R].x, v1 = cf.c * x[R].y;
+#pragma unroll
+        for (int m = 1; m <= R; ++m) {
+            v0 += cf.w[0][m - 1] * (x[R + m].x + x[R - m].x);
+            v1 += cf.w[0][m - 1] * (x[R + m].y + x[R - m].y);
+        }
+#pragma unroll
+        for (int m = 1; m <= R; ++m) {
+            v0 += cf.w[1][m - 1] * (yp[m - 1].x + ym[m - 1].x);
+            v1 += cf.w[1][m - 1] * (yp[m - 1].y + ym[m - 1].y);
+        }
+#pragma unroll
+        for (int m = 1; m <= R; ++m) {
+            v0 += cf.w[2][m - 1] * (kk[R + m] + kk[R - m]);
+            v1 += cf.w[2][m - 1] * (kk[R + 1 + m] + kk[R + 1 - m]);
+        }
+        store_pair<CS>(out, q, v0, v1, w0, w1);
+        finite &= (!w0 || isfinite(v0)) && (!w1 || isfinite(v1));
+#pragma unroll
+        for (int m = 0; m < 2 * R + D - 2; ++m) x[m] = x[m + 1];
+        x[2 * R + D - 2] = xn;
+#pragma unroll
+        for (int m = 0; m < R; ++m) {
+            yp[m] = ypn[m];
+            ym[m] = ymn[m];
+            kl[m] = kln[m];
+            kr[m] = krn[m];
+        }
+    }
+    if (!finite) atomicMin(bad, step);
+}
+
+// fd_tile: 2.5D blocking. A block of BX x BY threads (BX pairs = 2 BX cells
+// along axis 2, BY rows along axis 1) marches along axis 0; each plane of
+// its tile, widened by R rows and R cells, is staged in shared memory (two
+// buffers, one barrier a plane) from values already in registers: a
+// thread's own pair comes from its axis-0 queue (loaded 2 planes ahead), so
+// each interior value is read from memory once per chunk; only the halo
+// rows and columns are loaded besides (one plane ahead). Rows are read
+// once per tile per plane instead of once per block row pair, so the
+// axis-1 halo costs 2R / BY of the plane instead of 2R / 2.
+// Threads whose pair lies past the region, or whose row lies in the ghost
+// rows after it, still take part in the barriers (ghost rows within R are
+// staged, since the last rows need them).
+template <int BX, int BY, bool CS, int MINB = 1>
+__global__ void __launch_bounds__(BX * BY, MINB)
+fd_tile(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
+        long s0, long s1, int chunk, int step, int* __restrict__ bad) {
+    constexpr int H = (R + 1) & ~1;  // left margin, even so pairs stay 16-byte aligned
+    constexpr int W = 2 * BX + 2 * H;
+    constexpr int ROWS = BY + 2 * R;
+    __shared__ __align__(16) double t[2][ROWS][W];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int end = b.lo2 + b.n2;
+    const int P = (b.lo2 & ~1) + 2 * (blockIdx.x * BX + tx);
+    const int j0 = blockIdx.y * BY, j = j0 + ty;
+    const int i0 = blockIdx.z * chunk;
+    const int i1 = min(i0 + chunk, b.n0);
+    if (i0 >= i1) return;  // the whole block
+    const bool act = P < end;
+    const bool own = act && j < b.n1 + R;  // stages its pair
+    const bool outp = act && j < b.n1;     // computes and stores
+    const bool w0 = P >= b.lo2, w1 = P + 1 < end;
+    // the halo row this thread stages (slot in the tile), if any
+    int hslot = -1, hrow = 0;
+    if (act && ty < R) {
+        hslot = ty;
+        hrow = j0 - R + ty;
+    } else if (act && ty >= BY - R && j0 + BY + ty - (BY - R) < b.n1 + R) {
+        hslot = BY + R + ty - (BY - R);
+        hrow = j0 + BY + ty - (BY - R);
+    }
+    const bool left = outp && tx == 0;
+    const bool right = outp && w1 && (tx == BX - 1 || P + 2 >= end);
+    const long rowq = (long)(b.lo1 + j) * s1 + P;
+    const long hq = (long)(b.lo1 + hrow) * s1 + P;
+    long p0 = (long)(b.lo0 + i0) * s0;  // plane offset
+    double2 x[2 * R + 2];
+    if (own) {
+#pragma unroll
+        for (int m = 0; m < 2 * R + 2; ++m)
+            if (i0 - R + m < i1 + R) x[m] = *reinterpret_cast<const double2*>(u + p0 + rowq + (m - R) * s0);
+    }
+    // the halo values of one plane this thread stages: its halo row's pair,
+    // R cells left of its pair (tx == 0), R cells right of it (last pair)
+    struct Halo { double2 r; double l[R], h[R]; };
+    auto load_halo = [&](long pl) {
+        Halo e;
+        if (hslot >= 0) e.r = *reinterpret_cast<const double2*>(u + pl + hq);
+        if (left) {
+#pragma unroll
+            for (int m = 1; m <= R; ++m) e.l[m - 1] = (P - m >= b.lo2 - R) ? u[pl + rowq - m] : 0.0;
+        }
+        if (right) {
+#pragma unroll
+            for (int m = 1; m <= R; ++m) e.h[m - 1] = u[pl + rowq + 1 + m];
+        }
+        return e;
+    };
+    Halo hc = load_halo(p0);
+    const int c0 = H + 2 * tx;
+    bool finite = true;
+    for (int i = i0; i < i1; ++i, p0 += s0) {
+        const int buf = (i - i0) & 1;
+        double2 xn;
+        if (own && i + 2 < i1) xn = *reinterpret_cast<const double2*>(u + p0 + rowq + (R + 2) * s0);
+        Halo hn;
+        if (i + 1 < i1) hn = load_halo(p0 + s0);
+        if (own) *reinterpret_cast<double2*>(&t[buf][ty + R][c0]) = x[R];
+        if (hslot >= 0) *reinterpret_cast<double2*>(&t[buf][hslot][c0]) = hc.r;
+        if (left) {
+#pragma unroll
+            for (int m = 1; m <= R; ++m) t[buf][ty + R][c0 - m] = hc.l[m - 1];
+        }
+        if (right) {
+#pragma unroll
+            for (int m = 1; m <= R; ++m) t[buf][ty + R][c0 + 1 + m] = hc.h[m - 1];
+        }
+        __syncthreads();
+        if (outp) {
+            double v0 = cf.c * x[R].x, v1 = cf.c * x[R].y;
+#pragma unroll
+            for (int m = 1; m <= R; ++m) {
+                v0 += cf.w[0][m - 1] * (x[R + m].x + x[R - m].x);
+                v1 += cf.w[0][m - 1] * (x[R + m].y + x[R - m].y);
+            }
+#pragma unroll
+            for (int m = 1; m <= R; ++m) {
+                const double2 a = *reinterpret_cast<const double2*>(&t[buf][ty + R + m][c0]);
+                const double2 c = *reinterpret_cast<const double2*>(&t[buf][ty + R - m][c0]);
+                v0 += cf.w[1][m - 1] * (a.x + c.x);
+                v1 += cf.w[1][m - 1] * (a.y + c.y);
+            }
+            // kk[R + d] = u(P + d), d from -R to R + 1
+            double kk[2 * R + 2];
+            kk[R] = x[R].x;
+            kk[R + 1] = x[R].y;
+#pragma unroll
+            for (int m = 1; m <= R; ++m) {
+                kk[R - m] = t[buf][ty + R][c0 - m];
+                kk[R + 1 + m] = t[buf][ty + R][c0 + 1 + m];
+            }
+#pragma unroll
+            for (int m = 1; m <= R; ++m) {
+                v0 += cf.w[2][m - 1] * (kk[R + m] + kk[R - m]);
+                v1 += cf.w[2][m - 1] * (kk[R + 1 + m] + kk[R + 1 - m]);
+            }
+            store_pair<CS>(out, p0 + rowq, v0, v1, w0, w1);
+            finite &= (!w0 || isfinite(v0)) && (!w1 || isfinite(v1));
+        }
+#pragma unroll
+        for (int m = 0; m < 2 * R + 1; ++m) x[m] = x[m + 1];
+        x[2 * R + 1] = xn;
+        hc = hn;
+    }
+    if (!finite) atomicMin(bad, step);
+}
+
+#ifndef NO_RING
+// Asynchronous copies (sm_80+): 16 bytes (L2 only) or 8 bytes into shared memory.
+__device__ __forceinline__ void cpa16(void* s, const void* g) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(s);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(g) : "memory");
+}
+__device__ __forceinline__ void cpa8(void* s, const void* g) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(s);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(a), "l"(g) : "memory");
+}
+__device__ __forceinline__ void cpa_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cpa_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// fd_ring: 2.5D blocking with every operand from shared memory. A block of
+// BX x BY threads (2 BX cells along axis 2, BY rows) keeps a ring of
+// NB = 2R + S + 1 planes of its tile (widened by R rows and R cells) in
+// shared memory, filled by cp.async S planes ahead of the planes in use,
+// so the bytes in flight cost no registers; one barrier a plane. A
+// thread copies its own pair (16 bytes), its halo row's pair if any, and
+// at the tile's sides the R cells beyond it (8 bytes each). Same operands
+// in the same order as fd_sweep (the axis-0 neighbours come from the
+// other planes of the ring instead of a register queue).
+template <int BX, int BY, int S, bool CS, int MINB>
+__global__ void __launch_bounds__(BX * BY, MINB)
+fd_ring(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
+        long s0, long s1, int chunk, int step, int* __restrict__ bad) {
+    constexpr int H = (R + 1) & ~1;
+    constexpr int W = 2 * BX + 2 * H;
+    constexpr int ROWS = BY + 2 * R;
+    constexpr int NB = 2 * R + S + 1;
+    __shared__ __align__(16) double t[NB][ROWS][W];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int end = b.lo2 + b.n2;
+    const int P = (b.lo2 & ~1) + 2 * (blockIdx.x * BX + tx);
+    const int j0 = blockIdx.y * BY, j = j0 + ty;
+    const int i0 = blockIdx.z * chunk;
+    const int i1 = min(i0 + chunk, b.n0);
+    if (i0 >= i1) return;  // the whole block
+    const bool act = P < end;
+    const bool own = act && j < b.n1 + R;
+    const bool outp = act && j < b.n1;
+    const bool w0 = P >= b.lo2, w1 = P + 1 < end;
+    int hslot = -1, hrow = 0;
+    if (act && ty < R) {
+        hslot = ty;
+        hrow = j0 - R + ty;
+    } else if (act && ty >= BY - R && j0 + BY + ty - (BY - R) < b.n1 + R) {
+        hslot = BY + R + ty - (BY - R);
+        hrow = j0 + BY + ty - (BY - R);
+    }
+    const bool left = outp && tx == 0;
+    const bool right = outp && w1 && (tx == BX - 1 || P + 2 >= end);
+    const long rowq = (long)(b.lo1 + j) * s1 + P;
+    const double* ur = u + rowq;                           // own row, plane 0
+    const double* uh = u + (long)(b.lo1 + hrow) * s1 + P;  // halo row, plane 0
+    const int c0 = H + 2 * tx;
+    // plane p (region index) into slot sl; an empty group past the planes used
+    auto issue = [&](int p, int sl) {
+        if (p < i1 + R) {
+            const long pl = (long)(b.lo0 + p) * s0;
+            if (own) cpa16(&t[sl][ty + R][c0], ur + pl);
+            if (hslot >= 0) cpa16(&t[sl][hslot][c0], uh + pl);
+            if (left) {
+#pragma unroll
+                for (int m = 1; m <= R; ++m)
+                    if (P - m >= b.lo2 - R) cpa8(&t[sl][ty + R][c0 - m], ur + pl - m);
+            }
+            if (right) {
+#pragma unroll
+                for (int m = 1; m <= R; ++m) cpa8(&t[sl][ty + R][c0 + 1 + m], ur + pl + 1 + m);
+            }
+        }
+        cpa_commit();
+    };
+    // planes i0 - R .. i0 + R + S - 1 into slots 0 .. 2R + S - 1
+#pragma unroll
+    for (int m = 0; m < 2 * R + S; ++m) issue(i0 - R + m, m);
+    int sc = R;  // slot of plane i
+    bool finite = true;
+    for (int i = i0; i < i1; ++i) {
+        cpa_wait<S - 1>();  // plane i + R has landed (this thread's part)
+        __syncthreads();    // everyone's part; everyone is done with plane i - R - 1
+        {
+            int sl = sc + R + S;
+            if (sl >= NB) sl -= NB;
+            issue(i + R + S, sl);
+        }
+        if (outp) {
+            const double2 x0 = *reinterpret_cast<const double2*>(&t[sc][ty + R][c0]);
+            double v0 = cf.c * x0.x, v1 = cf.c * x0.y;
+#pragma unroll
+            for (int m = 1; m <= R; ++m) {
+                int sp = sc + m, sm = sc - m;
+                if (sp >= NB) sp -= NB;
+                if (sm < 0) sm += NB;
+                const double2 a = *reinterpret_cast<const double2*>(&t[sp][ty + R][c0]);
+                const double2 c = *reinterpret_cast<const double2*>(&t[sm][ty + R][c0]);
+                v0 += cf.w[0][m - 1] * (a.x + c.x);
+                v1 += cf.w[0][m - 1] * (a.y + c.y);
+            }
+#pragma unroll
+            for (int m = 1; m <= R; ++m) {
+                const double2 a = *reinterpret_cast<const double2*>(&t[sc][ty + R + m][c0]);
+                const double2 c = *reinterpret_cast<const double2*>(&t[sc][ty + R - m][c0]);
+                v0 += cf.w[1][m - 1] * (a.x + c.x);
+                v1 += cf.w[1][m - 1] * (a.y + c.y);
+            }
+            double kk[2 * R + 2];
+            kk[R] = x0.x;
+            kk[R + 1] = x0.y;
+#pragma unroll
+            for (int m = 1; m <= R; ++m) {
+                kk[R - m] = t[sc][ty + R][c0 - m];
+                kk[R + 1 + m] = t[sc][ty + R][c0 + 1 + m];
+            }
+#pragma unroll
+            for (int m = 1; m <= R; ++m) {
+                v0 += cf.w[2][m - 1] * (kk[R + m] + kk[R - m]);
+                v1 += cf.w[2][m - 1] * (kk[R + 1 + m] + kk[R + 1 - m]);
+            }
+            const long q = (long)(b.lo0 + i) * s0;
+            store_pair<CS>(out, rowq + q, v0, v1, w0, w1);
+            finite &= (!w0 || isfinite(v0)) && (!w1 || isfinite(v1));
+        }
+        if (++sc == NB) sc = 0;
+    }
+    cpa_wait<0>();
+    if (!finite) atomicMin(bad, step);
+}
+#endif
+
+// Bitwise comparison of two fields over the region on the device: counts
+// the cells whose 8 bytes differ.
+__global__ void cmp_bits(const double* __restrict__ a, const double* __restrict__ r, Box3 b, long s0,
+                         long s1, unsigned long long* __restrict__ nd) {
+    const long n = (long)b.n0 * b.n1 * b.n2;
+    unsigned long long c = 0;
+    for (long t = blockIdx.x * (long)blockDim.x + threadIdx.x; t < n; t += (long)gridDim.x * blockDim.x) {
+        const long q = cell(b, t, s0, s1);
+        c += __double_as_longlong(a[q]) != __double_as_longlong(r[q]);
+    }
+    if (c) atomicAdd(nd, c);
+}
+
+
 static float median(std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; }
 
 template <class F> static float timeit(F f, int reps = 30) {
@@ -244,13 +633,16 @@ template <class F> static float timeit(F f, int reps = 30) {
 
 int main(int argc, char** argv) {
     const int n = argc > 1 ? atoi(argv[1]) : 256;
+    // "quick": the references, fd_pairs and the candidates only.
+    const bool quick = argc > 2 && argv[2][0] == 'q';
     const int p = n + 2 * GHOST;
     const long s1 = p, s0 = (long)p * p, len = (long)p * p * p;
     const double cells = (double)n * n * n;
     std::vector<double> h(len);
     unsigned long long st = 88172645463325252ull;
     for (long i = 0; i < len; ++i) { st ^= st << 13; st ^= st >> 7; st ^= st << 17; h[i] = (double)(st >> 11) * 0x1.0p-53 - 0.5; }
-    double *u, *o, *ref, *big0, *big1; int* bad;
+    double *u, *o, *ref, *big0, *big1; int* bad; unsigned long long* nd;
+    CK(cudaMalloc(&nd, 8));
     CK(cudaMalloc(&u, len * 8)); CK(cudaMalloc(&o, len * 8)); CK(cudaMalloc(&ref, len * 8)); CK(cudaMalloc(&bad, 4));
     CK(cudaMemcpy(u, h.data(), len * 8, cudaMemcpyHostToDevice));
     int mx = 0x7fffffff; CK(cudaMemcpy(bad, &mx, 4, cudaMemcpyHostToDevice));
@@ -267,26 +659,47 @@ int main(int argc, char** argv) {
     Box3 box{G, G, G, n, n, n};
     const double ideal = 16.0 * cells / bw * 1e3;
     printf("ideal (16 B/cell at copy rate) %.4f ms\n", ideal);
+    struct Res { std::string name; float ms; bool check, same; };
+    std::vector<Res> results;
     auto report = [&](const char* name, float ms, bool check) {
         bool same = true;
-        if (check) {
-            std::vector<double> a(len), r(len);
-            CK(cudaMemcpy(a.data(), o, len * 8, cudaMemcpyDeviceToHost));
-            CK(cudaMemcpy(r.data(), ref, len * 8, cudaMemcpyDeviceToHost));
-            for (int i = 0; i < n && same; ++i) for (int j = 0; j < n && same; ++j) for (int k = 0; k < n; ++k) {
-                long q = (long)(i + GHOST) * s0 + (long)(j + GHOST) * s1 + k + GHOST;
-                if (memcmp(&a[q], &r[q], 8) != 0) { same = false; printf("  mismatch at %d %d %d\n", i, j, k); break; }
-            }
+        if (check) {  // every owned cell's bits against fd_sweep's, on the device
+            CK(cudaMemset(nd, 0, 8));
+            cmp_bits<<<1024, 256>>>(o, ref, box, s0, s1, nd);
+            CK(cudaGetLastError());
+            unsigned long long hd = 0;
+            CK(cudaMemcpy(&hd, nd, 8, cudaMemcpyDeviceToHost));
+            same = hd == 0;
+            if (!same) printf("  %llu cells differ\n", hd);
         }
         printf("%-34s %8.4f ms  %5.1f%% of copy %s\n", name, ms, 100.0 * ideal / ms, check ? (same ? "bits=" : "BITS DIFFER") : "");
+        results.push_back({std::string(name), ms, check, same});
     };
+    if (argc > 2 && argv[2][0] == 'p') {  // "prof": one launch each, for ncu
+        const int pairs = (G + n - 1) / 2 - G / 2 + 1;
+        auto g3 = [&](int bx, int by, int chunk, int cols) { return dim3((cols + bx - 1) / bx, (n + by - 1) / by, (n + chunk - 1) / chunk); };
+        march_copy<<<g3(128, 2, 8, n), dim3(128, 2)>>>(u, o, box, s0, s1, 8);
+        fd_axis0<<<g3(128, 2, 8, n), dim3(128, 2)>>>(u, o, cf, box, s0, s1, 8);
+        fd_sweep<<<g3(128, 2, 8, n), dim3(128, 2)>>>(u, o, cf, box, s0, s1, 8, 1, bad, 0);
+        fd_pairs<<<g3(128, 2, 4, pairs), dim3(128, 2)>>>(u, o, cf, box, s0, s1, 4, 1, bad, 0);
+        fd_pairs<<<g3(32, 8, 8, pairs), dim3(32, 8)>>>(u, o, cf, box, s0, s1, 8, 1, bad, 0);
+        fd_pf<3, false><<<g3(32, 8, 8, pairs), dim3(32, 8)>>>(u, o, cf, box, s0, s1, 8, 1, bad);
+        fd_tile<32, 8, false><<<g3(32, 8, 8, pairs), dim3(32, 8)>>>(u, o, cf, box, s0, s1, 8, 1, bad);
+#ifndef NO_RING
+        CK(cudaFuncSetAttribute(fd_ring<32, 8, 2, false, 1>, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+        fd_ring<32, 8, 2, false, 1><<<g3(32, 8, 16, pairs), dim3(32, 8)>>>(u, o, cf, box, s0, s1, 16, 1, bad);
+#endif
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+        return 0;
+    }
     // reference: the production kernel and default shape
     {
         int chunk = 8, bx = 128; dim3 blk(bx, 256 / bx), grd((n + bx - 1) / bx, (n + blk.y - 1) / blk.y, (n + chunk - 1) / chunk);
         float t = timeit([&] { fd_sweep<<<grd, blk>>>(u, ref, cf, box, s0, s1, chunk, 1, bad, 0); });
         report("fd_sweep 128x2 c8 (current)", t, false);
     }
-    for (int chunk : {4, 8, 16, 32}) for (int bx : {32, 64, 128}) {
+    if (!quick) for (int chunk : {4, 8, 16, 32}) for (int bx : {32, 64, 128}) {
         dim3 blk(bx, 256 / bx), grd((n + bx - 1) / bx, (n + blk.y - 1) / blk.y, (n + chunk - 1) / chunk);
         CK(cudaMemset(o, 0, len * 8));
         float t = timeit([&] { fd_sweep<<<grd, blk>>>(u, o, cf, box, s0, s1, chunk, 1, bad, 0); });
@@ -298,7 +711,7 @@ int main(int argc, char** argv) {
         float t = timeit([&] { march_copy<<<grd, blk>>>(u, o, box, s0, s1, chunk); });
         char nm[64]; snprintf(nm, 64, "march_copy 128x2 c%d", chunk); report(nm, t, false);
     }
-    for (int a0 : {0}) for (int chunk : {8}) for (int bx : {128}) {
+    if (!quick) for (int a0 : {0}) for (int chunk : {8}) for (int bx : {128}) {
         int by = 256 / bx, gx = (n + bx - 1) / bx, gy = (n + by - 1) / by, gz = (n + chunk - 1) / chunk;
         CK(cudaMemset(o, 0, len * 8));
         float t = timeit([&] { fd_zf<<<gz * gx * gy, dim3(bx, by)>>>(u, o, cf, box, s0, s1, chunk, 1, bad, gz, gx, a0); });
@@ -325,11 +738,82 @@ int main(int argc, char** argv) {
         float t = timeit([&] { kern<<<grd, blk>>>(u, o, cf, box, s0, s1, chunk, 1, bad); });
         char nm[64]; snprintf(nm, 64, "fd_jreg J%d 32x%d c%d", J, by, chunk); report(nm, t, true);
     };
-    for (int chunk : {8}) for (int by : {8}) {
+    if (!quick) for (int chunk : {8}) for (int by : {8}) {
         jreg(fd_jreg<1>, 1, by, chunk);
         jreg(fd_jreg<2>, 2, by, chunk);
         if (R <= 4) jreg(fd_jreg<4>, 4, by, chunk);
     }
+    // Candidates: fd_pf (prefetching fd_pairs) and fd_tile (2.5D shared tile).
+    const int pairs = (G + n - 1) / 2 - G / 2 + 1;
+    auto pf = [&](auto kern, const char* tag, int bx, int by, int chunk) {
+        dim3 grd((pairs + bx - 1) / bx, (n + by - 1) / by, (n + chunk - 1) / chunk);
+        CK(cudaMemset(o, 0xff, len * 8));
+        float t = timeit([&] { kern<<<grd, dim3(bx, by)>>>(u, o, cf, box, s0, s1, chunk, 1, bad); });
+        char nm[64]; snprintf(nm, 64, "%s %dx%d c%d", tag, bx, by, chunk); report(nm, t, true);
+    };
+    // fd_pairs (heat3d's kernel, unchanged) at more launch shapes
+    for (int chunk : {6, 8, 10, 12}) for (auto sh : {std::make_pair(16, 16), std::make_pair(16, 8), std::make_pair(32, 4), std::make_pair(32, 8), std::make_pair(64, 4)}) {
+        if (chunk == 8 && (sh.first == 32 || sh.first == 64) && sh.second * sh.first == 256) continue;  // timed above
+        dim3 grd((pairs + sh.first - 1) / sh.first, (n + sh.second - 1) / sh.second, (n + chunk - 1) / chunk);
+        CK(cudaMemset(o, 0xff, len * 8));
+        float t = timeit([&] { fd_pairs<<<grd, dim3(sh.first, sh.second)>>>(u, o, cf, box, s0, s1, chunk, 1, bad, 0); });
+        char nm[64]; snprintf(nm, 64, "fd_pairs %dx%d c%d", sh.first, sh.second, chunk); report(nm, t, true);
+    }
+    for (int chunk : {8, 16}) {
+        pf(fd_pf<3, false>, "fd_pf D3", 32, 8, chunk);
+        pf(fd_pf<3, false>, "fd_pf D3", 64, 4, chunk);
+        pf(fd_pf<3, false, 6>, "fd_pf D3 minb6", 32, 8, chunk);
+        pf(fd_pf<2, false, 6>, "fd_pf D2 minb6", 32, 8, chunk);
+    }
+    if (R <= 2) for (int chunk : {8, 16}) {
+        pf(fd_tile<32, 8, false>, "fd_tile", 32, 8, chunk);
+        pf(fd_tile<64, 4, false>, "fd_tile", 64, 4, chunk);
+        pf(fd_tile<32, 8, false, 6>, "fd_tile minb6", 32, 8, chunk);
+        pf(fd_tile<64, 4, false, 6>, "fd_tile minb6", 64, 4, chunk);
+    }
+#ifndef NO_RING
+    auto ring = [&](auto kern, const char* tag, int bx, int by, int chunk) {
+        CK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+        pf(kern, tag, bx, by, chunk);
+    };
+    if (R <= 2) for (int chunk : {8, 16, 32, 64}) {
+        ring(fd_ring<32, 8, 1, false, 1>, "fd_ring S1", 32, 8, chunk);
+        ring(fd_ring<32, 8, 2, false, 1>, "fd_ring S2", 32, 8, chunk);
+        ring(fd_ring<32, 8, 3, false, 1>, "fd_ring S3", 32, 8, chunk);
+        ring(fd_ring<32, 8, 2, true, 1>, "fd_ring S2 cs", 32, 8, chunk);
+        ring(fd_ring<32, 8, 2, false, 8>, "fd_ring S2 minb8", 32, 8, chunk);
+        ring(fd_ring<64, 4, 2, false, 1>, "fd_ring S2", 64, 4, chunk);
+        ring(fd_ring<64, 4, 1, false, 1>, "fd_ring S1", 64, 4, chunk);
+        ring(fd_ring<32, 16, 1, false, 1>, "fd_ring S1", 32, 16, chunk);
+        ring(fd_ring<16, 16, 2, false, 1>, "fd_ring S2", 16, 16, chunk);
+    }
+#endif
+    // the same again, for the spread between two timings of one variant
+    if (quick) {
+#ifndef NO_RING
+        pf(fd_ring<32, 8, 2, false, 1>, "again fd_ring S2", 32, 8, 16);
+#endif
+        {
+            dim3 grd((pairs + 31) / 32, n / 8, (n + 7) / 8);
+            CK(cudaMemset(o, 0xff, len * 8));
+            float t = timeit([&] { fd_pairs<<<grd, dim3(32, 8)>>>(u, o, cf, box, s0, s1, 8, 1, bad, 0); });
+            report("again fd_pairs 32x8 c8", t, true);
+        }
+        dim3 grd((pairs + 127) / 128, n / 2, (n + 3) / 4);
+        CK(cudaMemset(o, 0xff, len * 8));
+        float t = timeit([&] { fd_pairs<<<grd, dim3(128, 2)>>>(u, o, cf, box, s0, s1, 4, 1, bad, 0); });
+        report("again fd_pairs 128x2 c4", t, true);
+    }
+    {
+        std::vector<Res> r2(results);
+        std::stable_sort(r2.begin(), r2.end(), [](const Res& a, const Res& b) { return a.ms < b.ms; });
+        printf("--- fastest (R=%d GHOST=%d n=%d) ---\n", R, GHOST, n);
+        for (size_t i = 0; i < r2.size() && i < 12; ++i)
+            printf("%-34s %8.4f ms  %5.1f%% %s\n", r2[i].name.c_str(), r2[i].ms, 100.0 * ideal / r2[i].ms,
+                   r2[i].check ? (r2[i].same ? "bits=" : "BITS DIFFER") : "");
+        for (auto& e : results) if (e.check && !e.same) printf("DIFFERS: %s\n", e.name.c_str());
+    }
+    if (quick) { CK(cudaDeviceSynchronize()); return 0; }
     // The periodic self-copies of one rank: six faces of depth R.
     Copies6 c{}; int cnt = 0; long acc = 0;
     auto add = [&](Box3 s, Box3 d) { c.src[cnt] = s; c.dst[cnt] = d; c.start[cnt] = acc; acc += (long)s.n0 * s.n1 * s.n2; ++cnt; c.start[cnt] = acc; };
