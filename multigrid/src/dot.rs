@@ -24,7 +24,7 @@ use comm::exact::ExactSum;
 /// Values per block (at most `2^M`).
 const BLOCK: usize = 4096;
 /// `2^M >= BLOCK`: the sum of a level's parts stays below its `σ`.
-#[cfg_attr(not(all(target_arch = "x86_64", mg_simd)), allow(dead_code))]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const M: i32 = 12;
 /// Extraction levels: each takes `53 - M = 41` bits below the previous.
 const LEVELS: usize = 3;
@@ -87,7 +87,7 @@ impl Acc {
             let take = (BLOCK - self.len).min(a.len());
             let dst = &mut self.buf[self.len..self.len + take];
             match self.simd {
-                #[cfg(all(target_arch = "x86_64", mg_simd))]
+                #[cfg(target_arch = "x86_64")]
                 Simd::Avx512 => {
                     // SAFETY: `Simd::Avx512` is only made by `Simd::detect`
                     // after it found AVX-512F on this CPU.
@@ -132,10 +132,10 @@ impl Acc {
         let mut rounds = 0;
         loop {
             let done: Option<([f64; LEVELS], bool)> = match (self.simd, scan.take()) {
-                #[cfg(all(target_arch = "x86_64", mg_simd))]
+                #[cfg(target_arch = "x86_64")]
                 // SAFETY: as below, and `Simd::Avx512` means AVX-512F.
                 (Simd::Avx512, Some((m, true))) if m > 0.0 => unsafe { avx512::split(block, m) },
-                #[cfg(all(target_arch = "x86_64", mg_simd))]
+                #[cfg(target_arch = "x86_64")]
                 // SAFETY: `Simd::Avx2` and `Simd::Avx512` are only made by
                 // `Simd::detect` after it found AVX2 on this CPU.
                 (Simd::Avx2 | Simd::Avx512, _) => unsafe { avx2::extract(block) },
@@ -185,7 +185,7 @@ impl Acc {
 /// The grids `σ` of the extraction levels for a block whose largest
 /// magnitude is `m`, or `None` if `m` is zero or subnormal or a grid would
 /// leave the normal range.
-#[cfg_attr(not(all(target_arch = "x86_64", mg_simd)), allow(dead_code))]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 fn grids(m: f64) -> Option<[f64; LEVELS]> {
     if m == 0.0 {
         return None;
@@ -205,8 +205,7 @@ fn grids(m: f64) -> Option<[f64; LEVELS]> {
     Some(std::array::from_fn(|l| pow2(top - (53 - M) * l as i32)))
 }
 
-#[cfg(all(target_arch = "x86_64", mg_simd))]
-#[allow(clippy::incompatible_msrv)] // only built with Rust 1.89 or later (build.rs)
+#[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::LEVELS;
     use std::arch::x86_64::*;
@@ -331,7 +330,7 @@ mod avx512 {
     }
 }
 
-#[cfg(all(target_arch = "x86_64", mg_simd))]
+#[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{LEVELS, M};
     use std::arch::x86_64::*;
@@ -603,7 +602,7 @@ mod tests {
         }
     }
 
-    #[cfg(all(target_arch = "x86_64", mg_simd))]
+    #[cfg(target_arch = "x86_64")]
     #[test]
     fn ordinary_blocks_take_the_fast_path() {
         if Simd::detect() == Simd::Portable {

@@ -14,11 +14,9 @@
 //! before storing, so a cell of the other colour is written back unchanged
 //! and the values the updated cells read are never modified in the pass.
 
-/// The instruction set the row kernels use. The vector sets exist in builds
-/// with Rust 1.89 or later (`cfg(mg_simd)`, see `build.rs`); older
-/// compilers build the portable kernels only.
+/// The instruction set the row kernels use (the vector sets on x86-64).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(not(all(target_arch = "x86_64", mg_simd)), allow(dead_code))]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) enum Simd {
     /// Plain Rust, one cell at a time.
     Portable,
@@ -32,7 +30,7 @@ pub(crate) enum Simd {
 impl Simd {
     /// The best set this CPU supports.
     pub fn detect() -> Self {
-        #[cfg(all(target_arch = "x86_64", mg_simd))]
+        #[cfg(target_arch = "x86_64")]
         {
             let avx2 = std::arch::is_x86_feature_detected!("avx2");
             if avx2 && std::arch::is_x86_feature_detected!("avx512f") {
@@ -123,7 +121,7 @@ pub(crate) fn smooth_row(
         return;
     }
     check_bounds(c, row, k0, hi, u.len().min(f.len()));
-    #[cfg(all(target_arch = "x86_64", mg_simd))]
+    #[cfg(target_arch = "x86_64")]
     if simd == Simd::Avx512 && row + hi + 8 + c.s0.max(c.s1) <= u.len().min(f.len()) {
         // SAFETY: `Simd::detect` found AVX-512F on this CPU; `check_bounds`
         // and the condition above cover the cells `k0..hi`, their
@@ -154,12 +152,12 @@ pub(crate) fn smooth_row(
     }
     debug_assert!((lo..end).step_by(2).all(|k| c.wall2[k] == 0.0));
     match simd {
-        #[cfg(all(target_arch = "x86_64", mg_simd))]
+        #[cfg(target_arch = "x86_64")]
         // SAFETY: `Simd::detect` found AVX2 on this CPU (Simd::Avx2 is made
         // nowhere else), and `check_bounds` above checked every cell and
         // neighbour of `lo..end` (a sub-range of `k0..hi`).
         Simd::Avx2 => unsafe { avx2::smooth(c, u, f, row, lo, end, inv_mid, omega) },
-        #[cfg(all(target_arch = "x86_64", mg_simd))]
+        #[cfg(target_arch = "x86_64")]
         // SAFETY: AVX2 is present with AVX-512 (Simd::detect checks both);
         // bounds as above.
         // (Avx512 near the end of the array: the AVX2 kernel.)
@@ -195,7 +193,7 @@ pub(crate) fn smooth_rows(
     if rows == 0 || lo >= hi {
         return;
     }
-    #[cfg(all(target_arch = "x86_64", mg_simd))]
+    #[cfg(target_arch = "x86_64")]
     {
         let len = u.len().min(f.len());
         let last = row0 + (rows - 1) * c.s1;
@@ -251,12 +249,12 @@ pub(crate) fn residual_row(
         assert!(row + hi <= f.len(), "row kernel out of bounds");
     }
     match simd {
-        #[cfg(all(target_arch = "x86_64", mg_simd))]
+        #[cfg(target_arch = "x86_64")]
         // SAFETY: AVX2 was detected (Simd::detect checks it for both sets);
         // `check_bounds` checked `u` and `wall2`, the assertion `f`, and
         // `out` has `hi - lo` values.
         Simd::Avx2 => unsafe { avx2::residual(c, u, f, row, lo, hi, out) },
-        #[cfg(all(target_arch = "x86_64", mg_simd))]
+        #[cfg(target_arch = "x86_64")]
         // SAFETY: `Simd::detect` found AVX-512F on this CPU; bounds as for
         // AVX2 (the last step's loads and store are masked to `lo..hi`).
         Simd::Avx512 => unsafe { avx512::residual(c, u, f, row, lo, hi, out) },
@@ -297,11 +295,11 @@ pub(crate) fn prolong_row(
     }
     let reach = di.unsigned_abs() + dj.unsigned_abs() + 1;
     assert!(
-        fine.len() % 2 == 0 && x0 >= reach && x0 + n + reach <= c.len(),
+        fine.len().is_multiple_of(2) && x0 >= reach && x0 + n + reach <= c.len(),
         "prolongation row out of bounds"
     );
     match simd {
-        #[cfg(all(target_arch = "x86_64", mg_simd))]
+        #[cfg(target_arch = "x86_64")]
         // SAFETY: AVX2 was detected (Simd::Avx2 and Simd::Avx512 come from
         // Simd::detect only, which checks AVX2 for both); the assertion
         // above covers every coarse value read.
@@ -324,7 +322,7 @@ fn prolong_cell(c: &[f64], x: usize, di: isize, dj: isize, dk: isize) -> f64 {
         + W[3] * at(di + dj + dk)
 }
 
-#[cfg(all(target_arch = "x86_64", mg_simd))]
+#[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::ConstRow;
     use std::arch::x86_64::*;
@@ -524,8 +522,7 @@ mod avx2 {
     }
 }
 
-#[cfg(all(target_arch = "x86_64", mg_simd))]
-#[allow(clippy::incompatible_msrv)] // only built with Rust 1.89 or later (build.rs)
+#[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::ConstRow;
     use std::arch::x86_64::*;

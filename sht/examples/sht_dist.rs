@@ -139,7 +139,7 @@ fn hash_suite(c: &dyn Communicator) -> Result<Vec<String>, String> {
     let p = c.size();
     let sht = Sht::with_nphi(NTHETA, NPHI, Some(LMAX)).map_err(|e| e.to_string())?;
     let mut lines = vec![];
-    for pr in (1..=p).filter(|a| p % a == 0) {
+    for pr in (1..=p).filter(|a| p.is_multiple_of(*a)) {
         let pt = p / pr;
         // Skip grids this problem cannot give work to (the same test on
         // every rank, no communication).

@@ -307,7 +307,6 @@ impl Simd {
     pub(crate) fn detect() -> Self {
         #[cfg(target_arch = "x86_64")]
         {
-            #[cfg(sht_avx512)]
             if std::arch::is_x86_feature_detected!("avx512f")
                 && std::arch::is_x86_feature_detected!("fma")
             {
@@ -425,16 +424,11 @@ mod x86 {
         }
     }
 
-    /// Eight doubles in an AVX-512 register (compiled with Rust 1.89 or
-    /// later, see `build.rs`). Only used inside functions
+    /// Eight doubles in an AVX-512 register. Only used inside functions
     /// compiled with AVX-512F and FMA, called after `Simd::detect` found them.
-    #[cfg(sht_avx512)]
     #[derive(Clone, Copy)]
     pub(super) struct V8(__m512d);
 
-    // Only compiled where these intrinsics are stable (build.rs).
-    #[cfg(sht_avx512)]
-    #[allow(clippy::incompatible_msrv)]
     impl Vf for V8 {
         const W: usize = 8;
         #[inline(always)]
@@ -480,7 +474,7 @@ const LMAX_LANES: usize = 32;
 /// `nd = ab.len() + 1` degrees, both hemispheres (parity).
 pub(crate) fn synth(simd: Simd, o: &Order<'_>, nf: usize, c: &[Complex64], out: &mut [Complex64]) {
     match simd {
-        #[cfg(all(target_arch = "x86_64", sht_avx512))]
+        #[cfg(target_arch = "x86_64")]
         // SAFETY: `Simd::detect` found AVX-512F and FMA on this CPU.
         Simd::Avx512 => unsafe { synth_avx512(o, nf, c, out) },
         #[cfg(target_arch = "x86_64")]
@@ -500,7 +494,7 @@ pub(crate) fn anal(
     out: &mut [Complex64],
 ) {
     match simd {
-        #[cfg(all(target_arch = "x86_64", sht_avx512))]
+        #[cfg(target_arch = "x86_64")]
         // SAFETY: `Simd::detect` found AVX-512F and FMA on this CPU.
         Simd::Avx512 => unsafe { anal_avx512(o, nf, input, out) },
         #[cfg(target_arch = "x86_64")]
@@ -510,8 +504,7 @@ pub(crate) fn anal(
     }
 }
 
-#[cfg(all(target_arch = "x86_64", sht_avx512))]
-#[allow(clippy::incompatible_msrv)] // the avx512f target feature: see build.rs
+#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn synth_avx512(o: &Order<'_>, nf: usize, c: &[Complex64], out: &mut [Complex64]) {
     synth_impl::<x86::V8, 4, 2>(o, nf, c, out)
@@ -521,8 +514,7 @@ unsafe fn synth_avx512(o: &Order<'_>, nf: usize, c: &[Complex64], out: &mut [Com
 unsafe fn synth_avx2(o: &Order<'_>, nf: usize, c: &[Complex64], out: &mut [Complex64]) {
     synth_impl::<x86::V4, 2, 2>(o, nf, c, out)
 }
-#[cfg(all(target_arch = "x86_64", sht_avx512))]
-#[allow(clippy::incompatible_msrv)] // the avx512f target feature: see build.rs
+#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn anal_avx512(o: &Order<'_>, nf: usize, input: &[Complex64], out: &mut [Complex64]) {
     anal_impl::<x86::V8, 4, 4>(o, nf, input, out)

@@ -190,7 +190,7 @@ pub enum Parallelism {
 /// [`Sht::set_kernel`]); all give the same bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kernel {
-    /// AVX-512F + FMA, 32 latitudes per block (x86-64, built with rustc >= 1.89).
+    /// AVX-512F + FMA, 32 latitudes per block (x86-64).
     Avx512,
     /// AVX2 + FMA, 8 latitudes per block (x86-64).
     Avx2,
@@ -331,7 +331,7 @@ pub(crate) fn check_len(what: &'static str, got: usize, expected: usize) -> Resu
 
 /// The number of fields in a batch buffer of length `got`, `unit` per field.
 pub(crate) fn batch(what: &'static str, got: usize, unit: usize) -> Result<usize, ShtError> {
-    if unit > 0 && got > 0 && got % unit == 0 {
+    if unit > 0 && got > 0 && got.is_multiple_of(unit) {
         Ok(got / unit)
     } else {
         Err(ShtError::BatchLength { what, unit, got })

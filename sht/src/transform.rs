@@ -105,7 +105,7 @@ impl Sht {
         if lmax >= ntheta {
             return Err(ShtError::LmaxOutOfRange { lmax, ntheta });
         }
-        if nphi % 2 != 0 {
+        if !nphi.is_multiple_of(2) {
             return Err(ShtError::OddNphi { nphi });
         }
         if nphi < 2 * (lmax + 1) {
@@ -175,8 +175,8 @@ impl Sht {
     ///
     /// # Errors
     /// [`ShtError::KernelUnavailable`] when this build or this CPU lacks
-    /// them (AVX-512 needs rustc >= 1.89 at build time and `avx512f` + `fma`
-    /// at run time, AVX2 `avx2` + `fma`); the kernels in use stay.
+    /// them (AVX-512 needs `avx512f` + `fma` at run
+    /// time, AVX2 `avx2` + `fma`); the kernels in use stay.
     pub fn set_kernel(&mut self, kernel: Kernel) -> Result<(), ShtError> {
         match Simd::for_kernel(kernel) {
             Some(s) => {

@@ -324,7 +324,10 @@ impl Case {
 }
 
 fn grids(n: usize) -> Vec<(usize, usize)> {
-    (1..=n).filter(|a| n % a == 0).map(|a| (a, n / a)).collect()
+    (1..=n)
+        .filter(|a| n.is_multiple_of(*a))
+        .map(|a| (a, n / a))
+        .collect()
 }
 
 #[test]

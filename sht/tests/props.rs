@@ -38,7 +38,7 @@ fn spread(v: &[usize]) -> usize {
 fn snake_bound(weights: &[usize], parts: usize) -> usize {
     let max = weights.iter().copied().max().unwrap_or(0);
     let min = weights.iter().copied().min().unwrap_or(0);
-    if weights.len() % parts == 0 {
+    if weights.len().is_multiple_of(parts) {
         max - min
     } else {
         max

@@ -64,7 +64,7 @@ enum Kernel {
 /// `cached` otherwise. Returns (kernel, cells along axis 0, block width).
 fn stencil_choice(cfg: &Config, layout: &FieldLayout) -> (Kernel, usize, u32) {
     let s = layout.strides();
-    let even = s[0] % 2 == 0 && s[1] % 2 == 0;
+    let even = s[0].is_multiple_of(2) && s[1].is_multiple_of(2);
     let kernel = match cfg.gpu_stencil {
         GpuStencil::Shared => Kernel::Tiled,
         GpuStencil::Shuffle => Kernel::Shuffle,
@@ -800,7 +800,7 @@ mod tests {
             let g = ghost(r);
             assert_eq!(&g[..2], &[r, r]);
             assert!(
-                g[2] >= r && g[2] % 4 == 0 && g[2] < r + 4,
+                g[2] >= r && g[2].is_multiple_of(4) && g[2] < r + 4,
                 "radius {r}: {g:?}"
             );
         }

@@ -130,7 +130,7 @@ pub enum Kernel {
     /// Four cells per vector along the fastest axis (x86-64 with AVX2).
     Avx2,
     /// Eight cells per vector along the fastest axis (x86-64 with AVX-512F
-    /// and AVX2; built by Rust 1.89 or later).
+    /// and AVX2).
     Avx512,
 }
 
@@ -144,7 +144,7 @@ impl Kernel {
             Kernel::Scalar => true,
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
-            #[cfg(all(target_arch = "x86_64", heat3d_avx512))]
+            #[cfg(target_arch = "x86_64")]
             Kernel::Avx512 => {
                 std::arch::is_x86_feature_detected!("avx512f")
                     && std::arch::is_x86_feature_detected!("avx2")
@@ -330,7 +330,7 @@ impl Sweep {
             stream,
         };
         match self.kernel {
-            #[cfg(all(target_arch = "x86_64", heat3d_avx512))]
+            #[cfg(target_arch = "x86_64")]
             // SAFETY: `with_kernel` and `Kernel::detect` only choose
             // AVX-512 where the CPU has AVX-512F and AVX2; the bounds were
             // checked above.
@@ -516,8 +516,7 @@ fn rows_finite(out: &[f64], s: [usize; 3], region: &Region) -> bool {
     })
 }
 
-#[cfg(all(target_arch = "x86_64", heat3d_avx512))]
-#[allow(clippy::incompatible_msrv)] // the avx512f target feature: see build.rs
+#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2")]
 unsafe fn sweep_avx512<const R: usize>(job: Job<'_, R>) -> bool {
     // SAFETY: the caller checked for AVX-512F, AVX2 and the bounds.

@@ -58,7 +58,7 @@ pub fn copy_streaming(dst: &mut [f64], src: &[f64]) {
     let n = dst.len().min(src.len());
     let mut i = 0;
     // One value first if the destination is not 16-byte aligned.
-    if n > 0 && (dst.as_ptr() as usize) % 16 != 0 {
+    if n > 0 && !(dst.as_ptr() as usize).is_multiple_of(16) {
         dst[0] = src[0];
         i = 1;
     }
@@ -87,7 +87,7 @@ pub fn copy_streaming(dst: &mut [f64], src: &[f64]) {
 
 #[allow(clippy::type_complexity)]
 fn pick() -> (&'static str, usize, fn(usize) -> f64) {
-    #[cfg(all(target_arch = "x86_64", heat3d_avx512))]
+    #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
         // SAFETY: the CPU has AVX-512F (checked above).
         return ("avx512", 8, |n| unsafe { x86::chains512(n) });
@@ -151,8 +151,6 @@ mod x86 {
     ///
     /// # Safety
     /// The CPU must have AVX-512F.
-    #[cfg(heat3d_avx512)]
-    #[allow(clippy::incompatible_msrv)] // the avx512f target feature: see build.rs
     #[target_feature(enable = "avx512f")]
     #[allow(unused_unsafe)] // value intrinsics are safe here from Rust 1.87
     pub(super) unsafe fn chains512(n: usize) -> f64 {

@@ -214,7 +214,7 @@ pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
         let mut q = 0;
         // Cells before the first 64-byte boundary of `out` (0..=7).
         let head = (8 - (out as usize / 8) % 8) % 8;
-        let stream = stream && (out as usize) % 8 == 0 && len >= head + 8;
+        let stream = stream && (out as usize).is_multiple_of(8) && len >= head + 8;
         if stream {
             // Whole 64-byte lines of the output get non-temporal stores;
             // the cells before the first and after the last whole line are
@@ -343,16 +343,11 @@ pub(super) mod x86 {
         }
     }
 
-    /// Eight doubles in an AVX-512 register (compiled with Rust 1.89 or
-    /// later, see `build.rs`). Only used inside functions compiled with
+    /// Eight doubles in an AVX-512 register. Only used inside functions compiled with
     /// AVX-512F, called after `Kernel::Avx512.available()` found it.
-    #[cfg(heat3d_avx512)]
     #[derive(Clone, Copy)]
     pub(in crate::stencil) struct V8(__m512d);
 
-    // Only compiled where these intrinsics are stable (build.rs).
-    #[cfg(heat3d_avx512)]
-    #[allow(clippy::incompatible_msrv)]
     impl Vf for V8 {
         const W: usize = 8;
         #[inline(always)]
