@@ -53,9 +53,19 @@ enum Kernel {
     Shuffle,
 }
 
+/// Owned cells from which `pairs` launches 32 x 8 blocks of 8 cells a
+/// thread: 2^26, between the sizes where each shape was measured faster
+/// (256^3 = 2^24 for 128 x 2, 512^3 = 2^27 for 32 x 8).
+const TALL_BLOCKS: usize = 1 << 26;
+
 /// The stencil kernel and launch shape for `cfg` on `layout`: `auto` takes
 /// the fastest measured on an H200 (`cargo xtask bench gpu --sections
-/// orders`): `pairs` with 4 cells a thread along axis 0 at order 2,
+/// orders`, and `tune/fd_tune.cu`): `pairs` at order 2, with 4 cells a
+/// thread along axis 0 in 128 x 2 blocks below [`TALL_BLOCKS`] owned cells
+/// and 8 cells in 32 x 8 blocks from there (at 512^3 the taller blocks
+/// read the field 1.66 times through L2 instead of 2.5, 87.8 % of the copy
+/// rate against 83.5 % in one tuning run; at 256^3 they were 2 points
+/// slower),
 /// `shuffle` at order 20 (its 20 fast-axis loads a cell are where the
 /// shuffles pay: 0.45 against 0.52 ms at 256^3), and `cached` with 32
 /// between, whose many fast-axis loads favour long columns and narrow
@@ -73,7 +83,9 @@ fn stencil_choice(cfg: &Config, layout: &FieldLayout) -> (Kernel, usize, u32) {
         GpuStencil::Auto if cfg.order == 20 => Kernel::Shuffle,
         _ => Kernel::Sweep,
     };
+    let cells: usize = layout.owned.iter().product();
     let (chunk, block) = match kernel {
+        Kernel::Pairs if cells >= TALL_BLOCKS => (8, 32),
         Kernel::Pairs => (4, 128),
         Kernel::Sweep if cfg.order == 2 => (8, 128),
         Kernel::Sweep | Kernel::Tiled | Kernel::Shuffle => (32, 32),
@@ -817,6 +829,14 @@ mod tests {
         let odd = layout([64, 64, 63], 1);
         assert_eq!(
             stencil_choice(&cfg(2, GpuStencil::Auto), &even),
+            (Kernel::Pairs, 4, 128)
+        );
+        assert_eq!(
+            stencil_choice(&cfg(2, GpuStencil::Auto), &layout([512, 512, 256], 1)),
+            (Kernel::Pairs, 8, 32)
+        );
+        assert_eq!(
+            stencil_choice(&cfg(2, GpuStencil::Auto), &layout([512, 256, 256], 1)),
             (Kernel::Pairs, 4, 128)
         );
         assert_eq!(
