@@ -53,25 +53,29 @@ enum Kernel {
     Shuffle,
 }
 
-/// Owned cells from which `pairs` launches 32 x 8 blocks of 8 cells a
-/// thread: 2^26, between the sizes where each shape was measured faster
-/// (256^3 = 2^24 for 128 x 2, 512^3 = 2^27 for 32 x 8).
+/// Owned cells from which `pairs` at order 2 launches 32 x 8 blocks of 8
+/// cells a thread: 2^26, between the sizes where each shape was measured
+/// faster (256^3 = 2^24 for 128 x 2 with 4 cells, 512^3 = 2^27 for 32 x 8).
 const TALL_BLOCKS: usize = 1 << 26;
 
-/// The stencil kernel and launch shape for `cfg` on `layout`: `auto` takes
-/// the fastest measured on an H200 (`cargo xtask bench gpu --sections
-/// orders`, and `tune/fd_tune.cu`): `pairs` at order 2, with 4 cells a
-/// thread along axis 0 in 128 x 2 blocks below [`TALL_BLOCKS`] owned cells
-/// and 8 cells in 32 x 8 blocks from there (at 512^3 the taller blocks
-/// read the field 1.66 times through L2 instead of 2.5, 87.8 % of the copy
-/// rate against 83.5 % in one tuning run; at 256^3 they were 2 points
-/// slower),
-/// `shuffle` at order 20 (its 20 fast-axis loads a cell are where the
-/// shuffles pay: 0.45 against 0.52 ms at 256^3), and `cached` with 32
-/// between, whose many fast-axis loads favour long columns and narrow
-/// (32 x 8) blocks. `pairs` needs padded rows and
-/// planes of even length (16-byte aligned pairs) and falls back to
-/// `cached` otherwise. Returns (kernel, cells along axis 0, block width).
+/// The orders at which `auto` takes `pairs` and `shuffle`; `cached` at the
+/// others (10 and 16).
+const AUTO_PAIRS: [usize; 6] = [2, 4, 6, 8, 12, 18];
+const AUTO_SHUFFLE: [usize; 2] = [14, 20];
+
+/// The stencil kernel and launch shape for `cfg` on `layout`. `auto` takes
+/// the fastest of `cached`, `pairs` and `shuffle` measured per order on an
+/// H200 at 256^3 and 512^3 (heat3d, one rank, blocking Euler; README):
+/// `pairs` at orders 2, 4, 6, 8, 12 and 18, `shuffle` at 14 and 20 (their
+/// many fast-axis loads a cell are where the shuffles pay), `cached` at 10
+/// and 16. `pairs` runs in 32 x 8 blocks of 8 cells a thread along axis
+/// 0, which read the field about 1.7 times through L2 where 128 x 2
+/// blocks read it 2.5 times (`tune/NOTES.md`); only at order 2 below
+/// [`TALL_BLOCKS`] owned cells do 128 x 2 blocks of 4 cells win. `pairs`
+/// needs padded rows and planes of even length (16-byte aligned pairs)
+/// and falls back to `cached` otherwise; `cached` and `shuffle` run 32
+/// cells a thread in 32 x 8 blocks (8 cells in 128 x 2 at order 2).
+/// Returns (kernel, cells along axis 0, block width).
 fn stencil_choice(cfg: &Config, layout: &FieldLayout) -> (Kernel, usize, u32) {
     let s = layout.strides();
     let even = s[0].is_multiple_of(2) && s[1].is_multiple_of(2);
@@ -79,14 +83,14 @@ fn stencil_choice(cfg: &Config, layout: &FieldLayout) -> (Kernel, usize, u32) {
         GpuStencil::Shared => Kernel::Tiled,
         GpuStencil::Shuffle => Kernel::Shuffle,
         GpuStencil::Pairs if even => Kernel::Pairs,
-        GpuStencil::Auto if even && cfg.order == 2 => Kernel::Pairs,
-        GpuStencil::Auto if cfg.order == 20 => Kernel::Shuffle,
+        GpuStencil::Auto if even && AUTO_PAIRS.contains(&cfg.order) => Kernel::Pairs,
+        GpuStencil::Auto if AUTO_SHUFFLE.contains(&cfg.order) => Kernel::Shuffle,
         _ => Kernel::Sweep,
     };
     let cells: usize = layout.owned.iter().product();
     let (chunk, block) = match kernel {
-        Kernel::Pairs if cells >= TALL_BLOCKS => (8, 32),
-        Kernel::Pairs => (4, 128),
+        Kernel::Pairs if cfg.order == 2 && cells < TALL_BLOCKS => (4, 128),
+        Kernel::Pairs => (8, 32),
         Kernel::Sweep if cfg.order == 2 => (8, 128),
         Kernel::Sweep | Kernel::Tiled | Kernel::Shuffle => (32, 32),
     };
@@ -845,6 +849,18 @@ mod tests {
         );
         assert_eq!(
             stencil_choice(&cfg(8, GpuStencil::Auto), &layout([64; 3], 4)),
+            (Kernel::Pairs, 8, 32)
+        );
+        assert_eq!(
+            stencil_choice(&cfg(10, GpuStencil::Auto), &layout([64; 3], 5)),
+            (Kernel::Sweep, 32, 32)
+        );
+        assert_eq!(
+            stencil_choice(&cfg(14, GpuStencil::Auto), &layout([64; 3], 7)),
+            (Kernel::Shuffle, 32, 32)
+        );
+        assert_eq!(
+            stencil_choice(&cfg(8, GpuStencil::Auto), &layout([64, 64, 63], 4)),
             (Kernel::Sweep, 32, 32)
         );
         assert_eq!(
