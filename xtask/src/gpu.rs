@@ -511,10 +511,11 @@ pub fn run(a: &Args) -> Result<()> {
         }
     }
     // One rank's blocking sweeps and RK4 combinations store the ghosts'
-    // periodic images themselves (no exchange after the first step): on a
-    // grid whose extents are between the radius and twice it, cells near
-    // both faces of an axis have two images.
+    // periodic images themselves at order 2 (no exchange after the first
+    // step); at higher orders the same small grid, whose extents lie between
+    // the radius and twice it, goes through the self-copies.
     for (o, integ) in [
+        (2, "euler"),
         (4, "euler"),
         (12, "euler"),
         (20, "euler"),

@@ -16,9 +16,9 @@ struct Coef {
 // `Box3` and `cell` come from halo's region.cuh, which precedes this
 // source (`halo::DeviceRegion::SOURCE`).
 
-// The stencils' `wrap` (the host sets it only for one rank that is its own
-// periodic neighbour on every axis, with the region the whole owned box
-// and n >= R along every axis): the value stored at owned cell (i, j, k)
+// The stencils' `wrap` (the host sets it only at R = 1 for one rank that is
+// its own periodic neighbour on every axis, with the region the whole
+// owned box and n >= R along every axis): the value stored at owned cell (i, j, k)
 // within R of a face is stored again at its periodic image in the ghost
 // layer beyond the opposite face, the value the halo's self-copy would
 // put there, so the next sweep of `out` needs no exchange. Face ghosts

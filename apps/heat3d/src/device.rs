@@ -173,10 +173,16 @@ pub(crate) struct DeviceSolver {
     block: u32,
     step: i32,
     /// One rank that is its own periodic face neighbour on every axis, at
-    /// least `radius` cells along each: in blocking mode the kernels that
-    /// write the field a stencil reads next (the Euler sweep into `a`, the
-    /// RK4 combinations into `a` and `u`) store its ghosts' periodic
-    /// images too (the kernels' `wrap`), so the stencil needs no exchange.
+    /// least `radius` cells along each, at radius 1: in blocking mode the
+    /// kernels that write the field a stencil reads next (the Euler sweep
+    /// into `a`, the RK4 combinations into `a` and `u`) store its ghosts'
+    /// periodic images too (the kernels' `wrap`), so the stencil needs no
+    /// exchange. Only at radius 1: in one A/B run on an H200 (512^3, the
+    /// same binary with and without) the images cost more than the six
+    /// self-copies they replace from radius 2 on (FD-8 1.164 against 1.100
+    /// ms a step, FD-12 1.878 / 1.763, FD-16 2.991 / 2.252; FD-2 0.623 /
+    /// 0.626): each of the `radius` cells next to a face stores its image
+    /// with scattered 8-byte writes.
     wrap: bool,
     /// Whether the ghosts of `u` and of `a` hold the images the last
     /// kernel that wrote the field stored.
@@ -323,6 +329,7 @@ impl DeviceSolver {
             })
         });
         let wrap = !spectral
+            && radius == 1
             && nbs.iter().all(|n| n.rank == me)
             && own_faces
             && layout.owned.iter().all(|&n| n >= radius);
