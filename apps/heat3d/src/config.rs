@@ -175,12 +175,14 @@ pub struct Config {
     pub device: Option<usize>,
     /// Cells each GPU thread of the stencil updates along axis 0, keeping
     /// the 2r + 1 values of that axis in registers (1: one thread per
-    /// cell); 0 picks the stencil's default (4 for `pairs`, 8 for `cached`
-    /// at order 2, 32 above). Changes no bit.
+    /// cell); 0 picks the stencil's default (`pairs`: 4 at order 2 below
+    /// 2^26 owned cells, 8 otherwise; `cached`: 8 at order 2; 32 for
+    /// `cached` above order 2, `shuffle` and `shared`). Changes no bit.
     pub gpu_chunk: usize,
     /// Threads of a stencil block along the last axis (32, 64, 128 or 256;
     /// the block has 256 threads; the `shared` stencil always uses 32); 0
-    /// picks the stencil's default (128 at order 2, 32 above). Changes no
+    /// picks the stencil's default (128 for `cached` at order 2 and for
+    /// `pairs` at order 2 below 2^26 owned cells, 32 otherwise). Changes no
     /// bit.
     pub gpu_block: usize,
     /// How the GPU stencil reads its fast-axis neighbours.
