@@ -512,8 +512,8 @@ pub fn run(a: &Args) -> Result<()> {
     }
     // One rank's blocking sweeps and RK4 combinations store the ghosts'
     // periodic images themselves at order 2 (no exchange after the first
-    // step); at higher orders the same small grid, whose extents lie between
-    // the radius and twice it, goes through the self-copies.
+    // step); at higher orders the same small grid, some of whose extents lie
+    // between the radius and twice it, goes through the self-copies.
     for (o, integ) in [
         (2, "euler"),
         (4, "euler"),

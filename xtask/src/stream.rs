@@ -2,11 +2,13 @@
 //! f64 array and write another of the same length, as one rank's stencil
 //! sweep does: the faster of the library copy (`copy_from_slice`, i.e.
 //! `memcpy`) and a copy with non-temporal stores (x86-64; heat3d's
-//! `copy_streaming`, which its `sweep_timing` example times too), per pass. A plain read-and-write loop (STREAM's "scale",
-//! `dst[i] = s * src[i]`) runs at about half that rate on a core whose
-//! stores allocate cache lines, and would flatter any kernel timed against
-//! it; `scale_passes` keeps it for comparison.
+//! `copy_streaming`, which its `sweep_timing` example times too), per
+//! pass. A plain read-and-write loop (STREAM's "scale", `dst[i] = s *
+//! src[i]`) runs at about half that rate on a core whose stores allocate
+//! cache lines, and would flatter any kernel timed against it;
+//! `scale_passes` keeps it for comparison.
 
+use heat3d::stencil::peak::copy_streaming as copy_nt;
 use serde::Serialize;
 use std::hint::black_box;
 use std::time::Instant;
@@ -41,8 +43,6 @@ fn scale(dst: &mut [f64], src: &[f64], s: f64) {
 fn copy(dst: &mut [f64], src: &[f64]) {
     dst.copy_from_slice(src);
 }
-
-use heat3d::stencil::peak::copy_streaming as copy_nt;
 
 /// Two arrays of `elements` f64, touched before timing (no page faults are
 /// timed).

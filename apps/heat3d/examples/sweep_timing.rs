@@ -46,26 +46,21 @@ fn main() {
         lo: [r; 3],
         hi: [n + r; 3],
     };
-    out.copy_from_slice(&u);
-    let library = median(
-        (0..reps)
-            .map(|_| {
-                let t = Instant::now();
-                out.copy_from_slice(std::hint::black_box(&u));
-                t.elapsed().as_secs_f64()
-            })
-            .collect(),
-    );
-    copy_streaming(&mut out, &u);
-    let streaming = median(
-        (0..reps)
-            .map(|_| {
-                let t = Instant::now();
-                copy_streaming(&mut out, std::hint::black_box(&u));
-                t.elapsed().as_secs_f64()
-            })
-            .collect(),
-    );
+    // The median of `reps` timed copies after an untimed one.
+    let mut timed = |copy: fn(&mut [f64], &[f64])| {
+        copy(&mut out, &u);
+        median(
+            (0..reps)
+                .map(|_| {
+                    let t = Instant::now();
+                    copy(&mut out, std::hint::black_box(&u));
+                    t.elapsed().as_secs_f64()
+                })
+                .collect(),
+        )
+    };
+    let library = timed(|d, s| d.copy_from_slice(s));
+    let streaming = timed(copy_streaming);
     let copy = library.min(streaming);
     let peak = fma_peak(4_000_000, 5);
     println!(

@@ -220,7 +220,9 @@ pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
             // the cells before the first and after the last whole line are
             // computed one at a time with plain stores. (A masked vector
             // store beside the streaming ones ran the sweep 2-3x slower on
-            // an AMD EPYC core; plain scalar stores cost nothing measurable.)
+            // an AMD EPYC core: in a C copy of 256^3 rows laid out this way,
+            // 35 ms with masked edges, 14 with scalar ones, 9.8 without
+            // edges.)
             let lines_end = head + (len - head) / 8 * 8;
             let mut z = 0.0;
             while q < head {
