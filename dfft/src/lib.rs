@@ -81,6 +81,7 @@
 pub mod cuda;
 mod deriv;
 mod fft;
+mod lanes;
 pub mod kernels;
 mod layout;
 mod reshape;
