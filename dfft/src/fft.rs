@@ -1,7 +1,7 @@
 //! Distributed 3D FFT plans: a fixed sequence of 1D transforms along whole
 //! axes, with reshapes in between.
 
-use crate::lanes::{self, LanePlan, Line1d, LANES};
+use crate::lanes::{self, LanePlan, Line1d, GROUPS, LANES};
 use crate::layout::{others, Layout};
 use crate::reshape::{Protocol, Reshape};
 use crate::FftError;
@@ -1192,7 +1192,7 @@ fn line_at(g: &Geom, i: usize, t: usize) -> usize {
 
 /// Applies `plan` to every line along `g.axis` of one field or plane: from
 /// `src` into `dst`, or in place in `dst`, each result scaled by `scale`.
-/// The lane engine takes [`LANES`] lines at a time: neighbours along the
+/// The lane engine takes up to [`GROUPS`] x [`LANES`] lines at a time: neighbours along the
 /// contiguous axis as they lie, contiguous lines transposed into rows
 /// ([`lanes::transform`]). With a `rustfft` plan, contiguous lines are transformed in runs of `block`; strided lines are
 /// gathered `block` at a time (neighbours along the contiguous axis) into
@@ -1258,13 +1258,13 @@ fn lane_lines(
     let stride = g.strides[g.axis];
     if stride == 1 || g.len() == n {
         let lines = g.len() / n;
-        for l0 in (0..lines).step_by(LANES) {
-            let bl = LANES.min(lines - l0);
+        for l0 in (0..lines).step_by(LANES * GROUPS) {
+            let bl = (LANES * GROUPS).min(lines - l0);
             lanes::transform(plan, src, dst, l0 * n, (1, n), bl, scale, buf);
         }
         return;
     }
-    let _ = for_blocks(g, LANES, |i, t0, bl| {
+    let _ = for_blocks(g, LANES * GROUPS, |i, t0, bl| {
         let base = line_at(g, i, t0);
         lanes::transform(plan, src, dst, base, (stride, 1), bl, scale, buf);
         Ok(())

@@ -31,82 +31,358 @@ const ROW: usize = 2 * LANES;
 /// has no lane plan.
 pub(crate) const MAX_PRIME: usize = 13;
 
-/// Value `k` of [`LANES`] lines: real parts, then imaginary parts.
-#[derive(Clone, Copy)]
-struct P {
-    re: [f64; LANES],
-    im: [f64; LANES],
+/// [`LANES`] `f64` values in a vector register (or two, or an array), and
+/// the operations the passes use on them: one IEEE operation per lane, the
+/// same on every implementation.
+///
+/// The implementations with intrinsics ([`Z`] for AVX-512F, [`Y`] for
+/// AVX2) execute those instructions in safe methods. They are private to
+/// this module and used only inside the functions compiled for their
+/// instruction set, which run only after [`Simd::detect`] found it on the
+/// CPU: that is the contract that makes them sound.
+trait Lane: Copy {
+    /// `s[..LANES]`.
+    fn load(s: &[f64]) -> Self;
+    /// Into `d[..LANES]`.
+    fn store(self, d: &mut [f64]);
+    fn splat(x: f64) -> Self;
+    fn add(self, o: Self) -> Self;
+    fn sub(self, o: Self) -> Self;
+    fn mul(self, o: Self) -> Self;
+    fn neg(self) -> Self;
+
+    /// The real and the imaginary parts of the [`LANES`] complex values
+    /// interleaved in `s[..2 LANES]`.
+    #[inline(always)]
+    fn split(s: &[f64]) -> (Self, Self) {
+        let s = &s[..ROW];
+        let re: [f64; LANES] = std::array::from_fn(|j| s[2 * j]);
+        let im: [f64; LANES] = std::array::from_fn(|j| s[2 * j + 1]);
+        (Self::load(&re), Self::load(&im))
+    }
+
+    /// The inverse of [`Lane::split`].
+    #[inline(always)]
+    fn join(re: Self, im: Self, d: &mut [f64]) {
+        let (mut r, mut i) = ([0.0; LANES], [0.0; LANES]);
+        re.store(&mut r);
+        im.store(&mut i);
+        for (j, c) in d[..ROW].chunks_exact_mut(2).enumerate() {
+            c[0] = r[j];
+            c[1] = i[j];
+        }
+    }
+
+    /// `m[i][j]` becomes `m[j][i]`.
+    #[inline(always)]
+    fn transpose(m: &mut [Self; LANES]) {
+        let mut a = [[0.0; LANES]; LANES];
+        for (row, v) in a.iter_mut().zip(m.iter()) {
+            v.store(row);
+        }
+        for (i, v) in m.iter_mut().enumerate() {
+            let col: [f64; LANES] = std::array::from_fn(|j| a[j][i]);
+            *v = Self::load(&col);
+        }
+    }
 }
 
-impl P {
+/// Plain Rust, one lane after another.
+#[derive(Clone, Copy)]
+struct Pf([f64; LANES]);
+
+impl Lane for Pf {
     #[inline(always)]
-    fn load(buf: &[f64], row: usize) -> P {
-        let s: &[f64; ROW] = buf[row * ROW..row * ROW + ROW].try_into().expect("row");
+    fn load(s: &[f64]) -> Self {
+        Pf(s[..LANES].try_into().expect("lanes"))
+    }
+    #[inline(always)]
+    fn store(self, d: &mut [f64]) {
+        d[..LANES].copy_from_slice(&self.0);
+    }
+    #[inline(always)]
+    fn splat(x: f64) -> Self {
+        Pf([x; LANES])
+    }
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        Pf(std::array::from_fn(|j| self.0[j] + o.0[j]))
+    }
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        Pf(std::array::from_fn(|j| self.0[j] - o.0[j]))
+    }
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        Pf(std::array::from_fn(|j| self.0[j] * o.0[j]))
+    }
+    #[inline(always)]
+    fn neg(self) -> Self {
+        Pf(std::array::from_fn(|j| -self.0[j]))
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+/// AVX2: two 256-bit registers. Its methods execute AVX instructions: see
+/// [`Lane`] for when they may run.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct Y(__m256d, __m256d);
+
+#[cfg(target_arch = "x86_64")]
+impl Lane for Y {
+    #[inline(always)]
+    fn load(s: &[f64]) -> Self {
+        let s = &s[..LANES];
+        // SAFETY: `s` holds LANES values (unaligned loads); AVX is present
+        // (the trait's contract).
+        unsafe {
+            Y(
+                _mm256_loadu_pd(s.as_ptr()),
+                _mm256_loadu_pd(s.as_ptr().add(4)),
+            )
+        }
+    }
+    #[inline(always)]
+    fn store(self, d: &mut [f64]) {
+        let d = &mut d[..LANES];
+        // SAFETY: `d` holds LANES values; AVX is present.
+        unsafe {
+            _mm256_storeu_pd(d.as_mut_ptr(), self.0);
+            _mm256_storeu_pd(d.as_mut_ptr().add(4), self.1);
+        }
+    }
+    #[inline(always)]
+    fn splat(x: f64) -> Self {
+        // SAFETY: AVX is present.
+        unsafe { Y(_mm256_set1_pd(x), _mm256_set1_pd(x)) }
+    }
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        // SAFETY: AVX is present.
+        unsafe { Y(_mm256_add_pd(self.0, o.0), _mm256_add_pd(self.1, o.1)) }
+    }
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        // SAFETY: AVX is present.
+        unsafe { Y(_mm256_sub_pd(self.0, o.0), _mm256_sub_pd(self.1, o.1)) }
+    }
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        // SAFETY: AVX is present.
+        unsafe { Y(_mm256_mul_pd(self.0, o.0), _mm256_mul_pd(self.1, o.1)) }
+    }
+    #[inline(always)]
+    fn neg(self) -> Self {
+        // SAFETY: AVX is present. Flipping the sign bit is IEEE negation.
+        unsafe {
+            let m = _mm256_set1_pd(-0.0);
+            Y(_mm256_xor_pd(self.0, m), _mm256_xor_pd(self.1, m))
+        }
+    }
+}
+
+/// AVX-512F: one 512-bit register. Its methods execute AVX-512F
+/// instructions: see [`Lane`] for when they may run.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct Z(__m512d);
+
+#[cfg(target_arch = "x86_64")]
+impl Lane for Z {
+    #[inline(always)]
+    fn load(s: &[f64]) -> Self {
+        let s = &s[..LANES];
+        // SAFETY: `s` holds LANES values (unaligned load); AVX-512F is
+        // present (the trait's contract).
+        unsafe { Z(_mm512_loadu_pd(s.as_ptr())) }
+    }
+    #[inline(always)]
+    fn store(self, d: &mut [f64]) {
+        let d = &mut d[..LANES];
+        // SAFETY: `d` holds LANES values; AVX-512F is present.
+        unsafe { _mm512_storeu_pd(d.as_mut_ptr(), self.0) }
+    }
+    #[inline(always)]
+    fn splat(x: f64) -> Self {
+        // SAFETY: AVX-512F is present.
+        unsafe { Z(_mm512_set1_pd(x)) }
+    }
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        // SAFETY: AVX-512F is present.
+        unsafe { Z(_mm512_add_pd(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        // SAFETY: AVX-512F is present.
+        unsafe { Z(_mm512_sub_pd(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        // SAFETY: AVX-512F is present.
+        unsafe { Z(_mm512_mul_pd(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn neg(self) -> Self {
+        // SAFETY: AVX-512F is present. Flipping the sign bit (an integer
+        // xor, which AVX-512F has) is IEEE negation.
+        unsafe {
+            let m = _mm512_set1_epi64(i64::MIN);
+            Z(_mm512_castsi512_pd(_mm512_xor_si512(
+                _mm512_castpd_si512(self.0),
+                m,
+            )))
+        }
+    }
+    #[inline(always)]
+    fn split(s: &[f64]) -> (Self, Self) {
+        let s = &s[..ROW];
+        // SAFETY: `s` holds 2 LANES values; AVX-512F is present.
+        unsafe {
+            let a = _mm512_loadu_pd(s.as_ptr());
+            let b = _mm512_loadu_pd(s.as_ptr().add(LANES));
+            let even = _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0);
+            let odd = _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1);
+            (
+                Z(_mm512_permutex2var_pd(a, even, b)),
+                Z(_mm512_permutex2var_pd(a, odd, b)),
+            )
+        }
+    }
+    #[inline(always)]
+    fn join(re: Self, im: Self, d: &mut [f64]) {
+        let d = &mut d[..ROW];
+        // SAFETY: `d` holds 2 LANES values; AVX-512F is present.
+        unsafe {
+            let lo = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
+            let hi = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+            _mm512_storeu_pd(d.as_mut_ptr(), _mm512_permutex2var_pd(re.0, lo, im.0));
+            _mm512_storeu_pd(
+                d.as_mut_ptr().add(LANES),
+                _mm512_permutex2var_pd(re.0, hi, im.0),
+            );
+        }
+    }
+    #[inline(always)]
+    fn transpose(m: &mut [Self; LANES]) {
+        // SAFETY: AVX-512F is present. Pairs of rows interleave within
+        // 128-bit lanes, then 128-bit lanes are gathered twice.
+        unsafe {
+            let r = m.map(|z| z.0);
+            let t: [__m512d; 8] = [
+                _mm512_unpacklo_pd(r[0], r[1]),
+                _mm512_unpackhi_pd(r[0], r[1]),
+                _mm512_unpacklo_pd(r[2], r[3]),
+                _mm512_unpackhi_pd(r[2], r[3]),
+                _mm512_unpacklo_pd(r[4], r[5]),
+                _mm512_unpackhi_pd(r[4], r[5]),
+                _mm512_unpacklo_pd(r[6], r[7]),
+                _mm512_unpackhi_pd(r[6], r[7]),
+            ];
+            for h in 0..2 {
+                let (t0, t2, t4, t6) = (t[h], t[2 + h], t[4 + h], t[6 + h]);
+                let u = _mm512_shuffle_f64x2::<0x88>(t0, t2);
+                let v = _mm512_shuffle_f64x2::<0xDD>(t0, t2);
+                let w = _mm512_shuffle_f64x2::<0x88>(t4, t6);
+                let x = _mm512_shuffle_f64x2::<0xDD>(t4, t6);
+                m[h] = Z(_mm512_shuffle_f64x2::<0x88>(u, w));
+                m[4 + h] = Z(_mm512_shuffle_f64x2::<0xDD>(u, w));
+                m[2 + h] = Z(_mm512_shuffle_f64x2::<0x88>(v, x));
+                m[6 + h] = Z(_mm512_shuffle_f64x2::<0xDD>(v, x));
+            }
+        }
+    }
+}
+
+/// Value `k` of [`LANES`] lines: real parts, then imaginary parts.
+#[derive(Clone, Copy)]
+struct P<S> {
+    re: S,
+    im: S,
+}
+
+impl<S: Lane> P<S> {
+    #[inline(always)]
+    fn load(buf: &[f64], row: usize) -> Self {
+        let s = &buf[row * ROW..row * ROW + ROW];
         P {
-            re: std::array::from_fn(|j| s[j]),
-            im: std::array::from_fn(|j| s[LANES + j]),
+            re: S::load(&s[..LANES]),
+            im: S::load(&s[LANES..]),
         }
     }
 
     #[inline(always)]
     fn store(self, buf: &mut [f64], row: usize) {
-        let s: &mut [f64; ROW] = (&mut buf[row * ROW..row * ROW + ROW])
-            .try_into()
-            .expect("row");
-        for j in 0..LANES {
-            s[j] = self.re[j];
-            s[LANES + j] = self.im[j];
+        let s = &mut buf[row * ROW..row * ROW + ROW];
+        self.re.store(&mut s[..LANES]);
+        self.im.store(&mut s[LANES..]);
+    }
+
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        P {
+            re: self.re.add(o.re),
+            im: self.im.add(o.im),
         }
     }
 
     #[inline(always)]
-    fn add(self, o: P) -> P {
+    fn sub(self, o: Self) -> Self {
         P {
-            re: std::array::from_fn(|j| self.re[j] + o.re[j]),
-            im: std::array::from_fn(|j| self.im[j] + o.im[j]),
-        }
-    }
-
-    #[inline(always)]
-    fn sub(self, o: P) -> P {
-        P {
-            re: std::array::from_fn(|j| self.re[j] - o.re[j]),
-            im: std::array::from_fn(|j| self.im[j] - o.im[j]),
+            re: self.re.sub(o.re),
+            im: self.im.sub(o.im),
         }
     }
 
     /// Times the real constant `c`.
     #[inline(always)]
-    fn scale(self, c: f64) -> P {
+    fn scale(self, c: f64) -> Self {
+        let c = S::splat(c);
         P {
-            re: std::array::from_fn(|j| self.re[j] * c),
-            im: std::array::from_fn(|j| self.im[j] * c),
+            re: self.re.mul(c),
+            im: self.im.mul(c),
         }
     }
 
     /// Times `w = c + i s`: `(a c - b s) + i (a s + b c)`.
     #[inline(always)]
-    fn mul(self, (c, s): (f64, f64)) -> P {
+    fn mul(self, (c, s): (f64, f64)) -> Self {
+        let (c, s) = (S::splat(c), S::splat(s));
         P {
-            re: std::array::from_fn(|j| self.re[j] * c - self.im[j] * s),
-            im: std::array::from_fn(|j| self.re[j] * s + self.im[j] * c),
+            re: self.re.mul(c).sub(self.im.mul(s)),
+            im: self.re.mul(s).add(self.im.mul(c)),
         }
     }
 
-    /// Times `i` (`FWD` false) or `-i` (`FWD` true): the quarter turn of
+    /// Times `i`.
+    #[inline(always)]
+    fn i(self) -> Self {
+        P {
+            re: self.im.neg(),
+            im: self.re,
+        }
+    }
+
+    /// Times `-i`.
+    #[inline(always)]
+    fn neg_i(self) -> Self {
+        P {
+            re: self.im,
+            im: self.re.neg(),
+        }
+    }
+
+    /// Times `-i` (`FWD` true) or `i` (`FWD` false): the quarter turn of
     /// the transform's sign.
     #[inline(always)]
-    fn rot<const FWD: bool>(self) -> P {
+    fn rot<const FWD: bool>(self) -> Self {
         if FWD {
-            P {
-                re: self.im,
-                im: std::array::from_fn(|j| -self.re[j]),
-            }
+            self.neg_i()
         } else {
-            P {
-                re: std::array::from_fn(|j| -self.im[j]),
-                im: self.re,
-            }
+            self.i()
         }
     }
 }
@@ -253,32 +529,10 @@ impl LanePlan {
         self.n
     }
 
-    /// `f64` values of the two work buffers [`LanePlan::run`] needs.
+    /// `f64` values of the work buffers [`transform`] needs: two per group
+    /// of lanes.
     pub fn buffer_len(&self) -> usize {
-        2 * self.n * ROW
-    }
-
-    /// Transforms the [`LANES`] lines held across lanes in the first
-    /// `n * 2 LANES` values of `buf`, using the next as many as work space;
-    /// returns the offset of the result in `buf` (0 or `n * 2 LANES`).
-    pub fn run(&self, buf: &mut [f64]) -> usize {
-        let half = self.n * ROW;
-        let (a, b) = buf[..2 * half].split_at_mut(half);
-        match self.simd {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Simd::detect` chose Avx512 only where the CPU has
-            // AVX-512F.
-            Simd::Avx512 => unsafe { run_avx512(self, a, b) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Simd::detect` chose Avx2 only where the CPU has AVX2.
-            Simd::Avx2 => unsafe { run_avx2(self, a, b) },
-            _ => run_passes(self, a, b),
-        }
-        if self.passes.len() % 2 == 0 {
-            0
-        } else {
-            half
-        }
+        2 * GROUPS * self.n * ROW
     }
 
     #[cfg(test)]
@@ -313,25 +567,10 @@ impl Simd {
     }
 }
 
-/// # Safety
-/// The CPU must support AVX-512F.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn run_avx512(plan: &LanePlan, a: &mut [f64], b: &mut [f64]) {
-    run_passes(plan, a, b)
-}
-
-/// # Safety
-/// The CPU must support AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn run_avx2(plan: &LanePlan, a: &mut [f64], b: &mut [f64]) {
-    run_passes(plan, a, b)
-}
-
-/// Every pass, from `a` to `b` and back.
+/// Every pass, from `a` to `b` and back; returns whether the result is in
+/// `b`.
 #[inline(always)]
-fn run_passes(plan: &LanePlan, a: &mut [f64], b: &mut [f64]) {
+fn run_passes<S: Lane>(plan: &LanePlan, a: &mut [f64], b: &mut [f64]) -> bool {
     for (i, p) in plan.passes.iter().enumerate() {
         let (src, dst) = if i % 2 == 0 {
             (&*a, &mut *b)
@@ -339,27 +578,38 @@ fn run_passes(plan: &LanePlan, a: &mut [f64], b: &mut [f64]) {
             (&*b, &mut *a)
         };
         if plan.forward {
-            pass::<true>(plan.n, p, src, dst);
+            pass::<S, true>(plan.n, p, src, dst);
         } else {
-            pass::<false>(plan.n, p, src, dst);
+            pass::<S, false>(plan.n, p, src, dst);
         }
     }
+    plan.passes.len() % 2 == 1
 }
 
+/// The butterfly of one radix.
+trait Bfly<const R: usize> {
+    fn apply<S: Lane, const FWD: bool>(v: &mut [P<S>; R], c: &Consts);
+}
+
+struct R2;
+struct R3;
+struct R4;
+struct R5;
+struct R8;
+/// A prime radix by the DFT's definition.
+struct Prime;
+
 #[inline(always)]
-fn pass<const FWD: bool>(n: usize, p: &Pass, src: &[f64], dst: &mut [f64]) {
+fn pass<S: Lane, const FWD: bool>(n: usize, p: &Pass, src: &[f64], dst: &mut [f64]) {
     match p.radix {
-        2 => radix_pass::<2, FWD>(n, p, src, dst, |v, _| {
-            let [a, b] = *v;
-            *v = [a.add(b), a.sub(b)];
-        }),
-        3 => radix_pass::<3, FWD>(n, p, src, dst, bfly3::<FWD>),
-        4 => radix_pass::<4, FWD>(n, p, src, dst, |v, _| bfly4::<FWD>(v)),
-        5 => radix_pass::<5, FWD>(n, p, src, dst, bfly5::<FWD>),
-        8 => radix_pass::<8, FWD>(n, p, src, dst, |v, _| bfly8::<FWD>(v)),
-        7 => radix_pass::<7, FWD>(n, p, src, dst, bfly_prime::<7>),
-        11 => radix_pass::<11, FWD>(n, p, src, dst, bfly_prime::<11>),
-        13 => radix_pass::<13, FWD>(n, p, src, dst, bfly_prime::<13>),
+        2 => radix_pass::<S, 2, R2, FWD>(n, p, src, dst),
+        3 => radix_pass::<S, 3, R3, FWD>(n, p, src, dst),
+        4 => radix_pass::<S, 4, R4, FWD>(n, p, src, dst),
+        5 => radix_pass::<S, 5, R5, FWD>(n, p, src, dst),
+        8 => radix_pass::<S, 8, R8, FWD>(n, p, src, dst),
+        7 => radix_pass::<S, 7, Prime, FWD>(n, p, src, dst),
+        11 => radix_pass::<S, 11, Prime, FWD>(n, p, src, dst),
+        13 => radix_pass::<S, 13, Prime, FWD>(n, p, src, dst),
         r => unreachable!("radix {r} is not planned"),
     }
 }
@@ -368,212 +618,249 @@ fn pass<const FWD: bool>(n: usize, p: &Pass, src: &[f64], dst: &mut [f64]) {
 /// rows `j + r n / R`, twiddled by `w^(r k)`, and the outputs go to rows
 /// `b ns R + k + r ns`.
 #[inline(always)]
-fn radix_pass<const R: usize, const FWD: bool>(
+fn radix_pass<S: Lane, const R: usize, B: Bfly<R>, const FWD: bool>(
     n: usize,
     p: &Pass,
     src: &[f64],
     dst: &mut [f64],
-    bfly: impl Fn(&mut [P; R], &Consts),
 ) {
     let q = n / R;
     let ns = p.ns;
     for b in 0..q / ns {
         for k in 0..ns {
             let j = b * ns + k;
-            let mut v: [P; R] = std::array::from_fn(|r| P::load(src, j + r * q));
+            let mut v: [P<S>; R] = std::array::from_fn(|r| P::load(src, j + r * q));
             if k != 0 {
                 let tw = &p.tw[k * (R - 1)..(k + 1) * (R - 1)];
                 for r in 1..R {
                     v[r] = v[r].mul(tw[r - 1]);
                 }
             }
-            bfly(&mut v, &p.consts);
+            B::apply::<S, FWD>(&mut v, &p.consts);
             let d = b * ns * R + k;
-            for (r, x) in v.into_iter().enumerate() {
-                x.store(dst, d + r * ns);
+            for r in 0..R {
+                v[r].store(dst, d + r * ns);
             }
         }
     }
 }
 
-#[inline(always)]
-fn bfly4<const FWD: bool>(v: &mut [P; 4]) {
-    let [a, b, c, d] = *v;
-    let t0 = a.add(c);
-    let t1 = a.sub(c);
-    let t2 = b.add(d);
-    let t3 = b.sub(d).rot::<FWD>();
-    *v = [t0.add(t2), t1.add(t3), t0.sub(t2), t1.sub(t3)];
-}
-
-#[inline(always)]
-fn bfly8<const FWD: bool>(v: &mut [P; 8]) {
-    // Two radix-4 butterflies on the even and the odd inputs, then the
-    // eighth-turn twiddles and four radix-2 butterflies.
-    let h = std::f64::consts::FRAC_1_SQRT_2;
-    let mut e = [v[0], v[2], v[4], v[6]];
-    let mut o = [v[1], v[3], v[5], v[7]];
-    bfly4::<FWD>(&mut e);
-    bfly4::<FWD>(&mut o);
-    // o[1] * exp(-+ i pi / 4), o[2] * -+i, o[3] * exp(-+ 3 i pi / 4).
-    let o1 = {
-        let r = o[1].rot::<FWD>();
-        o[1].add(r).scale(h)
-    };
-    let o2 = o[2].rot::<FWD>();
-    let o3 = {
-        let r = o[3].rot::<FWD>();
-        r.sub(o[3]).scale(h)
-    };
-    *v = [
-        e[0].add(o[0]),
-        e[1].add(o1),
-        e[2].add(o2),
-        e[3].add(o3),
-        e[0].sub(o[0]),
-        e[1].sub(o1),
-        e[2].sub(o2),
-        e[3].sub(o3),
-    ];
-}
-
-#[inline(always)]
-fn bfly3<const FWD: bool>(v: &mut [P; 3], c: &Consts) {
-    let [a, b, d] = *v;
-    // w = exp(sign 2 pi i / 3) = -1/2 + i s.
-    let s = c.w[1].1;
-    let t = b.add(d);
-    let m = a.sub(t.scale(0.5));
-    // i s (b - d)
-    let u = b.sub(d);
-    let r = P {
-        re: std::array::from_fn(|j| -(u.im[j] * s)),
-        im: std::array::from_fn(|j| u.re[j] * s),
-    };
-    *v = [a.add(t), m.add(r), m.sub(r)];
-}
-
-#[inline(always)]
-fn bfly5<const FWD: bool>(v: &mut [P; 5], c: &Consts) {
-    let [x0, x1, x2, x3, x4] = *v;
-    let (c1, s1) = c.w[1];
-    let (c2, s2) = c.w[2];
-    let t1 = x1.add(x4);
-    let t2 = x2.add(x3);
-    let t3 = x1.sub(x4);
-    let t4 = x2.sub(x3);
-    let a1 = x0.add(t1.scale(c1)).add(t2.scale(c2));
-    let a2 = x0.add(t1.scale(c2)).add(t2.scale(c1));
-    // i (s1 t3 + s2 t4) and i (s2 t3 - s1 t4), with the signed sines.
-    let b1 = t3.scale(s1).add(t4.scale(s2));
-    let b2 = t3.scale(s2).sub(t4.scale(s1));
-    let i = |u: P| P {
-        re: std::array::from_fn(|j| -u.im[j]),
-        im: u.re,
-    };
-    let (ib1, ib2) = (i(b1), i(b2));
-    *v = [
-        x0.add(t1).add(t2),
-        a1.add(ib1),
-        a2.add(ib2),
-        a2.sub(ib2),
-        a1.sub(ib1),
-    ];
-}
-
-/// The plain DFT of a prime radix: `y_q = sum_r x_r w^(q r)`.
-#[inline(always)]
-fn bfly_prime<const R: usize>(v: &mut [P; R], c: &Consts) {
-    let x = *v;
-    for (q, y) in v.iter_mut().enumerate() {
-        let mut acc = x[0];
-        for r in 1..R {
-            acc = acc.add(x[r].mul(c.w[(q * r) % R]));
-        }
-        *y = acc;
+impl Bfly<2> for R2 {
+    #[inline(always)]
+    fn apply<S: Lane, const FWD: bool>(v: &mut [P<S>; 2], _: &Consts) {
+        let [a, b] = *v;
+        *v = [a.add(b), a.sub(b)];
     }
 }
 
-/// Loads `bl <= LANES` lines into rows: value `k` of line `t` is
-/// `src[base + k * stride + t * step]`; unused lanes are zero.
-pub(crate) fn load(
-    src: &[Complex64],
-    base: usize,
-    (stride, step): (usize, usize),
-    n: usize,
-    bl: usize,
-    buf: &mut [f64],
-) {
-    debug_assert!(bl <= LANES);
-    if step == 1 && bl == LANES {
-        for (k, d) in buf[..n * ROW].chunks_exact_mut(ROW).enumerate() {
-            let s: &[Complex64; LANES] = src[base + k * stride..][..LANES]
-                .try_into()
-                .expect("row");
-            for j in 0..LANES {
-                d[j] = s[j].re;
-                d[LANES + j] = s[j].im;
+impl Bfly<4> for R4 {
+    #[inline(always)]
+    fn apply<S: Lane, const FWD: bool>(v: &mut [P<S>; 4], _: &Consts) {
+        let [a, b, c, d] = *v;
+        let t0 = a.add(c);
+        let t1 = a.sub(c);
+        let t2 = b.add(d);
+        let t3 = b.sub(d).rot::<FWD>();
+        *v = [t0.add(t2), t1.add(t3), t0.sub(t2), t1.sub(t3)];
+    }
+}
+
+impl Bfly<8> for R8 {
+    #[inline(always)]
+    fn apply<S: Lane, const FWD: bool>(v: &mut [P<S>; 8], c: &Consts) {
+        // Two radix-4 butterflies on the even and the odd inputs, then the
+        // eighth-turn twiddles and four radix-2 butterflies.
+        let h = std::f64::consts::FRAC_1_SQRT_2;
+        let mut e = [v[0], v[2], v[4], v[6]];
+        let mut o = [v[1], v[3], v[5], v[7]];
+        R4::apply::<S, FWD>(&mut e, c);
+        R4::apply::<S, FWD>(&mut o, c);
+        // o[1] exp(-+ i pi / 4), o[2] (-+i), o[3] exp(-+ 3 i pi / 4).
+        let o1 = o[1].add(o[1].rot::<FWD>()).scale(h);
+        let o2 = o[2].rot::<FWD>();
+        let o3 = o[3].rot::<FWD>().sub(o[3]).scale(h);
+        *v = [
+            e[0].add(o[0]),
+            e[1].add(o1),
+            e[2].add(o2),
+            e[3].add(o3),
+            e[0].sub(o[0]),
+            e[1].sub(o1),
+            e[2].sub(o2),
+            e[3].sub(o3),
+        ];
+    }
+}
+
+impl Bfly<3> for R3 {
+    #[inline(always)]
+    fn apply<S: Lane, const FWD: bool>(v: &mut [P<S>; 3], c: &Consts) {
+        let [a, b, d] = *v;
+        // w = exp(sign 2 pi i / 3) = -1/2 + i s.
+        let s = c.w[1].1;
+        let t = b.add(d);
+        let m = a.sub(t.scale(0.5));
+        let r = b.sub(d).scale(s).i();
+        *v = [a.add(t), m.add(r), m.sub(r)];
+    }
+}
+
+impl Bfly<5> for R5 {
+    #[inline(always)]
+    fn apply<S: Lane, const FWD: bool>(v: &mut [P<S>; 5], c: &Consts) {
+        let [x0, x1, x2, x3, x4] = *v;
+        let (c1, s1) = c.w[1];
+        let (c2, s2) = c.w[2];
+        let t1 = x1.add(x4);
+        let t2 = x2.add(x3);
+        let t3 = x1.sub(x4);
+        let t4 = x2.sub(x3);
+        let a1 = x0.add(t1.scale(c1)).add(t2.scale(c2));
+        let a2 = x0.add(t1.scale(c2)).add(t2.scale(c1));
+        // i (s1 t3 + s2 t4) and i (s2 t3 - s1 t4), with the signed sines.
+        let ib1 = t3.scale(s1).add(t4.scale(s2)).i();
+        let ib2 = t3.scale(s2).sub(t4.scale(s1)).i();
+        *v = [
+            x0.add(t1).add(t2),
+            a1.add(ib1),
+            a2.add(ib2),
+            a2.sub(ib2),
+            a1.sub(ib1),
+        ];
+    }
+}
+
+impl<const R: usize> Bfly<R> for Prime {
+    /// `y_q = sum_r x_r w^(q r)`.
+    #[inline(always)]
+    fn apply<S: Lane, const FWD: bool>(v: &mut [P<S>; R], c: &Consts) {
+        let x = *v;
+        for (q, y) in v.iter_mut().enumerate() {
+            let mut acc = x[0];
+            for r in 1..R {
+                acc = acc.add(x[r].mul(c.w[(q * r) % R]));
             }
-        }
-        return;
-    }
-    if step == 1 {
-        for (k, d) in buf[..n * ROW].chunks_exact_mut(ROW).enumerate() {
-            let s = &src[base + k * stride..][..bl];
-            d.fill(0.0);
-            for j in 0..bl {
-                d[j] = s[j].re;
-                d[LANES + j] = s[j].im;
-            }
-        }
-        return;
-    }
-    if bl < LANES {
-        buf[..n * ROW].fill(0.0);
-    }
-    for t in 0..bl {
-        let line = &src[base + t * step..];
-        for k in 0..n {
-            let v = line[k * stride];
-            buf[k * ROW + t] = v.re;
-            buf[k * ROW + LANES + t] = v.im;
+            *y = acc;
         }
     }
 }
 
-/// The inverse of [`load`] for the first `bl` lanes, each value times
-/// `scale` (no multiplication when it is 1).
-pub(crate) fn store(
+/// The values of a complex slice, real and imaginary parts interleaved.
+fn flat(c: &[Complex64]) -> &[f64] {
+    // SAFETY: `Complex64` is `repr(C)` with two `f64` fields, so `c` is
+    // `2 c.len()` initialised `f64` values with `f64` alignment.
+    unsafe { std::slice::from_raw_parts(c.as_ptr().cast(), 2 * c.len()) }
+}
+
+/// [`flat`] for a mutable slice.
+fn flat_mut(c: &mut [Complex64]) -> &mut [f64] {
+    // SAFETY: as in `flat`; the borrow is unique.
+    unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast(), 2 * c.len()) }
+}
+
+/// Groups of [`LANES`] lines one [`transform`] takes: neighbouring lines
+/// are read and written a row of `GROUPS LANES` values at a time.
+pub(crate) const GROUPS: usize = 8;
+
+/// Loads row `k` of `gl <= LANES` neighbouring lines (`s[..gl]`) into `d`;
+/// unused lanes are zero.
+#[inline(always)]
+fn load_row<S: Lane>(s: &[Complex64], gl: usize, d: &mut [f64]) {
+    let d = &mut d[..ROW];
+    if gl == LANES {
+        let (re, im) = S::split(flat(&s[..LANES]));
+        re.store(&mut d[..LANES]);
+        im.store(&mut d[LANES..]);
+    } else {
+        d.fill(0.0);
+        for (j, v) in s[..gl].iter().enumerate() {
+            d[j] = v.re;
+            d[LANES + j] = v.im;
+        }
+    }
+}
+
+/// The inverse of [`load_row`] for the first `gl` lanes, times `scale`
+/// unless `one`.
+#[inline(always)]
+fn store_row<S: Lane>(s: &[f64], gl: usize, d: &mut [Complex64], (one, scale): (bool, f64)) {
+    let s = &s[..ROW];
+    if gl == LANES {
+        let (mut re, mut im) = (S::load(&s[..LANES]), S::load(&s[LANES..]));
+        if !one {
+            let sc = S::splat(scale);
+            re = re.mul(sc);
+            im = im.mul(sc);
+        }
+        S::join(re, im, flat_mut(&mut d[..LANES]));
+    } else {
+        for (j, v) in d[..gl].iter_mut().enumerate() {
+            *v = if one {
+                Complex64::new(s[j], s[LANES + j])
+            } else {
+                Complex64::new(s[j] * scale, s[LANES + j] * scale)
+            };
+        }
+    }
+}
+
+/// Loads `gl <= LANES` contiguous lines (`line(t)` starts at `src[t n]`)
+/// into rows; unused lanes are zero.
+#[inline(always)]
+fn load_lines<S: Lane>(src: &[Complex64], n: usize, gl: usize, buf: &mut [f64]) {
+    let buf = &mut buf[..n * ROW];
+    let quads = if gl == LANES { n / 4 } else { 0 };
+    for q in 0..quads {
+        // Four values of each line, transposed into the real and imaginary
+        // rows of those four values.
+        let mut m: [S; LANES] = std::array::from_fn(|t| S::load(flat(&src[t * n + 4 * q..][..4])));
+        S::transpose(&mut m);
+        for (h, d) in buf[4 * q * ROW..][..4 * ROW]
+            .chunks_exact_mut(LANES)
+            .enumerate()
+        {
+            m[h].store(d);
+        }
+    }
+    let rest = &mut buf[4 * quads * ROW..];
+    if gl < LANES {
+        rest.fill(0.0);
+    }
+    for t in 0..gl {
+        for k in 4 * quads..n {
+            let v = src[t * n + k];
+            let d = &mut rest[(k - 4 * quads) * ROW..];
+            d[t] = v.re;
+            d[LANES + t] = v.im;
+        }
+    }
+}
+
+/// The inverse of [`load_lines`] for the first `gl` lines, times `scale`
+/// unless `one`.
+#[inline(always)]
+fn store_lines<S: Lane>(
     buf: &[f64],
     n: usize,
-    bl: usize,
+    gl: usize,
     dst: &mut [Complex64],
-    base: usize,
-    (stride, step): (usize, usize),
-    scale: f64,
+    (one, scale): (bool, f64),
 ) {
-    debug_assert!(bl <= LANES);
-    let one = scale == 1.0;
-    if step == 1 && bl == LANES {
-        for (k, s) in buf[..n * ROW].chunks_exact(ROW).enumerate() {
-            let d: &mut [Complex64; LANES] = (&mut dst[base + k * stride..][..LANES])
-                .try_into()
-                .expect("row");
-            for j in 0..LANES {
-                d[j] = if one {
-                    Complex64::new(s[j], s[LANES + j])
-                } else {
-                    Complex64::new(s[j] * scale, s[LANES + j] * scale)
-                };
-            }
+    let buf = &buf[..n * ROW];
+    let quads = if gl == LANES { n / 4 } else { 0 };
+    let sc = S::splat(scale);
+    for q in 0..quads {
+        let mut m: [S; LANES] = std::array::from_fn(|h| S::load(&buf[4 * q * ROW + h * LANES..]));
+        S::transpose(&mut m);
+        for (t, v) in m.into_iter().enumerate() {
+            let v = if one { v } else { v.mul(sc) };
+            v.store(flat_mut(&mut dst[t * n + 4 * q..][..4]));
         }
-        return;
     }
-    for t in 0..bl {
-        let line = &mut dst[base + t * step..];
-        for k in 0..n {
+    for t in 0..gl {
+        for k in 4 * quads..n {
             let (re, im) = (buf[k * ROW + t], buf[k * ROW + LANES + t]);
-            line[k * stride] = if one {
+            dst[t * n + k] = if one {
                 Complex64::new(re, im)
             } else {
                 Complex64::new(re * scale, im * scale)
@@ -582,9 +869,11 @@ pub(crate) fn store(
     }
 }
 
-/// Transforms `bl <= LANES` lines from `src` (in place where it is `None`)
-/// into `dst` through `plan`, at the positions of [`load`] in both, scaling
-/// by `scale`; `buf` holds at least [`LanePlan::buffer_len`] values.
+/// Transforms `bl <= GROUPS LANES` lines from `src` (in place where it is
+/// `None`) into `dst` through `plan`, scaling by `scale`: value `k` of line
+/// `t` is at `base + k stride + t step`, where either the lines neighbour
+/// each other (`step` 1) or each is contiguous (`stride` 1, `step` n).
+/// `buf` holds at least [`LanePlan::buffer_len`] values.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn transform(
     plan: &LanePlan,
@@ -596,10 +885,135 @@ pub(crate) fn transform(
     scale: f64,
     buf: &mut [f64],
 ) {
-    let n = plan.len();
-    load(src.unwrap_or(dst), base, at, n, bl, buf);
-    let o = plan.run(buf);
-    store(&buf[o..], n, bl, dst, base, at, scale);
+    assert!(
+        bl <= GROUPS * LANES,
+        "{bl} lines, at most {}",
+        GROUPS * LANES
+    );
+    assert!(
+        at.1 == 1 || at == (1, plan.n),
+        "lines at {at:?} are neither neighbours nor contiguous"
+    );
+    let buf = &mut buf[..plan.buffer_len()];
+    match plan.simd {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Simd::detect` chose Avx512 only where the CPU has
+        // AVX-512F.
+        Simd::Avx512 => unsafe { transform_avx512(plan, src, dst, base, at, bl, scale, buf) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Simd::detect` chose Avx2 only where the CPU has AVX2.
+        Simd::Avx2 => unsafe { transform_avx2(plan, src, dst, base, at, bl, scale, buf) },
+        _ => transform_with::<Pf>(plan, src, dst, base, at, bl, scale, buf),
+    }
+}
+
+/// [`transform`] on AVX-512F.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn transform_avx512(
+    plan: &LanePlan,
+    src: Option<&[Complex64]>,
+    dst: &mut [Complex64],
+    base: usize,
+    at: (usize, usize),
+    bl: usize,
+    scale: f64,
+    buf: &mut [f64],
+) {
+    transform_with::<Z>(plan, src, dst, base, at, bl, scale, buf)
+}
+
+/// [`transform`] on AVX2.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn transform_avx2(
+    plan: &LanePlan,
+    src: Option<&[Complex64]>,
+    dst: &mut [Complex64],
+    base: usize,
+    at: (usize, usize),
+    bl: usize,
+    scale: f64,
+    buf: &mut [f64],
+) {
+    transform_with::<Y>(plan, src, dst, base, at, bl, scale, buf)
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn transform_with<S: Lane>(
+    plan: &LanePlan,
+    src: Option<&[Complex64]>,
+    dst: &mut [Complex64],
+    base: usize,
+    (stride, step): (usize, usize),
+    bl: usize,
+    scale: f64,
+    buf: &mut [f64],
+) {
+    let n = plan.n;
+    let half = n * ROW;
+    let groups = bl.div_ceil(LANES);
+    let gl = |g: usize| LANES.min(bl - g * LANES);
+    let neighbours = step == 1 && n > 1;
+    {
+        let src = src.unwrap_or(dst);
+        if neighbours {
+            // Row by row across every group: long contiguous reads.
+            for k in 0..n {
+                let row = &src[base + k * stride..];
+                for g in 0..groups {
+                    load_row::<S>(&row[g * LANES..], gl(g), &mut buf[2 * g * half + k * ROW..]);
+                }
+            }
+        } else {
+            for g in 0..groups {
+                load_lines::<S>(
+                    &src[base + g * LANES * n..],
+                    n,
+                    gl(g),
+                    &mut buf[2 * g * half..],
+                );
+            }
+        }
+    }
+    let mut out = 0;
+    for g in 0..groups {
+        let (a, b) = buf[2 * g * half..][..2 * half].split_at_mut(half);
+        out = if run_passes::<S>(plan, a, b) { half } else { 0 };
+    }
+    let sc = (scale == 1.0, scale);
+    if neighbours {
+        for k in 0..n {
+            let row = &mut dst[base + k * stride..];
+            for g in 0..groups {
+                store_row::<S>(
+                    &buf[2 * g * half + out + k * ROW..],
+                    gl(g),
+                    &mut row[g * LANES..],
+                    sc,
+                );
+            }
+        }
+    } else {
+        for g in 0..groups {
+            store_lines::<S>(
+                &buf[2 * g * half + out..],
+                n,
+                gl(g),
+                &mut dst[base + g * LANES * n..],
+                sc,
+            );
+        }
+    }
 }
 
 /// The 1D complex transform of one length and direction that every line
@@ -713,7 +1127,11 @@ mod tests {
     fn run_lines(plan: &LanePlan, lines: &[Vec<Complex64>]) -> Vec<Vec<Complex64>> {
         let side = run_in(plan, lines, false);
         let after = run_in(plan, lines, true);
-        assert!(bits_eq(&side, &after), "n {}: the two placements differ", plan.len());
+        assert!(
+            bits_eq(&side, &after),
+            "n {}: the two placements differ",
+            plan.len()
+        );
         side
     }
 
@@ -731,7 +1149,10 @@ mod tests {
     fn radices_cover_smooth_lengths_and_refuse_large_primes() {
         assert_eq!(radices(256), Some(vec![8, 8, 4]));
         assert_eq!(radices(128), Some(vec![8, 8, 2]));
-        assert_eq!(radices(2 * 3 * 5 * 7 * 11 * 13), Some(vec![2, 3, 5, 7, 11, 13]));
+        assert_eq!(
+            radices(2 * 3 * 5 * 7 * 11 * 13),
+            Some(vec![2, 3, 5, 7, 11, 13])
+        );
         assert_eq!(radices(1), Some(vec![]));
         assert_eq!(radices(17), None);
         assert_eq!(radices(3 * 19), None);
@@ -740,12 +1161,16 @@ mod tests {
     #[test]
     fn matches_the_dft_by_definition() {
         let lengths = (1..=40)
-            .chain([48, 60, 64, 77, 96, 100, 121, 128, 143, 169, 243, 250, 256, 384, 512])
+            .chain([
+                48, 60, 64, 77, 96, 100, 121, 128, 143, 169, 243, 250, 256, 384, 512,
+            ])
             .filter(|&n| radices(n).is_some());
         for n in lengths {
             for forward in [true, false] {
                 let plan = LanePlan::new(n, forward).expect("smooth length");
-                let lines: Vec<_> = (0..LANES as u64).map(|s| line(n, 7 * s + n as u64)).collect();
+                let lines: Vec<_> = (0..LANES as u64)
+                    .map(|s| line(n, 7 * s + n as u64))
+                    .collect();
                 let got = run_lines(&plan, &lines);
                 for (l, g) in lines.iter().zip(&got) {
                     let want = dft(l, forward);
@@ -790,12 +1215,16 @@ mod tests {
         for n in [8, 30, 64, 91, 256] {
             for forward in [true, false] {
                 let lines: Vec<_> = (0..LANES as u64).map(|s| line(n, s)).collect();
-                let reference = run_lines(&LanePlan::new(n, forward).unwrap().with_simd(Simd::Portable), &lines);
+                let reference = run_lines(
+                    &LanePlan::new(n, forward).unwrap().with_simd(Simd::Portable),
+                    &lines,
+                );
                 for simd in [Simd::Avx2, Simd::Avx512] {
                     if simd == Simd::Avx512 && best != Simd::Avx512 || best == Simd::Portable {
                         continue;
                     }
-                    let got = run_lines(&LanePlan::new(n, forward).unwrap().with_simd(simd), &lines);
+                    let got =
+                        run_lines(&LanePlan::new(n, forward).unwrap().with_simd(simd), &lines);
                     assert!(bits_eq(&reference, &got), "n {n} {simd:?}");
                 }
             }
@@ -828,7 +1257,10 @@ mod tests {
                 // the angle (one ulp of 2 pi m / den, plus the cosine's).
                 let a = 2.0 * std::f64::consts::PI * m as f64 / den as f64;
                 let bound = 2.0 * f64::EPSILON * (1.0 + a);
-                assert!((c - a.cos()).abs() <= bound && (s - a.sin()).abs() <= bound, "{m}/{den}");
+                assert!(
+                    (c - a.cos()).abs() <= bound && (s - a.sin()).abs() <= bound,
+                    "{m}/{den}"
+                );
             }
         }
     }

@@ -81,8 +81,8 @@
 pub mod cuda;
 mod deriv;
 mod fft;
-mod lanes;
 pub mod kernels;
+mod lanes;
 mod layout;
 mod reshape;
 
