@@ -56,8 +56,11 @@ trait Lane: Copy {
     #[inline(always)]
     fn split(s: &[f64]) -> (Self, Self) {
         let s = &s[..ROW];
-        let re: [f64; LANES] = std::array::from_fn(|j| s[2 * j]);
-        let im: [f64; LANES] = std::array::from_fn(|j| s[2 * j + 1]);
+        let (mut re, mut im) = ([0.0; LANES], [0.0; LANES]);
+        for j in 0..LANES {
+            re[j] = s[2 * j];
+            im[j] = s[2 * j + 1];
+        }
         (Self::load(&re), Self::load(&im))
     }
 
@@ -81,7 +84,10 @@ trait Lane: Copy {
             v.store(row);
         }
         for (i, v) in m.iter_mut().enumerate() {
-            let col: [f64; LANES] = std::array::from_fn(|j| a[j][i]);
+            let mut col = [0.0; LANES];
+            for j in 0..LANES {
+                col[j] = a[j][i];
+            }
             *v = Self::load(&col);
         }
     }
@@ -106,19 +112,35 @@ impl Lane for Pf {
     }
     #[inline(always)]
     fn add(self, o: Self) -> Self {
-        Pf(std::array::from_fn(|j| self.0[j] + o.0[j]))
+        let mut r = self.0;
+        for j in 0..LANES {
+            r[j] += o.0[j];
+        }
+        Pf(r)
     }
     #[inline(always)]
     fn sub(self, o: Self) -> Self {
-        Pf(std::array::from_fn(|j| self.0[j] - o.0[j]))
+        let mut r = self.0;
+        for j in 0..LANES {
+            r[j] -= o.0[j];
+        }
+        Pf(r)
     }
     #[inline(always)]
     fn mul(self, o: Self) -> Self {
-        Pf(std::array::from_fn(|j| self.0[j] * o.0[j]))
+        let mut r = self.0;
+        for j in 0..LANES {
+            r[j] *= o.0[j];
+        }
+        Pf(r)
     }
     #[inline(always)]
     fn neg(self) -> Self {
-        Pf(std::array::from_fn(|j| -self.0[j]))
+        let mut r = self.0;
+        for x in r.iter_mut() {
+            *x = -*x;
+        }
+        Pf(r)
     }
 }
 
@@ -271,7 +293,9 @@ impl Lane for Z {
         // SAFETY: AVX-512F is present. Pairs of rows interleave within
         // 128-bit lanes, then 128-bit lanes are gathered twice.
         unsafe {
-            let r = m.map(|z| z.0);
+            let r = [
+                m[0].0, m[1].0, m[2].0, m[3].0, m[4].0, m[5].0, m[6].0, m[7].0,
+            ];
             let t: [__m512d; 8] = [
                 _mm512_unpacklo_pd(r[0], r[1]),
                 _mm512_unpackhi_pd(r[0], r[1]),
@@ -305,6 +329,14 @@ struct P<S> {
 }
 
 impl<S: Lane> P<S> {
+    #[inline(always)]
+    fn zero() -> Self {
+        P {
+            re: S::splat(0.0),
+            im: S::splat(0.0),
+        }
+    }
+
     #[inline(always)]
     fn load(buf: &[f64], row: usize) -> Self {
         let s = &buf[row * ROW..row * ROW + ROW];
@@ -463,20 +495,19 @@ pub(crate) struct LanePlan {
 /// has a prime factor above [`MAX_PRIME`].
 fn radices(mut n: usize) -> Option<Vec<usize>> {
     let mut out = Vec::new();
-    // Radix 8 while at least 8 remains, then one 4 or 2 for the rest of the
-    // power of two.
-    while n % 8 == 0 {
-        out.push(8);
-        n /= 8;
-    }
-    if n % 4 == 0 {
-        out.push(4);
-        n /= 4;
-    }
-    if n % 2 == 0 {
-        out.push(2);
-        n /= 2;
-    }
+    // The power of two in radix-8 passes, with one or two radix-4 passes
+    // for the rest (a radix-2 pass only for 2 itself): 2^7 = 8 4 4.
+    let twos = n.trailing_zeros() as usize;
+    n >>= twos;
+    let (eights, fours, two) = match twos % 3 {
+        0 => (twos / 3, 0, 0),
+        2 => (twos / 3, 1, 0),
+        _ if twos >= 4 => (twos / 3 - 1, 2, 0),
+        _ => (0, 0, 1),
+    };
+    out.extend(std::iter::repeat(8).take(eights));
+    out.extend(std::iter::repeat(4).take(fours));
+    out.extend(std::iter::repeat(2).take(two));
     let mut p = 3;
     while n > 1 {
         if p > MAX_PRIME {
@@ -532,7 +563,7 @@ impl LanePlan {
     /// `f64` values of the work buffers [`transform`] needs: two per group
     /// of lanes.
     pub fn buffer_len(&self) -> usize {
-        2 * GROUPS * self.n * ROW
+        GROUPS * group_len(self.n)
     }
 
     #[cfg(test)]
@@ -629,7 +660,10 @@ fn radix_pass<S: Lane, const R: usize, B: Bfly<R>, const FWD: bool>(
     for b in 0..q / ns {
         for k in 0..ns {
             let j = b * ns + k;
-            let mut v: [P<S>; R] = std::array::from_fn(|r| P::load(src, j + r * q));
+            let mut v = [P::zero(); R];
+            for r in 0..R {
+                v[r] = P::load(src, j + r * q);
+            }
             if k != 0 {
                 let tw = &p.tw[k * (R - 1)..(k + 1) * (R - 1)];
                 for r in 1..R {
@@ -758,6 +792,17 @@ fn flat_mut(c: &mut [Complex64]) -> &mut [f64] {
     unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast(), 2 * c.len()) }
 }
 
+/// `f64` values between a buffer and the next: three cache lines, so that
+/// rows at the same index of different buffers (4 KiB multiples apart
+/// otherwise) fall into different L1 sets.
+const SKEW: usize = 24;
+
+/// `f64` values of one group's two buffers, the second starting at
+/// `n ROW + SKEW`.
+fn group_len(n: usize) -> usize {
+    2 * (n * ROW + SKEW)
+}
+
 /// Groups of [`LANES`] lines one [`transform`] takes: neighbouring lines
 /// are read and written a row of `GROUPS LANES` values at a time.
 pub(crate) const GROUPS: usize = 8;
@@ -807,13 +852,17 @@ fn store_row<S: Lane>(s: &[f64], gl: usize, d: &mut [Complex64], (one, scale): (
 /// Loads `gl <= LANES` contiguous lines (`line(t)` starts at `src[t n]`)
 /// into rows; unused lanes are zero.
 #[inline(always)]
-fn load_lines<S: Lane>(src: &[Complex64], n: usize, gl: usize, buf: &mut [f64]) {
+fn load_lines<S: Lane>(src: &[Complex64], base: usize, n: usize, gl: usize, buf: &mut [f64]) {
+    let src = &src[base..];
     let buf = &mut buf[..n * ROW];
     let quads = if gl == LANES { n / 4 } else { 0 };
     for q in 0..quads {
         // Four values of each line, transposed into the real and imaginary
         // rows of those four values.
-        let mut m: [S; LANES] = std::array::from_fn(|t| S::load(flat(&src[t * n + 4 * q..][..4])));
+        let mut m = [S::splat(0.0); LANES];
+        for t in 0..LANES {
+            m[t] = S::load(flat(&src[t * n + 4 * q..][..4]));
+        }
         S::transpose(&mut m);
         for (h, d) in buf[4 * q * ROW..][..4 * ROW]
             .chunks_exact_mut(LANES)
@@ -850,7 +899,10 @@ fn store_lines<S: Lane>(
     let quads = if gl == LANES { n / 4 } else { 0 };
     let sc = S::splat(scale);
     for q in 0..quads {
-        let mut m: [S; LANES] = std::array::from_fn(|h| S::load(&buf[4 * q * ROW + h * LANES..]));
+        let mut m = [S::splat(0.0); LANES];
+        for h in 0..LANES {
+            m[h] = S::load(&buf[4 * q * ROW + h * LANES..]);
+        }
         S::transpose(&mut m);
         for (t, v) in m.into_iter().enumerate() {
             let v = if one { v } else { v.mul(sc) };
@@ -960,56 +1012,51 @@ fn transform_with<S: Lane>(
     buf: &mut [f64],
 ) {
     let n = plan.n;
-    let half = n * ROW;
+    let half = n * ROW + SKEW;
+    let glen = group_len(n);
     let groups = bl.div_ceil(LANES);
     let gl = |g: usize| LANES.min(bl - g * LANES);
     let neighbours = step == 1 && n > 1;
+    let sc = (scale == 1.0, scale);
+    if !neighbours {
+        // Contiguous lines: one group after another through one pair of
+        // buffers, which stays in cache.
+        let (a, b) = buf[..glen].split_at_mut(half);
+        for g in 0..groups {
+            let at = base + g * LANES * n;
+            load_lines::<S>(src.unwrap_or(dst), at, n, gl(g), a);
+            let out = if run_passes::<S>(plan, a, b) {
+                &*b
+            } else {
+                &*a
+            };
+            store_lines::<S>(out, n, gl(g), &mut dst[at..], sc);
+        }
+        return;
+    }
     {
+        // Neighbouring lines: row by row across every group, long
+        // contiguous reads.
         let src = src.unwrap_or(dst);
-        if neighbours {
-            // Row by row across every group: long contiguous reads.
-            for k in 0..n {
-                let row = &src[base + k * stride..];
-                for g in 0..groups {
-                    load_row::<S>(&row[g * LANES..], gl(g), &mut buf[2 * g * half + k * ROW..]);
-                }
-            }
-        } else {
+        for k in 0..n {
+            let row = &src[base + k * stride..];
             for g in 0..groups {
-                load_lines::<S>(
-                    &src[base + g * LANES * n..],
-                    n,
-                    gl(g),
-                    &mut buf[2 * g * half..],
-                );
+                load_row::<S>(&row[g * LANES..], gl(g), &mut buf[g * glen + k * ROW..]);
             }
         }
     }
     let mut out = 0;
     for g in 0..groups {
-        let (a, b) = buf[2 * g * half..][..2 * half].split_at_mut(half);
+        let (a, b) = buf[g * glen..][..glen].split_at_mut(half);
         out = if run_passes::<S>(plan, a, b) { half } else { 0 };
     }
-    let sc = (scale == 1.0, scale);
-    if neighbours {
-        for k in 0..n {
-            let row = &mut dst[base + k * stride..];
-            for g in 0..groups {
-                store_row::<S>(
-                    &buf[2 * g * half + out + k * ROW..],
-                    gl(g),
-                    &mut row[g * LANES..],
-                    sc,
-                );
-            }
-        }
-    } else {
+    for k in 0..n {
+        let row = &mut dst[base + k * stride..];
         for g in 0..groups {
-            store_lines::<S>(
-                &buf[2 * g * half + out..],
-                n,
+            store_row::<S>(
+                &buf[g * glen + out + k * ROW..],
                 gl(g),
-                &mut dst[base + g * LANES * n..],
+                &mut row[g * LANES..],
                 sc,
             );
         }
@@ -1148,7 +1195,11 @@ mod tests {
     #[test]
     fn radices_cover_smooth_lengths_and_refuse_large_primes() {
         assert_eq!(radices(256), Some(vec![8, 8, 4]));
-        assert_eq!(radices(128), Some(vec![8, 8, 2]));
+        assert_eq!(radices(128), Some(vec![8, 4, 4]));
+        assert_eq!(radices(16), Some(vec![4, 4]));
+        assert_eq!(radices(2), Some(vec![2]));
+        assert_eq!(radices(6), Some(vec![2, 3]));
+        assert_eq!(radices(512 * 5), Some(vec![8, 8, 8, 5]));
         assert_eq!(
             radices(2 * 3 * 5 * 7 * 11 * 13),
             Some(vec![2, 3, 5, 7, 11, 13])
