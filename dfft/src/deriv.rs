@@ -9,7 +9,6 @@
 //! there; partial results of mixed derivatives), all in one batched reshape.
 
 use crate::fft::{fft_lines_pub, layout_for_axis, C2cPair};
-use crate::lanes::Line1d;
 use crate::layout::Layout;
 use crate::reshape::{Protocol, Reshape};
 use crate::FftError;
@@ -204,9 +203,11 @@ impl Derivatives {
         for s in &stages {
             let n = input.global()[s.axis];
             if !plans.iter().any(|p: &C2cPair| p.0 == n) {
-                let f = Line1d::new(&mut planner, n, true);
-                let b = Line1d::new(&mut planner, n, false);
-                scratch = scratch.max(f.scratch_len()).max(b.scratch_len());
+                let f = planner.plan_fft_forward(n);
+                let b = planner.plan_fft_inverse(n);
+                scratch = scratch
+                    .max(f.get_inplace_scratch_len())
+                    .max(b.get_inplace_scratch_len());
                 plans.push((n, f, b));
             }
         }
@@ -324,7 +325,7 @@ impl Derivatives {
             let plan = self.plans.0.iter().find(|p| p.0 == n).expect("planned");
             // Forward along the axis, derivative factors, backward.
             fft_lines_pub(
-                &plan.1,
+                &*plan.1,
                 &st.layout,
                 rank,
                 st.axis,
@@ -359,7 +360,7 @@ impl Derivatives {
                 }
             }
             fft_lines_pub(
-                &plan.2,
+                &*plan.2,
                 &st.layout,
                 rank,
                 st.axis,

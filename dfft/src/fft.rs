@@ -1,14 +1,13 @@
 //! Distributed 3D FFT plans: a fixed sequence of 1D transforms along whole
 //! axes, with reshapes in between.
 
-use crate::lanes::{self, LanePlan, Line1d, GROUPS, LANES};
 use crate::layout::{others, Layout};
 use crate::reshape::{Protocol, Reshape};
 use crate::FftError;
 use comm::Communicator;
 use num_complex::Complex64;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
-use rustfft::{FftDirection, FftPlanner};
+use rustfft::{Fft, FftDirection, FftPlanner};
 use std::sync::Arc;
 
 /// What the plan transforms.
@@ -111,7 +110,7 @@ enum Step {
 }
 
 /// Forward and inverse complex plans of one length.
-pub(crate) type C2cPair = (usize, Line1d, Line1d);
+pub(crate) type C2cPair = (usize, Arc<dyn Fft<f64>>, Arc<dyn Fft<f64>>);
 /// Forward and inverse real plans of the halved axis.
 type R2cPair = (Arc<dyn RealToComplex<f64>>, Arc<dyn ComplexToReal<f64>>);
 
@@ -129,7 +128,7 @@ impl std::fmt::Debug for Plans {
 }
 
 impl Plans {
-    fn c2c(&self, n: usize, dir: FftDirection) -> &Line1d {
+    fn c2c(&self, n: usize, dir: FftDirection) -> &Arc<dyn Fft<f64>> {
         let p = self.c2c.iter().find(|p| p.0 == n).expect("planned length");
         match dir {
             FftDirection::Forward => &p.1,
@@ -375,9 +374,11 @@ impl Fft3d {
                 Step::Fft { axis, layout } => {
                     let n = layout.global()[*axis];
                     if !c2c.iter().any(|p: &C2cPair| p.0 == n) {
-                        let f = Line1d::new(&mut planner, n, true);
-                        let b = Line1d::new(&mut planner, n, false);
-                        line_scratch = line_scratch.max(f.scratch_len()).max(b.scratch_len());
+                        let f = planner.plan_fft_forward(n);
+                        let b = planner.plan_fft_inverse(n);
+                        line_scratch = line_scratch
+                            .max(f.get_inplace_scratch_len())
+                            .max(b.get_inplace_scratch_len());
                         c2c.push((n, f, b));
                     }
                     max_line = max_line.max(n);
@@ -997,7 +998,7 @@ impl Op {
         let fields = if plane.is_some() { 1 } else { batch };
         match self {
             Op::C2c { g, dir } => {
-                let plan = plans.c2c(g.shape[g.axis], *dir);
+                let plan = &**plans.c2c(g.shape[g.axis], *dir);
                 for f in 0..fields {
                     let (pg, o, n) = select(g, plane, f);
                     let s = src.map(|s| &s.c()[o..o + n]);
@@ -1192,15 +1193,13 @@ fn line_at(g: &Geom, i: usize, t: usize) -> usize {
 
 /// Applies `plan` to every line along `g.axis` of one field or plane: from
 /// `src` into `dst`, or in place in `dst`, each result scaled by `scale`.
-/// The lane engine takes up to [`GROUPS`] x [`LANES`] lines at a time: neighbours along the
-/// contiguous axis as they lie, contiguous lines transposed into rows
-/// ([`lanes::transform`]). With a `rustfft` plan, contiguous lines are transformed in runs of `block`; strided lines are
+/// Contiguous lines are transformed in runs of `block`; strided lines are
 /// gathered `block` at a time (neighbours along the contiguous axis) into
 /// consecutive lines, transformed together and scattered back. Each line
 /// gets the same 1D plan whatever the grouping, so the bits do not depend
 /// on it.
 fn c2c_lines(
-    plan: &Line1d,
+    plan: &dyn Fft<f64>,
     g: &Geom,
     src: Option<&[Complex64]>,
     dst: &mut [Complex64],
@@ -1212,10 +1211,6 @@ fn c2c_lines(
     if n == 0 || g.len() == 0 {
         return;
     }
-    let plan = match plan {
-        Line1d::Lanes(p) => return lane_lines(p, g, src, dst, scale, line),
-        Line1d::Rust(p) => &**p,
-    };
     let (fft_scratch, rest) = line.split_at_mut(plan.get_inplace_scratch_len());
     let stride = g.strides[g.axis];
     if stride == 1 || g.len() == n {
@@ -1240,33 +1235,6 @@ fn c2c_lines(
             plan.process_with_scratch(&mut l[..n], fft_scratch);
         }
         scatter(buf, (n, pitch), bl, dst, base, stride, scale);
-        Ok(())
-    });
-}
-
-/// [`c2c_lines`] through the lane engine.
-fn lane_lines(
-    plan: &LanePlan,
-    g: &Geom,
-    src: Option<&[Complex64]>,
-    dst: &mut [Complex64],
-    scale: f64,
-    line: &mut [Complex64],
-) {
-    let n = g.shape[g.axis];
-    let buf = &mut as_real(line)[..plan.buffer_len()];
-    let stride = g.strides[g.axis];
-    if stride == 1 || g.len() == n {
-        let lines = g.len() / n;
-        for l0 in (0..lines).step_by(LANES * GROUPS) {
-            let bl = (LANES * GROUPS).min(lines - l0);
-            lanes::transform(plan, src, dst, l0 * n, (1, n), bl, scale, buf);
-        }
-        return;
-    }
-    let _ = for_blocks(g, LANES * GROUPS, |i, t0, bl| {
-        let base = line_at(g, i, t0);
-        lanes::transform(plan, src, dst, base, (stride, 1), bl, scale, buf);
         Ok(())
     });
 }
@@ -1393,7 +1361,7 @@ fn c2r_lines(
 /// and at least one line, and as many lines as fit (up to a block) are
 /// transformed together.
 pub(crate) fn fft_lines_pub(
-    plan: &Line1d,
+    plan: &dyn Fft<f64>,
     layout: &Layout,
     rank: usize,
     axis: usize,
@@ -1484,11 +1452,7 @@ mod tests {
             [0, 1, 2]
         };
         for axis in axes {
-            let plan = Line1d::new(
-                &mut FftPlanner::new(),
-                g[axis],
-                dir == FftDirection::Forward,
-            );
+            let plan = FftPlanner::<f64>::new().plan_fft(g[axis], dir);
             each_line(g, axis, &mut d, |l| plan.process(l));
         }
         if scale != 1.0 {
@@ -1627,7 +1591,7 @@ mod tests {
                     }
                 }
                 for axis in [b, a] {
-                    let plan = Line1d::new(&mut FftPlanner::new(), g[axis], true);
+                    let plan = FftPlanner::<f64>::new().plan_fft_forward(g[axis]);
                     each_line(cg, axis, &mut want, |l| plan.process(l));
                 }
                 let got: Vec<Complex64> =
@@ -1640,7 +1604,7 @@ mod tests {
                 // Backward from the same spectrum, scaled by 1/N.
                 let mut spec = got;
                 for axis in [a, b] {
-                    let plan = Line1d::new(&mut FftPlanner::new(), g[axis], false);
+                    let plan = FftPlanner::<f64>::new().plan_fft_inverse(g[axis]);
                     each_line(cg, axis, &mut spec, |l| plan.process(l));
                 }
                 let s = 1.0 / (g[0] * g[1] * g[2]) as f64;

@@ -82,7 +82,6 @@ pub mod cuda;
 mod deriv;
 mod fft;
 pub mod kernels;
-mod lanes;
 mod layout;
 mod reshape;
 
