@@ -3,6 +3,7 @@
 
 use crate::layout::{others, Layout};
 use crate::reshape::{Protocol, Reshape};
+use crate::tile::Moves;
 use crate::FftError;
 use comm::Communicator;
 use num_complex::Complex64;
@@ -1052,87 +1053,6 @@ fn select(g: &Geom, plane: Option<(usize, usize)>, f: usize) -> (Geom, usize, us
     }
 }
 
-/// Rows of a gather or scatter moved together: one tile of `TILE` rows
-/// turns into `TILE` consecutive values of each line.
-const TILE: usize = 4;
-
-/// `block[t * pitch + k] = src[base + k * stride + t]` for `k < n`,
-/// `t < bl`: `bl` neighbouring lines of stride `stride` into lines `pitch`
-/// apart, `TILE` rows at a time.
-fn gather<T: Copy>(
-    src: &[T],
-    base: usize,
-    stride: usize,
-    (n, pitch): (usize, usize),
-    bl: usize,
-    block: &mut [T],
-) {
-    let block = &mut block[..bl * pitch];
-    let mut k = 0;
-    while k + TILE <= n {
-        let rows: [&[T]; TILE] = std::array::from_fn(|q| &src[base + (k + q) * stride..][..bl]);
-        for (t, d) in block.chunks_exact_mut(pitch).enumerate() {
-            let d: &mut [T; TILE] = (&mut d[k..k + TILE]).try_into().expect("tile");
-            for q in 0..TILE {
-                d[q] = rows[q][t];
-            }
-        }
-        k += TILE;
-    }
-    for k in k..n {
-        let r0 = &src[base + k * stride..][..bl];
-        for (v, d) in r0.iter().zip(block.chunks_exact_mut(pitch)) {
-            d[k] = *v;
-        }
-    }
-}
-
-/// The inverse of [`gather`], each value passed through `f` on its way.
-fn scatter_with<T: Copy>(
-    block: &[T],
-    (n, pitch): (usize, usize),
-    bl: usize,
-    dst: &mut [T],
-    base: usize,
-    stride: usize,
-    f: impl Fn(T) -> T,
-) {
-    let block = &block[..bl * pitch];
-    let mut k = 0;
-    while k + TILE <= n {
-        for (t, d) in block.chunks_exact(pitch).enumerate() {
-            let d: &[T; TILE] = d[k..k + TILE].try_into().expect("tile");
-            for q in 0..TILE {
-                dst[base + (k + q) * stride + t] = f(d[q]);
-            }
-        }
-        k += TILE;
-    }
-    for k in k..n {
-        let row = &mut dst[base + k * stride..][..bl];
-        for (v, d) in row.iter_mut().zip(block.chunks_exact(pitch)) {
-            *v = f(d[k]);
-        }
-    }
-}
-
-/// [`scatter_with`] scaling by `scale` (no multiplication when it is 1).
-fn scatter<T: Copy + std::ops::Mul<f64, Output = T>>(
-    block: &[T],
-    n: (usize, usize),
-    bl: usize,
-    dst: &mut [T],
-    base: usize,
-    stride: usize,
-    scale: f64,
-) {
-    if scale == 1.0 {
-        scatter_with(block, n, bl, dst, base, stride, |v| v);
-    } else {
-        scatter_with(block, n, bl, dst, base, stride, |v| v * scale);
-    }
-}
-
 fn scale_all<T: Copy + std::ops::Mul<f64, Output = T>>(v: &mut [T], scale: f64) {
     if scale != 1.0 {
         v.iter_mut().for_each(|x| *x = *x * scale);
@@ -1230,11 +1150,11 @@ fn c2c_lines(
     let buf = &mut rest[..block * pitch];
     let _ = for_blocks(g, block, |i, t0, bl| {
         let base = line_at(g, i, t0);
-        gather(src.unwrap_or(dst), base, stride, (n, pitch), bl, buf);
+        Complex64::gather(src.unwrap_or(dst), base, stride, (n, pitch), bl, buf);
         for l in buf.chunks_exact_mut(pitch).take(bl) {
             plan.process_with_scratch(&mut l[..n], fft_scratch);
         }
-        scatter(buf, (n, pitch), bl, dst, base, stride, scale);
+        Complex64::scatter(buf, (n, pitch), bl, dst, base, stride, scale);
         Ok(())
     });
 }
@@ -1292,7 +1212,7 @@ fn r2c_lines(
     // a line has the same indices in both.
     for_blocks(rg, BLOCK, |i, t0, bl| {
         let (rbase, cbase) = (line_at(rg, i, t0), line_at(cg, i, t0));
-        gather(src, rbase, rs, (n, n + 2 * PAD), bl, rblock);
+        f64::gather(src, rbase, rs, (n, n + 2 * PAD), bl, rblock);
         let pairs = rblock
             .chunks_exact_mut(n + 2 * PAD)
             .zip(cblock.chunks_exact_mut(m + PAD));
@@ -1300,7 +1220,7 @@ fn r2c_lines(
             plan.process_with_scratch(&mut r[..n], &mut c[..m], sh)
                 .map_err(realfft_error)?;
         }
-        scatter(cblock, (m, m + PAD), bl, dst, cbase, cs, scale);
+        Complex64::scatter(cblock, (m, m + PAD), bl, dst, cbase, cs, scale);
         Ok(())
     })
 }
@@ -1341,7 +1261,7 @@ fn c2r_lines(
     }
     for_blocks(rg, BLOCK, |i, t0, bl| {
         let (rbase, cbase) = (line_at(rg, i, t0), line_at(cg, i, t0));
-        gather(src, cbase, cs, (m, m + PAD), bl, cblock);
+        Complex64::gather(src, cbase, cs, (m, m + PAD), bl, cblock);
         let pairs = cblock
             .chunks_exact_mut(m + PAD)
             .zip(rblock.chunks_exact_mut(n + 2 * PAD));
@@ -1351,7 +1271,7 @@ fn c2r_lines(
             plan.process_with_scratch(c, &mut r[..n], sh)
                 .map_err(realfft_error)?;
         }
-        scatter(rblock, (n, n + 2 * PAD), bl, dst, rbase, rs, scale);
+        f64::scatter(rblock, (n, n + 2 * PAD), bl, dst, rbase, rs, scale);
         Ok(())
     })
 }

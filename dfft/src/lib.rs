@@ -84,6 +84,7 @@ mod fft;
 pub mod kernels;
 mod layout;
 mod reshape;
+mod tile;
 
 pub use deriv::{Derivative, Derivatives};
 pub use fft::{Fft3d, Kind, Normalization, Options, Output, Selection};

@@ -1,0 +1,485 @@
+//! The gathers and scatters of strided lines through register tiles.
+//!
+//! A block of `bl` neighbouring strided lines is an `n x bl` matrix whose
+//! rows lie `stride` apart in memory; [`Moves::gather`] writes its
+//! transpose into `bl` lines `pitch` apart, and [`Moves::scatter`] the
+//! reverse. With AVX-512F the inner tiles are transposed in registers
+//! (4 x 4 complex values, 8 x 8 real ones: one 64-byte row of the tile per
+//! register); elsewhere, and for the edges of a block that do not fill a
+//! tile, values move one at a time. Either way every value is copied
+//! unchanged, or multiplied by the same `scale` once, so the bits never
+//! depend on the path.
+
+use num_complex::Complex64;
+
+/// A value type the strided transforms move.
+pub(crate) trait Moves: Copy + std::ops::Mul<f64, Output = Self> {
+    /// `block[t * pitch + k] = src[base + k * stride + t]` for `k < n`,
+    /// `t < bl`.
+    fn gather(
+        src: &[Self],
+        base: usize,
+        stride: usize,
+        np: (usize, usize),
+        bl: usize,
+        block: &mut [Self],
+    ) {
+        gather_scalar(src, base, stride, np, bl, block, 0, 0);
+    }
+
+    /// `dst[base + k * stride + t] = block[t * pitch + k] * scale` (no
+    /// multiplication when `scale` is 1).
+    fn scatter(
+        block: &[Self],
+        np: (usize, usize),
+        bl: usize,
+        dst: &mut [Self],
+        base: usize,
+        stride: usize,
+        scale: f64,
+    ) {
+        scatter_scalar(block, np, bl, dst, base, stride, scale, 0, 0);
+    }
+}
+
+/// Rows of the scalar path moved together.
+const TILE: usize = 4;
+
+/// The part of a gather outside the `k < k0` rows and `t < t0` columns
+/// that a tiled path already did (`k0` rows for every line, `t0` lines for
+/// the remaining rows), a value at a time.
+#[allow(clippy::too_many_arguments)]
+fn gather_scalar<T: Copy>(
+    src: &[T],
+    base: usize,
+    stride: usize,
+    (n, pitch): (usize, usize),
+    bl: usize,
+    block: &mut [T],
+    k0: usize,
+    t0: usize,
+) {
+    let block = &mut block[..bl * pitch];
+    // Rows k0.. for every line; rows ..k0 for the lines t0..
+    for (lines, rows) in [(0..bl, k0..n), (t0..bl, 0..k0)] {
+        let mut k = rows.start;
+        while k + TILE <= rows.end {
+            let r: [&[T]; TILE] = std::array::from_fn(|q| &src[base + (k + q) * stride..][..bl]);
+            for t in lines.clone() {
+                let d: &mut [T; TILE] = (&mut block[t * pitch + k..][..TILE])
+                    .try_into()
+                    .expect("tile");
+                for q in 0..TILE {
+                    d[q] = r[q][t];
+                }
+            }
+            k += TILE;
+        }
+        for k in k..rows.end {
+            let r = &src[base + k * stride..][..bl];
+            for t in lines.clone() {
+                block[t * pitch + k] = r[t];
+            }
+        }
+    }
+}
+
+/// The inverse of [`gather_scalar`], over the same part.
+#[allow(clippy::too_many_arguments)]
+fn scatter_scalar<T: Copy + std::ops::Mul<f64, Output = T>>(
+    block: &[T],
+    (n, pitch): (usize, usize),
+    bl: usize,
+    dst: &mut [T],
+    base: usize,
+    stride: usize,
+    scale: f64,
+    k0: usize,
+    t0: usize,
+) {
+    let block = &block[..bl * pitch];
+    let f = |v: T| if scale == 1.0 { v } else { v * scale };
+    for (lines, rows) in [(0..bl, k0..n), (t0..bl, 0..k0)] {
+        for k in rows {
+            let row = &mut dst[base + k * stride..][..bl];
+            for t in lines.clone() {
+                row[t] = f(block[t * pitch + k]);
+            }
+        }
+    }
+}
+
+impl Moves for Complex64 {
+    fn gather(
+        src: &[Self],
+        base: usize,
+        stride: usize,
+        np: (usize, usize),
+        bl: usize,
+        block: &mut [Self],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: AVX-512F is present (checked just above).
+            let (k0, t0) = unsafe { avx512::gather_c(src, base, stride, np, bl, block) };
+            gather_scalar(src, base, stride, np, bl, block, k0, t0);
+            return;
+        }
+        gather_scalar(src, base, stride, np, bl, block, 0, 0);
+    }
+
+    fn scatter(
+        block: &[Self],
+        np: (usize, usize),
+        bl: usize,
+        dst: &mut [Self],
+        base: usize,
+        stride: usize,
+        scale: f64,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: AVX-512F is present (checked just above).
+            let (k0, t0) = unsafe { avx512::scatter_c(block, np, bl, dst, base, stride, scale) };
+            scatter_scalar(block, np, bl, dst, base, stride, scale, k0, t0);
+            return;
+        }
+        scatter_scalar(block, np, bl, dst, base, stride, scale, 0, 0);
+    }
+}
+
+impl Moves for f64 {
+    fn gather(
+        src: &[Self],
+        base: usize,
+        stride: usize,
+        np: (usize, usize),
+        bl: usize,
+        block: &mut [Self],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: AVX-512F is present (checked just above).
+            let (k0, t0) = unsafe { avx512::gather_r(src, base, stride, np, bl, block) };
+            gather_scalar(src, base, stride, np, bl, block, k0, t0);
+            return;
+        }
+        gather_scalar(src, base, stride, np, bl, block, 0, 0);
+    }
+
+    fn scatter(
+        block: &[Self],
+        np: (usize, usize),
+        bl: usize,
+        dst: &mut [Self],
+        base: usize,
+        stride: usize,
+        scale: f64,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: AVX-512F is present (checked just above).
+            let (k0, t0) = unsafe { avx512::scatter_r(block, np, bl, dst, base, stride, scale) };
+            scatter_scalar(block, np, bl, dst, base, stride, scale, k0, t0);
+            return;
+        }
+        scatter_scalar(block, np, bl, dst, base, stride, scale, 0, 0);
+    }
+}
+
+/// The register-tile paths. Each returns `(k0, t0)`: it moved rows `..k0`
+/// of lines `..t0` (whole tiles), and the caller moves the rest.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use num_complex::Complex64;
+    use std::arch::x86_64::*;
+
+    /// The values of a complex slice, real and imaginary parts interleaved.
+    fn flat(c: &[Complex64]) -> &[f64] {
+        // SAFETY: `Complex64` is `repr(C)` with two `f64` fields, so `c` is
+        // `2 c.len()` initialised `f64` values with `f64` alignment.
+        unsafe { std::slice::from_raw_parts(c.as_ptr().cast(), 2 * c.len()) }
+    }
+
+    /// [`flat`] for a mutable slice.
+    fn flat_mut(c: &mut [Complex64]) -> &mut [f64] {
+        // SAFETY: as in `flat`; the borrow is unique.
+        unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast(), 2 * c.len()) }
+    }
+
+    /// Eight values from `s[..8]`.
+    ///
+    /// # Safety
+    /// AVX-512F must be present.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn load(s: &[f64]) -> __m512d {
+        let s = &s[..8];
+        // SAFETY: `s` holds eight values (an unaligned load).
+        unsafe { _mm512_loadu_pd(s.as_ptr()) }
+    }
+
+    /// Eight values into `d[..8]`.
+    ///
+    /// # Safety
+    /// AVX-512F must be present.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn store(d: &mut [f64], v: __m512d) {
+        let d = &mut d[..8];
+        // SAFETY: `d` holds eight values (an unaligned store).
+        unsafe { _mm512_storeu_pd(d.as_mut_ptr(), v) }
+    }
+
+    /// Transposes four rows of four 128-bit elements (complex values).
+    ///
+    /// # Safety
+    /// AVX-512F must be present.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn t4(r: [__m512d; 4]) -> [__m512d; 4] {
+        let u0 = _mm512_shuffle_f64x2::<0x44>(r[0], r[1]);
+        let u1 = _mm512_shuffle_f64x2::<0xEE>(r[0], r[1]);
+        let u2 = _mm512_shuffle_f64x2::<0x44>(r[2], r[3]);
+        let u3 = _mm512_shuffle_f64x2::<0xEE>(r[2], r[3]);
+        [
+            _mm512_shuffle_f64x2::<0x88>(u0, u2),
+            _mm512_shuffle_f64x2::<0xDD>(u0, u2),
+            _mm512_shuffle_f64x2::<0x88>(u1, u3),
+            _mm512_shuffle_f64x2::<0xDD>(u1, u3),
+        ]
+    }
+
+    /// Transposes eight rows of eight `f64`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn t8(r: [__m512d; 8]) -> [__m512d; 8] {
+        let t = [
+            _mm512_unpacklo_pd(r[0], r[1]),
+            _mm512_unpackhi_pd(r[0], r[1]),
+            _mm512_unpacklo_pd(r[2], r[3]),
+            _mm512_unpackhi_pd(r[2], r[3]),
+            _mm512_unpacklo_pd(r[4], r[5]),
+            _mm512_unpackhi_pd(r[4], r[5]),
+            _mm512_unpacklo_pd(r[6], r[7]),
+            _mm512_unpackhi_pd(r[6], r[7]),
+        ];
+        let mut m = r;
+        for h in 0..2 {
+            let (t0, t2, t4, t6) = (t[h], t[2 + h], t[4 + h], t[6 + h]);
+            let u = _mm512_shuffle_f64x2::<0x88>(t0, t2);
+            let v = _mm512_shuffle_f64x2::<0xDD>(t0, t2);
+            let w = _mm512_shuffle_f64x2::<0x88>(t4, t6);
+            let x = _mm512_shuffle_f64x2::<0xDD>(t4, t6);
+            m[h] = _mm512_shuffle_f64x2::<0x88>(u, w);
+            m[4 + h] = _mm512_shuffle_f64x2::<0xDD>(u, w);
+            m[2 + h] = _mm512_shuffle_f64x2::<0x88>(v, x);
+            m[6 + h] = _mm512_shuffle_f64x2::<0xDD>(v, x);
+        }
+        m
+    }
+
+    /// Complex gather in 4 x 4 tiles.
+    ///
+    /// # Safety
+    /// AVX-512F must be present.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn gather_c(
+        src: &[Complex64],
+        base: usize,
+        stride: usize,
+        (n, pitch): (usize, usize),
+        bl: usize,
+        block: &mut [Complex64],
+    ) -> (usize, usize) {
+        let (k0, t0) = (n / 4 * 4, bl / 4 * 4);
+        let block = &mut block[..bl * pitch];
+        for k in (0..k0).step_by(4) {
+            let rows: [&[f64]; 4] =
+                std::array::from_fn(|q| flat(&src[base + (k + q) * stride..][..bl]));
+            for t in (0..t0).step_by(4) {
+                // SAFETY: AVX-512F is present (this function's contract).
+                let r = unsafe {
+                    [
+                        load(&rows[0][2 * t..]),
+                        load(&rows[1][2 * t..]),
+                        load(&rows[2][2 * t..]),
+                        load(&rows[3][2 * t..]),
+                    ]
+                };
+                for (j, c) in t4(r).into_iter().enumerate() {
+                    // SAFETY: as above.
+                    unsafe { store(flat_mut(&mut block[(t + j) * pitch + k..][..4]), c) };
+                }
+            }
+        }
+        (k0, t0)
+    }
+
+    /// Complex scatter in 4 x 4 tiles.
+    ///
+    /// # Safety
+    /// AVX-512F must be present.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn scatter_c(
+        block: &[Complex64],
+        (n, pitch): (usize, usize),
+        bl: usize,
+        dst: &mut [Complex64],
+        base: usize,
+        stride: usize,
+        scale: f64,
+    ) -> (usize, usize) {
+        let (k0, t0) = (n / 4 * 4, bl / 4 * 4);
+        let block = &block[..bl * pitch];
+        let s = _mm512_set1_pd(scale);
+        let one = scale == 1.0;
+        for k in (0..k0).step_by(4) {
+            for t in (0..t0).step_by(4) {
+                // SAFETY: AVX-512F is present (this function's contract).
+                let c = unsafe {
+                    [
+                        load(flat(&block[t * pitch + k..][..4])),
+                        load(flat(&block[(t + 1) * pitch + k..][..4])),
+                        load(flat(&block[(t + 2) * pitch + k..][..4])),
+                        load(flat(&block[(t + 3) * pitch + k..][..4])),
+                    ]
+                };
+                for (q, r) in t4(c).into_iter().enumerate() {
+                    let r = if one { r } else { _mm512_mul_pd(r, s) };
+                    let row = &mut dst[base + (k + q) * stride + t..][..4];
+                    // SAFETY: as above.
+                    unsafe { store(flat_mut(row), r) };
+                }
+            }
+        }
+        (k0, t0)
+    }
+
+    /// Real gather in 8 x 8 tiles.
+    ///
+    /// # Safety
+    /// AVX-512F must be present.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn gather_r(
+        src: &[f64],
+        base: usize,
+        stride: usize,
+        (n, pitch): (usize, usize),
+        bl: usize,
+        block: &mut [f64],
+    ) -> (usize, usize) {
+        let (k0, t0) = (n / 8 * 8, bl / 8 * 8);
+        let block = &mut block[..bl * pitch];
+        for k in (0..k0).step_by(8) {
+            let rows: [&[f64]; 8] = std::array::from_fn(|q| &src[base + (k + q) * stride..][..bl]);
+            for t in (0..t0).step_by(8) {
+                let mut r = [_mm512_setzero_pd(); 8];
+                for q in 0..8 {
+                    // SAFETY: AVX-512F is present (this function's contract).
+                    r[q] = unsafe { load(&rows[q][t..]) };
+                }
+                for (j, c) in t8(r).into_iter().enumerate() {
+                    // SAFETY: as above.
+                    unsafe { store(&mut block[(t + j) * pitch + k..], c) };
+                }
+            }
+        }
+        (k0, t0)
+    }
+
+    /// Real scatter in 8 x 8 tiles.
+    ///
+    /// # Safety
+    /// AVX-512F must be present.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn scatter_r(
+        block: &[f64],
+        (n, pitch): (usize, usize),
+        bl: usize,
+        dst: &mut [f64],
+        base: usize,
+        stride: usize,
+        scale: f64,
+    ) -> (usize, usize) {
+        let (k0, t0) = (n / 8 * 8, bl / 8 * 8);
+        let block = &block[..bl * pitch];
+        let s = _mm512_set1_pd(scale);
+        let one = scale == 1.0;
+        for k in (0..k0).step_by(8) {
+            for t in (0..t0).step_by(8) {
+                let mut c = [_mm512_setzero_pd(); 8];
+                for j in 0..8 {
+                    // SAFETY: AVX-512F is present (this function's contract).
+                    c[j] = unsafe { load(&block[(t + j) * pitch + k..]) };
+                }
+                for (q, r) in t8(c).into_iter().enumerate() {
+                    let r = if one { r } else { _mm512_mul_pd(r, s) };
+                    // SAFETY: as above.
+                    unsafe { store(&mut dst[base + (k + q) * stride + t..], r) };
+                }
+            }
+        }
+        (k0, t0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(i: usize) -> f64 {
+        ((i * 2_654_435_761) % 1_000_003) as f64 / 7.0 - 3.0
+    }
+
+    /// Gathers and scatters against the definitions, on sizes with and
+    /// without edges beyond whole tiles.
+    fn check<T: Moves + PartialEq + std::fmt::Debug>(make: impl Fn(usize) -> T) {
+        for (n, bl) in [(16, 8), (13, 7), (9, 11), (32, 64), (3, 2), (8, 4), (5, 17)] {
+            let stride = bl + 5;
+            let pitch = n + 3;
+            let base = 2;
+            let src: Vec<T> = (0..base + n * stride).map(&make).collect();
+            let mut block = vec![make(999_999); bl * pitch];
+            T::gather(&src, base, stride, (n, pitch), bl, &mut block);
+            for k in 0..n {
+                for t in 0..bl {
+                    assert_eq!(
+                        block[t * pitch + k],
+                        src[base + k * stride + t],
+                        "gather n {n} bl {bl}"
+                    );
+                }
+            }
+            for scale in [1.0, 0.25] {
+                let mut dst: Vec<T> = (0..base + n * stride).map(|i| make(i + 77)).collect();
+                let before = dst.clone();
+                T::scatter(&block, (n, pitch), bl, &mut dst, base, stride, scale);
+                for (i, (d, b)) in dst.iter().zip(&before).enumerate() {
+                    let inside = i >= base && (i - base) % stride < bl && (i - base) / stride < n;
+                    if inside {
+                        let (k, t) = ((i - base) / stride, (i - base) % stride);
+                        let want = if scale == 1.0 {
+                            block[t * pitch + k]
+                        } else {
+                            block[t * pitch + k] * scale
+                        };
+                        assert_eq!(*d, want, "scatter n {n} bl {bl} at {i}");
+                    } else {
+                        assert_eq!(d, b, "scatter wrote outside the block at {i}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn complex_moves_match_their_definition() {
+        check(|i| Complex64::new(value(i), value(i + 1_000)));
+    }
+
+    #[test]
+    fn real_moves_match_their_definition() {
+        check(value);
+    }
+}
