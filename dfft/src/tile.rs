@@ -207,6 +207,18 @@ mod avx512 {
         unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast(), 2 * c.len()) }
     }
 
+    /// Rows ahead of the tile that a gather or scatter prefetches.
+    const PF: usize = 8;
+
+    /// Fetches the cache line at `p` into L1; `p` need not point into an
+    /// allocation (a prefetch never faults).
+    #[inline(always)]
+    fn prefetch<T>(p: *const T) {
+        // SAFETY: prefetching has no architectural effect and never faults,
+        // whatever the address; SSE is part of x86-64.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) }
+    }
+
     /// Eight values from `s[..8]`.
     ///
     /// # Safety
@@ -297,7 +309,15 @@ mod avx512 {
         for k in (0..k0).step_by(4) {
             let rows: [&[f64]; 4] =
                 std::array::from_fn(|q| flat(&src[base + (k + q) * stride..][..bl]));
+            // The rows PF ahead, fetched while these move: rows far apart
+            // are short streams the hardware prefetcher does not follow.
+            let ahead = (k + PF + 4 <= n).then(|| src[base + (k + PF) * stride..].as_ptr());
             for t in (0..t0).step_by(4) {
+                if let Some(p) = ahead {
+                    for q in 0..4 {
+                        prefetch(p.wrapping_add(q * stride + t));
+                    }
+                }
                 // SAFETY: AVX-512F is present (this function's contract).
                 let r = unsafe {
                     [
@@ -335,7 +355,13 @@ mod avx512 {
         let s = _mm512_set1_pd(scale);
         let one = scale == 1.0;
         for k in (0..k0).step_by(4) {
+            let ahead = (k + PF + 4 <= n).then(|| dst[base + (k + PF) * stride..].as_ptr());
             for t in (0..t0).step_by(4) {
+                if let Some(p) = ahead {
+                    for q in 0..4 {
+                        prefetch(p.wrapping_add(q * stride + t));
+                    }
+                }
                 // SAFETY: AVX-512F is present (this function's contract).
                 let c = unsafe {
                     [
