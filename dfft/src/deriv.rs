@@ -335,7 +335,7 @@ impl Derivatives {
             );
             let l = self.lengths[st.axis];
             let k_of = |q: usize, power: u32| -> Complex64 {
-                let nyq = n % 2 == 0 && q == n / 2;
+                let nyq = n.is_multiple_of(2) && q == n / 2;
                 let k = crate::wavenumber(q, n, l);
                 match power {
                     1 if nyq => Complex64::new(0.0, 0.0),

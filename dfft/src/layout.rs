@@ -35,7 +35,7 @@ pub struct Layout {
 fn balanced_pair(p: usize, a: usize, b: usize) -> Option<(usize, usize)> {
     // Factor p = x * y with x <= a, y <= b, as square as possible.
     (1..=p)
-        .filter(|x| p % x == 0)
+        .filter(|x| p.is_multiple_of(*x))
         .map(|x| (x, p / x))
         .filter(|&(x, y)| x <= a && y <= b)
         .min_by_key(|&(x, y)| (x.max(y), x))

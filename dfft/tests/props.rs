@@ -32,7 +32,7 @@ fn grids(global: [usize; 3], p: usize) -> Vec<[usize; 3]> {
     let mut v = vec![];
     for a in 1..=p {
         for b in 1..=p {
-            if p % (a * b) == 0 {
+            if p.is_multiple_of(a * b) {
                 let d = [a, b, p / (a * b)];
                 if (0..3).all(|x| d[x] <= global[x]) {
                     v.push(d);

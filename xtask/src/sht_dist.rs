@@ -106,7 +106,7 @@ fn parse_cases(lines: &[String]) -> Result<Vec<HashCase>> {
 /// The grids `Pi_r x Pi_theta` of `p` ranks.
 fn grids(p: usize) -> Vec<String> {
     (1..=p)
-        .filter(|a| p % a == 0)
+        .filter(|a| p.is_multiple_of(*a))
         .map(|a| format!("{a}x{}", p / a))
         .collect()
 }
