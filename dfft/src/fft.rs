@@ -379,9 +379,7 @@ impl Fft3d {
                         let b = planner.plan_fft_inverse(n);
                         line_scratch = line_scratch
                             .max(f.get_inplace_scratch_len())
-                            .max(b.get_inplace_scratch_len())
-                            .max(f.get_immutable_scratch_len())
-                            .max(b.get_immutable_scratch_len());
+                            .max(b.get_inplace_scratch_len());
                         c2c.push((n, f, b));
                     }
                     max_line = max_line.max(n);
@@ -1135,23 +1133,13 @@ fn c2c_lines(
     }
     let stride = g.strides[g.axis];
     if stride == 1 || g.len() == n {
-        // Out of place, rustfft reads the input where it lies (no copy into
-        // the output first), with the same arithmetic as in place.
-        let need = match src {
-            Some(_) => plan.get_immutable_scratch_len(),
-            None => plan.get_inplace_scratch_len(),
-        };
-        let (fft_scratch, rest) = line.split_at_mut(need);
+        let (fft_scratch, rest) = line.split_at_mut(plan.get_inplace_scratch_len());
         let block = block.min(rest.len() / n).max(1);
         for (k, d) in dst.chunks_mut(block * n).enumerate() {
-            match src {
-                Some(s) => plan.process_immutable_with_scratch(
-                    &s[k * block * n..][..d.len()],
-                    d,
-                    fft_scratch,
-                ),
-                None => plan.process_with_scratch(d, fft_scratch),
+            if let Some(s) = src {
+                d.copy_from_slice(&s[k * block * n..][..d.len()]);
             }
+            plan.process_with_scratch(d, fft_scratch);
             scale_all(d, scale);
         }
         return;
@@ -1401,9 +1389,8 @@ mod tests {
     #[test]
     fn c2c_has_the_bits_of_line_by_line_transforms() {
         // Lengths along the contiguous axis that rustfft runs through its
-        // AVX kernels (64, 128, 256), mixed radices (60) and a prime (97):
-        // out of place those lines go through `process_immutable`, in the
-        // reference through `process`.
+        // AVX kernels (64, 128, 256), mixed radices (60) and a prime (97)
+        // besides the small ones.
         let cases: [([usize; 3], [usize; 3], usize); 11] = [
             ([3, 4, 128], [0, 1, 2], 1),
             ([2, 3, 256], [0, 1, 2], 1),
