@@ -4,7 +4,10 @@
 //!
 //! For each kind, an `N^3` grid in bricks over `RANKS` in-process ranks
 //! (the default runtime: threads that exchange through shared memory), the
-//! spectrum in the input layout, `Normalization::Full`, the reshape
+//! spectrum in the input layout (as HeFFTe's `speed3d` leaves it by
+//! default) or, with `--output transposed`, in the layout of the last
+//! transform (one reshape a direction fewer, as mpi4py-fft leaves it),
+//! `Normalization::Full`, the reshape
 //! protocol `Protocol::Auto` (timed on the real plan, fastest kept): one
 //! warm-up forward + backward, then `REPS` timed repeats, each a barrier,
 //! a forward and a backward transform, and a barrier. A repeat's time is
@@ -14,9 +17,10 @@
 //! anything is reported.
 //!
 //! `cargo run --release -p dfft --example dist_bench -- [--n 256]
-//! [--ranks 2] [--kinds c2c,r2c] [--reps 5] [--json PATH]`
+//! [--ranks 2] [--kinds c2c,r2c] [--reps 5] [--output input|transposed]
+//! [--json PATH]`
 
-use dfft::{Fft3d, FftError, Kind, Layout, Options, Protocol};
+use dfft::{Fft3d, FftError, Kind, Layout, Options, Output, Protocol};
 use num_complex::Complex64;
 use std::time::Instant;
 
@@ -25,12 +29,14 @@ struct Args {
     ranks: usize,
     kinds: Vec<String>,
     reps: usize,
+    output: Output,
     json: Option<String>,
 }
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "dist_bench: {msg}\nusage: dist_bench [--n N] [--ranks P] [--kinds c2c,r2c] [--reps K] [--json PATH]"
+        "dist_bench: {msg}\nusage: dist_bench [--n N] [--ranks P] [--kinds c2c,r2c] [--reps K] \
+         [--output input|transposed] [--json PATH]"
     );
     std::process::exit(2)
 }
@@ -41,15 +47,21 @@ fn parse() -> Args {
         ranks: 2,
         kinds: vec!["c2c".into(), "r2c".into()],
         reps: 5,
+        output: Output::Input,
         json: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
-        let mut v = || it.next().unwrap_or_else(|| usage(&format!("{k} needs a value")));
+        let mut v = || {
+            it.next()
+                .unwrap_or_else(|| usage(&format!("{k} needs a value")))
+        };
         let num = |s: String, what: &str| -> usize {
             match s.parse::<usize>() {
                 Ok(x) if x >= 1 => x,
-                _ => usage(&format!("{what} must be a whole number of at least 1, got '{s}'")),
+                _ => usage(&format!(
+                    "{what} must be a whole number of at least 1, got '{s}'"
+                )),
             }
         };
         match k.as_str() {
@@ -60,6 +72,13 @@ fn parse() -> Args {
                 a.kinds = v().split(',').map(str::to_string).collect();
                 if let Some(b) = a.kinds.iter().find(|k| *k != "c2c" && *k != "r2c") {
                     usage(&format!("--kinds takes c2c and r2c, got '{b}'"));
+                }
+            }
+            "--output" => {
+                a.output = match v().as_str() {
+                    "input" => Output::Input,
+                    "transposed" => Output::Transposed,
+                    o => usage(&format!("--output takes input or transposed, got '{o}'")),
                 }
             }
             "--json" => a.json = Some(v()),
@@ -78,6 +97,7 @@ fn run(a: &Args, kind: &str) -> Result<(Vec<f64>, f64, Protocol), String> {
         let layout = Layout::bricks([n; 3], c.size())?;
         let opts = Options {
             protocol: Protocol::Auto,
+            output: a.output,
             ..Options::default()
         };
         let value = |i: usize| ((i * 2_654_435_761) % 1_000_003) as f64 / 1_000_003.0 - 0.5;
@@ -85,7 +105,11 @@ fn run(a: &Args, kind: &str) -> Result<(Vec<f64>, f64, Protocol), String> {
         let (err, proto);
         if kind == "c2c" {
             let mut p = Fft3d::new(c, &layout, Kind::C2C, opts)?;
-            proto = p.protocols().first().map(|x| x.0).unwrap_or(Protocol::Alltoallv);
+            proto = p
+                .protocols()
+                .first()
+                .map(|x| x.0)
+                .unwrap_or(Protocol::Alltoallv);
             let x: Vec<Complex64> = (0..p.input_len())
                 .map(|i| Complex64::new(value(i), value(i + 7)))
                 .collect();
@@ -102,10 +126,18 @@ fn run(a: &Args, kind: &str) -> Result<(Vec<f64>, f64, Protocol), String> {
                 c.barrier()?;
                 times.push(t.elapsed().as_secs_f64() / 2.0);
             }
-            err = x.iter().zip(&z).map(|(a, b)| (a - b).norm()).fold(0.0, f64::max);
+            err = x
+                .iter()
+                .zip(&z)
+                .map(|(a, b)| (a - b).norm())
+                .fold(0.0, f64::max);
         } else {
             let mut p = Fft3d::new(c, &layout, Kind::R2C { halved: 2 }, opts)?;
-            proto = p.protocols().first().map(|x| x.0).unwrap_or(Protocol::Alltoallv);
+            proto = p
+                .protocols()
+                .first()
+                .map(|x| x.0)
+                .unwrap_or(Protocol::Alltoallv);
             let x: Vec<f64> = (0..p.input_len()).map(value).collect();
             let mut y = vec![Complex64::default(); p.output_len()];
             let mut z = vec![0.0; p.input_len()];
@@ -120,7 +152,11 @@ fn run(a: &Args, kind: &str) -> Result<(Vec<f64>, f64, Protocol), String> {
                 c.barrier()?;
                 times.push(t.elapsed().as_secs_f64() / 2.0);
             }
-            err = x.iter().zip(&z).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+            err = x
+                .iter()
+                .zip(&z)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f64::max);
         }
         Ok::<_, FftError>((times, err, proto))
     })
@@ -135,8 +171,8 @@ fn run(a: &Args, kind: &str) -> Result<(Vec<f64>, f64, Protocol), String> {
 fn main() {
     let a = parse();
     println!(
-        "dfft Fft3d, {}^3, {} in-process ranks, bricks, Protocol::Auto; time per run = (forward + backward) / 2, slowest rank",
-        a.n, a.ranks
+        "dfft Fft3d, {}^3, {} in-process ranks, bricks, spectrum {:?}, Protocol::Auto; time per run = (forward + backward) / 2, slowest rank",
+        a.n, a.ranks, a.output
     );
     let mut rows = Vec::new();
     for kind in &a.kinds {
@@ -145,7 +181,9 @@ fn main() {
             std::process::exit(1)
         });
         if err > 1e-10 {
-            eprintln!("dist_bench: {kind} round trip differs from the input by {err:.3e} (limit 1e-10)");
+            eprintln!(
+                "dist_bench: {kind} round trip differs from the input by {err:.3e} (limit 1e-10)"
+            );
             std::process::exit(1);
         }
         t.sort_by(f64::total_cmp);
@@ -155,8 +193,8 @@ fn main() {
             a.n, a.ranks, best, med, proto
         );
         rows.push(format!(
-            "{{\"kind\":\"{kind}\",\"n\":{},\"ranks\":{},\"best_s\":{best},\"median_s\":{med},\"protocol\":\"{proto:?}\",\"round_trip_error\":{err}}}",
-            a.n, a.ranks
+            "{{\"kind\":\"{kind}\",\"n\":{},\"ranks\":{},\"output\":\"{:?}\",\"best_s\":{best},\"median_s\":{med},\"protocol\":\"{proto:?}\",\"round_trip_error\":{err}}}",
+            a.n, a.ranks, a.output
         ));
     }
     if let Some(path) = &a.json {

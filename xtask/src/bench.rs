@@ -78,6 +78,10 @@ pub enum Target {
     /// dfft: local 3D transforms (c2c, r2c) on one core against FFTW
     /// (MEASURE, out of place) and scipy's pocketfft in the same run.
     Fft(crate::fft_bench::Args),
+    /// dfft: the distributed 3D FFT (c2c, r2c) against HeFFTe (FFTW
+    /// backend, dfft/bench/build_heffte.sh) and mpi4py-fft on the same
+    /// ranks in the same run.
+    FftDist(crate::fft_dist::Args),
     /// The flow app: sphere-array drag vs Zick and Homsy and Hasimoto
     /// (`--permeability`), Taylor-Green decay (`--taylor-green`), a random
     /// bed (`--bed`), the cost of a step (`--perf`).
@@ -570,6 +574,7 @@ pub fn run(target: &Target) -> Result<()> {
         Target::Dynamo(a) => return crate::dynamo::bench(a),
         Target::Flow(a) => return crate::flow::bench(a),
         Target::Fft(a) => return crate::fft_bench::run(a),
+        Target::FftDist(a) => return crate::fft_dist::run(a),
         Target::Gpu(a) => return crate::gpu::bench(a),
         Target::GpuScaling(a) => return crate::gpu_scaling::bench(a),
     };

@@ -45,6 +45,7 @@ mod ci;
 mod cost;
 mod dynamo;
 mod fft_bench;
+mod fft_dist;
 mod fft_suite;
 mod flow;
 mod gpu;
