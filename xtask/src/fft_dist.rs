@@ -155,7 +155,7 @@ fn mpi4py(a: &Args, kind: &str) -> std::result::Result<f64, String> {
         .find_map(|l| serde_json::from_str(l).ok())
         .ok_or_else(|| format!("no JSON from the script: {}", util::tail(&out.stdout, 5)))?;
     let err = v["round_trip_error"].as_f64().unwrap_or(f64::NAN);
-    if !(err <= 1e-10) {
+    if err.is_nan() || err > 1e-10 {
         return Err(format!("round trip differs from the input by {err:.3e}"));
     }
     v["best_s"].as_f64().ok_or_else(|| "no best_s".to_string())
