@@ -8,7 +8,8 @@
 //! default) or, with `--output transposed`, in the layout of the last
 //! transform (one reshape a direction fewer, as mpi4py-fft leaves it),
 //! `Normalization::Full`, the reshape
-//! protocol `Protocol::Auto` (timed on the real plan, fastest kept): one
+//! protocol `Protocol::Auto` (timed on the real plan, fastest kept) or the
+//! one `--protocol` names: one
 //! warm-up forward + backward, then `REPS` timed repeats, each a barrier,
 //! a forward and a backward transform, and a barrier. A repeat's time is
 //! the slowest rank's, halved (forward + backward over 2, as `speed3d`
@@ -18,6 +19,7 @@
 //!
 //! `cargo run --release -p dfft --example dist_bench -- [--n 256]
 //! [--ranks 2] [--kinds c2c,r2c] [--reps 5] [--output input|transposed]
+//! [--protocol auto|alltoall|alltoallv|alltoallw|p2p|p2p_plined]
 //! [--json PATH]`
 
 use dfft::{Fft3d, FftError, Kind, Layout, Options, Output, Protocol};
@@ -30,13 +32,14 @@ struct Args {
     kinds: Vec<String>,
     reps: usize,
     output: Output,
+    protocol: Protocol,
     json: Option<String>,
 }
 
 fn usage(msg: &str) -> ! {
     eprintln!(
         "dist_bench: {msg}\nusage: dist_bench [--n N] [--ranks P] [--kinds c2c,r2c] [--reps K] \
-         [--output input|transposed] [--json PATH]"
+         [--output input|transposed] [--protocol NAME] [--json PATH]"
     );
     std::process::exit(2)
 }
@@ -48,6 +51,7 @@ fn parse() -> Args {
         kinds: vec!["c2c".into(), "r2c".into()],
         reps: 5,
         output: Output::Input,
+        protocol: Protocol::Auto,
         json: None,
     };
     let mut it = std::env::args().skip(1);
@@ -81,6 +85,11 @@ fn parse() -> Args {
                     o => usage(&format!("--output takes input or transposed, got '{o}'")),
                 }
             }
+            "--protocol" => {
+                a.protocol = v()
+                    .parse()
+                    .unwrap_or_else(|e: comm::CommError| usage(&e.to_string()))
+            }
             "--json" => a.json = Some(v()),
             _ => usage(&format!("unknown argument '{k}'")),
         }
@@ -96,7 +105,7 @@ fn run(a: &Args, kind: &str) -> Result<(Vec<f64>, f64, Protocol), String> {
     let per_rank = comm::local::run(a.ranks, |c| {
         let layout = Layout::bricks([n; 3], c.size())?;
         let opts = Options {
-            protocol: Protocol::Auto,
+            protocol: a.protocol,
             output: a.output,
             ..Options::default()
         };
@@ -171,8 +180,8 @@ fn run(a: &Args, kind: &str) -> Result<(Vec<f64>, f64, Protocol), String> {
 fn main() {
     let a = parse();
     println!(
-        "dfft Fft3d, {}^3, {} in-process ranks, bricks, spectrum {:?}, Protocol::Auto; time per run = (forward + backward) / 2, slowest rank",
-        a.n, a.ranks, a.output
+        "dfft Fft3d, {}^3, {} in-process ranks, bricks, spectrum {:?}, protocol {}; time per run = (forward + backward) / 2, slowest rank",
+        a.n, a.ranks, a.output, a.protocol
     );
     let mut rows = Vec::new();
     for kind in &a.kinds {
