@@ -181,6 +181,14 @@ impl Strided {
         });
     }
 
+    /// Appends the described elements of `src` (elements of `elem` bytes)
+    /// to `dst`, run by run: [`Strided::gather_bytes`] into a vector that
+    /// need not be filled first.
+    pub fn gather_bytes_into(&self, src: &[u8], elem: usize, dst: &mut Vec<u8>) {
+        dst.reserve(self.len() * elem);
+        self.for_each_run(|off, n| dst.extend_from_slice(&src[off * elem..(off + n) * elem]));
+    }
+
     /// Copies the contiguous `src` into the described elements of `dst`.
     pub fn scatter_bytes(&self, src: &[u8], elem: usize, dst: &mut [u8]) {
         let mut p = 0;
@@ -832,3 +840,28 @@ pub trait CommExt: Communicator {
 }
 
 impl<C: Communicator + ?Sized> CommExt for C {}
+
+#[cfg(test)]
+mod strided_tests {
+    use super::Strided;
+
+    #[test]
+    fn gather_into_appends_what_gather_copies() {
+        // A 3 x 4 x 5 sub-box of a 6 x 7 x 9 array, and one with runs of one
+        // element (the innermost stride 2), for elements of 8 and 16 bytes.
+        for (l, elems) in [
+            (Strided::nested(11, [3, 4, 5], [63, 9, 1]), 6 * 7 * 9),
+            (Strided::nested(1, [2, 3, 4], [40, 10, 2]), 80),
+        ] {
+            for elem in [8, 16] {
+                let src: Vec<u8> = (0..elems * elem).map(|i| (i * 7 % 251) as u8).collect();
+                let mut want = vec![0u8; l.len() * elem];
+                l.gather_bytes(&src, elem, &mut want);
+                let mut got = vec![42u8, 43];
+                l.gather_bytes_into(&src, elem, &mut got);
+                assert_eq!(&got[..2], &[42, 43], "the vector's start is kept");
+                assert_eq!(&got[2..], &want[..], "elem {elem}");
+            }
+        }
+    }
+}

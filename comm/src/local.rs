@@ -655,10 +655,9 @@ impl Communicator for LocalComm {
                 }
                 crate::communicator::copy_strided_bytes(send, l, recv, &recv_layouts[r], elem_size);
             } else {
-                let n = l.len() * elem_size;
-                let mut buf = self.world.empty_buffer(n);
-                buf.resize(n, 0);
-                l.gather_bytes(send, elem_size, &mut buf);
+                // Packed straight into the message (no zero fill first).
+                let mut buf = self.world.empty_buffer(l.len() * elem_size);
+                l.gather_bytes_into(send, elem_size, &mut buf);
                 self.send_vec_ctx(self.coll(), r, TAG_A2A, buf)?;
             }
         }
