@@ -3,7 +3,7 @@
 
 use crate::layout::{others, Layout};
 use crate::reshape::{Protocol, Reshape};
-use crate::tile::Moves;
+use crate::tile::{flat, flat_mut, Moves};
 use crate::FftError;
 use comm::Communicator;
 use num_complex::Complex64;
@@ -160,11 +160,6 @@ pub struct Fft3d {
     max_line: usize,
     /// The tasks of the forward and of the backward direction.
     schedule: [Vec<Task>; 2],
-}
-
-fn as_real(c: &mut [Complex64]) -> &mut [f64] {
-    // SAFETY: Complex<f64> is repr(C) with two f64 fields and no padding.
-    unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast::<f64>(), c.len() * 2) }
 }
 
 /// Picks the layout for transforming `axis` next, preferring a slab that
@@ -844,10 +839,7 @@ impl<'a> Src<'a> {
     fn r(self) -> &'a [f64] {
         match self {
             Src::R(r) => r,
-            // SAFETY: Complex<f64> is repr(C) with two f64 fields and no padding.
-            Src::C(c) => unsafe {
-                std::slice::from_raw_parts(c.as_ptr().cast::<f64>(), c.len() * 2)
-            },
+            Src::C(c) => flat(c),
         }
     }
 }
@@ -869,7 +861,7 @@ impl Dst<'_> {
     fn r(&mut self) -> &mut [f64] {
         match self {
             Dst::R(r) => r,
-            Dst::C(c) => as_real(c),
+            Dst::C(c) => flat_mut(c),
         }
     }
 }
@@ -1173,7 +1165,7 @@ fn real_split(
     let (r, c) = rest.split_at_mut((BLOCK * (n + 2 * PAD)).div_ceil(2));
     (
         sh,
-        &mut as_real(r)[..BLOCK * (n + 2 * PAD)],
+        &mut flat_mut(r)[..BLOCK * (n + 2 * PAD)],
         &mut c[..BLOCK * (m + PAD)],
     )
 }

@@ -12,8 +12,29 @@
 
 use num_complex::Complex64;
 
+/// A register-tile gather: moves rows `..k0` of lines `..t0` (whole tiles)
+/// and returns `(k0, t0)`. Arguments as [`Moves::gather`]'s.
+///
+/// # Safety
+/// AVX-512F must be present.
+#[cfg(target_arch = "x86_64")]
+type GatherTiles<T> =
+    unsafe fn(&[T], usize, usize, (usize, usize), usize, &mut [T]) -> (usize, usize);
+
+/// A register-tile scatter, as [`GatherTiles`] for [`Moves::scatter`].
+///
+/// # Safety
+/// AVX-512F must be present.
+#[cfg(target_arch = "x86_64")]
+type ScatterTiles<T> =
+    unsafe fn(&[T], (usize, usize), usize, &mut [T], usize, usize, f64) -> (usize, usize);
+
 /// A value type the strided transforms move.
 pub(crate) trait Moves: Copy + std::ops::Mul<f64, Output = Self> {
+    /// The type's register-tile gather and scatter.
+    #[cfg(target_arch = "x86_64")]
+    const TILES: (GatherTiles<Self>, ScatterTiles<Self>);
+
     /// `block[t * pitch + k] = src[base + k * stride + t]` for `k < n`,
     /// `t < bl`.
     fn gather(
@@ -24,7 +45,16 @@ pub(crate) trait Moves: Copy + std::ops::Mul<f64, Output = Self> {
         bl: usize,
         block: &mut [Self],
     ) {
-        gather_scalar(src, base, stride, np, bl, block, 0, 0);
+        #[cfg(target_arch = "x86_64")]
+        let done = if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: AVX-512F is present (checked just above).
+            unsafe { (Self::TILES.0)(src, base, stride, np, bl, block) }
+        } else {
+            (0, 0)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let done = (0, 0);
+        gather_scalar(src, base, stride, np, bl, block, done.0, done.1);
     }
 
     /// `dst[base + k * stride + t] = block[t * pitch + k] * scale` (no
@@ -38,8 +68,41 @@ pub(crate) trait Moves: Copy + std::ops::Mul<f64, Output = Self> {
         stride: usize,
         scale: f64,
     ) {
-        scatter_scalar(block, np, bl, dst, base, stride, scale, 0, 0);
+        #[cfg(target_arch = "x86_64")]
+        let done = if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: AVX-512F is present (checked just above).
+            unsafe { (Self::TILES.1)(block, np, bl, dst, base, stride, scale) }
+        } else {
+            (0, 0)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let done = (0, 0);
+        scatter_scalar(block, np, bl, dst, base, stride, scale, done.0, done.1);
     }
+}
+
+impl Moves for Complex64 {
+    #[cfg(target_arch = "x86_64")]
+    const TILES: (GatherTiles<Self>, ScatterTiles<Self>) = (avx512::gather_c, avx512::scatter_c);
+}
+
+impl Moves for f64 {
+    #[cfg(target_arch = "x86_64")]
+    const TILES: (GatherTiles<Self>, ScatterTiles<Self>) = (avx512::gather_r, avx512::scatter_r);
+}
+
+/// The values of a complex slice, real and imaginary parts interleaved.
+pub(crate) fn flat(c: &[Complex64]) -> &[f64] {
+    // SAFETY: `Complex64` is `repr(C)` with two `f64` fields and no
+    // padding, so `c` is `2 c.len()` initialised `f64` values with `f64`
+    // alignment.
+    unsafe { std::slice::from_raw_parts(c.as_ptr().cast(), 2 * c.len()) }
+}
+
+/// [`flat`] for a mutable slice.
+pub(crate) fn flat_mut(c: &mut [Complex64]) -> &mut [f64] {
+    // SAFETY: as in `flat`; the borrow is unique.
+    unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast(), 2 * c.len()) }
 }
 
 /// Rows of the scalar path moved together.
@@ -109,103 +172,13 @@ fn scatter_scalar<T: Copy + std::ops::Mul<f64, Output = T>>(
     }
 }
 
-impl Moves for Complex64 {
-    fn gather(
-        src: &[Self],
-        base: usize,
-        stride: usize,
-        np: (usize, usize),
-        bl: usize,
-        block: &mut [Self],
-    ) {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: AVX-512F is present (checked just above).
-            let (k0, t0) = unsafe { avx512::gather_c(src, base, stride, np, bl, block) };
-            gather_scalar(src, base, stride, np, bl, block, k0, t0);
-            return;
-        }
-        gather_scalar(src, base, stride, np, bl, block, 0, 0);
-    }
-
-    fn scatter(
-        block: &[Self],
-        np: (usize, usize),
-        bl: usize,
-        dst: &mut [Self],
-        base: usize,
-        stride: usize,
-        scale: f64,
-    ) {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: AVX-512F is present (checked just above).
-            let (k0, t0) = unsafe { avx512::scatter_c(block, np, bl, dst, base, stride, scale) };
-            scatter_scalar(block, np, bl, dst, base, stride, scale, k0, t0);
-            return;
-        }
-        scatter_scalar(block, np, bl, dst, base, stride, scale, 0, 0);
-    }
-}
-
-impl Moves for f64 {
-    fn gather(
-        src: &[Self],
-        base: usize,
-        stride: usize,
-        np: (usize, usize),
-        bl: usize,
-        block: &mut [Self],
-    ) {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: AVX-512F is present (checked just above).
-            let (k0, t0) = unsafe { avx512::gather_r(src, base, stride, np, bl, block) };
-            gather_scalar(src, base, stride, np, bl, block, k0, t0);
-            return;
-        }
-        gather_scalar(src, base, stride, np, bl, block, 0, 0);
-    }
-
-    fn scatter(
-        block: &[Self],
-        np: (usize, usize),
-        bl: usize,
-        dst: &mut [Self],
-        base: usize,
-        stride: usize,
-        scale: f64,
-    ) {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: AVX-512F is present (checked just above).
-            let (k0, t0) = unsafe { avx512::scatter_r(block, np, bl, dst, base, stride, scale) };
-            scatter_scalar(block, np, bl, dst, base, stride, scale, k0, t0);
-            return;
-        }
-        scatter_scalar(block, np, bl, dst, base, stride, scale, 0, 0);
-    }
-}
-
 /// The register-tile paths. Each returns `(k0, t0)`: it moved rows `..k0`
 /// of lines `..t0` (whole tiles), and the caller moves the rest.
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
+    use super::{flat, flat_mut};
     use num_complex::Complex64;
     use std::arch::x86_64::*;
-
-    /// The values of a complex slice, real and imaginary parts interleaved.
-    fn flat(c: &[Complex64]) -> &[f64] {
-        // SAFETY: `Complex64` is `repr(C)` with two `f64` fields, so `c` is
-        // `2 c.len()` initialised `f64` values with `f64` alignment.
-        unsafe { std::slice::from_raw_parts(c.as_ptr().cast(), 2 * c.len()) }
-    }
-
-    /// [`flat`] for a mutable slice.
-    fn flat_mut(c: &mut [Complex64]) -> &mut [f64] {
-        // SAFETY: as in `flat`; the borrow is unique.
-        unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast(), 2 * c.len()) }
-    }
 
     /// Rows ahead of the tile that a gather or scatter prefetches.
     const PF: usize = 8;
@@ -466,8 +439,13 @@ mod tests {
             let pitch = n + 3;
             let base = 2;
             let src: Vec<T> = (0..base + n * stride).map(&make).collect();
+            // The value-at-a-time path alone (what CPUs without AVX-512F
+            // run) must give what the tiled path gives.
+            let mut scalar = vec![make(999_999); bl * pitch];
+            gather_scalar(&src, base, stride, (n, pitch), bl, &mut scalar, 0, 0);
             let mut block = vec![make(999_999); bl * pitch];
             T::gather(&src, base, stride, (n, pitch), bl, &mut block);
+            assert_eq!(block, scalar, "gather paths differ, n {n} bl {bl}");
             for k in 0..n {
                 for t in 0..bl {
                     assert_eq!(
@@ -480,7 +458,20 @@ mod tests {
             for scale in [1.0, 0.25] {
                 let mut dst: Vec<T> = (0..base + n * stride).map(|i| make(i + 77)).collect();
                 let before = dst.clone();
+                let mut scalar = dst.clone();
+                scatter_scalar(
+                    &block,
+                    (n, pitch),
+                    bl,
+                    &mut scalar,
+                    base,
+                    stride,
+                    scale,
+                    0,
+                    0,
+                );
                 T::scatter(&block, (n, pitch), bl, &mut dst, base, stride, scale);
+                assert_eq!(dst, scalar, "scatter paths differ, n {n} bl {bl}");
                 for (i, (d, b)) in dst.iter().zip(&before).enumerate() {
                     let inside = i >= base && (i - base) % stride < bl && (i - base) / stride < n;
                     if inside {
