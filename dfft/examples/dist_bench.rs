@@ -13,7 +13,7 @@
 //! warm-up forward + backward, then `REPS` timed repeats, each a barrier,
 //! a forward and a backward transform, and a barrier. A repeat's time is
 //! the slowest rank's, halved (forward + backward over 2, as `speed3d`
-//! reports it); the best and the median repeat are printed. The round trip
+//! reports it); the best, the median and the mean repeat are printed. The round trip
 //! is checked against the input (maximum difference at most 1e-10) before
 //! anything is reported.
 //!
@@ -195,14 +195,15 @@ fn main() {
             );
             std::process::exit(1);
         }
+        let mean = t.iter().sum::<f64>() / t.len() as f64;
         t.sort_by(f64::total_cmp);
         let (best, med) = (t[0], t[t.len() / 2]);
         println!(
-            "{kind} {}^3 on {} ranks: best {:.4} s, median {:.4} s per run ({:?}; round-trip error {err:.2e})",
-            a.n, a.ranks, best, med, proto
+            "{kind} {}^3 on {} ranks: best {:.4} s, median {:.4} s, mean {:.4} s per run ({:?}; round-trip error {err:.2e})",
+            a.n, a.ranks, best, med, mean, proto
         );
         rows.push(format!(
-            "{{\"kind\":\"{kind}\",\"n\":{},\"ranks\":{},\"output\":\"{:?}\",\"best_s\":{best},\"median_s\":{med},\"protocol\":\"{proto:?}\",\"round_trip_error\":{err}}}",
+            "{{\"kind\":\"{kind}\",\"n\":{},\"ranks\":{},\"output\":\"{:?}\",\"best_s\":{best},\"median_s\":{med},\"mean_s\":{mean},\"protocol\":\"{proto:?}\",\"round_trip_error\":{err}}}",
             a.n, a.ranks, a.output
         ));
     }

@@ -1123,9 +1123,9 @@ fn c2c_lines(
     if n == 0 || g.len() == 0 {
         return;
     }
+    let (fft_scratch, rest) = line.split_at_mut(plan.get_inplace_scratch_len());
     let stride = g.strides[g.axis];
     if stride == 1 || g.len() == n {
-        let (fft_scratch, rest) = line.split_at_mut(plan.get_inplace_scratch_len());
         let block = block.min(rest.len() / n).max(1);
         for (k, d) in dst.chunks_mut(block * n).enumerate() {
             if let Some(s) = src {
@@ -1136,7 +1136,6 @@ fn c2c_lines(
         }
         return;
     }
-    let (fft_scratch, rest) = line.split_at_mut(plan.get_inplace_scratch_len());
     // Lines one cache line apart when the scratch has room.
     let pitch = if rest.len() >= n + PAD { n + PAD } else { n };
     let block = block.min(rest.len() / pitch).max(1);

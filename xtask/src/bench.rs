@@ -646,14 +646,7 @@ pub fn run(target: &Target) -> Result<()> {
         "seconds": start.elapsed().as_secs_f64(),
     });
     let json_path = out.join("heat3d.json");
-    std::fs::write(&json_path, serde_json::to_string_pretty(&report)? + "\n")
-        .with_context(|| format!("cannot write {}", json_path.display()))?;
-    println!(
-        "\nwrote {} and {} ({:.1} s)",
-        json_path.display(),
-        png.display(),
-        start.elapsed().as_secs_f64()
-    );
+    util::write_report(&json_path, &report, &[&png], start)?;
     Ok(())
 }
 

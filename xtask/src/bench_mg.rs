@@ -418,14 +418,7 @@ pub fn run(args: &Args) -> Result<()> {
     draw(&png, n_ref, floor_ms, ours_ms, dof, pyamg_dof)
         .with_context(|| format!("cannot draw {}", png.display()))?;
     let path = out_dir.join("multigrid.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&report)? + "\n")
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    println!(
-        "\nwrote {} and {} ({:.1} s)",
-        path.display(),
-        png.display(),
-        start.elapsed().as_secs_f64()
-    );
+    util::write_report(&path, &report, &[&png], start)?;
     Ok(())
 }
 

@@ -273,14 +273,7 @@ pub fn run(args: &Args) -> Result<()> {
         "seconds": start.elapsed().as_secs_f64(),
     });
     let path = out_dir.join("fft.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&report)? + "\n")
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    println!(
-        "\nwrote {} and {} ({:.1} s)",
-        path.display(),
-        png.display(),
-        start.elapsed().as_secs_f64()
-    );
+    util::write_report(&path, &report, &[&png], start)?;
     Ok(())
 }
 

@@ -424,12 +424,6 @@ pub fn run(args: &Args) -> Result<()> {
         "seconds": start.elapsed().as_secs_f64(),
     });
     let path = out_dir.join("sht.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&report)? + "\n")
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    println!(
-        "\nwrote {} ({:.1} s)",
-        path.display(),
-        start.elapsed().as_secs_f64()
-    );
+    util::write_report(&path, &report, &[], start)?;
     Ok(())
 }

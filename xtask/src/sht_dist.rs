@@ -326,14 +326,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         "seconds_are": "median round trip (there and back) of 13 fields, slowest rank",
         "points": points,
     });
-    std::fs::write(&json_path, serde_json::to_string_pretty(&report)?)
-        .with_context(|| format!("cannot write {}", json_path.display()))?;
-    println!(
-        "wrote {} and {} ({:.1} s)",
-        json_path.display(),
-        png.display(),
-        start.elapsed().as_secs_f64()
-    );
+    util::write_report(&json_path, &report, &[&png], start)?;
     Ok(())
 }
 

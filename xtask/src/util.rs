@@ -419,6 +419,31 @@ pub fn run_report<R>(
     }
 }
 
+/// Writes a bench's JSON `report` to `path` (pretty, through a temporary
+/// file renamed into place, so no half-written report is left) and prints
+/// where it and the `extra` files (the plot) went, with the bench's time.
+pub fn write_report(
+    path: &Path,
+    report: &serde_json::Value,
+    extra: &[&Path],
+    start: Instant,
+) -> Result<()> {
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(report)? + "\n")
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    let names: Vec<String> = std::iter::once(path)
+        .chain(extra.iter().copied())
+        .map(|p| p.display().to_string())
+        .collect();
+    println!(
+        "\nwrote {} ({:.1} s)",
+        names.join(" and "),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
 /// Reads a JSON report of type `R`; the error names the app and the file.
 pub fn read_json<R: serde::de::DeserializeOwned>(
     app: &str,
