@@ -44,12 +44,15 @@ pub struct BenchArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// The parts to run (comma-separated): shapes (FD-2 launch shapes),
-    /// orders (every order with each stencil), ranks (blocking vs overlap
+    /// orders (every order with each stencil), periodic (one rank reading
+    /// across its faces at the periodic images against self-copies, every
+    /// order), ranks (blocking vs overlap
     /// on ranks sharing the GPU), mpi (the same, and the spectral step,
     /// under mpirun; skipped without it), spectral, pfc. Default: all.
-    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(["shapes", "orders", "ranks", "mpi", "spectral", "pfc"]))]
+    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(["shapes", "orders", "periodic", "ranks", "mpi", "spectral", "pfc"]))]
     pub sections: Vec<String>,
-    /// The stencil orders of the `orders` part (default 2, 4, ..., 20).
+    /// The stencil orders of the `orders` and `periodic` parts (default 2,
+    /// 4, ..., 20).
     #[arg(long, value_delimiter = ',')]
     pub orders: Vec<usize>,
 }
@@ -510,10 +513,10 @@ pub fn run(a: &Args) -> Result<()> {
             }
         }
     }
-    // One rank's blocking sweeps and RK4 combinations store the ghosts'
-    // periodic images themselves at order 2 (no exchange after the first
-    // step); at higher orders the same small grid, some of whose extents lie
-    // between the radius and twice it, goes through the self-copies.
+    // One rank's blocking stencils read across the faces at the periodic
+    // images (no ghost read, no exchange) or from ghosts filled by the
+    // self-copies, each on a small grid some of whose extents lie between
+    // the radius and twice it, so that a cell has two images.
     for (o, integ) in [
         (2, "euler"),
         (4, "euler"),
@@ -526,12 +529,19 @@ pub fn run(a: &Args) -> Result<()> {
         let Some(cpu) = cpu_reference(&b, &mut t, &small) else {
             continue;
         };
-        for stencil in ["cached", "pairs", "shuffle", "shared"] {
-            let name = format!("order {o} {integ} cuda 12x16x10 blocking --gpu-stencil {stencil}");
+        for (stencil, periodic) in ["cached", "pairs", "shuffle", "shared"]
+            .into_iter()
+            .flat_map(|s| [(s, "read"), (s, "copy")])
+        {
+            let name = format!(
+                "order {o} {integ} cuda 12x16x10 blocking --gpu-stencil {stencil} --gpu-periodic {periodic}"
+            );
             match heat3d(
                 &b,
                 "dev",
-                &words(&format!("{small} --backend cuda --gpu-stencil {stencil}")),
+                &words(&format!(
+                    "{small} --backend cuda --gpu-stencil {stencil} --gpu-periodic {periodic}"
+                )),
                 600,
             )
             .result
@@ -988,6 +998,32 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
                     )?;
                     rows.push(fd_row(case, n, ms));
                 }
+            }
+        }
+    }
+    if part("periodic") {
+        println!(
+            "one self-periodic rank, Euler, blocking, the default stencil: reading across the \
+             faces at the periodic images against ghosts filled by self-copies"
+        );
+        for &n in &sizes {
+            for &o in &orders {
+                let run = |how: &str| {
+                    time(
+                        &format!("fd{o} periodic {how}"),
+                        n,
+                        &format!("--ranks 1 --order {o} --mode blocking --gpu-periodic {how}"),
+                    )
+                };
+                let (read, copy) = (run("read")?, run("copy")?);
+                rows.push(Row {
+                    case: format!("fd{o} periodic read"),
+                    n,
+                    ms: read,
+                    fraction: fd_fraction(n, read),
+                    reference: format!("copy {copy:.4} ms"),
+                    ratio: read / copy,
+                });
             }
         }
     }

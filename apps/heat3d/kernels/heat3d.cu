@@ -16,21 +16,22 @@ struct Coef {
 // `Box3` and `cell` come from halo's region.cuh, which precedes this
 // source (`halo::DeviceRegion::SOURCE`).
 
-// The stencils' `wrap` (the host sets it only at R = 1 for one rank that is
-// its own periodic neighbour on every axis, with the region the whole
-// owned box and n >= R along every axis): the value stored at owned cell (i, j, k)
-// within R of a face is stored again at its periodic image in the ghost
-// layer beyond the opposite face, the value the halo's self-copy would
-// put there, so the next sweep of `out` needs no exchange. Face ghosts
-// only: the star stencil reads no edge or corner ghost.
-__device__ __forceinline__ void store_images(double* __restrict__ out, long q, double v, int i,
-                                             int j, int k, const Box3& b, long s0, long s1) {
-    if (i < R) out[q + (long)b.n0 * s0] = v;
-    if (i >= b.n0 - R) out[q - (long)b.n0 * s0] = v;
-    if (j < R) out[q + (long)b.n1 * s1] = v;
-    if (j >= b.n1 - R) out[q - (long)b.n1 * s1] = v;
-    if (k < R) out[q + b.n2] = v;
-    if (k >= b.n2 - R) out[q - b.n2] = v;
+// The stencils' `wrap` (the host sets it for one rank that is its own
+// periodic neighbour on every axis, with the region the whole owned box and
+// n >= R along every axis): a neighbour across a face is read at its
+// periodic image inside the owned cells instead of in the ghost layer, so
+// the sweep reads no ghost and the field needs no exchange. The entry
+// points branch once on `wrap` (uniform over the launch); without it the
+// code is the plain ghost-reading stencil.
+//
+// The offset, in cells along an axis of n cells, from cell c to the cell
+// d away (c + d in [-n, 2n)): d, or d -+ n past a face when the axis wraps
+// (W).
+template <bool W>
+__device__ __forceinline__ int nb(int c, int d, int n) {
+    if (!W) return d;
+    const int t = c + d;
+    return t < 0 ? d + n : (t >= n ? d - n : d);
 }
 
 // Several regions of one sweep in one launch (the overlap's shell, up to
@@ -38,7 +39,7 @@ __device__ __forceinline__ void store_images(double* __restrict__ out, long q, d
 // grid of blocks, blocks first[r] .. first[r + 1] of a one-dimensional
 // grid, and its own chunk. Each `NAME_many` entry runs `NAME_at` for the
 // block's region and its block coordinates there: the same threads, the
-// same cells, the same bits as one launch per region (`wrap` is off: the
+// same cells, the same bits as one launch per region (never wrapping: the
 // shell is not the owned box).
 struct Regions {
     Box3 b[6];
@@ -69,15 +70,19 @@ __device__ __forceinline__ int region_of(const Regions& rs, int blk, int& bx, in
         NAME(const double* __restrict__ u, double* __restrict__ out, const Coef cf,          \
              const Box3 b, long s0, long s1, int chunk, int step, int* __restrict__ bad,     \
              int wrap) {                                                                     \
-        NAME##_at(u, out, cf, b, s0, s1, chunk, step, bad, wrap, blockIdx.x, blockIdx.y,     \
-                  blockIdx.z);                                                               \
+        if (wrap)                                                                            \
+            NAME##_at<true>(u, out, cf, b, s0, s1, chunk, step, bad, blockIdx.x, blockIdx.y, \
+                            blockIdx.z);                                                     \
+        else                                                                                 \
+            NAME##_at<false>(u, out, cf, b, s0, s1, chunk, step, bad, blockIdx.x,            \
+                             blockIdx.y, blockIdx.z);                                        \
     }                                                                                        \
     extern "C" __global__ void __launch_bounds__(BOUNDS)                                     \
         NAME##_many(const double* __restrict__ u, double* __restrict__ out, const Coef cf,   \
                     const Regions rs, long s0, long s1, int step, int* __restrict__ bad) {   \
         int bx, by, bz;                                                                      \
         const int r = region_of(rs, blockIdx.x, bx, by, bz);                                 \
-        NAME##_at(u, out, cf, rs.b[r], s0, s1, rs.chunk[r], step, bad, 0, bx, by, bz);      \
+        NAME##_at<false>(u, out, cf, rs.b[r], s0, s1, rs.chunk[r], step, bad, bx, by, bz);   \
     }
 
 // One thread per (j, k) column of the region, marching `chunk` cells along
@@ -85,10 +90,11 @@ __device__ __forceinline__ int region_of(const Regions& rs, int blk, int& bx, in
 // each value of u is loaded once per column for axis 0, and the axis 1 and
 // 2 neighbours come through the caches. `bad` receives the smallest step
 // that wrote a non-finite value.
+template <bool W>
 __device__ __forceinline__ void
 fd_sweep_at(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
-         long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap,
-            int bx, int by, int bz) {
+            long s0, long s1, int chunk, int step, int* __restrict__ bad, int bx, int by,
+            int bz) {
     const int k = bx * blockDim.x + threadIdx.x;
     const int j = by * blockDim.y + threadIdx.y;
     if (k >= b.n2 || j >= b.n1) return;
@@ -98,20 +104,22 @@ fd_sweep_at(const double* __restrict__ u, double* __restrict__ out, const Coef c
     long q = (long)(b.lo0 + i0) * s0 + (long)(b.lo1 + j) * s1 + b.lo2 + k;
     double x[2 * R + 1];
 #pragma unroll
-    for (int m = 0; m < 2 * R; ++m) x[m] = u[q + (m - R) * s0];
+    for (int m = 0; m < 2 * R; ++m) x[m] = u[q + (long)nb<W>(i0, m - R, b.n0) * s0];
     bool finite = true;
 #pragma unroll 4
     for (int i = i0; i < i1; ++i, q += s0) {
-        x[2 * R] = u[q + R * s0];
+        x[2 * R] = u[q + (long)nb<W>(i, R, b.n0) * s0];
         double v = cf.c * x[R];
 #pragma unroll
         for (int m = 1; m <= R; ++m) v += cf.w[0][m - 1] * (x[R + m] + x[R - m]);
 #pragma unroll
-        for (int m = 1; m <= R; ++m) v += cf.w[1][m - 1] * (u[q + m * s1] + u[q - m * s1]);
+        for (int m = 1; m <= R; ++m)
+            v += cf.w[1][m - 1] *
+                 (u[q + (long)nb<W>(j, m, b.n1) * s1] + u[q + (long)nb<W>(j, -m, b.n1) * s1]);
 #pragma unroll
-        for (int m = 1; m <= R; ++m) v += cf.w[2][m - 1] * (u[q + m] + u[q - m]);
+        for (int m = 1; m <= R; ++m)
+            v += cf.w[2][m - 1] * (u[q + nb<W>(k, m, b.n2)] + u[q + nb<W>(k, -m, b.n2)]);
         out[q] = v;
-        if (wrap) store_images(out, q, v, i, j, k, b, s0, s1);
         finite &= isfinite(v);
 #pragma unroll
         for (int m = 0; m < 2 * R; ++m) x[m] = x[m + 1];
@@ -129,10 +137,11 @@ ENTRIES(fd_sweep, 256)
 // are the bits. A pair half outside the region (an odd first or last
 // column) is computed and not stored; its values outside the ghosts are
 // never loaded.
+template <bool W>
 __device__ __forceinline__ void
 fd_pairs_at(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
-         long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap,
-            int bx, int by, int bz) {
+            long s0, long s1, int chunk, int step, int* __restrict__ bad, int bx, int by,
+            int bz) {
     const int P = (b.lo2 & ~1) + 2 * (bx * blockDim.x + threadIdx.x);
     const int j = by * blockDim.y + threadIdx.y;
     if (P >= b.lo2 + b.n2 || j >= b.n1) return;
@@ -140,30 +149,36 @@ fd_pairs_at(const double* __restrict__ u, double* __restrict__ out, const Coef c
     const int i1 = min(i0 + chunk, b.n0);
     if (i0 >= i1) return;
     const bool w0 = P >= b.lo2, w1 = P + 1 < b.lo2 + b.n2;
+    // The pair's first cell along axis 2 in region coordinates. With `W`
+    // the host guarantees lo2 and n2 even, so no pair straddles a face.
+    const int c = P - b.lo2;
     long q = (long)(b.lo0 + i0) * s0 + (long)(b.lo1 + j) * s1 + P;
     double2 x[2 * R + 1];
 #pragma unroll
-    for (int m = 0; m < 2 * R; ++m) x[m] = *reinterpret_cast<const double2*>(u + q + (m - R) * s0);
+    for (int m = 0; m < 2 * R; ++m)
+        x[m] = *reinterpret_cast<const double2*>(u + q + (long)nb<W>(i0, m - R, b.n0) * s0);
     bool finite = true;
 #pragma unroll 2
     for (int i = i0; i < i1; ++i, q += s0) {
-        x[2 * R] = *reinterpret_cast<const double2*>(u + q + R * s0);
+        x[2 * R] = *reinterpret_cast<const double2*>(u + q + (long)nb<W>(i, R, b.n0) * s0);
         // kk[R + d] = u(P + d), d from -R to R + 1.
         double kk[2 * R + 2];
         kk[R] = x[R].x;
         kk[R + 1] = x[R].y;
 #pragma unroll
         for (int m = 1; m < R; ++m) {
-            kk[R - m] = u[q - m];
-            kk[R + 1 + m] = u[q + 1 + m];
+            kk[R - m] = u[q + nb<W>(c, -m, b.n2)];
+            kk[R + 1 + m] = u[q + 1 + nb<W>(c + 1, m, b.n2)];
         }
-        kk[0] = w0 ? u[q - R] : 0.0;
-        kk[2 * R + 1] = w1 ? u[q + 1 + R] : 0.0;
+        kk[0] = w0 ? u[q + nb<W>(c, -R, b.n2)] : 0.0;
+        kk[2 * R + 1] = w1 ? u[q + 1 + nb<W>(c + 1, R, b.n2)] : 0.0;
         double2 yp[R], ym[R];
 #pragma unroll
         for (int m = 1; m <= R; ++m) {
-            yp[m - 1] = *reinterpret_cast<const double2*>(u + q + m * s1);
-            ym[m - 1] = *reinterpret_cast<const double2*>(u + q - m * s1);
+            yp[m - 1] =
+                *reinterpret_cast<const double2*>(u + q + (long)nb<W>(j, m, b.n1) * s1);
+            ym[m - 1] =
+                *reinterpret_cast<const double2*>(u + q + (long)nb<W>(j, -m, b.n1) * s1);
         }
         double v0 = cf.c * x[R].x, v1 = cf.c * x[R].y;
 #pragma unroll
@@ -191,10 +206,6 @@ fd_pairs_at(const double* __restrict__ u, double* __restrict__ out, const Coef c
             out[q + 1] = v1;
             finite &= isfinite(v1);
         }
-        if (wrap) {
-            if (w0) store_images(out, q, v0, i, j, P - b.lo2, b, s0, s1);
-            if (w1) store_images(out, q + 1, v1, i, j, P + 1 - b.lo2, b, s0, s1);
-        }
 #pragma unroll
         for (int m = 0; m < 2 * R; ++m) x[m] = x[m + 1];
     }
@@ -212,10 +223,11 @@ ENTRIES(fd_pairs, 256)
 // in the same order as fd_sweep. On AMD GPUs (64-lane wavefronts, two rows
 // each) the shuffles have width 32, so a row is still one group of 32
 // lanes: an early return of the other row leaves it whole.
+template <bool W>
 __device__ __forceinline__ void
 fd_shuffle_at(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
-           long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap,
-              int bx, int by, int bz) {
+              long s0, long s1, int chunk, int step, int* __restrict__ bad, int bx, int by,
+              int bz) {
     const int lane = threadIdx.x;
     const int k = bx * 32 + lane;
     const int j = by * blockDim.y + threadIdx.y;
@@ -224,19 +236,24 @@ fd_shuffle_at(const double* __restrict__ u, double* __restrict__ out, const Coef
     const int i1 = min(i0 + chunk, b.n0);
     if (i0 >= i1) return;
     const bool kin = k < b.n2;
-    const int kk = min(k, b.n2 - 1 + R);
+    // With `W` a lane past the region holds the periodic image of the
+    // cell it stands for (R <= n2, so one wrap).
+    int kk = min(k, b.n2 - 1 + R);
+    if (W && kk >= b.n2) kk -= b.n2;
     long q = (long)(b.lo0 + i0) * s0 + (long)(b.lo1 + j) * s1 + b.lo2 + kk;
     double x[2 * R + 1];
 #pragma unroll
-    for (int m = 0; m < 2 * R; ++m) x[m] = u[q + (m - R) * s0];
+    for (int m = 0; m < 2 * R; ++m) x[m] = u[q + (long)nb<W>(i0, m - R, b.n0) * s0];
     bool finite = true;
     for (int i = i0; i < i1; ++i, q += s0) {
-        x[2 * R] = u[q + R * s0];
+        x[2 * R] = u[q + (long)nb<W>(i, R, b.n0) * s0];
         double v = cf.c * x[R];
 #pragma unroll
         for (int m = 1; m <= R; ++m) v += cf.w[0][m - 1] * (x[R + m] + x[R - m]);
 #pragma unroll
-        for (int m = 1; m <= R; ++m) v += cf.w[1][m - 1] * (u[q + m * s1] + u[q - m * s1]);
+        for (int m = 1; m <= R; ++m)
+            v += cf.w[1][m - 1] *
+                 (u[q + (long)nb<W>(j, m, b.n1) * s1] + u[q + (long)nb<W>(j, -m, b.n1) * s1]);
 #pragma unroll
         for (int m = 1; m <= R; ++m) {
 #if defined(__HIP_PLATFORM_AMD__) || defined(__AMDGCN__)
@@ -250,13 +267,12 @@ fd_shuffle_at(const double* __restrict__ u, double* __restrict__ out, const Coef
             double rt = __shfl_down_sync(0xffffffffu, x[R], m);
             double lf = __shfl_up_sync(0xffffffffu, x[R], m);
 #endif
-            if (kin && lane + m > 31) rt = u[q + m];
-            if (kin && lane < m) lf = u[q - m];
+            if (kin && lane + m > 31) rt = u[q + nb<W>(k, m, b.n2)];
+            if (kin && lane < m) lf = u[q + nb<W>(k, -m, b.n2)];
             v += cf.w[2][m - 1] * (rt + lf);
         }
         if (kin) {
             out[q] = v;
-            if (wrap) store_images(out, q, v, i, j, k, b, s0, s1);
             finite &= isfinite(v);
         }
 #pragma unroll
@@ -274,10 +290,11 @@ ENTRIES(fd_shuffle, 256)
 // operands and their order are those of `fd_sweep`, so are the bits.
 #define TX 32
 #define TY 8
+template <bool W>
 __device__ __forceinline__ void
 fd_tiled_at(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
-         long s0, long s1, int chunk, int step, int* __restrict__ bad, int wrap,
-            int bx, int by, int bz) {
+            long s0, long s1, int chunk, int step, int* __restrict__ bad, int bx, int by,
+            int bz) {
     __shared__ double t[TY + 2 * R][TX + 2 * R];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int k0 = bx * TX, j0 = by * TY;
@@ -288,20 +305,23 @@ fd_tiled_at(const double* __restrict__ u, double* __restrict__ out, const Coef c
     // The tile's rows and columns that exist: the region plus R on each side.
     const int rows = min(TY, b.n1 - j0) + 2 * R;
     const int cols = min(TX, b.n2 - k0) + 2 * R;
-    long corner = (long)(b.lo0 + i0) * s0 + (long)(b.lo1 + j0 - R) * s1 + b.lo2 + k0 - R;
+    // The tile's cell (r, c) is the region's (j0 + r - R, k0 + c - R), or
+    // with `W` its periodic image.
+    long origin = (long)(b.lo0 + i0) * s0 + (long)(b.lo1 + j0) * s1 + b.lo2 + k0;
     long q = (long)(b.lo0 + i0) * s0 + (long)(b.lo1 + j) * s1 + b.lo2 + k;
     double x[2 * R + 1];
     if (inside) {
 #pragma unroll
-        for (int m = 0; m < 2 * R; ++m) x[m] = u[q + (m - R) * s0];
+        for (int m = 0; m < 2 * R; ++m) x[m] = u[q + (long)nb<W>(i0, m - R, b.n0) * s0];
     }
     bool finite = true;
-    for (int i = i0; i < i1; ++i, q += s0, corner += s0) {
+    for (int i = i0; i < i1; ++i, q += s0, origin += s0) {
         for (int r = ty; r < rows; r += TY)
-            for (int c = tx; c < cols; c += TX) t[r][c] = u[corner + r * s1 + c];
+            for (int c = tx; c < cols; c += TX)
+                t[r][c] = u[origin + (long)nb<W>(j0, r - R, b.n1) * s1 + nb<W>(k0, c - R, b.n2)];
         __syncthreads();
         if (inside) {
-            x[2 * R] = u[q + R * s0];
+            x[2 * R] = u[q + (long)nb<W>(i, R, b.n0) * s0];
             double v = cf.c * x[R];
 #pragma unroll
             for (int m = 1; m <= R; ++m) v += cf.w[0][m - 1] * (x[R + m] + x[R - m]);
@@ -312,7 +332,6 @@ fd_tiled_at(const double* __restrict__ u, double* __restrict__ out, const Coef c
             for (int m = 1; m <= R; ++m)
                 v += cf.w[2][m - 1] * (t[ty + R][tx + R + m] + t[ty + R][tx + R - m]);
             out[q] = v;
-            if (wrap) store_images(out, q, v, i, j, k, b, s0, s1);
             finite &= isfinite(v);
 #pragma unroll
             for (int m = 0; m < 2 * R; ++m) x[m] = x[m + 1];
@@ -328,12 +347,10 @@ ENTRIES(fd_tiled, TX * TY)
 // mode 0: a = u + h b, c = b
 // mode 1: a = u + h b, c = c + g b
 // mode 2: u = u + h (c + b)
-// With `wrap` (as for the stencils) the field a stencil reads next, `a`
-// (modes 0, 1) or `u` (mode 2), gets its ghost images too.
 extern "C" __global__ void rk_combine(int mode, double* __restrict__ u, double* __restrict__ a,
                                       const double* __restrict__ bb, double* __restrict__ c,
                                       double h, double g, const Box3 b, long s0, long s1,
-                                      int step, int* __restrict__ bad, int wrap) {
+                                      int step, int* __restrict__ bad) {
     long n = (long)b.n0 * b.n1 * b.n2;
     bool finite = true;
     for (long t = blockIdx.x * (long)blockDim.x + threadIdx.x; t < n;
@@ -352,10 +369,6 @@ extern "C" __global__ void rk_combine(int mode, double* __restrict__ u, double* 
             v = u[q] + h * (c[q] + bb[q]);
             u[q] = v;
             finite &= isfinite(v);
-        }
-        if (wrap) {
-            const int k = (int)(t % b.n2), j = (int)(t / b.n2 % b.n1), i = (int)(t / b.n2 / b.n1);
-            store_images(mode == 2 ? u : a, q, v, i, j, k, b, s0, s1);
         }
     }
     if (!finite) atomicMin(bad, step);

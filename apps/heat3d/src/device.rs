@@ -23,7 +23,7 @@
 //! report's `step` is device time; `post` and `wait` stay host times of the
 //! exchange.
 
-use crate::config::{Config, GpuExchange, GpuStencil, Integrator, Mode};
+use crate::config::{Config, GpuExchange, GpuPeriodic, GpuStencil, Integrator, Mode};
 use crate::stencil::Sweep;
 use crate::StepTimes;
 use anyhow::{anyhow, Result};
@@ -107,6 +107,17 @@ fn stencil_choice(cfg: &Config, layout: &FieldLayout) -> (Kernel, usize, u32) {
     (kernel, chunk, block)
 }
 
+/// Whether one self-periodic rank's stencil reads across its faces at
+/// the periodic images (`gpu_periodic`) rather than from ghosts filled by
+/// the halo's self-copies. `auto` reads at order 2 only.
+fn periodic_reads(cfg: &Config) -> bool {
+    match cfg.gpu_periodic {
+        GpuPeriodic::Read => true,
+        GpuPeriodic::Copy => false,
+        GpuPeriodic::Auto => cfg.order == 2,
+    }
+}
+
 /// The ghost layers a device field allocates for a stencil of `radius`:
 /// `radius` on the two slow axes and, on the last, `radius` rounded up to
 /// 4 cells (32 bytes), so that with a row length divisible by 4 every
@@ -173,20 +184,11 @@ pub(crate) struct DeviceSolver {
     block: u32,
     step: i32,
     /// One rank that is its own periodic face neighbour on every axis, at
-    /// least `radius` cells along each, at radius 1: in blocking mode the
-    /// kernels that write the field a stencil reads next (the Euler sweep
-    /// into `a`, the RK4 combinations into `a` and `u`) store its ghosts'
-    /// periodic images too (the kernels' `wrap`), so the stencil needs no
-    /// exchange. Only at radius 1: in one A/B run on an H200 (512^3, the
-    /// same binary with and without) the images cost more than the six
-    /// self-copies they replace from radius 2 on (FD-8 1.164 against 1.100
-    /// ms a step, FD-12 1.878 / 1.763, FD-16 2.991 / 2.252; FD-2 0.623 /
-    /// 0.626): each of the `radius` cells next to a face stores its image
-    /// with scattered 8-byte writes.
+    /// least `radius` cells along each, reading across its faces at the
+    /// periodic images (`gpu_periodic`, see [`periodic_reads`]): in
+    /// blocking mode the stencil reads no ghost (the kernels' `wrap`) and
+    /// no exchange runs.
     wrap: bool,
-    /// Whether the ghosts of `u` and of `a` hold the images the last
-    /// kernel that wrote the field stored.
-    images: [bool; 2],
     /// Device time of each step.
     timer: StepTimer,
 }
@@ -329,10 +331,18 @@ impl DeviceSolver {
             })
         });
         let wrap = !spectral
-            && radius == 1
+            && periodic_reads(cfg)
             && nbs.iter().all(|n| n.rank == me)
             && own_faces
             && layout.owned.iter().all(|&n| n >= radius);
+        // `pairs` with `wrap` needs no pair to straddle a face: even strides
+        // (its precondition) and the ghost width along the last axis (a
+        // multiple of 4) make the first owned column and the row length
+        // even.
+        debug_assert!(
+            !(wrap && kernel == Kernel::Pairs)
+                || (layout.ghost[2].is_multiple_of(2) && layout.owned[2].is_multiple_of(2))
+        );
         let chunk = chunk.min(i32::MAX as usize) as i32;
         let spectral = if spectral {
             Some(Self::spectral(&dev, comm, topo, cfg, dt)?)
@@ -370,7 +380,6 @@ impl DeviceSolver {
             block,
             step: 0,
             wrap,
-            images: [false; 2],
             timer: StepTimer::default(),
         })
     }
@@ -553,8 +562,8 @@ impl DeviceSolver {
 
     /// Launches the fused stencil `dst = sweep(src)` on `region`, on
     /// `side` or `main`; with `wrap` (`region` the owned box of a rank that
-    /// is its own periodic neighbour, see [`DeviceSolver::wrap`]) it also
-    /// stores the ghosts' periodic images.
+    /// is its own periodic neighbour, see [`DeviceSolver::wrap`]) it reads
+    /// across the faces at the periodic images instead of the ghosts.
     #[allow(clippy::too_many_arguments)]
     fn sweep(
         dev: &Device,
@@ -594,9 +603,9 @@ impl DeviceSolver {
             .arg(bad)
             .arg(&wrap);
         // SAFETY: the arguments match `fd_sweep`, `fd_tiled`, `fd_pairs`
-        // and `fd_shuffle` (same signature); with `wrap` the images stored
-        // lie in the face ghosts (radius <= n along every axis, the region
-        // is the owned box); `fd_pairs` is chosen only when rows
+        // and `fd_shuffle` (same signature); with `wrap` every periodic
+        // image read lies in the owned box (radius <= n along every axis,
+        // the region is the owned box); `fd_pairs` is chosen only when rows
         // and planes have even length, so its 16-byte accesses are aligned
         // (the allocation is); `region` lies in the owned cells, whose
         // stencils read at most `radius` cells past them, inside the
@@ -619,17 +628,7 @@ impl DeviceSolver {
     ) -> Result<()> {
         let (layout, owned, interior, shell) = geo;
         let ctx = (self.chunk, self.block, self.step);
-        // In blocking mode one self-periodic rank's kernels store the ghost
-        // images themselves; the exchange fills them only where no kernel
-        // did (before the first step).
-        let blocking = self.wrap && mode == Mode::Blocking;
-        let wrap = blocking && which.1 == Slot::A;
-        let filled = blocking
-            && match which.0 {
-                Slot::U => self.images[0],
-                Slot::A => self.images[1],
-                Slot::B => false,
-            };
+        let wrap = self.wrap && mode == Mode::Blocking;
         let (dev, k) = (self.dev.clone(), &self.k);
         let bad = &mut self.bad;
         let ex = self
@@ -640,7 +639,9 @@ impl DeviceSolver {
         let t0 = Instant::now();
         match mode {
             Mode::Blocking => {
-                if !filled {
+                // One self-periodic rank's stencil reads across its faces
+                // at the periodic images: no ghost is read.
+                if !wrap {
                     ex.exchange(comm, &mut [&mut *src])?;
                 }
                 t[2] += t0.elapsed().as_secs_f64();
@@ -665,16 +666,10 @@ impl DeviceSolver {
                 dev.join_side().map_err(gpu_err)?;
             }
         }
-        if which.1 == Slot::A {
-            self.images[1] = wrap;
-        }
         Ok(())
     }
 
-    /// One Runge-Kutta combination on the owned cells (see `rk_combine`);
-    /// in blocking mode (`blocking`) it stores the ghost images of the
-    /// field it writes where the rank wraps.
-    #[allow(clippy::too_many_arguments)]
+    /// One Runge-Kutta combination on the owned cells (see `rk_combine`).
     fn combine(
         &mut self,
         mode: i32,
@@ -682,11 +677,7 @@ impl DeviceSolver {
         g: f64,
         owned: &Region,
         layout: &FieldLayout,
-        blocking: bool,
     ) -> Result<()> {
-        let wrap = self.wrap && blocking;
-        self.images[usize::from(mode != 2)] = wrap;
-        let wrap = i32::from(wrap);
         let (u, a, b, c) = (
             &mut self.u,
             self.a.as_mut().expect("rk4 allocates a"),
@@ -709,11 +700,9 @@ impl DeviceSolver {
             .arg(&s0)
             .arg(&s1)
             .arg(&self.step)
-            .arg(&mut self.bad)
-            .arg(&wrap);
+            .arg(&mut self.bad);
         // SAFETY: the arguments match `rk_combine`; every field has this
-        // layout and the region is its owned cells (with `wrap`, the
-        // images lie in the face ghosts, as for the stencils).
+        // layout and the region is its owned cells.
         unsafe { l.launch(launch_1d(owned.len().min(1 << 22), 256)) }
             .map_err(|e| anyhow!("launching rk_combine: {e:?}"))?;
         Ok(())
@@ -760,19 +749,17 @@ impl DeviceSolver {
                     let euler = self.euler;
                     self.apply((comm, mode), geo, &euler, (Slot::U, Slot::A), t)?;
                     std::mem::swap(&mut self.u, self.a.as_mut().expect("euler allocates a"));
-                    self.images.swap(0, 1);
                 }
                 Integrator::Rk4 => {
                     let lap = self.lap;
-                    let bl = mode == Mode::Blocking;
                     self.apply((comm, mode), geo, &lap, (Slot::U, Slot::B), t)?;
-                    self.combine(0, 0.5 * dt, 0.0, owned, layout, bl)?;
+                    self.combine(0, 0.5 * dt, 0.0, owned, layout)?;
                     for (weight, next) in [(2.0, 0.5 * dt), (2.0, dt)] {
                         self.apply((comm, mode), geo, &lap, (Slot::A, Slot::B), t)?;
-                        self.combine(1, next, weight, owned, layout, bl)?;
+                        self.combine(1, next, weight, owned, layout)?;
                     }
                     self.apply((comm, mode), geo, &lap, (Slot::A, Slot::B), t)?;
-                    self.combine(2, dt / 6.0, 0.0, owned, layout, bl)?;
+                    self.combine(2, dt / 6.0, 0.0, owned, layout)?;
                 }
             }
         }

@@ -5,8 +5,8 @@ use anyhow::Result;
 use appkit::config::parse_triple;
 use clap::Parser;
 use heat3d::config::{
-    ByName, Config, GpuExchange, GpuStencil, Initial, Integrator, Mode, Operator, PerAxis,
-    SpectralStep,
+    ByName, Config, GpuExchange, GpuPeriodic, GpuStencil, Initial, Integrator, Mode, Operator,
+    PerAxis, SpectralStep,
 };
 use std::path::PathBuf;
 
@@ -85,6 +85,9 @@ struct Cli {
     /// How device halos travel between ranks: on the device between the ranks of one machine (direct: in-process, or MPI processes through CUDA IPC), through host buffers (staged), or auto.
     #[arg(long, value_enum)]
     gpu_exchange: Option<GpuExchange>,
+    /// How the GPU stencil of one rank that is its own periodic neighbour reads across its faces in blocking mode: at their periodic images in the owned cells (read), from ghosts filled by self-copies (copy), or auto.
+    #[arg(long, value_enum)]
+    gpu_periodic: Option<GpuPeriodic>,
     /// Output folder for diagnostics.csv and the VTK files.
     #[arg(short, long)]
     output: Option<PathBuf>,
@@ -125,7 +128,8 @@ fn config(cli: &Cli) -> Result<Config> {
         gpu_chunk,
         gpu_block,
         gpu_stencil,
-        gpu_exchange
+        gpu_exchange,
+        gpu_periodic
     );
     if cli.device.is_some() {
         c.device = cli.device;

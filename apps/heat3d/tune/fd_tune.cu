@@ -617,6 +617,16 @@ __global__ void cmp_bits(const double* __restrict__ a, const double* __restrict_
 }
 
 
+// Third round (2026-12-03): heat3d's fd_pairs body (both the ghost-reading
+// and the periodic-reading variant) under launch bounds up to 1024 threads,
+// for blocks wider than 256 threads.
+template <int B, bool W>
+__global__ void __launch_bounds__(B)
+    fd_pairs_b(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
+               long s0, long s1, int chunk, int step, int* __restrict__ bad) {
+    fd_pairs_at<W>(u, out, cf, b, s0, s1, chunk, step, bad, blockIdx.x, blockIdx.y, blockIdx.z);
+}
+
 static float median(std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; }
 
 template <class F> static float timeit(F f, int reps = 30) {
@@ -690,6 +700,49 @@ int main(int argc, char** argv) {
         fd_ring<32, 8, 2, false, 1><<<g3(32, 8, 16, pairs), dim3(32, 8)>>>(u, o, cf, box, s0, s1, 16, 1, bad);
 #endif
         CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+        return 0;
+    }
+    if (argc > 2 && argv[2][0] == 'w') {  // "wide": fd_pairs in blocks of up to 1024 threads
+        float t = timeit([&] { march_copy<<<dim3((n + 127) / 128, (n + 1) / 2, (n + 7) / 8), dim3(128, 2)>>>(u, o, box, s0, s1, 8); });
+        report("march_copy 128x2 c8", t, false);
+        const int pairs = (G + n - 1) / 2 - G / 2 + 1;
+        auto run = [&](auto kern, const char* tag, int bx, int by, int chunk) {
+            dim3 grd((pairs + bx - 1) / bx, (n + by - 1) / by, (n + chunk - 1) / chunk);
+            CK(cudaMemset(o, 0xff, len * 8));
+            float t = timeit([&] { kern<<<grd, dim3(bx, by)>>>(u, o, cf, box, s0, s1, chunk, 1, bad); });
+            char nm[64]; snprintf(nm, 64, "%s %dx%d c%d", tag, bx, by, chunk); report(nm, t, true);
+        };
+        // the ghost-reading reference, then the periodic reads against the
+        // periodic-reading fd_sweep
+        {
+            int chunk = 8, bx = 128; dim3 blk(bx, 2), grd((n + bx - 1) / bx, (n + 1) / 2, (n + chunk - 1) / chunk);
+            fd_sweep<<<grd, blk>>>(u, ref, cf, box, s0, s1, chunk, 1, bad, 0);
+        }
+        run(fd_pairs_b<256, false>, "fd_pairs", 32, 8, 8);
+        for (int chunk : {8, 12, 16}) {
+            run(fd_pairs_b<512, false>, "fd_pairs", 32, 16, chunk);
+            run(fd_pairs_b<512, false>, "fd_pairs", 64, 8, chunk);
+            run(fd_pairs_b<1024, false>, "fd_pairs", 64, 16, chunk);
+            run(fd_pairs_b<1024, false>, "fd_pairs", 32, 32, chunk);
+            run(fd_pairs_b<512, false>, "fd_pairs", 128, 4, chunk);
+            run(fd_pairs_b<1024, false>, "fd_pairs", 128, 8, chunk);
+        }
+        run(fd_pairs_b<256, false>, "again fd_pairs", 32, 8, 8);
+        {
+            int chunk = 8, bx = 128; dim3 blk(bx, 2), grd((n + bx - 1) / bx, (n + 1) / 2, (n + chunk - 1) / chunk);
+            fd_sweep<<<grd, blk>>>(u, ref, cf, box, s0, s1, chunk, 1, bad, 1);
+        }
+        run(fd_pairs_b<256, true>, "periodic fd_pairs", 32, 8, 8);
+        run(fd_pairs_b<256, true>, "periodic fd_pairs", 128, 2, 4);
+        run(fd_pairs_b<512, true>, "periodic fd_pairs", 32, 16, 8);
+        run(fd_pairs_b<512, true>, "periodic fd_pairs", 64, 8, 8);
+        std::vector<Res> r2(results);
+        std::stable_sort(r2.begin(), r2.end(), [](const Res& a, const Res& b) { return a.ms < b.ms; });
+        printf("--- fastest (R=%d GHOST=%d n=%d) ---\n", R, GHOST, n);
+        for (size_t i = 0; i < r2.size() && i < 10; ++i)
+            printf("%-34s %8.4f ms  %5.1f%% %s\n", r2[i].name.c_str(), r2[i].ms, 100.0 * ideal / r2[i].ms,
+                   r2[i].check ? (r2[i].same ? "bits=" : "BITS DIFFER") : "");
         CK(cudaDeviceSynchronize());
         return 0;
     }
