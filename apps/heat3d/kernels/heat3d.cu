@@ -16,13 +16,12 @@ struct Coef {
 // `Box3` and `cell` come from halo's region.cuh, which precedes this
 // source (`halo::DeviceRegion::SOURCE`).
 
-// The stencils' `wrap` (the host sets it for one rank that is its own
-// periodic neighbour on every axis, with the region the whole owned box and
-// n >= R along every axis): a neighbour across a face is read at its
-// periodic image inside the owned cells instead of in the ghost layer, so
-// the sweep reads no ghost and the field needs no exchange. The entry
-// points branch once on `wrap` (uniform over the launch); without it the
-// code is the plain ghost-reading stencil.
+// The stencils' `_wrap` entry points (the host launches them for one rank
+// that is its own periodic neighbour on every axis, with the region the
+// whole owned box and n >= R along every axis): a neighbour across a face
+// is read at its periodic image inside the owned cells instead of in the
+// ghost layer, so the sweep reads no ghost and the field needs no
+// exchange.
 //
 // The offset, in cells along an axis of n cells, from cell c to the cell
 // d away (c + d in [-n, 2n)): d, or d -+ n past a face when the axis wraps
@@ -63,20 +62,23 @@ __device__ __forceinline__ int region_of(const Regions& rs, int blk, int& bx, in
     return r;
 }
 
-// The two entry points of stencil NAME (its body is `NAME_at`): `NAME`, one
-// region with the launch's own block coordinates, and `NAME_many`.
-#define ENTRIES(NAME, BOUNDS)                                                                \
+// The three entry points of stencil NAME (its body is `NAME_at`): `NAME`,
+// one region with the launch's own block coordinates; `NAME_wrap`, the
+// same reading across the faces at the periodic images (`W`); and
+// `NAME_many`. Separate entries, so that the periodic variant's registers
+// do not raise the plain one's (one kernel holding both ran both about 8 %
+// slower at 512^3 on an H200).
+#define ENTRY(NAME, ENTRY_NAME, BOUNDS, W)                                                   \
     extern "C" __global__ void __launch_bounds__(BOUNDS)                                     \
-        NAME(const double* __restrict__ u, double* __restrict__ out, const Coef cf,          \
-             const Box3 b, long s0, long s1, int chunk, int step, int* __restrict__ bad,     \
-             int wrap) {                                                                     \
-        if (wrap)                                                                            \
-            NAME##_at<true>(u, out, cf, b, s0, s1, chunk, step, bad, blockIdx.x, blockIdx.y, \
-                            blockIdx.z);                                                     \
-        else                                                                                 \
-            NAME##_at<false>(u, out, cf, b, s0, s1, chunk, step, bad, blockIdx.x,            \
-                             blockIdx.y, blockIdx.z);                                        \
-    }                                                                                        \
+        ENTRY_NAME(const double* __restrict__ u, double* __restrict__ out, const Coef cf,    \
+                   const Box3 b, long s0, long s1, int chunk, int step,                      \
+                   int* __restrict__ bad) {                                                  \
+        NAME##_at<W>(u, out, cf, b, s0, s1, chunk, step, bad, blockIdx.x, blockIdx.y,        \
+                     blockIdx.z);                                                            \
+    }
+#define ENTRIES(NAME, BOUNDS)                                                                \
+    ENTRY(NAME, NAME, BOUNDS, false)                                                         \
+    ENTRY(NAME, NAME##_wrap, BOUNDS, true)                                                   \
     extern "C" __global__ void __launch_bounds__(BOUNDS)                                     \
         NAME##_many(const double* __restrict__ u, double* __restrict__ out, const Coef cf,   \
                     const Regions rs, long s0, long s1, int step, int* __restrict__ bad) {   \

@@ -148,6 +148,9 @@ const _: () = assert!(std::mem::size_of::<Regions>() == 248);
 struct Kernels {
     /// The stencil (`gpu_stencil`).
     fd: CudaFunction,
+    /// The same stencil reading across the faces at the periodic images
+    /// (one self-periodic rank's owned box, [`DeviceSolver::wrap`]).
+    fd_wrap: CudaFunction,
     /// The same stencil over several regions in one launch.
     many: CudaFunction,
     /// Which kernel `fd` is.
@@ -186,7 +189,7 @@ pub(crate) struct DeviceSolver {
     /// One rank that is its own periodic face neighbour on every axis, at
     /// least `radius` cells along each, reading across its faces at the
     /// periodic images (`gpu_periodic`, see [`periodic_reads`]): in
-    /// blocking mode the stencil reads no ghost (the kernels' `wrap`) and
+    /// blocking mode the stencil reads no ghost (the kernels' `_wrap` entries) and
     /// no exchange runs.
     wrap: bool,
     /// Device time of each step.
@@ -315,6 +318,7 @@ impl DeviceSolver {
         };
         let k = Kernels {
             fd: f(name)?,
+            fd_wrap: f(&format!("{name}_wrap"))?,
             many: f(&format!("{name}_many"))?,
             kernel,
             rk: f("rk_combine")?,
@@ -589,9 +593,8 @@ impl DeviceSolver {
         let s = layout.strides();
         let (s0, s1) = (s[0] as i64, s[1] as i64);
         let b = DeviceRegion::from(region);
-        let wrap = i32::from(wrap);
         let stream = if side { dev.side() } else { dev.main() };
-        let mut l = stream.launch_builder(&k.fd);
+        let mut l = stream.launch_builder(if wrap { &k.fd_wrap } else { &k.fd });
         l.arg(src.data())
             .arg(dst.data_mut())
             .arg(coef)
@@ -600,10 +603,10 @@ impl DeviceSolver {
             .arg(&s1)
             .arg(&chunk)
             .arg(&step)
-            .arg(bad)
-            .arg(&wrap);
+            .arg(bad);
         // SAFETY: the arguments match `fd_sweep`, `fd_tiled`, `fd_pairs`
-        // and `fd_shuffle` (same signature); with `wrap` every periodic
+        // and `fd_shuffle` and their `_wrap` entries (same signature); with
+        // `wrap` every periodic
         // image read lies in the owned box (radius <= n along every axis,
         // the region is the owned box); `fd_pairs` is chosen only when rows
         // and planes have even length, so its 16-byte accesses are aligned

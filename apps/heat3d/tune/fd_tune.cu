@@ -620,8 +620,8 @@ __global__ void cmp_bits(const double* __restrict__ a, const double* __restrict_
 // Third round (2026-12-03): heat3d's fd_pairs body (both the ghost-reading
 // and the periodic-reading variant) under launch bounds up to 1024 threads,
 // for blocks wider than 256 threads.
-template <int B, bool W>
-__global__ void __launch_bounds__(B)
+template <int B, bool W, int MINB = 1>
+__global__ void __launch_bounds__(B, MINB)
     fd_pairs_b(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
                long s0, long s1, int chunk, int step, int* __restrict__ bad) {
     fd_pairs_at<W>(u, out, cf, b, s0, s1, chunk, step, bad, blockIdx.x, blockIdx.y, blockIdx.z);
@@ -690,9 +690,9 @@ int main(int argc, char** argv) {
         auto g3 = [&](int bx, int by, int chunk, int cols) { return dim3((cols + bx - 1) / bx, (n + by - 1) / by, (n + chunk - 1) / chunk); };
         march_copy<<<g3(128, 2, 8, n), dim3(128, 2)>>>(u, o, box, s0, s1, 8);
         fd_axis0<<<g3(128, 2, 8, n), dim3(128, 2)>>>(u, o, cf, box, s0, s1, 8);
-        fd_sweep<<<g3(128, 2, 8, n), dim3(128, 2)>>>(u, o, cf, box, s0, s1, 8, 1, bad, 0);
-        fd_pairs<<<g3(128, 2, 4, pairs), dim3(128, 2)>>>(u, o, cf, box, s0, s1, 4, 1, bad, 0);
-        fd_pairs<<<g3(32, 8, 8, pairs), dim3(32, 8)>>>(u, o, cf, box, s0, s1, 8, 1, bad, 0);
+        fd_sweep<<<g3(128, 2, 8, n), dim3(128, 2)>>>(u, o, cf, box, s0, s1, 8, 1, bad);
+        fd_pairs<<<g3(128, 2, 4, pairs), dim3(128, 2)>>>(u, o, cf, box, s0, s1, 4, 1, bad);
+        fd_pairs<<<g3(32, 8, 8, pairs), dim3(32, 8)>>>(u, o, cf, box, s0, s1, 8, 1, bad);
         fd_pf<3, false><<<g3(32, 8, 8, pairs), dim3(32, 8)>>>(u, o, cf, box, s0, s1, 8, 1, bad);
         fd_tile<32, 8, false><<<g3(32, 8, 8, pairs), dim3(32, 8)>>>(u, o, cf, box, s0, s1, 8, 1, bad);
 #ifndef NO_RING
@@ -717,10 +717,10 @@ int main(int argc, char** argv) {
         // periodic-reading fd_sweep
         {
             int chunk = 8, bx = 128; dim3 blk(bx, 2), grd((n + bx - 1) / bx, (n + 1) / 2, (n + chunk - 1) / chunk);
-            fd_sweep<<<grd, blk>>>(u, ref, cf, box, s0, s1, chunk, 1, bad, 0);
+            fd_sweep<<<grd, blk>>>(u, ref, cf, box, s0, s1, chunk, 1, bad);
         }
         run(fd_pairs_b<256, false>, "fd_pairs", 32, 8, 8);
-        for (int chunk : {8, 12, 16}) {
+        for (int chunk : {8, 16}) {
             run(fd_pairs_b<512, false>, "fd_pairs", 32, 16, chunk);
             run(fd_pairs_b<512, false>, "fd_pairs", 64, 8, chunk);
             run(fd_pairs_b<1024, false>, "fd_pairs", 64, 16, chunk);
@@ -731,12 +731,26 @@ int main(int argc, char** argv) {
         run(fd_pairs_b<256, false>, "again fd_pairs", 32, 8, 8);
         {
             int chunk = 8, bx = 128; dim3 blk(bx, 2), grd((n + bx - 1) / bx, (n + 1) / 2, (n + chunk - 1) / chunk);
-            fd_sweep<<<grd, blk>>>(u, ref, cf, box, s0, s1, chunk, 1, bad, 1);
+            fd_sweep_wrap<<<grd, blk>>>(u, ref, cf, box, s0, s1, chunk, 1, bad);
         }
         run(fd_pairs_b<256, true>, "periodic fd_pairs", 32, 8, 8);
         run(fd_pairs_b<256, true>, "periodic fd_pairs", 128, 2, 4);
         run(fd_pairs_b<512, true>, "periodic fd_pairs", 32, 16, 8);
         run(fd_pairs_b<512, true>, "periodic fd_pairs", 64, 8, 8);
+        run(fd_pairs_b<512, true, 2>, "periodic fd_pairs minb2", 64, 8, 8);
+        run(fd_pairs_b<512, true, 2>, "periodic fd_pairs minb2", 128, 4, 8);
+        run(fd_pairs_b<256, true>, "periodic fd_pairs", 64, 4, 8);
+        run(fd_pairs_b<256, true>, "periodic fd_pairs", 128, 2, 8);
+        run(fd_pairs_b<256, true>, "periodic fd_pairs", 32, 8, 12);
+        run(fd_pairs_b<256, true>, "periodic fd_pairs", 32, 8, 16);
+        {
+            int chunk = 8, bx = 128; dim3 blk(bx, 2), grd((n + bx - 1) / bx, (n + 1) / 2, (n + chunk - 1) / chunk);
+            fd_sweep<<<grd, blk>>>(u, ref, cf, box, s0, s1, chunk, 1, bad);
+        }
+        run(fd_pairs_b<512, false, 2>, "fd_pairs minb2", 64, 8, 8);
+        run(fd_pairs_b<512, false>, "again fd_pairs", 64, 8, 8);
+        run(fd_pairs_b<256, false>, "fd_pairs", 64, 4, 8);
+        run(fd_pairs_b<256, false>, "fd_pairs", 128, 2, 8);
         std::vector<Res> r2(results);
         std::stable_sort(r2.begin(), r2.end(), [](const Res& a, const Res& b) { return a.ms < b.ms; });
         printf("--- fastest (R=%d GHOST=%d n=%d) ---\n", R, GHOST, n);
@@ -749,13 +763,13 @@ int main(int argc, char** argv) {
     // reference: the production kernel and default shape
     {
         int chunk = 8, bx = 128; dim3 blk(bx, 256 / bx), grd((n + bx - 1) / bx, (n + blk.y - 1) / blk.y, (n + chunk - 1) / chunk);
-        float t = timeit([&] { fd_sweep<<<grd, blk>>>(u, ref, cf, box, s0, s1, chunk, 1, bad, 0); });
+        float t = timeit([&] { fd_sweep<<<grd, blk>>>(u, ref, cf, box, s0, s1, chunk, 1, bad); });
         report("fd_sweep 128x2 c8 (current)", t, false);
     }
     if (!quick) for (int chunk : {4, 8, 16, 32}) for (int bx : {32, 64, 128}) {
         dim3 blk(bx, 256 / bx), grd((n + bx - 1) / bx, (n + blk.y - 1) / blk.y, (n + chunk - 1) / chunk);
         CK(cudaMemset(o, 0, len * 8));
-        float t = timeit([&] { fd_sweep<<<grd, blk>>>(u, o, cf, box, s0, s1, chunk, 1, bad, 0); });
+        float t = timeit([&] { fd_sweep<<<grd, blk>>>(u, o, cf, box, s0, s1, chunk, 1, bad); });
         char nm[64]; snprintf(nm, 64, "fd_sweep %dx%d c%d", bx, 256 / bx, chunk); report(nm, t, true);
     }
 
@@ -777,7 +791,7 @@ int main(int argc, char** argv) {
         int by = 256 / bx, pairs = (G + n - 1) / 2 - G / 2 + 1;
         dim3 grd((pairs + bx - 1) / bx, (n + by - 1) / by, (n + chunk - 1) / chunk);
         CK(cudaMemset(o, 0, len * 8));
-        float t = timeit([&] { fd_pairs<<<grd, dim3(bx, by)>>>(u, o, cf, box, s0, s1, chunk, 1, bad, 0); });
+        float t = timeit([&] { fd_pairs<<<grd, dim3(bx, by)>>>(u, o, cf, box, s0, s1, chunk, 1, bad); });
         char nm[64]; snprintf(nm, 64, "fd_pairs %dx%d c%d", bx, by, chunk); report(nm, t, true);
     }
     for (int chunk : {8, 32}) {
@@ -809,7 +823,7 @@ int main(int argc, char** argv) {
         if (chunk == 8 && (sh.first == 32 || sh.first == 64) && sh.second * sh.first == 256) continue;  // timed above
         dim3 grd((pairs + sh.first - 1) / sh.first, (n + sh.second - 1) / sh.second, (n + chunk - 1) / chunk);
         CK(cudaMemset(o, 0xff, len * 8));
-        float t = timeit([&] { fd_pairs<<<grd, dim3(sh.first, sh.second)>>>(u, o, cf, box, s0, s1, chunk, 1, bad, 0); });
+        float t = timeit([&] { fd_pairs<<<grd, dim3(sh.first, sh.second)>>>(u, o, cf, box, s0, s1, chunk, 1, bad); });
         char nm[64]; snprintf(nm, 64, "fd_pairs %dx%d c%d", sh.first, sh.second, chunk); report(nm, t, true);
     }
     for (int chunk : {8, 16}) {
@@ -849,12 +863,12 @@ int main(int argc, char** argv) {
         {
             dim3 grd((pairs + 31) / 32, n / 8, (n + 7) / 8);
             CK(cudaMemset(o, 0xff, len * 8));
-            float t = timeit([&] { fd_pairs<<<grd, dim3(32, 8)>>>(u, o, cf, box, s0, s1, 8, 1, bad, 0); });
+            float t = timeit([&] { fd_pairs<<<grd, dim3(32, 8)>>>(u, o, cf, box, s0, s1, 8, 1, bad); });
             report("again fd_pairs 32x8 c8", t, true);
         }
         dim3 grd((pairs + 127) / 128, n / 2, (n + 3) / 4);
         CK(cudaMemset(o, 0xff, len * 8));
-        float t = timeit([&] { fd_pairs<<<grd, dim3(128, 2)>>>(u, o, cf, box, s0, s1, 4, 1, bad, 0); });
+        float t = timeit([&] { fd_pairs<<<grd, dim3(128, 2)>>>(u, o, cf, box, s0, s1, 4, 1, bad); });
         report("again fd_pairs 128x2 c4", t, true);
     }
     {
@@ -900,7 +914,7 @@ int main(int argc, char** argv) {
     // A step as the app issues it (copies + sweep), host-launched back to back.
     {
         dim3 blk(128, 2), grd((n + 127) / 128, (n + 1) / 2, (n + 7) / 8);
-        float t = timeit([&] { copy_many64<<<blocks, 256>>>(u, c, s0, s1); fd_sweep<<<grd, blk>>>(u, o, cf, box, s0, s1, 8, 1, bad, 0); });
+        float t = timeit([&] { copy_many64<<<blocks, 256>>>(u, c, s0, s1); fd_sweep<<<grd, blk>>>(u, o, cf, box, s0, s1, 8, 1, bad); });
         report("step: copies64 + fd_sweep c8", t, false);
     }
     CK(cudaDeviceSynchronize());
