@@ -74,7 +74,8 @@ pub enum GpuStencil {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum GpuPeriodic {
-    /// The faster measured per order on an H200 (README).
+    /// The faster measured per order on an H200: `read` at orders 2 and
+    /// 4, `copy` above.
     Auto,
     /// The stencil reads each neighbour across a face at its periodic image
     /// in the owned cells: no ghost is read and no exchange runs.

@@ -737,6 +737,10 @@ int main(int argc, char** argv) {
         run(fd_pairs_b<256, true>, "periodic fd_pairs", 128, 2, 4);
         run(fd_pairs_b<512, true>, "periodic fd_pairs", 32, 16, 8);
         run(fd_pairs_b<512, true>, "periodic fd_pairs", 64, 8, 8);
+        run(fd_pairs_b<256, true, 5>, "periodic fd_pairs minb5", 32, 8, 8);
+        run(fd_pairs_b<256, true, 5>, "periodic fd_pairs minb5", 128, 2, 4);
+        run(fd_pairs_wrap, "periodic heat3d fd_pairs_wrap", 32, 8, 8);
+        run(fd_pairs_wrap, "periodic heat3d fd_pairs_wrap", 128, 2, 4);
         run(fd_pairs_b<512, true, 2>, "periodic fd_pairs minb2", 64, 8, 8);
         run(fd_pairs_b<512, true, 2>, "periodic fd_pairs minb2", 128, 4, 8);
         run(fd_pairs_b<256, true>, "periodic fd_pairs", 64, 4, 8);
