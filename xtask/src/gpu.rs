@@ -954,6 +954,15 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
         reference: "copy".into(),
         ratio: 1.0 / fd_fraction(n, ms),
     };
+    // An FD case against another of the same run (`name`, `reference` ms).
+    let fd_vs = |case: String, n: usize, ms: f64, name: &str, reference: f64| Row {
+        case,
+        n,
+        ms,
+        fraction: fd_fraction(n, ms),
+        reference: format!("{name} {reference:.4} ms"),
+        ratio: ms / reference,
+    };
     if part("shapes") {
         println!("FD-2, Euler, 1 rank, blocking: cells per thread along axis 0 (0 = the default) x block width");
         for &n in &sizes {
@@ -1016,14 +1025,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
                     )
                 };
                 let (read, copy) = (run("read")?, run("copy")?);
-                rows.push(Row {
-                    case: format!("fd{o} periodic read"),
-                    n,
-                    ms: read,
-                    fraction: fd_fraction(n, read),
-                    reference: format!("copy {copy:.4} ms"),
-                    ratio: read / copy,
-                });
+                rows.push(fd_vs(format!("fd{o} periodic read"), n, read, "copy", copy));
             }
         }
     }
@@ -1061,14 +1063,13 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
                             "--order {o} --ranks {ranks} --mode overlap --gpu-exchange staged"
                         ),
                     )?;
-                    rows.push(Row {
-                        case: format!("fd{o} {ranks} rank(s) overlap, direct"),
+                    rows.push(fd_vs(
+                        format!("fd{o} {ranks} rank(s) overlap, direct"),
                         n,
-                        ms: ov,
-                        fraction: fd_fraction(n, ov),
-                        reference: format!("staged {st:.4} ms"),
-                        ratio: ov / st,
-                    });
+                        ov,
+                        "staged",
+                        st,
+                    ));
                 }
             }
         }
@@ -1099,14 +1100,13 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
                     &format!("--order {o} --mode blocking --gpu-exchange staged"),
                     Some(np),
                 )?;
-                rows.push(Row {
-                    case: format!("fd{o} mpirun -np {np} blocking, direct"),
+                rows.push(fd_vs(
+                    format!("fd{o} mpirun -np {np} blocking, direct"),
                     n,
-                    ms: bl,
-                    fraction: fd_fraction(n, bl),
-                    reference: format!("staged {st:.4} ms"),
-                    ratio: bl / st,
-                });
+                    bl,
+                    "staged",
+                    st,
+                ));
                 rows.push(Row {
                     case: format!("fd{o} mpirun -np {np} overlap, direct"),
                     n,
