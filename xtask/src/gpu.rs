@@ -46,10 +46,10 @@ pub struct BenchArgs {
     /// The parts to run (comma-separated): shapes (FD-2 launch shapes),
     /// orders (every order with each stencil), periodic (one rank reading
     /// across its faces at the periodic images against self-copies, every
-    /// order), ranks (blocking vs overlap
-    /// on ranks sharing the GPU), mpi (the same, and the spectral step,
+    /// order), passes (two Euler steps a pass against one, orders 2 and
+    /// 4), ranks (blocking vs overlap on ranks sharing the GPU), mpi (the same, and the spectral step,
     /// under mpirun; skipped without it), spectral, pfc. Default: all.
-    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(["shapes", "orders", "periodic", "ranks", "mpi", "spectral", "pfc"]))]
+    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(["shapes", "orders", "periodic", "passes", "ranks", "mpi", "spectral", "pfc"]))]
     pub sections: Vec<String>,
     /// The stencil orders of the `orders` and `periodic` parts (default 2,
     /// 4, ..., 20).
@@ -467,14 +467,15 @@ pub fn run(a: &Args) -> Result<()> {
             };
             for case in [
                 "--ranks 1 --mode blocking",
+                "--ranks 1 --mode blocking --gpu-steps-per-pass 1",
                 "--ranks 1 --mode overlap",
                 "--ranks 1 --mode overlap --gpu-chunk 1",
                 "--ranks 1 --mode overlap --gpu-chunk 7",
                 "--ranks 1 --mode overlap --gpu-stencil shared",
                 "--ranks 2 --mode overlap --gpu-stencil shared --gpu-chunk 3",
-                "--ranks 1 --mode blocking --gpu-stencil cached",
-                "--ranks 1 --mode blocking --gpu-stencil shared",
-                "--ranks 1 --mode blocking --gpu-stencil shuffle",
+                "--ranks 1 --mode blocking --gpu-stencil cached --gpu-steps-per-pass 1",
+                "--ranks 1 --mode blocking --gpu-stencil shared --gpu-steps-per-pass 1",
+                "--ranks 1 --mode blocking --gpu-stencil shuffle --gpu-steps-per-pass 1",
                 "--ranks 1 --mode overlap --gpu-stencil pairs --gpu-chunk 3",
                 "--ranks 4 --mode overlap --grid 1x2x2 --gpu-stencil pairs",
                 "--ranks 1 --mode overlap --gpu-stencil shuffle",
@@ -533,19 +534,64 @@ pub fn run(a: &Args) -> Result<()> {
             .into_iter()
             .flat_map(|s| [(s, "read"), (s, "copy")])
         {
+            // One step a pass: the stencil itself (the default would pass
+            // two steps through fd_two at orders 2 and 4).
             let name = format!(
-                "order {o} {integ} cuda 12x16x10 blocking --gpu-stencil {stencil} --gpu-periodic {periodic}"
+                "order {o} {integ} cuda 12x16x10 blocking --gpu-stencil {stencil} --gpu-periodic {periodic} --gpu-steps-per-pass 1"
             );
             match heat3d(
                 &b,
                 "dev",
                 &words(&format!(
-                    "{small} --backend cuda --gpu-stencil {stencil} --gpu-periodic {periodic}"
+                    "{small} --backend cuda --gpu-stencil {stencil} --gpu-periodic {periodic} --gpu-steps-per-pass 1"
                 )),
                 600,
             )
             .result
             {
+                Ok(r) => t.check(
+                    &name,
+                    r.hash_hex == cpu.hash_hex,
+                    &format!("{} vs cpu {}", r.hash_hex, cpu.hash_hex),
+                ),
+                Err(e) => t.check(&name, false, &e),
+            }
+        }
+    }
+    // Two Euler steps a pass (fd_two) give the one-step passes' bits: grids
+    // whose extents the output tiles and axis-0 chunks do not divide, some
+    // shorter than the tile's overlap (several periodic images of a cell in
+    // one tile), 1 to 33 planes a block, and diagnostics every 3 steps (one
+    // step alone between pairs of them).
+    let diag3 = b.scratch.join("diag3.toml");
+    std::fs::create_dir_all(&b.scratch)?;
+    std::fs::write(&diag3, "diag_every = 3\n")?;
+    for o in [2, 4] {
+        for grid in ["12x16x10", "33x17x29", "3x5x2", "64x40x72"] {
+            let run = format!(
+                "--n {grid} --steps 11 --initial gaussian --order {o} --mode blocking --ranks 1"
+            );
+            let Some(cpu) = cpu_reference(&b, &mut t, &run) else {
+                continue;
+            };
+            for extra in ["", "--gpu-chunk 1", "--gpu-chunk 5", "--gpu-chunk 33"] {
+                let case = format!("{run} --backend cuda --gpu-steps-per-pass 2 {extra}");
+                let name = format!("two steps a pass: order {o} {grid} {extra}");
+                match heat3d(&b, "dev", &words(&case), 600).result {
+                    Ok(r) => t.check(
+                        &name,
+                        r.hash_hex == cpu.hash_hex,
+                        &format!("{} vs cpu {}", r.hash_hex, cpu.hash_hex),
+                    ),
+                    Err(e) => t.check(&name, false, &e),
+                }
+            }
+            let case = format!(
+                "{run} --backend cuda --gpu-steps-per-pass 2 --config {}",
+                diag3.display()
+            );
+            let name = format!("two steps a pass: order {o} {grid} diagnostics every 3 steps");
+            match heat3d(&b, "dev", &words(&case), 600).result {
                 Ok(r) => t.check(
                     &name,
                     r.hash_hex == cpu.hash_hex,
@@ -703,6 +749,16 @@ pub fn run(a: &Args) -> Result<()> {
             "grid larger than the device",
             "--backend cuda --n 2200 --steps 1",
             "out of device memory",
+        ),
+        (
+            "two steps a pass on two ranks",
+            "--backend cuda --n 16 --steps 2 --ranks 2 --mode blocking --gpu-steps-per-pass 2",
+            "gpu_steps_per_pass = 2 needs one rank that is its own periodic neighbour",
+        ),
+        (
+            "two steps a pass at order 6",
+            "--backend cuda --n 16 --steps 2 --ranks 1 --order 6 --mode blocking --gpu-steps-per-pass 2",
+            "order 2 or 4 (this run: 6)",
         ),
     ] {
         let mut c = Command::new(&b.heat3d);
@@ -969,7 +1025,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
             for chunk in [0, 1, 8, 32] {
                 for block in [32, 128] {
                     let case = format!("fd2 chunk {chunk} block {block}");
-                    let ms = time(&case, n, &format!("--ranks 1 --order 2 --mode blocking --gpu-chunk {chunk} --gpu-block {block}"))?;
+                    let ms = time(&case, n, &format!("--ranks 1 --order 2 --mode blocking --gpu-steps-per-pass 1 --gpu-chunk {chunk} --gpu-block {block}"))?;
                     rows.push(fd_row(case, n, ms));
                 }
             }
@@ -1003,7 +1059,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
                     let ms = time(
                         &case,
                         n,
-                        &format!("--ranks 1 --order {o} --mode blocking --gpu-stencil {stencil}"),
+                        &format!("--ranks 1 --order {o} --mode blocking --gpu-steps-per-pass 1 --gpu-stencil {stencil}"),
                     )?;
                     rows.push(fd_row(case, n, ms));
                 }
@@ -1021,11 +1077,38 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
                     time(
                         &format!("fd{o} periodic {how}"),
                         n,
-                        &format!("--ranks 1 --order {o} --mode blocking --gpu-periodic {how}"),
+                        &format!("--ranks 1 --order {o} --mode blocking --gpu-steps-per-pass 1 --gpu-periodic {how}"),
                     )
                 };
                 let (read, copy) = (run("read")?, run("copy")?);
                 rows.push(fd_vs(format!("fd{o} periodic read"), n, read, "copy", copy));
+            }
+        }
+    }
+    if part("passes") {
+        println!(
+            "one self-periodic rank, Euler, blocking: two steps a pass (fd_two, the intermediate \
+             field kept on the chip) against one (the default stencil reading across the faces); \
+             ms a step, and the copy of one step's bytes"
+        );
+        for &n in &sizes {
+            for &o in orders.iter().filter(|&&o| o <= 4) {
+                let run = |k: usize| {
+                    time(
+                        &format!("fd{o} {k} step(s) a pass"),
+                        n,
+                        &format!("--ranks 1 --order {o} --mode blocking --gpu-steps-per-pass {k}"),
+                    )
+                };
+                let (one, two) = (run(1)?, run(2)?);
+                rows.push(fd_row(format!("fd{o} one step a pass"), n, one));
+                rows.push(fd_vs(
+                    format!("fd{o} two steps a pass"),
+                    n,
+                    two,
+                    "one step a pass",
+                    one,
+                ));
             }
         }
     }
@@ -1040,7 +1123,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
                 let bl = time(
                     &format!("fd{o} {ranks} rank(s) blocking"),
                     n,
-                    &format!("--order {o} --ranks {ranks} --mode blocking"),
+                    &format!("--order {o} --ranks {ranks} --mode blocking --gpu-steps-per-pass 1"),
                 )?;
                 let ov = time(
                     &format!("fd{o} {ranks} rank(s) overlap"),

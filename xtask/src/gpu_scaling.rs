@@ -228,7 +228,10 @@ pub fn bench(a: &Args) -> Result<()> {
                             let r = run_heat(
                                 launch,
                                 g,
-                                &format!("--order {o} --mode {mode} --n {}", triple(cells)),
+                                &format!(
+                                    "--order {o} --mode {mode} --gpu-steps-per-pass 1 --n {}",
+                                    triple(cells)
+                                ),
                             )?;
                             add(
                                 &mut runs,
@@ -249,7 +252,11 @@ pub fn bench(a: &Args) -> Result<()> {
                 let case = format!("fd2 {n}^3 {mode}");
                 let mut h1 = String::new();
                 for &g in &counts {
-                    let r = run_heat(launch, g, &format!("--order 2 --mode {mode} --n {n}"))?;
+                    let r = run_heat(
+                        launch,
+                        g,
+                        &format!("--order 2 --mode {mode} --gpu-steps-per-pass 1 --n {n}"),
+                    )?;
                     if g == 1 {
                         h1 = r.hash_hex.clone();
                     }

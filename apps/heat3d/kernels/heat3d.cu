@@ -216,6 +216,26 @@ fd_pairs_at(const double* __restrict__ u, double* __restrict__ out, const Coef c
 
 ENTRIES(fd_pairs, 256)
 
+// A value of the lane m places further along (row_down) or back (row_up)
+// in the same row of 32 lanes; a lane with no such lane gets its own value.
+// On AMD GPUs (hipcc defines the first macro, hiprtc only the second) a
+// 64-lane wavefront holds two rows of the block; width 32 keeps each
+// shuffle within its row, as a CUDA warp does.
+__device__ __forceinline__ double row_down(double v, int m) {
+#if defined(__HIP_PLATFORM_AMD__) || defined(__AMDGCN__)
+    return __shfl_down(v, m, 32);
+#else
+    return __shfl_down_sync(0xffffffffu, v, m);
+#endif
+}
+__device__ __forceinline__ double row_up(double v, int m) {
+#if defined(__HIP_PLATFORM_AMD__) || defined(__AMDGCN__)
+    return __shfl_up(v, m, 32);
+#else
+    return __shfl_up_sync(0xffffffffu, v, m);
+#endif
+}
+
 // One warp across axis 2 (blocks of 32 x 8): the axis-2 neighbours come
 // from the other lanes by shuffles instead of 2R loads each, the edge lanes
 // loading the ones past the warp; axis 0 in registers, axis 1 through the
@@ -258,17 +278,8 @@ fd_shuffle_at(const double* __restrict__ u, double* __restrict__ out, const Coef
                  (u[q + (long)nb<W>(j, m, b.n1) * s1] + u[q + (long)nb<W>(j, -m, b.n1) * s1]);
 #pragma unroll
         for (int m = 1; m <= R; ++m) {
-#if defined(__HIP_PLATFORM_AMD__) || defined(__AMDGCN__)
-            // AMD (hipcc defines the first, hiprtc only the second): a
-            // 64-lane wavefront holds two rows of the block; width 32 keeps
-            // each shuffle within the row's 32 lanes (a lane past them gets
-            // its own value, as with a CUDA warp).
-            double rt = __shfl_down(x[R], m, 32);
-            double lf = __shfl_up(x[R], m, 32);
-#else
-            double rt = __shfl_down_sync(0xffffffffu, x[R], m);
-            double lf = __shfl_up_sync(0xffffffffu, x[R], m);
-#endif
+            double rt = row_down(x[R], m);
+            double lf = row_up(x[R], m);
             if (kin && lane + m > 31) rt = u[q + nb<W>(k, m, b.n2)];
             if (kin && lane < m) lf = u[q + nb<W>(k, -m, b.n2)];
             v += cf.w[2][m - 1] * (rt + lf);
@@ -344,6 +355,170 @@ fd_tiled_at(const double* __restrict__ u, double* __restrict__ out, const Coef c
 }
 
 ENTRIES(fd_tiled, TX * TY)
+
+// Two Euler steps in one pass (temporal blocking), for one rank that is
+// its own periodic neighbour on every axis (as the `_wrap` entries; any
+// n >= 1 along an axis, every index is taken modulo n): out = sweep(sweep(u)),
+// the intermediate field never leaving the chip, so a step moves half the
+// bytes of a one-step sweep.
+//
+// A block owns an extended tile of 32 columns (axis 2, one warp a row) by
+// WY = RJ * BY rows (axis 1) and marches along axis 0 over `chunk` output
+// planes. The first step ("mid") is computed on the tile less R cells of
+// each side, the second on the tile less 2R, so the blocks' output tiles of
+// (32 - 4R) x (WY - 4R) cells cover the box and the extended tiles overlap
+// by 4R. Each thread owns RJ consecutive rows of one column, with register
+// queues of 2R + 1 planes of input and of mid values: the axis-0
+// neighbours and the axis-1 neighbours among its own rows are registers,
+// the axis-2 neighbours come from the row's other lanes (shuffles), and
+// only the R rows at each end of a thread's rows go through shared memory
+// (rings of R + 2 input and R + 1 mid planes, one barrier a plane, each
+// slot rewritten at least one barrier after its last read).
+//
+// Every value is fd_sweep's expression on fd_sweep's operands in its
+// order, so both steps have the one-step kernels' bits. `bad` receives
+// `step` if a mid value is not finite (every mid cell computed is the
+// periodic image of an owned cell), else `step + 1` if an output is not.
+__device__ __forceinline__ int pmod(int x, int n) {
+    const int r = x % n;
+    return r < 0 ? r + n : r;
+}
+
+// The update of the cell whose axis-0 queue is x (x[R] the cell), with its
+// axis-1 neighbours jp[m - 1] = u(j + m), jm[m - 1] = u(j - m) and its
+// axis-2 neighbours in the lanes of its row; every lane of the row calls it.
+__device__ __forceinline__ double two_point(const Coef& cf, const double* x, const double* jp,
+                                            const double* jm) {
+    double v = cf.c * x[R];
+#pragma unroll
+    for (int m = 1; m <= R; ++m) v += cf.w[0][m - 1] * (x[R + m] + x[R - m]);
+#pragma unroll
+    for (int m = 1; m <= R; ++m) v += cf.w[1][m - 1] * (jp[m - 1] + jm[m - 1]);
+#pragma unroll
+    for (int m = 1; m <= R; ++m) v += cf.w[2][m - 1] * (row_down(x[R], m) + row_up(x[R], m));
+    return v;
+}
+
+// The block is 32 x BY threads; a grid of ceil(n2 / (32 - 4R)) x
+// ceil(n1 / (RJ BY - 4R)) x ceil(n0 / chunk) blocks covers the box.
+template <int RJ, int BY>
+__device__ __forceinline__ void fd_two_at(const double* __restrict__ u, double* __restrict__ out,
+                                          const Coef cf, const Box3 b, long s0, long s1,
+                                          int chunk, int step, int* __restrict__ bad) {
+    static_assert(RJ >= 2 * R, "a thread's rows must hold both boundary bands");
+    constexpr int WY = RJ * BY, TK = 32 - 4 * R, TJ = WY - 4 * R;
+    __shared__ double s_in[R + 2][BY][2 * R][32];
+    __shared__ double s_mid[R + 1][BY][2 * R][32];
+    const int kk = threadIdx.x, ty = threadIdx.y;
+    const int k0 = blockIdx.x * TK, j0 = blockIdx.y * TJ, i0 = blockIdx.z * chunk;
+    const int i1 = min(i0 + chunk, b.n0);
+    if (i0 >= i1) return;  // the whole block
+    const int kg = pmod(k0 - 2 * R + kk, b.n2);
+    long roff[RJ];
+#pragma unroll
+    for (int r = 0; r < RJ; ++r)
+        roff[r] = (long)(b.lo1 + pmod(j0 - 2 * R + ty * RJ + r, b.n1)) * s1 + b.lo2 + kg;
+    // Iteration t loads input plane i0 - 2R + t (and prefetches the next),
+    // computes mid at plane i0 - 3R + t (t >= 2R) and the output at plane
+    // i0 - 4R + t (t >= 4R).
+    const int T = (i1 - i0) + 4 * R;
+    int pp = pmod(i0 - 2 * R, b.n0);
+    double nxt[RJ];
+#pragma unroll
+    for (int r = 0; r < RJ; ++r) nxt[r] = u[(long)(b.lo0 + pp) * s0 + roff[r]];
+    double qi[RJ][2 * R + 1], qm[RJ][2 * R + 1];
+    bool fin_m = true, fin_o = true;
+    const bool kmid = kk >= R && kk < 32 - R;
+    const bool kout = kk >= 2 * R && kk < 2 * R + TK && k0 + kk - 2 * R < b.n2;
+#pragma unroll 1
+    for (int t = 0; t < T; ++t) {
+#pragma unroll
+        for (int r = 0; r < RJ; ++r) qi[r][2 * R] = nxt[r];
+        if (t + 1 < T) {
+            pp = pp + 1 == b.n0 ? 0 : pp + 1;
+            const long base = (long)(b.lo0 + pp) * s0;
+#pragma unroll
+            for (int r = 0; r < RJ; ++r) nxt[r] = u[base + roff[r]];
+        }
+        const int si = t % (R + 2);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            s_in[si][ty][r][kk] = qi[r][2 * R];
+            s_in[si][ty][R + r][kk] = qi[RJ - R + r][2 * R];
+        }
+        if (t > 2 * R) {  // the mid plane of iteration t - 1
+            const int sm = (t - 1) % (R + 1);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                s_mid[sm][ty][r][kk] = qm[r][2 * R];
+                s_mid[sm][ty][R + r][kk] = qm[RJ - R + r][2 * R];
+            }
+        }
+        __syncthreads();
+        if (t >= 2 * R) {
+            const int sc = (t - R) % (R + 2);
+#pragma unroll
+            for (int r = 0; r < RJ; ++r)
+#pragma unroll
+                for (int m = 0; m < 2 * R; ++m) qm[r][m] = qm[r][m + 1];
+#pragma unroll
+            for (int r = 0; r < RJ; ++r) {
+                const int jj = ty * RJ + r;
+                if (jj >= R && jj < WY - R) {  // the same for the whole row
+                    double jp[R], jm[R];
+#pragma unroll
+                    for (int m = 1; m <= R; ++m) {
+                        jp[m - 1] = r + m < RJ ? qi[r + m][R] : s_in[sc][ty + 1][r + m - RJ][kk];
+                        jm[m - 1] = r >= m ? qi[r - m][R] : s_in[sc][ty - 1][2 * R + r - m][kk];
+                    }
+                    const double v = two_point(cf, qi[r], jp, jm);
+                    qm[r][2 * R] = v;
+                    fin_m &= !kmid || isfinite(v);
+                }
+            }
+        }
+        if (t >= 4 * R) {
+            const int o = i0 - 4 * R + t;
+            const int sc = (t - R) % (R + 1);
+#pragma unroll
+            for (int r = 0; r < RJ; ++r) {
+                const int jj = ty * RJ + r;
+                if (jj >= 2 * R && jj < WY - 2 * R && j0 + jj - 2 * R < b.n1) {
+                    double jp[R], jm[R];
+#pragma unroll
+                    for (int m = 1; m <= R; ++m) {
+                        jp[m - 1] = r + m < RJ ? qm[r + m][R] : s_mid[sc][ty + 1][r + m - RJ][kk];
+                        jm[m - 1] = r >= m ? qm[r - m][R] : s_mid[sc][ty - 1][2 * R + r - m][kk];
+                    }
+                    const double v = two_point(cf, qm[r], jp, jm);
+                    if (kout) {
+                        out[(long)(b.lo0 + o) * s0 + (long)(b.lo1 + j0 + jj - 2 * R) * s1 +
+                            b.lo2 + k0 + kk - 2 * R] = v;
+                        fin_o &= isfinite(v);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < RJ; ++r)
+#pragma unroll
+            for (int m = 0; m < 2 * R; ++m) qi[r][m] = qi[r][m + 1];
+    }
+    if (!fin_m) atomicMin(bad, step);
+    else if (!fin_o) atomicMin(bad, step + 1);
+}
+
+// The host's launch shape (apps/heat3d/src/device.rs, `TWO_STEP`): rows a
+// thread and rows of threads.
+#define TWO_RJ 4
+#define TWO_BY 8
+#if R <= 2
+extern "C" __global__ void __launch_bounds__(32 * TWO_BY)
+    fd_two(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
+           long s0, long s1, int chunk, int step, int* __restrict__ bad) {
+    fd_two_at<TWO_RJ, TWO_BY>(u, out, cf, b, s0, s1, chunk, step, bad);
+}
+#endif
 
 // The Runge-Kutta stage combinations on the owned cells:
 // mode 0: a = u + h b, c = b

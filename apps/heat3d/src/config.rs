@@ -208,6 +208,13 @@ pub struct Config {
     pub gpu_exchange: GpuExchange,
     /// How one self-periodic rank's GPU stencil reads across its faces.
     pub gpu_periodic: GpuPeriodic,
+    /// Euler steps one pass of the GPU stencil advances (1 or 2; 0: the
+    /// default, 2 where a pass can advance two, 1 elsewhere). Two steps a
+    /// pass (temporal blocking: the intermediate field never leaves the
+    /// chip) need one rank that is its own periodic neighbour, blocking
+    /// mode, the Euler integrator, order 2 or 4 and `gpu_periodic` not
+    /// `copy`. Changes no bit.
+    pub gpu_steps_per_pass: usize,
     /// Output files.
     pub output: Output,
 }
@@ -241,6 +248,7 @@ impl Default for Config {
             gpu_stencil: GpuStencil::Auto,
             gpu_exchange: GpuExchange::Auto,
             gpu_periodic: GpuPeriodic::Auto,
+            gpu_steps_per_pass: 0,
             output: Output::default(),
         }
     }
@@ -336,6 +344,12 @@ impl Config {
                 self.gpu_block
             );
         }
+        if self.gpu_steps_per_pass > 2 {
+            bail!(
+                "gpu_steps_per_pass = {} is not supported (valid: 1, 2, or 0 for the default)",
+                self.gpu_steps_per_pass
+            );
+        }
         Ok(())
     }
 }
@@ -354,6 +368,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("48") && e.contains("32, 64, 128, 256"), "{e}");
+        let e = Config::from_toml("gpu_steps_per_pass = 3\n")
+            .unwrap()
+            .validate(1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("= 3") && e.contains("1, 2, or 0"), "{e}");
         let e = Config::from_toml("backend = \"opencl\"\n")
             .unwrap_err()
             .to_string();

@@ -123,6 +123,53 @@ fn periodic_reads(cfg: &Config) -> bool {
     }
 }
 
+/// The Euler steps one pass of the stencil advances (`gpu_steps_per_pass`)
+/// for a run of `ranks` ranks in which one rank that is its own periodic
+/// neighbour reads across its faces (`wrap`, see [`periodic_reads`]) and
+/// `not_euler` says whether the step is Runge-Kutta or spectral. Two
+/// (`fd_two`) need `wrap`, blocking mode, Euler and radius at most 2 (the
+/// kernel's register queues and shared rings grow with the radius, and its
+/// output tile, 32 - 4R cells wide, shrinks); the default takes two
+/// wherever they are possible. Asking for two where they are not is an
+/// error naming each condition the run does not meet.
+fn steps_per_pass(cfg: &Config, ranks: usize, wrap: bool, not_euler: bool) -> Result<usize> {
+    let radius = cfg.order / 2;
+    let possible = wrap && cfg.mode == Mode::Blocking && !not_euler && radius <= 2;
+    match cfg.gpu_steps_per_pass {
+        0 => Ok(if possible { 2 } else { 1 }),
+        1 => Ok(1),
+        2 if possible => Ok(2),
+        2 => {
+            let mut why = vec![];
+            if !wrap {
+                why.push(format!(
+                    "one rank that is its own periodic neighbour and reads across its faces (this run: {ranks} rank(s), gpu_periodic {:?}, owned cells at least the radius along every axis)",
+                    cfg.gpu_periodic
+                ));
+            }
+            if cfg.mode != Mode::Blocking {
+                why.push(format!("blocking mode (this run: {:?})", cfg.mode));
+            }
+            if not_euler {
+                why.push(format!(
+                    "the Euler finite-difference step (this run: {:?}, {:?})",
+                    cfg.integrator, cfg.operator
+                ));
+            }
+            if radius > 2 {
+                why.push(format!("order 2 or 4 (this run: {})", cfg.order));
+            }
+            Err(anyhow!(
+                "gpu_steps_per_pass = 2 needs {}; use 1, or 0 for the default",
+                why.join(", ")
+            ))
+        }
+        n => Err(anyhow!(
+            "gpu_steps_per_pass = {n} is not supported (valid: 1, 2, or 0 for the default)"
+        )),
+    }
+}
+
 /// The ghost layers a device field allocates for a stencil of `radius`:
 /// `radius` on the two slow axes and, on the last, `radius` rounded up to
 /// 4 cells (32 bytes), so that with a row length divisible by 4 every
@@ -162,7 +209,15 @@ struct Kernels {
     kernel: Kernel,
     rk: CudaFunction,
     scale: CudaFunction,
+    /// Two Euler steps a pass (`fd_two`), where [`DeviceSolver::fuse`].
+    two: Option<CudaFunction>,
 }
+
+/// `fd_two`'s block: rows of cells a thread and rows of threads (the
+/// kernels' `TWO_RJ` and `TWO_BY`); the block is 32 x `TWO_STEP.1`.
+const TWO_STEP: (usize, u32) = (4, 8);
+/// `fd_two`'s default output planes a block marches along axis 0.
+const TWO_CHUNK: usize = 32;
 
 /// The spectral operator on the device.
 struct Spectral {
@@ -197,8 +252,17 @@ pub(crate) struct DeviceSolver {
     /// blocking mode the stencil reads no ghost (the kernels' `_wrap` entries) and
     /// no exchange runs.
     wrap: bool,
-    /// Device time of each step.
+    /// Two Euler steps a pass (`gpu_steps_per_pass`): one self-periodic
+    /// rank (`wrap`) in blocking mode, Euler, radius at most 2.
+    fuse: bool,
+    /// The stencil radius.
+    radius: usize,
+    /// Output planes a block of `fd_two` marches along axis 0.
+    two_chunk: usize,
+    /// Device time of each pass.
     timer: StepTimer,
+    /// The steps each timed pass advanced (1 or 2).
+    per_pass: Vec<usize>,
 }
 
 fn gpu_err(e: gpu::GpuError) -> anyhow::Error {
@@ -328,6 +392,7 @@ impl DeviceSolver {
             kernel,
             rk: f("rk_combine")?,
             scale: f("spectral_scale")?,
+            two: None,
         };
         let bad = dev.upload(&[i32::MAX], "flag").map_err(gpu_err)?;
         let me = topo.rank();
@@ -352,6 +417,11 @@ impl DeviceSolver {
             !(wrap && kernel == Kernel::Pairs)
                 || (layout.ghost[2].is_multiple_of(2) && layout.owned[2].is_multiple_of(2))
         );
+        let fuse = steps_per_pass(cfg, comm.size(), wrap, rk || spectral)? == 2;
+        let k = Kernels {
+            two: if fuse { Some(f("fd_two")?) } else { None },
+            ..k
+        };
         let chunk = chunk.min(i32::MAX as usize) as i32;
         let spectral = if spectral {
             Some(Self::spectral(&dev, comm, topo, cfg, dt)?)
@@ -389,7 +459,15 @@ impl DeviceSolver {
             block,
             step: 0,
             wrap,
+            fuse,
+            radius,
+            two_chunk: if cfg.gpu_chunk > 0 {
+                cfg.gpu_chunk
+            } else {
+                TWO_CHUNK
+            },
             timer: StepTimer::default(),
+            per_pass: vec![],
         })
     }
 
@@ -457,9 +535,70 @@ impl DeviceSolver {
         Ok((b != i32::MAX).then_some(b as usize))
     }
 
-    /// Device seconds of each step so far.
+    /// Device seconds of each step so far: a pass of two steps counts
+    /// half its time for each.
     pub(crate) fn step_seconds(&mut self) -> Result<Vec<f64>> {
-        Ok(self.timer.seconds().map_err(gpu_err)?.to_vec())
+        let per_pass = &self.per_pass;
+        let secs = self.timer.seconds().map_err(gpu_err)?;
+        Ok(secs
+            .iter()
+            .zip(per_pass)
+            .flat_map(|(&t, &n)| std::iter::repeat_n(t / n as f64, n))
+            .collect())
+    }
+
+    /// The most steps one call of [`DeviceSolver::step`] may advance.
+    pub(crate) fn steps_per_pass(&self) -> usize {
+        if self.fuse {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// Two Euler steps in one pass, `a = sweep(sweep(u))` on the owned box
+    /// (`fd_two`; only where [`DeviceSolver::fuse`]).
+    fn two_steps(&mut self, layout: &FieldLayout, owned: &Region) -> Result<()> {
+        let f = self.k.two.as_ref().expect("fuse loads fd_two");
+        let (rj, by) = TWO_STEP;
+        let r = self.radius;
+        let sh = owned.shape();
+        let chunk = self.two_chunk.min(sh[0]).max(1);
+        let grid = (
+            sh[2].div_ceil(32 - 4 * r) as u32,
+            sh[1].div_ceil(rj * by as usize - 4 * r) as u32,
+            sh[0].div_ceil(chunk) as u32,
+        );
+        let cfg = LaunchConfig {
+            grid_dim: grid,
+            block_dim: (32, by, 1),
+            shared_mem_bytes: 0,
+        };
+        let s = layout.strides();
+        let (s0, s1) = (s[0] as i64, s[1] as i64);
+        let b = DeviceRegion::from(owned);
+        let chunk = chunk as i32;
+        let first = self.step + 1;
+        let (src, dst) = two(&mut self.u, &mut self.a, &mut self.b, (Slot::U, Slot::A));
+        let mut l = self.dev.main().launch_builder(f);
+        l.arg(src.data())
+            .arg(dst.data_mut())
+            .arg(&self.euler)
+            .arg(&b)
+            .arg(&s0)
+            .arg(&s1)
+            .arg(&chunk)
+            .arg(&first)
+            .arg(&mut self.bad);
+        // SAFETY: the arguments match `fd_two`; `owned` is the owned box of
+        // a rank that is its own periodic neighbour on every axis, and the
+        // kernel reads only cells of that box (indices modulo its extent)
+        // and writes only its cells; `src` and `dst` are distinct
+        // allocations of this layout; the block is 32 x TWO_STEP.1 threads,
+        // the kernel's bounds.
+        unsafe { l.launch(cfg) }.map_err(|e| anyhow!("launching the two-step stencil: {e:?}"))?;
+        std::mem::swap(&mut self.u, self.a.as_mut().expect("euler allocates a"));
+        Ok(())
     }
 
     /// The launch shape of the stencil on a non-empty `region`: the grid,
@@ -736,17 +875,33 @@ impl DeviceSolver {
         Ok(())
     }
 
-    /// One step (Euler, RK4 or spectral), timed with device events.
+    /// `steps` steps (Euler, RK4 or spectral; 2 only up to
+    /// [`DeviceSolver::steps_per_pass`], in one pass), timed with device
+    /// events.
     pub(crate) fn step(
         &mut self,
+        steps: usize,
         x: (&dyn Communicator, Mode),
         geo: Geometry<'_>,
         integrator: Integrator,
         dt: f64,
         t: &mut StepTimes,
     ) -> Result<()> {
-        self.step += 1;
+        if steps == 0 || steps > self.steps_per_pass() {
+            return Err(anyhow!(
+                "{steps} steps in one device pass (this run advances 1 to {})",
+                self.steps_per_pass()
+            ));
+        }
         self.timer.begin(&self.dev).map_err(gpu_err)?;
+        self.per_pass.push(steps);
+        if steps == 2 {
+            self.two_steps(geo.0, geo.1)?;
+            self.step += 2;
+            self.timer.end(&self.dev).map_err(gpu_err)?;
+            return Ok(());
+        }
+        self.step += 1;
         if self.spectral.is_some() {
             self.spectral_step(x.0)?;
         } else {
@@ -836,6 +991,50 @@ mod tests {
             assert!(periodic_reads(&cfg(order, GpuPeriodic::Read)));
             assert!(!periodic_reads(&cfg(order, GpuPeriodic::Copy)));
         }
+    }
+
+    #[test]
+    fn two_steps_a_pass_only_where_possible() {
+        let cfg = |order: usize, mode: Mode, k: usize| Config {
+            order,
+            mode,
+            gpu_steps_per_pass: k,
+            ..Config::default()
+        };
+        let b = Mode::Blocking;
+        // The default: two wherever possible, one elsewhere.
+        for order in (2..=20).step_by(2) {
+            let want = if order <= 4 { 2 } else { 1 };
+            assert_eq!(
+                steps_per_pass(&cfg(order, b, 0), 1, true, false).unwrap(),
+                want
+            );
+        }
+        assert_eq!(
+            steps_per_pass(&cfg(2, Mode::Overlap, 0), 1, true, false).unwrap(),
+            1
+        );
+        assert_eq!(steps_per_pass(&cfg(2, b, 0), 2, false, false).unwrap(), 1);
+        assert_eq!(steps_per_pass(&cfg(2, b, 0), 1, true, true).unwrap(), 1);
+        assert_eq!(steps_per_pass(&cfg(2, b, 1), 1, true, false).unwrap(), 1);
+        assert_eq!(steps_per_pass(&cfg(4, b, 2), 1, true, false).unwrap(), 2);
+        // Asking for two where they are not possible names every reason.
+        let e = steps_per_pass(&cfg(6, Mode::Overlap, 2), 2, false, true)
+            .unwrap_err()
+            .to_string();
+        for want in [
+            "gpu_steps_per_pass = 2 needs",
+            "this run: 2 rank(s)",
+            "blocking mode (this run: Overlap)",
+            "the Euler finite-difference step",
+            "order 2 or 4 (this run: 6)",
+        ] {
+            assert!(e.contains(want), "{want:?} not in {e:?}");
+        }
+        let e = steps_per_pass(&cfg(2, b, 3), 1, true, false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("= 3") && e.contains("1, 2, or 0"), "{e}");
     }
 
     #[test]

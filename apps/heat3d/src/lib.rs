@@ -360,7 +360,19 @@ impl<'c> Solver<'c> {
         Ok(finite)
     }
 
-    fn step(&mut self, t: &mut StepTimes) -> Result<bool> {
+    /// The most steps one call of [`Solver::step`] may advance: 2 where a
+    /// device pass advances two Euler steps (`gpu_steps_per_pass`), else 1.
+    fn steps_per_pass(&self) -> usize {
+        #[cfg(feature = "cuda")]
+        if let Some(d) = &self.device {
+            return d.steps_per_pass();
+        }
+        1
+    }
+
+    /// Advances `steps` steps (1, or up to [`Solver::steps_per_pass`]);
+    /// false if the host found a non-finite value.
+    fn step(&mut self, steps: usize, t: &mut StepTimes) -> Result<bool> {
         #[cfg(feature = "cuda")]
         if let Some(d) = &mut self.device {
             let geo = (
@@ -370,10 +382,13 @@ impl<'c> Solver<'c> {
                 self.shell.as_slice(),
             );
             let x = (self.comm, self.cfg.mode);
-            d.step(x, geo, self.cfg.integrator, self.dt, t)?;
+            d.step(steps, x, geo, self.cfg.integrator, self.dt, t)?;
             // Non-finite values are flagged on the device and looked at
             // with the diagnostics (`check_device`).
             return Ok(true);
+        }
+        if steps != 1 {
+            bail!("{steps} steps in one host pass (the host advances one at a time)");
         }
         if let Some(sp) = &mut self.spectral {
             return sp.step(self.comm, &self.layout, &mut self.u, t);
@@ -759,10 +774,20 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
     };
     log(&last, &mut diag_file)?;
     let wall = Instant::now();
-    for step in 1..=cfg.steps {
+    let per_pass = s.steps_per_pass();
+    let mut step = 0;
+    while step < cfg.steps {
+        // A pass of two steps never crosses a diagnostics step.
+        let next_diag = (step / cfg.diag_every + 1) * cfg.diag_every;
+        let n = if step + per_pass <= next_diag.min(cfg.steps) {
+            per_pass
+        } else {
+            1
+        };
         let mut t = [0.0; 5];
-        let finite = s.step(&mut t)?;
-        times.push(t);
+        let finite = s.step(n, &mut t)?;
+        times.extend(std::iter::repeat_n(t.map(|x| x / n as f64), n));
+        step += n;
         if !finite {
             let (cell, v) = s.find_bad().unwrap_or(([0; 3], f64::NAN));
             bail!("non-finite value {v} in the field at step {step} (time {:e}), global cell {cell:?}, rank {rank}", step as f64 * s.dt);
@@ -784,7 +809,7 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
             log(&last, &mut diag_file)?;
             bar.set_message(format!("max error {:.3e}", last.max_error));
         }
-        bar.inc(1);
+        bar.inc(n as u64);
     }
     let wall = wall.elapsed().as_secs_f64();
     bar.finish();

@@ -627,6 +627,15 @@ __global__ void __launch_bounds__(B, MINB)
     fd_pairs_at<W>(u, out, cf, b, s0, s1, chunk, step, bad, blockIdx.x, blockIdx.y, blockIdx.z);
 }
 
+// Fourth round (2026-12-03): heat3d's two-step pass (`fd_two_at`) in other
+// shapes and launch bounds.
+template <int RJ, int BY, int MINB = 1>
+__global__ void __launch_bounds__(32 * BY, MINB)
+    fd_two_b(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
+             long s0, long s1, int chunk, int step, int* __restrict__ bad) {
+    fd_two_at<RJ, BY>(u, out, cf, b, s0, s1, chunk, step, bad);
+}
+
 static float median(std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; }
 
 template <class F> static float timeit(F f, int reps = 30) {
@@ -700,6 +709,71 @@ int main(int argc, char** argv) {
         fd_ring<32, 8, 2, false, 1><<<g3(32, 8, 16, pairs), dim3(32, 8)>>>(u, o, cf, box, s0, s1, 16, 1, bad);
 #endif
         CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+        return 0;
+    }
+    if (argc > 2 && argv[2][0] == 't') {  // "two": two Euler steps in one pass
+        const int pairs = (G + n - 1) / 2 - G / 2 + 1;
+        double* mid; CK(cudaMalloc(&mid, len * 8));
+        dim3 sg((n + 127) / 128, (n + 1) / 2, (n + 7) / 8);
+        fd_sweep_wrap<<<sg, dim3(128, 2)>>>(u, mid, cf, box, s0, s1, 8, 1, bad);
+        fd_sweep_wrap<<<sg, dim3(128, 2)>>>(mid, ref, cf, box, s0, s1, 8, 2, bad);
+        CK(cudaDeviceSynchronize());
+        const double ideal2 = 2 * ideal;  // two steps' bytes
+        auto rep2 = [&](const char* name, float ms, bool check) {
+            // as report(), with the percentage of two steps' bytes
+            bool same = true;
+            if (check) {
+                CK(cudaMemset(nd, 0, 8));
+                cmp_bits<<<1024, 256>>>(o, ref, box, s0, s1, nd);
+                CK(cudaGetLastError());
+                unsigned long long hd = 0;
+                CK(cudaMemcpy(&hd, nd, 8, cudaMemcpyDeviceToHost));
+                same = hd == 0;
+                if (!same) printf("  %llu cells differ\n", hd);
+            }
+            printf("%-34s %8.4f ms / 2 steps = %.4f ms a step  %5.1f%% %s\n", name, ms, ms / 2, 100.0 * ideal2 / ms,
+                   check ? (same ? "bits=" : "BITS DIFFER") : "");
+            results.push_back({std::string(name), ms, check, same});
+        };
+        {
+            dim3 grd((pairs + 31) / 32, n / 8, (n + 7) / 8);
+            CK(cudaMemset(o, 0xff, len * 8));
+            float t = timeit([&] {
+                fd_pairs_wrap<<<grd, dim3(32, 8)>>>(u, mid, cf, box, s0, s1, 8, 1, bad);
+                fd_pairs_wrap<<<grd, dim3(32, 8)>>>(mid, o, cf, box, s0, s1, 8, 2, bad);
+            });
+            rep2("fd_pairs_wrap x2 32x8 c8", t, true);
+        }
+        auto two = [&](auto kern, int RJ, int BY, int chunk, const char* tag) {
+            const int TK = 32 - 4 * R, TJ = RJ * BY - 4 * R;
+            dim3 grd((n + TK - 1) / TK, (n + TJ - 1) / TJ, (n + chunk - 1) / chunk);
+            CK(cudaMemset(o, 0xff, len * 8));
+            float t = timeit([&] { kern<<<grd, dim3(32, BY)>>>(u, o, cf, box, s0, s1, chunk, 1, bad); });
+            char nm[64]; snprintf(nm, 64, "fd_two%s RJ%d 32x%d c%d", tag, RJ, BY, chunk); rep2(nm, t, true);
+        };
+        for (int chunk : {16, 32, 64}) {
+            two(fd_two_b<4, 8>, 4, 8, chunk, "");
+            two(fd_two_b<4, 9>, 4, 9, chunk, "");
+            two(fd_two_b<6, 6>, 6, 6, chunk, "");
+            two(fd_two_b<8, 4>, 8, 4, chunk, "");
+            two(fd_two_b<4, 8, 3>, 4, 8, chunk, " minb3");
+#if R == 1
+            two(fd_two_b<2, 16>, 2, 16, chunk, "");
+            two(fd_two_b<2, 16, 2>, 2, 16, chunk, " minb2");
+            two(fd_two_b<3, 12>, 3, 12, chunk, "");
+#endif
+        }
+        {
+            int hb = 0x7fffffff; CK(cudaMemcpy(&hb, bad, 4, cudaMemcpyDeviceToHost));
+            printf("bad step %d (none: %d)\n", hb, 0x7fffffff);
+        }
+        std::vector<Res> r2(results);
+        std::stable_sort(r2.begin(), r2.end(), [](const Res& a, const Res& b) { return a.ms < b.ms; });
+        printf("--- fastest two-step (R=%d GHOST=%d n=%d) ---\n", R, GHOST, n);
+        for (size_t i = 0; i < r2.size() && i < 10; ++i)
+            printf("%-34s %8.4f ms a step  %5.1f%% %s\n", r2[i].name.c_str(), r2[i].ms / 2, 100.0 * ideal2 / r2[i].ms,
+                   r2[i].check ? (r2[i].same ? "bits=" : "BITS DIFFER") : "");
         CK(cudaDeviceSynchronize());
         return 0;
     }
