@@ -512,7 +512,7 @@ __device__ __forceinline__ void fd_two_at(const double* __restrict__ u, double* 
 // thread and rows of threads.
 #define TWO_RJ 4
 #define TWO_BY 8
-#if R <= 2
+#if R == 1
 extern "C" __global__ void __launch_bounds__(32 * TWO_BY)
     fd_two(const double* __restrict__ u, double* __restrict__ out, const Coef cf, const Box3 b,
            long s0, long s1, int chunk, int step, int* __restrict__ bad) {

@@ -123,20 +123,33 @@ fn periodic_reads(cfg: &Config) -> bool {
     }
 }
 
+/// Owned cells from which the default passes two Euler steps at a time
+/// (where possible): measured on an H200 (heat3d, blocking Euler, ms a
+/// step), two steps a pass took 0.494 ms at 512^3 against 0.570 for one,
+/// and 0.0799 at 256^3 against 0.0788, where the 800 blocks of the
+/// two-step pass fill the GPU about one and a half times.
+const AUTO_TWO_CELLS: usize = 1 << 26;
+
 /// The Euler steps one pass of the stencil advances (`gpu_steps_per_pass`)
 /// for a run of `ranks` ranks in which one rank that is its own periodic
 /// neighbour reads across its faces (`wrap`, see [`periodic_reads`]) and
 /// `not_euler` says whether the step is Runge-Kutta or spectral. Two
-/// (`fd_two`) need `wrap`, blocking mode, Euler and radius at most 2 (the
-/// kernel's register queues and shared rings grow with the radius, and its
-/// output tile, 32 - 4R cells wide, shrinks); the default takes two
-/// wherever they are possible. Asking for two where they are not is an
-/// error naming each condition the run does not meet.
+/// (`fd_two`) need `wrap`, blocking mode, Euler and order 2 (at order 4
+/// the same scheme measured 1.8 times slower than one step a pass: its
+/// output tile, 32 - 4R cells wide, keeps 56 % of the threads' cells, and
+/// its queues and shared rings double); the default takes two where
+/// possible from [`AUTO_TWO_CELLS`] owned cells. Asking for two where they
+/// are not possible is an error naming each condition the run does not
+/// meet.
 fn steps_per_pass(cfg: &Config, ranks: usize, wrap: bool, not_euler: bool) -> Result<usize> {
-    let radius = cfg.order / 2;
-    let possible = wrap && cfg.mode == Mode::Blocking && !not_euler && radius <= 2;
+    let possible = wrap && cfg.mode == Mode::Blocking && !not_euler && cfg.order == 2;
+    let cells: usize = cfg.shape().iter().product();
     match cfg.gpu_steps_per_pass {
-        0 => Ok(if possible { 2 } else { 1 }),
+        0 => Ok(if possible && cells >= AUTO_TWO_CELLS {
+            2
+        } else {
+            1
+        }),
         1 => Ok(1),
         2 if possible => Ok(2),
         2 => {
@@ -156,8 +169,8 @@ fn steps_per_pass(cfg: &Config, ranks: usize, wrap: bool, not_euler: bool) -> Re
                     cfg.integrator, cfg.operator
                 ));
             }
-            if radius > 2 {
-                why.push(format!("order 2 or 4 (this run: {})", cfg.order));
+            if cfg.order != 2 {
+                why.push(format!("order 2 (this run: {})", cfg.order));
             }
             Err(anyhow!(
                 "gpu_steps_per_pass = 2 needs {}; use 1, or 0 for the default",
@@ -167,6 +180,20 @@ fn steps_per_pass(cfg: &Config, ranks: usize, wrap: bool, not_euler: bool) -> Re
         n => Err(anyhow!(
             "gpu_steps_per_pass = {n} is not supported (valid: 1, 2, or 0 for the default)"
         )),
+    }
+}
+
+/// `fd_two`'s output planes a block marches along axis 0: 64 where that
+/// still makes 2048 blocks (about 15 per SM of an H200), else 32
+/// (measured at 512^3: 0.494 ms a step with 64, 0.510 with 32, 0.546 with
+/// 16; at 256^3: 0.0799 with 32, 0.0879 with 64, 0.0814 with 16).
+fn two_chunk(owned: [usize; 3]) -> usize {
+    let (rj, by) = TWO_STEP;
+    let tiles = owned[2].div_ceil(32 - 4) * owned[1].div_ceil(rj * by as usize - 4);
+    if tiles * owned[0].div_ceil(64) >= 2048 {
+        64
+    } else {
+        32
     }
 }
 
@@ -216,8 +243,6 @@ struct Kernels {
 /// `fd_two`'s block: rows of cells a thread and rows of threads (the
 /// kernels' `TWO_RJ` and `TWO_BY`); the block is 32 x `TWO_STEP.1`.
 const TWO_STEP: (usize, u32) = (4, 8);
-/// `fd_two`'s default output planes a block marches along axis 0.
-const TWO_CHUNK: usize = 32;
 
 /// The spectral operator on the device.
 struct Spectral {
@@ -253,7 +278,7 @@ pub(crate) struct DeviceSolver {
     /// no exchange runs.
     wrap: bool,
     /// Two Euler steps a pass (`gpu_steps_per_pass`): one self-periodic
-    /// rank (`wrap`) in blocking mode, Euler, radius at most 2.
+    /// rank (`wrap`) in blocking mode, Euler, order 2.
     fuse: bool,
     /// The stencil radius.
     radius: usize,
@@ -464,7 +489,7 @@ impl DeviceSolver {
             two_chunk: if cfg.gpu_chunk > 0 {
                 cfg.gpu_chunk
             } else {
-                TWO_CHUNK
+                two_chunk(layout.owned)
             },
             timer: StepTimer::default(),
             per_pass: vec![],
@@ -958,6 +983,7 @@ fn two<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::PerAxis;
 
     fn layout(owned: [usize; 3], radius: usize) -> FieldLayout {
         FieldLayout {
@@ -995,31 +1021,33 @@ mod tests {
 
     #[test]
     fn two_steps_a_pass_only_where_possible() {
-        let cfg = |order: usize, mode: Mode, k: usize| Config {
+        let cfg = |order: usize, n: usize, mode: Mode, k: usize| Config {
             order,
+            n: PerAxis::All(n),
             mode,
             gpu_steps_per_pass: k,
             ..Config::default()
         };
         let b = Mode::Blocking;
-        // The default: two wherever possible, one elsewhere.
+        // The default: two at order 2 from 2^26 cells, one elsewhere.
         for order in (2..=20).step_by(2) {
-            let want = if order <= 4 { 2 } else { 1 };
-            assert_eq!(
-                steps_per_pass(&cfg(order, b, 0), 1, true, false).unwrap(),
-                want
-            );
+            for n in [256, 512] {
+                let want = if order == 2 && n == 512 { 2 } else { 1 };
+                let got = steps_per_pass(&cfg(order, n, b, 0), 1, true, false).unwrap();
+                assert_eq!(got, want, "order {order}, {n}^3");
+            }
         }
+        let big = |mode, k| cfg(2, 512, mode, k);
         assert_eq!(
-            steps_per_pass(&cfg(2, Mode::Overlap, 0), 1, true, false).unwrap(),
+            steps_per_pass(&big(Mode::Overlap, 0), 1, true, false).unwrap(),
             1
         );
-        assert_eq!(steps_per_pass(&cfg(2, b, 0), 2, false, false).unwrap(), 1);
-        assert_eq!(steps_per_pass(&cfg(2, b, 0), 1, true, true).unwrap(), 1);
-        assert_eq!(steps_per_pass(&cfg(2, b, 1), 1, true, false).unwrap(), 1);
-        assert_eq!(steps_per_pass(&cfg(4, b, 2), 1, true, false).unwrap(), 2);
+        assert_eq!(steps_per_pass(&big(b, 0), 2, false, false).unwrap(), 1);
+        assert_eq!(steps_per_pass(&big(b, 0), 1, true, true).unwrap(), 1);
+        assert_eq!(steps_per_pass(&big(b, 1), 1, true, false).unwrap(), 1);
+        assert_eq!(steps_per_pass(&cfg(2, 8, b, 2), 1, true, false).unwrap(), 2);
         // Asking for two where they are not possible names every reason.
-        let e = steps_per_pass(&cfg(6, Mode::Overlap, 2), 2, false, true)
+        let e = steps_per_pass(&cfg(4, 8, Mode::Overlap, 2), 2, false, true)
             .unwrap_err()
             .to_string();
         for want in [
@@ -1027,14 +1055,21 @@ mod tests {
             "this run: 2 rank(s)",
             "blocking mode (this run: Overlap)",
             "the Euler finite-difference step",
-            "order 2 or 4 (this run: 6)",
+            "order 2 (this run: 4)",
         ] {
             assert!(e.contains(want), "{want:?} not in {e:?}");
         }
-        let e = steps_per_pass(&cfg(2, b, 3), 1, true, false)
+        let e = steps_per_pass(&big(b, 3), 1, true, false)
             .unwrap_err()
             .to_string();
         assert!(e.contains("= 3") && e.contains("1, 2, or 0"), "{e}");
+    }
+
+    #[test]
+    fn two_step_chunks_follow_the_grid() {
+        assert_eq!(two_chunk([512, 512, 512]), 64);
+        assert_eq!(two_chunk([256, 256, 256]), 32);
+        assert_eq!(two_chunk([12, 16, 10]), 32);
     }
 
     #[test]

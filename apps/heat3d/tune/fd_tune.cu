@@ -636,6 +636,117 @@ __global__ void __launch_bounds__(32 * BY, MINB)
     fd_two_at<RJ, BY>(u, out, cf, b, s0, s1, chunk, step, bad);
 }
 
+#ifndef NO_RING
+// The two-step pass with its input planes fetched by cp.async D planes
+// ahead into a ring of S = D + R + 1 planes of the whole extended tile in
+// shared memory (the bytes in flight cost no registers); a thread reads its
+// own rows' values and its neighbour rows' from the ring. Otherwise as
+// fd_two_at (same operands, same order).
+template <int RJ, int BY, int D, int MINB = 1>
+__global__ void __launch_bounds__(32 * BY, MINB)
+    fd_two_ring(const double* __restrict__ u, double* __restrict__ out, const Coef cf,
+                const Box3 b, long s0, long s1, int chunk, int step, int* __restrict__ bad) {
+    static_assert(RJ >= 2 * R && D >= 1, "shape");
+    constexpr int WY = RJ * BY, TK = 32 - 4 * R, TJ = WY - 4 * R, S = D + R + 1;
+    __shared__ double s_pl[S][WY][32];
+    __shared__ double s_mid[R + 1][BY][2 * R][32];
+    const int kk = threadIdx.x, ty = threadIdx.y;
+    const int k0 = blockIdx.x * TK, j0 = blockIdx.y * TJ, i0 = blockIdx.z * chunk;
+    const int i1 = min(i0 + chunk, b.n0);
+    if (i0 >= i1) return;
+    const int kg = pmod(k0 - 2 * R + kk, b.n2);
+    long roff[RJ];
+#pragma unroll
+    for (int r = 0; r < RJ; ++r)
+        roff[r] = (long)(b.lo1 + pmod(j0 - 2 * R + ty * RJ + r, b.n1)) * s1 + b.lo2 + kg;
+    const int T = (i1 - i0) + 4 * R;
+    int pp = pmod(i0 - 2 * R, b.n0);
+    auto issue = [&](int t) {
+        if (t < T) {
+            const long base = (long)(b.lo0 + pp) * s0;
+#pragma unroll
+            for (int r = 0; r < RJ; ++r) cpa8(&s_pl[t % S][ty * RJ + r][kk], u + base + roff[r]);
+            pp = pp + 1 == b.n0 ? 0 : pp + 1;
+        }
+        cpa_commit();
+    };
+#pragma unroll
+    for (int d = 0; d < D; ++d) issue(d);
+    double qi[RJ][2 * R + 1], qm[RJ][2 * R + 1];
+    bool fin_m = true, fin_o = true;
+    const bool kmid = kk >= R && kk < 32 - R;
+    const bool kout = kk >= 2 * R && kk < 2 * R + TK && k0 + kk - 2 * R < b.n2;
+#pragma unroll 1
+    for (int t = 0; t < T; ++t) {
+        cpa_wait<D - 1>();
+        if (t > 2 * R) {
+            const int sm = (t - 1) % (R + 1);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                s_mid[sm][ty][r][kk] = qm[r][2 * R];
+                s_mid[sm][ty][R + r][kk] = qm[RJ - R + r][2 * R];
+            }
+        }
+        __syncthreads();
+        issue(t + D);
+        const int sn = t % S;
+#pragma unroll
+        for (int r = 0; r < RJ; ++r) qi[r][2 * R] = s_pl[sn][ty * RJ + r][kk];
+        if (t >= 2 * R) {
+            const int sc = (t - R) % S;
+#pragma unroll
+            for (int r = 0; r < RJ; ++r)
+#pragma unroll
+                for (int m = 0; m < 2 * R; ++m) qm[r][m] = qm[r][m + 1];
+#pragma unroll
+            for (int r = 0; r < RJ; ++r) {
+                const int jj = ty * RJ + r;
+                if (jj >= R && jj < WY - R) {
+                    double jp[R], jm[R];
+#pragma unroll
+                    for (int m = 1; m <= R; ++m) {
+                        jp[m - 1] = r + m < RJ ? qi[r + m][R] : s_pl[sc][jj + m][kk];
+                        jm[m - 1] = r >= m ? qi[r - m][R] : s_pl[sc][jj - m][kk];
+                    }
+                    const double v = two_point(cf, qi[r], jp, jm);
+                    qm[r][2 * R] = v;
+                    fin_m &= !kmid || isfinite(v);
+                }
+            }
+        }
+        if (t >= 4 * R) {
+            const int o = i0 - 4 * R + t;
+            const int sc = (t - R) % (R + 1);
+#pragma unroll
+            for (int r = 0; r < RJ; ++r) {
+                const int jj = ty * RJ + r;
+                if (jj >= 2 * R && jj < WY - 2 * R && j0 + jj - 2 * R < b.n1) {
+                    double jp[R], jm[R];
+#pragma unroll
+                    for (int m = 1; m <= R; ++m) {
+                        jp[m - 1] = r + m < RJ ? qm[r + m][R] : s_mid[sc][ty + 1][r + m - RJ][kk];
+                        jm[m - 1] = r >= m ? qm[r - m][R] : s_mid[sc][ty - 1][2 * R + r - m][kk];
+                    }
+                    const double v = two_point(cf, qm[r], jp, jm);
+                    if (kout) {
+                        out[(long)(b.lo0 + o) * s0 + (long)(b.lo1 + j0 + jj - 2 * R) * s1 + b.lo2 +
+                            k0 + kk - 2 * R] = v;
+                        fin_o &= isfinite(v);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < RJ; ++r)
+#pragma unroll
+            for (int m = 0; m < 2 * R; ++m) qi[r][m] = qi[r][m + 1];
+    }
+    cpa_wait<0>();
+    if (!fin_m) atomicMin(bad, step);
+    else if (!fin_o) atomicMin(bad, step + 1);
+}
+#endif
+
 static float median(std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; }
 
 template <class F> static float timeit(F f, int reps = 30) {
@@ -737,7 +848,7 @@ int main(int argc, char** argv) {
             results.push_back({std::string(name), ms, check, same});
         };
         {
-            dim3 grd((pairs + 31) / 32, n / 8, (n + 7) / 8);
+            dim3 grd((pairs + 31) / 32, (n + 7) / 8, (n + 7) / 8);
             CK(cudaMemset(o, 0xff, len * 8));
             float t = timeit([&] {
                 fd_pairs_wrap<<<grd, dim3(32, 8)>>>(u, mid, cf, box, s0, s1, 8, 1, bad);
@@ -752,6 +863,17 @@ int main(int argc, char** argv) {
             float t = timeit([&] { kern<<<grd, dim3(32, BY)>>>(u, o, cf, box, s0, s1, chunk, 1, bad); });
             char nm[64]; snprintf(nm, 64, "fd_two%s RJ%d 32x%d c%d", tag, RJ, BY, chunk); rep2(nm, t, true);
         };
+#ifndef NO_RING
+        for (int chunk : {32, 64}) {
+            two(fd_two_ring<4, 8, 2>, 4, 8, chunk, " ring D2");
+            two(fd_two_ring<4, 8, 3>, 4, 8, chunk, " ring D3");
+            two(fd_two_ring<2, 16, 2>, 2, 16, chunk, " ring D2");
+            two(fd_two_ring<2, 16, 2, 2>, 2, 16, chunk, " ring D2 minb2");
+            two(fd_two_ring<4, 4, 3>, 4, 4, chunk, " ring D3");
+            two(fd_two_ring<4, 4, 6>, 4, 4, chunk, " ring D6");
+            two(fd_two_ring<2, 8, 6>, 2, 8, chunk, " ring D6");
+        }
+#endif
         for (int chunk : {16, 32, 64}) {
             two(fd_two_b<4, 8>, 4, 8, chunk, "");
             two(fd_two_b<4, 9>, 4, 9, chunk, "");
