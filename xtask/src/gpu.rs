@@ -366,6 +366,18 @@ pub(crate) fn words(s: &str) -> Vec<String> {
 
 /// heat3d's report for `args` on the cpu backend (the reference of the
 /// device cases), or `None` with a failed check naming the run.
+/// Checks that heat3d with `args` gives `cpu`'s field hash (case `name`).
+fn same_hash(b: &Bins, t: &mut Tally, name: &str, args: &str, cpu: &Report) {
+    match heat3d(b, "dev", &words(args), 600).result {
+        Ok(r) => t.check(
+            name,
+            r.hash_hex == cpu.hash_hex,
+            &format!("{} vs cpu {}", r.hash_hex, cpu.hash_hex),
+        ),
+        Err(e) => t.check(name, false, &e),
+    }
+}
+
 fn cpu_reference(b: &Bins, t: &mut Tally, args: &str) -> Option<Report> {
     match heat3d(b, "ref", &words(&format!("{args} --backend cpu")), 600).result {
         Ok(r) => Some(r),
@@ -534,26 +546,16 @@ pub fn run(a: &Args) -> Result<()> {
         {
             // One step a pass: the stencil itself (the default would pass
             // two steps through fd_two at orders 2 and 4).
-            let name = format!(
-                "order {o} {integ} cuda 12x16x10 blocking --gpu-stencil {stencil} --gpu-periodic {periodic} --gpu-steps-per-pass 1"
+            let args = format!(
+                "--backend cuda --gpu-stencil {stencil} --gpu-periodic {periodic} --gpu-steps-per-pass 1"
             );
-            match heat3d(
+            same_hash(
                 &b,
-                "dev",
-                &words(&format!(
-                    "{small} --backend cuda --gpu-stencil {stencil} --gpu-periodic {periodic} --gpu-steps-per-pass 1"
-                )),
-                600,
-            )
-            .result
-            {
-                Ok(r) => t.check(
-                    &name,
-                    r.hash_hex == cpu.hash_hex,
-                    &format!("{} vs cpu {}", r.hash_hex, cpu.hash_hex),
-                ),
-                Err(e) => t.check(&name, false, &e),
-            }
+                &mut t,
+                &format!("order {o} {integ} cuda 12x16x10 blocking {args}"),
+                &format!("{small} {args}"),
+                &cpu,
+            );
         }
     }
     // Two Euler steps a pass (fd_two) give the one-step passes' bits: grids
@@ -573,30 +575,21 @@ pub fn run(a: &Args) -> Result<()> {
             let Some(cpu) = cpu_reference(&b, &mut t, &run) else {
                 continue;
             };
-            for extra in ["", "--gpu-chunk 1", "--gpu-chunk 5", "--gpu-chunk 33"] {
-                let case = format!("{run} --backend cuda --gpu-steps-per-pass 2 {extra}");
-                let name = format!("two steps a pass: order {o} {grid} {extra}");
-                match heat3d(&b, "dev", &words(&case), 600).result {
-                    Ok(r) => t.check(
-                        &name,
-                        r.hash_hex == cpu.hash_hex,
-                        &format!("{} vs cpu {}", r.hash_hex, cpu.hash_hex),
-                    ),
-                    Err(e) => t.check(&name, false, &e),
-                }
-            }
-            let case = format!(
-                "{run} --backend cuda --gpu-steps-per-pass 2 --config {}",
-                diag3.display()
-            );
-            let name = format!("two steps a pass: order {o} {grid} diagnostics every 3 steps");
-            match heat3d(&b, "dev", &words(&case), 600).result {
-                Ok(r) => t.check(
-                    &name,
-                    r.hash_hex == cpu.hash_hex,
-                    &format!("{} vs cpu {}", r.hash_hex, cpu.hash_hex),
-                ),
-                Err(e) => t.check(&name, false, &e),
+            let diag = format!("--config {}", diag3.display());
+            for (label, extra) in [
+                ("", ""),
+                ("--gpu-chunk 1", "--gpu-chunk 1"),
+                ("--gpu-chunk 5", "--gpu-chunk 5"),
+                ("--gpu-chunk 33", "--gpu-chunk 33"),
+                ("diagnostics every 3 steps", diag.as_str()),
+            ] {
+                same_hash(
+                    &b,
+                    &mut t,
+                    &format!("two steps a pass: order {o} {grid} {label}"),
+                    &format!("{run} --backend cuda --gpu-steps-per-pass 2 {extra}"),
+                    &cpu,
+                );
             }
         }
     }

@@ -399,6 +399,22 @@ __device__ __forceinline__ double two_point(const Coef& cf, const double* x, con
     return v;
 }
 
+// The axis-1 neighbours jp[m - 1] = v(j + m) and jm[m - 1] = v(j - m) of
+// row r of a thread's RJ rows, at queue position R: from the thread's own
+// queue q, or past its rows from the boundary rows that the threads above
+// and below left in `sh` (the next thread's row r at [ty + 1][r], the
+// previous one's row RJ - R + r at [ty - 1][R + r]).
+template <int RJ, int BY>
+__device__ __forceinline__ void rows_around(const double (&q)[RJ][2 * R + 1],
+                                            const double (&sh)[BY][2 * R][32], int r, int ty,
+                                            int kk, double (&jp)[R], double (&jm)[R]) {
+#pragma unroll
+    for (int m = 1; m <= R; ++m) {
+        jp[m - 1] = r + m < RJ ? q[r + m][R] : sh[ty + 1][r + m - RJ][kk];
+        jm[m - 1] = r >= m ? q[r - m][R] : sh[ty - 1][2 * R + r - m][kk];
+    }
+}
+
 // The block is 32 x BY threads; a grid of ceil(n2 / (32 - 4R)) x
 // ceil(n1 / (RJ BY - 4R)) x ceil(n0 / chunk) blocks covers the box.
 template <int RJ, int BY>
@@ -466,11 +482,7 @@ __device__ __forceinline__ void fd_two_at(const double* __restrict__ u, double* 
                 const int jj = ty * RJ + r;
                 if (jj >= R && jj < WY - R) {  // the same for the whole row
                     double jp[R], jm[R];
-#pragma unroll
-                    for (int m = 1; m <= R; ++m) {
-                        jp[m - 1] = r + m < RJ ? qi[r + m][R] : s_in[sc][ty + 1][r + m - RJ][kk];
-                        jm[m - 1] = r >= m ? qi[r - m][R] : s_in[sc][ty - 1][2 * R + r - m][kk];
-                    }
+                    rows_around<RJ, BY>(qi, s_in[sc], r, ty, kk, jp, jm);
                     const double v = two_point(cf, qi[r], jp, jm);
                     qm[r][2 * R] = v;
                     fin_m &= !kmid || isfinite(v);
@@ -485,11 +497,7 @@ __device__ __forceinline__ void fd_two_at(const double* __restrict__ u, double* 
                 const int jj = ty * RJ + r;
                 if (jj >= 2 * R && jj < WY - 2 * R && j0 + jj - 2 * R < b.n1) {
                     double jp[R], jm[R];
-#pragma unroll
-                    for (int m = 1; m <= R; ++m) {
-                        jp[m - 1] = r + m < RJ ? qm[r + m][R] : s_mid[sc][ty + 1][r + m - RJ][kk];
-                        jm[m - 1] = r >= m ? qm[r - m][R] : s_mid[sc][ty - 1][2 * R + r - m][kk];
-                    }
+                    rows_around<RJ, BY>(qm, s_mid[sc], r, ty, kk, jp, jm);
                     const double v = two_point(cf, qm[r], jp, jm);
                     if (kout) {
                         out[(long)(b.lo0 + o) * s0 + (long)(b.lo1 + j0 + jj - 2 * R) * s1 +

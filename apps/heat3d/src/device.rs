@@ -444,7 +444,11 @@ impl DeviceSolver {
         );
         let fuse = steps_per_pass(cfg, comm.size(), wrap, rk || spectral)? == 2;
         let k = Kernels {
-            two: if fuse { Some(f("fd_two")?) } else { None },
+            two: if fuse {
+                Some(f(crate::kernels::TWO_STEP_ENTRY)?)
+            } else {
+                None
+            },
             ..k
         };
         let chunk = chunk.min(i32::MAX as usize) as i32;

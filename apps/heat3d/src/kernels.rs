@@ -19,6 +19,10 @@ pub const ENTRIES: [&str; 10] = [
     "spectral_scale",
 ];
 
+/// The entry point that advances two Euler steps in one pass, in the
+/// radius-1 module only (order 2).
+pub const TWO_STEP_ENTRY: &str = "fd_two";
+
 /// The stencil radii the device path compiles: `order / 2` for every
 /// [`ORDERS`](crate::stencil::ORDERS) (the spectral operator uses radius 1).
 pub fn radii() -> impl Iterator<Item = usize> {
