@@ -9,6 +9,9 @@
 //! - `fd-weak`: FD-2 (and 4, 8, 20) with a fixed block per GPU (256^3 and
 //!   512^3), blocking and overlapped: the step time and the weak
 //!   efficiency t(1) / t(G).
+//!   Every FD run advances one step a pass (`--gpu-steps-per-pass 1`):
+//!   one GPU alone could pass two Euler steps at a time, several cannot,
+//!   so the efficiencies compare the same kernels.
 //! - `fd-strong`: FD-2 on a fixed 1024^3 grid: the step time, the speedup
 //!   t(1) / t(G) and the efficiency t(1) / (G t(G)); every GPU count must
 //!   give the field hash of one GPU (the bits do not depend on the split).
