@@ -963,7 +963,8 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
     let mut rows: Vec<Row> = Vec::new();
     // heat3d's step time on in-process ranks (`np` `None`) or under
     // `mpirun -np np`.
-    let time_on = |case: &str, n: usize, extra: &str, np: Option<usize>| -> Result<f64> {
+    // heat3d's report of a timed run (the step time printed).
+    let run_on = |case: &str, n: usize, extra: &str, np: Option<usize>| -> Result<Report> {
         let cfg = b.scratch.join("bench.toml");
         std::fs::write(&cfg, format!("diag_every = {steps}\nwarmup = 10\n"))?;
         let args = words(&format!(
@@ -979,7 +980,10 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
             .map_err(|e| anyhow::anyhow!("{case} at {n}^3: {e}"))?;
         let ms = r.timings.step * 1e3;
         println!("  {case:<44} {n:>4}^3  {ms:>9.4} ms/step");
-        Ok(ms)
+        Ok(r)
+    };
+    let time_on = |case: &str, n: usize, extra: &str, np: Option<usize>| -> Result<f64> {
+        Ok(run_on(case, n, extra, np)?.timings.step * 1e3)
     };
     let time = |case: &str, n: usize, extra: &str| time_on(case, n, extra, None);
     let part = |name: &str| a.sections.is_empty() || a.sections.iter().any(|s| s == name);
@@ -1086,13 +1090,23 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
         for &n in &sizes {
             for &o in orders.iter().filter(|&&o| o == 2) {
                 let run = |k: usize| {
-                    time(
+                    run_on(
                         &format!("fd{o} {k} step(s) a pass"),
                         n,
                         &format!("--ranks 1 --order {o} --mode blocking --gpu-steps-per-pass {k}"),
+                        None,
                     )
                 };
                 let (one, two) = (run(1)?, run(2)?);
+                // Both give the same field.
+                if one.hash_hex != two.hash_hex {
+                    bail!(
+                        "fd{o} at {n}^3: two steps a pass give field hash {}, one step a pass {}",
+                        two.hash_hex,
+                        one.hash_hex
+                    );
+                }
+                let (one, two) = (one.timings.step * 1e3, two.timings.step * 1e3);
                 rows.push(fd_row(format!("fd{o} one step a pass"), n, one));
                 rows.push(fd_vs(
                     format!("fd{o} two steps a pass"),
