@@ -722,11 +722,7 @@ __global__ void __launch_bounds__(32 * BY, MINB)
                 const int jj = ty * RJ + r;
                 if (jj >= 2 * R && jj < WY - 2 * R && j0 + jj - 2 * R < b.n1) {
                     double jp[R], jm[R];
-#pragma unroll
-                    for (int m = 1; m <= R; ++m) {
-                        jp[m - 1] = r + m < RJ ? qm[r + m][R] : s_mid[sc][ty + 1][r + m - RJ][kk];
-                        jm[m - 1] = r >= m ? qm[r - m][R] : s_mid[sc][ty - 1][2 * R + r - m][kk];
-                    }
+                    rows_around<RJ, BY>(qm, s_mid[sc], r, ty, kk, jp, jm);
                     const double v = two_point(cf, qm[r], jp, jm);
                     if (kout) {
                         out[(long)(b.lo0 + o) * s0 + (long)(b.lo1 + j0 + jj - 2 * R) * s1 + b.lo2 +
