@@ -10,6 +10,8 @@
 //
 //   ./fd_tune1 512 q   references, fd_pairs shapes and the candidates only
 //   ./fd_tune1 512 p   one launch of each kernel of interest (for ncu)
+//   ./fd_tune1 512 w   fd_pairs in blocks of up to 1024 threads (third round)
+//   ./fd_tune1 512 t   two Euler steps a pass, one rank periodic (fourth round)
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
