@@ -8,7 +8,9 @@
 //!    bricks (global size = brick × grid), FD-2, both exchange modes; the
 //!    per-phase medians of heat3d's report and the efficiency t(1)/t(P).
 //! 2. **Order sweep**: orders 2, 4, ..., 20 on one rank at 256³ (128³
-//!    quick), blocking mode (one sweep over the box). Around each run,
+//!    quick), blocking mode (one pass over the box for two steps, heat3d's
+//!    default on one rank; the weak-scaling runs pass one step at a
+//!    time, so that every rank count runs the same sweep). Around each run,
 //!    measured by this process half just before and half just after it,
 //!    the copy floor ([`crate::stream`]): the faster of the library copy
 //!    and a non-temporal copy of one f64 array of the padded size
@@ -266,6 +268,8 @@ struct Spec<'a> {
     mode: &'a str,
     steps: usize,
     warmup: usize,
+    /// Steps a pass (`--steps-per-pass`; 0: heat3d's default).
+    per_pass: usize,
 }
 
 /// Runs heat3d once (in-process) and reads its report.
@@ -278,6 +282,7 @@ fn heat3d(bin: &Path, dir: &Path, spec: Spec<'_>) -> Result<HeatReport> {
         mode,
         steps,
         warmup,
+        per_pass,
     } = spec;
     let json = dir.join("run.json");
     let _ = std::fs::remove_file(&json);
@@ -290,6 +295,7 @@ fn heat3d(bin: &Path, dir: &Path, spec: Spec<'_>) -> Result<HeatReport> {
         .args(["--integrator", "euler"])
         .args(["--steps", &steps.to_string()])
         .args(["--warmup", &warmup.to_string()])
+        .args(["--steps-per-pass", &per_pass.to_string()])
         .args(["--no-vtk", "-q", "--json"])
         .arg(&json);
     let out = util::run_captured(cmd, Duration::from_secs(600))?;
@@ -346,6 +352,9 @@ fn weak(bin: &Path, dir: &Path, plan: &Plan) -> Result<Vec<WeakRun>> {
                     mode,
                     steps: plan.weak_steps,
                     warmup: plan.weak_warmup,
+                    // One rank could pass two steps at a time, several
+                    // cannot: the efficiencies compare one step a pass.
+                    per_pass: 1,
                 },
             )?;
             let t1 = runs
@@ -435,6 +444,7 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak
                 mode: "blocking",
                 steps: plan.sweep_steps,
                 warmup: plan.sweep_warmup,
+                per_pass: 0,
             },
         )?;
         times.extend(stream::passes(

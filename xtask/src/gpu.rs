@@ -483,9 +483,9 @@ pub fn run(a: &Args) -> Result<()> {
                 "--ranks 1 --mode overlap --gpu-chunk 7",
                 "--ranks 1 --mode overlap --gpu-stencil shared",
                 "--ranks 2 --mode overlap --gpu-stencil shared --gpu-chunk 3",
-                "--ranks 1 --mode blocking --gpu-stencil cached --gpu-steps-per-pass 1",
-                "--ranks 1 --mode blocking --gpu-stencil shared --gpu-steps-per-pass 1",
-                "--ranks 1 --mode blocking --gpu-stencil shuffle --gpu-steps-per-pass 1",
+                "--ranks 1 --mode blocking --gpu-stencil cached --steps-per-pass 1",
+                "--ranks 1 --mode blocking --gpu-stencil shared --steps-per-pass 1",
+                "--ranks 1 --mode blocking --gpu-stencil shuffle --steps-per-pass 1",
                 "--ranks 1 --mode overlap --gpu-stencil pairs --gpu-chunk 3",
                 "--ranks 4 --mode overlap --grid 1x2x2 --gpu-stencil pairs",
                 "--ranks 1 --mode overlap --gpu-stencil shuffle",
@@ -547,7 +547,7 @@ pub fn run(a: &Args) -> Result<()> {
             // One step a pass: the stencil itself (the default would pass
             // two steps through fd_two at orders 2 and 4).
             let args = format!(
-                "--backend cuda --gpu-stencil {stencil} --gpu-periodic {periodic} --gpu-steps-per-pass 1"
+                "--backend cuda --gpu-stencil {stencil} --gpu-periodic {periodic} --steps-per-pass 1"
             );
             same_hash(
                 &b,
@@ -587,7 +587,7 @@ pub fn run(a: &Args) -> Result<()> {
                     &b,
                     &mut t,
                     &format!("two steps a pass: order {o} {grid} {label}"),
-                    &format!("{run} --backend cuda --gpu-steps-per-pass 2 {extra}"),
+                    &format!("{run} --backend cuda --steps-per-pass 2 {extra}"),
                     &cpu,
                 );
             }
@@ -744,12 +744,12 @@ pub fn run(a: &Args) -> Result<()> {
         ),
         (
             "two steps a pass on two ranks",
-            "--backend cuda --n 16 --steps 2 --ranks 2 --mode blocking --gpu-steps-per-pass 2",
-            "gpu_steps_per_pass = 2 needs one rank that is its own periodic neighbour",
+            "--backend cuda --n 16 --steps 2 --ranks 2 --mode blocking --steps-per-pass 2",
+            "steps_per_pass = 2 needs one rank that is its own periodic neighbour",
         ),
         (
             "two steps a pass at order 6",
-            "--backend cuda --n 16 --steps 2 --ranks 1 --order 6 --mode blocking --gpu-steps-per-pass 2",
+            "--backend cuda --n 16 --steps 2 --ranks 1 --order 6 --mode blocking --steps-per-pass 2",
             "order 2 (this run: 6)",
         ),
     ] {
@@ -1021,7 +1021,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
             for chunk in [0, 1, 8, 32] {
                 for block in [32, 128] {
                     let case = format!("fd2 chunk {chunk} block {block}");
-                    let ms = time(&case, n, &format!("--ranks 1 --order 2 --mode blocking --gpu-steps-per-pass 1 --gpu-chunk {chunk} --gpu-block {block}"))?;
+                    let ms = time(&case, n, &format!("--ranks 1 --order 2 --mode blocking --steps-per-pass 1 --gpu-chunk {chunk} --gpu-block {block}"))?;
                     rows.push(fd_row(case, n, ms));
                 }
             }
@@ -1055,7 +1055,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
                     let ms = time(
                         &case,
                         n,
-                        &format!("--ranks 1 --order {o} --mode blocking --gpu-steps-per-pass 1 --gpu-stencil {stencil}"),
+                        &format!("--ranks 1 --order {o} --mode blocking --steps-per-pass 1 --gpu-stencil {stencil}"),
                     )?;
                     rows.push(fd_row(case, n, ms));
                 }
@@ -1073,7 +1073,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
                     time(
                         &format!("fd{o} periodic {how}"),
                         n,
-                        &format!("--ranks 1 --order {o} --mode blocking --gpu-steps-per-pass 1 --gpu-periodic {how}"),
+                        &format!("--ranks 1 --order {o} --mode blocking --steps-per-pass 1 --gpu-periodic {how}"),
                     )
                 };
                 let (read, copy) = (run("read")?, run("copy")?);
@@ -1093,7 +1093,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
                     run_on(
                         &format!("fd{o} {k} step(s) a pass"),
                         n,
-                        &format!("--ranks 1 --order {o} --mode blocking --gpu-steps-per-pass {k}"),
+                        &format!("--ranks 1 --order {o} --mode blocking --steps-per-pass {k}"),
                         None,
                     )
                 };
@@ -1129,7 +1129,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
                 let bl = time(
                     &format!("fd{o} {ranks} rank(s) blocking"),
                     n,
-                    &format!("--order {o} --ranks {ranks} --mode blocking --gpu-steps-per-pass 1"),
+                    &format!("--order {o} --ranks {ranks} --mode blocking --steps-per-pass 1"),
                 )?;
                 let ov = time(
                     &format!("fd{o} {ranks} rank(s) overlap"),

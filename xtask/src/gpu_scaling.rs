@@ -9,7 +9,7 @@
 //! - `fd-weak`: FD-2 (and 4, 8, 20) with a fixed block per GPU (256^3 and
 //!   512^3), blocking and overlapped: the step time and the weak
 //!   efficiency t(1) / t(G).
-//!   Every FD run advances one step a pass (`--gpu-steps-per-pass 1`):
+//!   Every FD run advances one step a pass (`--steps-per-pass 1`):
 //!   one GPU alone could pass two Euler steps at a time, several cannot,
 //!   so the efficiencies compare the same kernels.
 //! - `fd-strong`: FD-2 on a fixed 1024^3 grid: the step time, the speedup
@@ -232,7 +232,7 @@ pub fn bench(a: &Args) -> Result<()> {
                                 launch,
                                 g,
                                 &format!(
-                                    "--order {o} --mode {mode} --gpu-steps-per-pass 1 --n {}",
+                                    "--order {o} --mode {mode} --steps-per-pass 1 --n {}",
                                     triple(cells)
                                 ),
                             )?;
@@ -258,7 +258,7 @@ pub fn bench(a: &Args) -> Result<()> {
                     let r = run_heat(
                         launch,
                         g,
-                        &format!("--order 2 --mode {mode} --gpu-steps-per-pass 1 --n {n}"),
+                        &format!("--order 2 --mode {mode} --steps-per-pass 1 --n {n}"),
                     )?;
                     if g == 1 {
                         h1 = r.hash_hex.clone();

@@ -130,7 +130,7 @@ fn periodic_reads(cfg: &Config) -> bool {
 /// two-step pass fill the GPU about one and a half times.
 const AUTO_TWO_CELLS: usize = 1 << 26;
 
-/// The Euler steps one pass of the stencil advances (`gpu_steps_per_pass`)
+/// The Euler steps one pass of the stencil advances (`steps_per_pass`)
 /// for a run of `ranks` ranks in which one rank that is its own periodic
 /// neighbour reads across its faces (`wrap`, see [`periodic_reads`]) and
 /// `not_euler` says whether the step is Runge-Kutta or spectral. Two
@@ -144,7 +144,7 @@ const AUTO_TWO_CELLS: usize = 1 << 26;
 fn steps_per_pass(cfg: &Config, ranks: usize, wrap: bool, not_euler: bool) -> Result<usize> {
     let possible = wrap && cfg.mode == Mode::Blocking && !not_euler && cfg.order == 2;
     let cells: usize = cfg.shape().iter().product();
-    match cfg.gpu_steps_per_pass {
+    match cfg.steps_per_pass {
         0 => Ok(if possible && cells >= AUTO_TWO_CELLS {
             2
         } else {
@@ -173,12 +173,12 @@ fn steps_per_pass(cfg: &Config, ranks: usize, wrap: bool, not_euler: bool) -> Re
                 why.push(format!("order 2 (this run: {})", cfg.order));
             }
             Err(anyhow!(
-                "gpu_steps_per_pass = 2 needs {}; use 1, or 0 for the default",
+                "steps_per_pass = 2 needs {}; use 1, or 0 for the default",
                 why.join(", ")
             ))
         }
         n => Err(anyhow!(
-            "gpu_steps_per_pass = {n} is not supported (valid: 1, 2, or 0 for the default)"
+            "steps_per_pass = {n} is not supported (valid: 1, 2, or 0 for the default)"
         )),
     }
 }
@@ -277,7 +277,7 @@ pub(crate) struct DeviceSolver {
     /// blocking mode the stencil reads no ghost (the kernels' `_wrap` entries) and
     /// no exchange runs.
     wrap: bool,
-    /// Two Euler steps a pass (`gpu_steps_per_pass`): one self-periodic
+    /// Two Euler steps a pass (`steps_per_pass`): one self-periodic
     /// rank (`wrap`) in blocking mode, Euler, order 2.
     fuse: bool,
     /// The stencil radius.
@@ -1029,7 +1029,7 @@ mod tests {
             order,
             n: PerAxis::All(n),
             mode,
-            gpu_steps_per_pass: k,
+            steps_per_pass: k,
             ..Config::default()
         };
         let b = Mode::Blocking;
@@ -1055,7 +1055,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         for want in [
-            "gpu_steps_per_pass = 2 needs",
+            "steps_per_pass = 2 needs",
             "this run: 2 rank(s)",
             "blocking mode (this run: Overlap)",
             "the Euler finite-difference step",

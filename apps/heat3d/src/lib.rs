@@ -199,6 +199,11 @@ struct Solver<'c> {
     interior: Region,
     shell: Vec<Region>,
     dt: f64,
+    /// Host steps a pass (1, or 2 for one self-periodic rank: see
+    /// [`host_steps_per_pass`]).
+    host_per_pass: usize,
+    /// The intermediate planes of the host's two-step pass (one block).
+    mid: Vec<f64>,
     /// The device state with `--backend cuda`; the host fields then hold
     /// only the mirror of `u` (for diagnostics and output).
     #[cfg(feature = "cuda")]
@@ -294,9 +299,21 @@ impl<'c> Solver<'c> {
                 }
             })
         };
+        let host_per_pass = if on_device {
+            1
+        } else {
+            host_steps_per_pass(cfg, comm.size(), &layout)?
+        };
+        let mid = if host_per_pass == 2 {
+            vec![0.0; (TWO_STEP_PLANES + 4 * r) * layout.strides()[0]]
+        } else {
+            vec![]
+        };
         Ok(Solver {
             comm,
             cfg: cfg.clone(),
+            host_per_pass,
+            mid,
             ex: if on_device || cfg.operator == Operator::Spectral {
                 None
             } else {
@@ -361,18 +378,80 @@ impl<'c> Solver<'c> {
     }
 
     /// The most steps one call of [`Solver::step`] may advance: 2 where a
-    /// device pass advances two Euler steps (`gpu_steps_per_pass`), else 1.
+    /// device pass advances two Euler steps (`steps_per_pass`), else 1.
     fn steps_per_pass(&self) -> usize {
         #[cfg(feature = "cuda")]
         if let Some(d) = &self.device {
             return d.steps_per_pass();
         }
-        1
+        self.host_per_pass
+    }
+
+    /// Two Euler steps in one pass over the box (one rank that is its own
+    /// periodic neighbour, blocking): after the ghosts of `u` are filled,
+    /// each block of [`TWO_STEP_PLANES`] output planes first computes its
+    /// intermediate planes (the block's and `r` more on each side, with
+    /// their periodic ghosts along axes 1 and 2) into `mid`, which stays
+    /// in cache, then the block's output from them. Each plane is a
+    /// region of the same sweep, so the bits are those of two one-step
+    /// passes. Returns which step of the pair (1 or 2) first wrote a
+    /// non-finite value, if one did.
+    fn two_steps(&mut self, t: &mut StepTimes) -> Result<Option<usize>> {
+        let ex = self.ex.as_mut().ok_or_else(|| {
+            anyhow::anyhow!("the host finite-difference step has no halo exchanger")
+        })?;
+        let t0 = Instant::now();
+        let pending = ex.post(self.comm, &mut [&mut self.u])?;
+        pending.finish(&mut [&mut self.u])?;
+        let t1 = Instant::now();
+        t[2] += (t1 - t0).as_secs_f64();
+        let l = self.layout;
+        let r = l.ghost[0];
+        let s0 = l.strides()[0];
+        let n0 = l.owned[0];
+        let slab = |planes: usize| FieldLayout {
+            owned: [planes, l.owned[1], l.owned[2]],
+            ..l
+        };
+        let one = slab(1);
+        let (mut mid_ok, mut out_ok) = (true, true);
+        let (u, a, mid) = (self.u.as_slice(), self.a.as_mut_slice(), &mut self.mid);
+        for i0 in (0..n0).step_by(TWO_STEP_PLANES) {
+            let b = TWO_STEP_PLANES.min(n0 - i0);
+            // Intermediate plane q is the global plane i0 + q - r (modulo
+            // n0): a one-plane slab of `u` (its owned plane pm, padded
+            // pm + r, and r planes each side) into `mid` at plane q + r.
+            for q in 0..b + 2 * r {
+                let pm = (i0 + q + n0 - r) % n0;
+                let src = &u[pm * s0..(pm + 1 + 2 * r) * s0];
+                let dst = &mut mid[q * s0..(q + 1 + 2 * r) * s0];
+                mid_ok &= self.euler.apply(&one, src, dst, &one.owned_region());
+                periodic_plane_ghosts(&mut mid[(q + r) * s0..(q + r + 1) * s0], &l);
+            }
+            // The block's output: `mid` from plane r is a slab of b owned
+            // planes with r intermediate planes each side; `a` from its
+            // padded plane i0 is the slab of owned planes i0 .. i0 + b.
+            let view = slab(b);
+            let src = &mid[r * s0..(b + 3 * r) * s0];
+            let dst = &mut a[i0 * s0..(i0 + b + 2 * r) * s0];
+            out_ok &= self.euler.apply(&view, src, dst, &view.owned_region());
+        }
+        t[1] += t1.elapsed().as_secs_f64();
+        let t2 = Instant::now();
+        std::mem::swap(&mut self.u, &mut self.a);
+        t[4] += t2.elapsed().as_secs_f64();
+        Ok(match (mid_ok, out_ok) {
+            (true, true) => None,
+            (false, _) => Some(1),
+            (true, false) => Some(2),
+        })
     }
 
     /// Advances `steps` steps (1, or up to [`Solver::steps_per_pass`]);
-    /// false if the host found a non-finite value.
-    fn step(&mut self, steps: usize, t: &mut StepTimes) -> Result<bool> {
+    /// returns which step of them (from 1) first wrote a non-finite value
+    /// that the host found, if one did.
+    fn step(&mut self, steps: usize, t: &mut StepTimes) -> Result<Option<usize>> {
+        let first_bad = |ok: bool| if ok { None } else { Some(1) };
         #[cfg(feature = "cuda")]
         if let Some(d) = &mut self.device {
             let geo = (
@@ -385,13 +464,24 @@ impl<'c> Solver<'c> {
             d.step(steps, x, geo, self.cfg.integrator, self.dt, t)?;
             // Non-finite values are flagged on the device and looked at
             // with the diagnostics (`check_device`).
-            return Ok(true);
+            return Ok(None);
+        }
+        if steps == 2 && self.host_per_pass == 2 {
+            return self.two_steps(t);
         }
         if steps != 1 {
-            bail!("{steps} steps in one host pass (the host advances one at a time)");
+            bail!(
+                "{steps} steps in one host pass (this run advances 1 to {})",
+                self.host_per_pass
+            );
         }
         if let Some(sp) = &mut self.spectral {
-            return sp.step(self.comm, &self.layout, &mut self.u, t);
+            return Ok(first_bad(sp.step(
+                self.comm,
+                &self.layout,
+                &mut self.u,
+                t,
+            )?));
         }
         let geo = (
             &self.layout,
@@ -416,7 +506,7 @@ impl<'c> Solver<'c> {
                 let t0 = Instant::now();
                 std::mem::swap(&mut self.u, &mut self.a);
                 t[4] += t0.elapsed().as_secs_f64();
-                Ok(ok)
+                Ok(first_bad(ok))
             }
             Integrator::Rk4 => {
                 // a = stage argument, b = stage derivative, c = weighted sum.
@@ -486,7 +576,7 @@ impl<'c> Solver<'c> {
                     ok &= all_finite(&u[o..o + n]);
                 });
                 t[4] += t0.elapsed().as_secs_f64();
-                Ok(ok)
+                Ok(first_bad(ok))
             }
         }
     }
@@ -740,6 +830,69 @@ impl Spectral {
     }
 }
 
+/// Output planes of one block of the host's two-step pass. Its
+/// intermediate planes (the block's and the radius more on each side,
+/// 12 padded planes at order 2: 6.4 MB at 256^3) stay in the last-level
+/// cache between the two steps.
+const TWO_STEP_PLANES: usize = 8;
+
+/// The steps one host pass advances (`steps_per_pass`) on `ranks` ranks
+/// with the rank's `layout`. Two need one rank (its own periodic
+/// neighbour, every owned extent at least the radius), blocking mode, the
+/// Euler finite-difference step; the default takes two wherever they are
+/// possible. Asking for two where they are not is an error naming each
+/// condition the run does not meet.
+fn host_steps_per_pass(cfg: &Config, ranks: usize, layout: &FieldLayout) -> Result<usize> {
+    let r = layout.ghost[0];
+    let one = ranks == 1 && layout.owned.iter().all(|&n| n >= r);
+    let euler = cfg.operator == Operator::Fd && cfg.integrator == Integrator::Euler;
+    let possible = one && cfg.mode == Mode::Blocking && euler;
+    match cfg.steps_per_pass {
+        0 => Ok(if possible { 2 } else { 1 }),
+        1 => Ok(1),
+        2 if possible => Ok(2),
+        2 => {
+            let mut why = vec![];
+            if !one {
+                why.push(format!(
+                    "one rank, its own periodic neighbour, at least the radius along every axis (this run: {ranks} rank(s), {:?} owned cells)",
+                    layout.owned
+                ));
+            }
+            if cfg.mode != Mode::Blocking {
+                why.push(format!("blocking mode (this run: {:?})", cfg.mode));
+            }
+            if !euler {
+                why.push(format!(
+                    "the Euler finite-difference step (this run: {:?}, {:?})",
+                    cfg.integrator, cfg.operator
+                ));
+            }
+            bail!(
+                "steps_per_pass = 2 needs {}; use 1, or 0 for the default",
+                why.join(", ")
+            )
+        }
+        n => bail!("steps_per_pass = {n} is not supported (valid: 1, 2, or 0 for the default)"),
+    }
+}
+
+/// Fills the ghost rows and columns of one padded plane of `layout` with
+/// the periodic images of its owned cells (owned extents at least the
+/// ghost width): the columns of the owned rows first, then whole rows.
+fn periodic_plane_ghosts(plane: &mut [f64], layout: &FieldLayout) {
+    let [_, n1, n2] = layout.owned;
+    let [_, g1, g2] = layout.ghost;
+    let p2 = n2 + 2 * g2;
+    for j in g1..g1 + n1 {
+        let row = &mut plane[j * p2..(j + 1) * p2];
+        row.copy_within(n2..n2 + g2, 0);
+        row.copy_within(g2..2 * g2, g2 + n2);
+    }
+    plane.copy_within(n1 * p2..(n1 + g1) * p2, 0);
+    plane.copy_within(g1 * p2..2 * g1 * p2, (g1 + n1) * p2);
+}
+
 /// Runs Heat3D on `comm` (collective). `progress` shows a progress bar on
 /// rank 0 (hidden when stderr is not a terminal).
 pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Report> {
@@ -785,10 +938,11 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
             1
         };
         let mut t = [0.0; 5];
-        let finite = s.step(n, &mut t)?;
+        let bad = s.step(n, &mut t)?;
         times.extend(std::iter::repeat_n(t.map(|x| x / n as f64), n));
         step += n;
-        if !finite {
+        if let Some(k) = bad {
+            let step = step - n + k;
             let (cell, v) = s.find_bad().unwrap_or(([0; 3], f64::NAN));
             bail!("non-finite value {v} in the field at step {step} (time {:e}), global cell {cell:?}, rank {rank}", step as f64 * s.dt);
         }

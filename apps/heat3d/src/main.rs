@@ -88,9 +88,9 @@ struct Cli {
     /// How the GPU stencil of one rank that is its own periodic neighbour reads across its faces in blocking mode: at their periodic images in the owned cells (read), from ghosts filled by self-copies (copy), or auto.
     #[arg(long, value_enum)]
     gpu_periodic: Option<GpuPeriodic>,
-    /// Euler steps a pass of the GPU stencil advances: 1, or 2 (one rank that is its own periodic neighbour, blocking, Euler, order 2 or 4: the intermediate field stays on the chip; same bits); 0: 2 where possible.
+    /// Euler steps one pass over the box advances: 1, or 2 (one rank, blocking, Euler finite differences; on a GPU order 2 only: the intermediate values stay in cache or on the chip; same bits); 0: 2 where possible (on a GPU from 2^26 cells).
     #[arg(long)]
-    gpu_steps_per_pass: Option<usize>,
+    steps_per_pass: Option<usize>,
     /// Output folder for diagnostics.csv and the VTK files.
     #[arg(short, long)]
     output: Option<PathBuf>,
@@ -133,7 +133,7 @@ fn config(cli: &Cli) -> Result<Config> {
         gpu_stencil,
         gpu_exchange,
         gpu_periodic,
-        gpu_steps_per_pass
+        steps_per_pass
     );
     if cli.device.is_some() {
         c.device = cli.device;

@@ -105,6 +105,80 @@ fn blocking_overlap_and_rank_counts_give_identical_bits() {
     }
 }
 
+/// Two Euler steps a host pass (one rank) give the bits of one step a
+/// pass: grids some of whose extents lie between the radius and twice it,
+/// block boundaries anywhere, an odd step count (a single step after the
+/// pairs) and diagnostics every 3 steps (single steps between pairs).
+#[test]
+fn two_steps_a_pass_give_the_bits_of_one() {
+    for (order, n) in [
+        (2, [12, 16, 10]),
+        (2, [3, 5, 2]),
+        (4, [9, 17, 13]),
+        (20, [10, 11, 12]),
+    ] {
+        for steps in [1, 2, 7] {
+            let base = Config {
+                n: PerAxis::Each(n),
+                order,
+                steps,
+                mode: Mode::Blocking,
+                warmup: 0,
+                diag_every: 3,
+                ..Config::default()
+            };
+            let one = run(
+                &Config {
+                    steps_per_pass: 1,
+                    ..base.clone()
+                },
+                1,
+            );
+            let two = run(
+                &Config {
+                    steps_per_pass: 2,
+                    ..base
+                },
+                1,
+            );
+            assert_eq!(one.hash, two.hash, "order {order}, {n:?}, {steps} steps");
+        }
+    }
+    // A non-finite value in the first step of a pair is reported there.
+    let e = comm::local::run(1, |c| {
+        let cfg = Config {
+            n: PerAxis::All(12),
+            steps: 4,
+            amplitude: f64::MAX,
+            initial: Initial::Sines,
+            mode: Mode::Blocking,
+            steps_per_pass: 2,
+            ..Config::default()
+        };
+        heat3d::run(c, &cfg, false).map_err(|e| format!("{e:#}"))
+    })
+    .unwrap_err();
+    assert!(e.reason.contains("at step 1 "), "{}", e.reason);
+    // Two where they are not possible: an error naming why.
+    let e = comm::local::run(2, |c| {
+        let cfg = Config {
+            n: PerAxis::All(8),
+            steps: 2,
+            steps_per_pass: 2,
+            ..Config::default()
+        };
+        heat3d::run(c, &cfg, false).map_err(|e| format!("{e:#}"))
+    })
+    .unwrap_err();
+    for want in [
+        "steps_per_pass = 2 needs one rank",
+        "2 rank(s)",
+        "blocking mode (this run: Overlap)",
+    ] {
+        assert!(e.reason.contains(want), "{want:?} not in {}", e.reason);
+    }
+}
+
 #[test]
 fn gaussian_error_is_small_and_the_hash_sees_every_bit() {
     let cfg = Config {
