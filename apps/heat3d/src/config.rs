@@ -213,8 +213,9 @@ pub struct Config {
     /// values stay in cache, or on the chip) need one rank that is its own
     /// periodic neighbour, blocking mode and the Euler finite-difference
     /// step; on a GPU also order 2 and `gpu_periodic` not `copy`. The
-    /// default takes two wherever possible on the host, and on a GPU from
-    /// 2^26 owned cells, where each measured faster. Changes no bit.
+    /// default takes two where possible at orders 2 and 4 on the host, and
+    /// on a GPU from 2^26 owned cells, where each measured faster. Changes
+    /// no bit.
     pub steps_per_pass: usize,
     /// Output files.
     pub output: Output,

@@ -836,19 +836,31 @@ impl Spectral {
 /// cache between the two steps.
 const TWO_STEP_PLANES: usize = 8;
 
+/// The orders up to which the host's default passes two steps at a time
+/// (one rank, blocking, 128^3 on one core, ms a step, one / two steps a
+/// pass: FD-2 3.25-3.93 / 3.04-3.14, FD-4 4.13-4.74 / 3.81-3.83, but FD-8
+/// 6.74-6.81 / 7.60-8.29): each block recomputes 2R intermediate planes,
+/// which outweighs the saved traffic from order 8.
+const HOST_AUTO_TWO_MAX_ORDER: usize = 4;
+
 /// The steps one host pass advances (`steps_per_pass`) on `ranks` ranks
 /// with the rank's `layout`. Two need one rank (its own periodic
 /// neighbour, every owned extent at least the radius), blocking mode, the
-/// Euler finite-difference step; the default takes two wherever they are
-/// possible. Asking for two where they are not is an error naming each
-/// condition the run does not meet.
+/// Euler finite-difference step; the default takes two where they are
+/// possible up to [`HOST_AUTO_TWO_MAX_ORDER`]. Asking for two where they
+/// are not possible is an error naming each condition the run does not
+/// meet.
 fn host_steps_per_pass(cfg: &Config, ranks: usize, layout: &FieldLayout) -> Result<usize> {
     let r = layout.ghost[0];
     let one = ranks == 1 && layout.owned.iter().all(|&n| n >= r);
     let euler = cfg.operator == Operator::Fd && cfg.integrator == Integrator::Euler;
     let possible = one && cfg.mode == Mode::Blocking && euler;
     match cfg.steps_per_pass {
-        0 => Ok(if possible { 2 } else { 1 }),
+        0 => Ok(if possible && cfg.order <= HOST_AUTO_TWO_MAX_ORDER {
+            2
+        } else {
+            1
+        }),
         1 => Ok(1),
         2 if possible => Ok(2),
         2 => {
@@ -1102,5 +1114,86 @@ impl Report {
             self.device,
             self.hash
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_passes_two_steps_by_default_at_low_orders_only() {
+        let layout = |r: usize| FieldLayout {
+            owned: [16; 3],
+            ghost: [r; 3],
+            components: 1,
+        };
+        let cfg = |order: usize, mode: Mode, k: usize| Config {
+            order,
+            mode,
+            steps_per_pass: k,
+            ..Config::default()
+        };
+        let b = Mode::Blocking;
+        for order in (2..=20).step_by(2) {
+            let want = if order <= HOST_AUTO_TWO_MAX_ORDER {
+                2
+            } else {
+                1
+            };
+            let got = host_steps_per_pass(&cfg(order, b, 0), 1, &layout(order / 2)).unwrap();
+            assert_eq!(got, want, "order {order}");
+            // Possible at every order when asked for.
+            let got = host_steps_per_pass(&cfg(order, b, 2), 1, &layout(order / 2)).unwrap();
+            assert_eq!(got, 2, "order {order}");
+        }
+        let one = |c: &Config, ranks| host_steps_per_pass(c, ranks, &layout(1)).unwrap();
+        assert_eq!(one(&cfg(2, Mode::Overlap, 0), 1), 1);
+        assert_eq!(one(&cfg(2, b, 0), 2), 1);
+        assert_eq!(one(&cfg(2, b, 1), 1), 1);
+        let rk = Config {
+            integrator: Integrator::Rk4,
+            ..cfg(2, b, 0)
+        };
+        assert_eq!(one(&rk, 1), 1);
+        let e = host_steps_per_pass(
+            &Config {
+                steps_per_pass: 2,
+                ..rk
+            },
+            1,
+            &layout(1),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("the Euler finite-difference step (this run: Rk4"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn plane_ghosts_are_the_periodic_images() {
+        let l = FieldLayout {
+            owned: [1, 3, 4],
+            ghost: [1, 2, 2],
+            components: 1,
+        };
+        let p = l.padded();
+        let (p1, p2) = (p[1], p[2]);
+        let mut plane = vec![f64::NAN; p1 * p2];
+        let owned = |j: usize, k: usize| (10 * j + k) as f64;
+        for j in 0..3 {
+            for k in 0..4 {
+                plane[(j + 2) * p2 + k + 2] = owned(j, k);
+            }
+        }
+        periodic_plane_ghosts(&mut plane, &l);
+        for jp in 0..p1 {
+            for kp in 0..p2 {
+                let (j, k) = ((jp + 3 - 2) % 3, (kp + 4 - 2) % 4);
+                assert_eq!(plane[jp * p2 + kp], owned(j, k), "padded ({jp}, {kp})");
+            }
+        }
     }
 }
