@@ -132,55 +132,28 @@ const AUTO_TWO_CELLS: usize = 1 << 26;
 
 /// The Euler steps one pass of the stencil advances (`steps_per_pass`)
 /// for a run of `ranks` ranks in which one rank that is its own periodic
-/// neighbour reads across its faces (`wrap`, see [`periodic_reads`]) and
-/// `not_euler` says whether the step is Runge-Kutta or spectral. Two
-/// (`fd_two`) need `wrap`, blocking mode, Euler and order 2 (at order 4
-/// the same scheme measured 1.8 times slower than one step a pass: its
-/// output tile, 32 - 4R cells wide, keeps 56 % of the threads' cells, and
-/// its queues and shared rings double); the default takes two where
-/// possible from [`AUTO_TWO_CELLS`] owned cells. Asking for two where they
-/// are not possible is an error naming each condition the run does not
-/// meet.
-fn steps_per_pass(cfg: &Config, ranks: usize, wrap: bool, not_euler: bool) -> Result<usize> {
-    let possible = wrap && cfg.mode == Mode::Blocking && !not_euler && cfg.order == 2;
-    let cells: usize = cfg.shape().iter().product();
-    match cfg.steps_per_pass {
-        0 => Ok(if possible && cells >= AUTO_TWO_CELLS {
-            2
-        } else {
-            1
-        }),
-        1 => Ok(1),
-        2 if possible => Ok(2),
-        2 => {
-            let mut why = vec![];
-            if !wrap {
-                why.push(format!(
-                    "one rank that is its own periodic neighbour and reads across its faces (this run: {ranks} rank(s), gpu_periodic {:?}, owned cells at least the radius along every axis)",
-                    cfg.gpu_periodic
-                ));
-            }
-            if cfg.mode != Mode::Blocking {
-                why.push(format!("blocking mode (this run: {:?})", cfg.mode));
-            }
-            if not_euler {
-                why.push(format!(
-                    "the Euler finite-difference step (this run: {:?}, {:?})",
-                    cfg.integrator, cfg.operator
-                ));
-            }
-            if cfg.order != 2 {
-                why.push(format!("order 2 (this run: {})", cfg.order));
-            }
-            Err(anyhow!(
-                "steps_per_pass = 2 needs {}; use 1, or 0 for the default",
-                why.join(", ")
-            ))
-        }
-        n => Err(anyhow!(
-            "steps_per_pass = {n} is not supported (valid: 1, 2, or 0 for the default)"
-        )),
+/// neighbour reads across its faces (`wrap`, see [`periodic_reads`]). Two
+/// (`fd_two`) need `wrap` and order 2 besides [`crate::two_step_unmet`]'s
+/// conditions (at order 4 the same scheme measured 1.8 times slower than
+/// one step a pass: its output tile, 32 - 4R cells wide, keeps 56 % of
+/// the threads' cells, and its queues and shared rings double); the
+/// default takes two where possible from [`AUTO_TWO_CELLS`] owned cells.
+fn steps_per_pass(cfg: &Config, ranks: usize, wrap: bool) -> Result<usize> {
+    let mut unmet = crate::two_step_unmet(cfg);
+    if !wrap {
+        unmet.insert(
+            0,
+            format!(
+                "one rank that is its own periodic neighbour and reads across its faces (this run: {ranks} rank(s), gpu_periodic {:?}, owned cells at least the radius along every axis)",
+                cfg.gpu_periodic
+            ),
+        );
     }
+    if cfg.order != 2 {
+        unmet.push(format!("order 2 (this run: {})", cfg.order));
+    }
+    let cells: usize = cfg.shape().iter().product();
+    crate::resolve_steps_per_pass(cfg.steps_per_pass, &unmet, cells >= AUTO_TWO_CELLS)
 }
 
 /// `fd_two`'s output planes a block marches along axis 0: 64 where that
@@ -188,13 +161,23 @@ fn steps_per_pass(cfg: &Config, ranks: usize, wrap: bool, not_euler: bool) -> Re
 /// (measured at 512^3: 0.494 ms a step with 64, 0.510 with 32, 0.546 with
 /// 16; at 256^3: 0.0799 with 32, 0.0879 with 64, 0.0814 with 16).
 fn two_chunk(owned: [usize; 3]) -> usize {
-    let (rj, by) = TWO_STEP;
-    let tiles = owned[2].div_ceil(32 - 4) * owned[1].div_ceil(rj * by as usize - 4);
-    if tiles * owned[0].div_ceil(64) >= 2048 {
+    let (gx, gy, gz) = two_grid(owned, 1, 64);
+    if gx as usize * gy as usize * gz as usize >= 2048 {
         64
     } else {
         32
     }
+}
+
+/// `fd_two`'s grid on `owned` cells at radius `r` with `chunk` output
+/// planes a block: output tiles of (32 - 4r) x (rows - 4r) cells.
+fn two_grid(owned: [usize; 3], r: usize, chunk: usize) -> (u32, u32, u32) {
+    let rows = TWO_STEP.0 * TWO_STEP.1 as usize;
+    (
+        owned[2].div_ceil(32 - 4 * r) as u32,
+        owned[1].div_ceil(rows - 4 * r) as u32,
+        owned[0].div_ceil(chunk) as u32,
+    )
 }
 
 /// The ghost layers a device field allocates for a stencil of `radius`:
@@ -410,15 +393,6 @@ impl DeviceSolver {
             Kernel::Pairs => "fd_pairs",
             Kernel::Shuffle => "fd_shuffle",
         };
-        let k = Kernels {
-            fd: f(name)?,
-            fd_wrap: f(&format!("{name}_wrap"))?,
-            many: f(&format!("{name}_many"))?,
-            kernel,
-            rk: f("rk_combine")?,
-            scale: f("spectral_scale")?,
-            two: None,
-        };
         let bad = dev.upload(&[i32::MAX], "flag").map_err(gpu_err)?;
         let me = topo.rank();
         let nbs = topo.neighbors();
@@ -442,14 +416,19 @@ impl DeviceSolver {
             !(wrap && kernel == Kernel::Pairs)
                 || (layout.ghost[2].is_multiple_of(2) && layout.owned[2].is_multiple_of(2))
         );
-        let fuse = steps_per_pass(cfg, comm.size(), wrap, rk || spectral)? == 2;
+        let fuse = steps_per_pass(cfg, comm.size(), wrap)? == 2;
         let k = Kernels {
+            fd: f(name)?,
+            fd_wrap: f(&format!("{name}_wrap"))?,
+            many: f(&format!("{name}_many"))?,
+            kernel,
+            rk: f("rk_combine")?,
+            scale: f("spectral_scale")?,
             two: if fuse {
                 Some(f(crate::kernels::TWO_STEP_ENTRY)?)
             } else {
                 None
             },
-            ..k
         };
         let chunk = chunk.min(i32::MAX as usize) as i32;
         let spectral = if spectral {
@@ -589,18 +568,11 @@ impl DeviceSolver {
     /// (`fd_two`; only where [`DeviceSolver::fuse`]).
     fn two_steps(&mut self, layout: &FieldLayout, owned: &Region) -> Result<()> {
         let f = self.k.two.as_ref().expect("fuse loads fd_two");
-        let (rj, by) = TWO_STEP;
-        let r = self.radius;
         let sh = owned.shape();
         let chunk = self.two_chunk.min(sh[0]).max(1);
-        let grid = (
-            sh[2].div_ceil(32 - 4 * r) as u32,
-            sh[1].div_ceil(rj * by as usize - 4 * r) as u32,
-            sh[0].div_ceil(chunk) as u32,
-        );
         let cfg = LaunchConfig {
-            grid_dim: grid,
-            block_dim: (32, by, 1),
+            grid_dim: two_grid(sh, self.radius, chunk),
+            block_dim: (32, TWO_STEP.1, 1),
             shared_mem_bytes: 0,
         };
         let s = layout.strides();
@@ -1037,21 +1009,22 @@ mod tests {
         for order in (2..=20).step_by(2) {
             for n in [256, 512] {
                 let want = if order == 2 && n == 512 { 2 } else { 1 };
-                let got = steps_per_pass(&cfg(order, n, b, 0), 1, true, false).unwrap();
+                let got = steps_per_pass(&cfg(order, n, b, 0), 1, true).unwrap();
                 assert_eq!(got, want, "order {order}, {n}^3");
             }
         }
         let big = |mode, k| cfg(2, 512, mode, k);
-        assert_eq!(
-            steps_per_pass(&big(Mode::Overlap, 0), 1, true, false).unwrap(),
-            1
-        );
-        assert_eq!(steps_per_pass(&big(b, 0), 2, false, false).unwrap(), 1);
-        assert_eq!(steps_per_pass(&big(b, 0), 1, true, true).unwrap(), 1);
-        assert_eq!(steps_per_pass(&big(b, 1), 1, true, false).unwrap(), 1);
-        assert_eq!(steps_per_pass(&cfg(2, 8, b, 2), 1, true, false).unwrap(), 2);
+        assert_eq!(steps_per_pass(&big(Mode::Overlap, 0), 1, true).unwrap(), 1);
+        assert_eq!(steps_per_pass(&big(b, 0), 2, false).unwrap(), 1);
+        let rk = |order, mode, k| Config {
+            integrator: Integrator::Rk4,
+            ..cfg(order, 512, mode, k)
+        };
+        assert_eq!(steps_per_pass(&rk(2, b, 0), 1, true).unwrap(), 1);
+        assert_eq!(steps_per_pass(&big(b, 1), 1, true).unwrap(), 1);
+        assert_eq!(steps_per_pass(&cfg(2, 8, b, 2), 1, true).unwrap(), 2);
         // Asking for two where they are not possible names every reason.
-        let e = steps_per_pass(&cfg(4, 8, Mode::Overlap, 2), 2, false, true)
+        let e = steps_per_pass(&rk(4, Mode::Overlap, 2), 2, false)
             .unwrap_err()
             .to_string();
         for want in [
@@ -1063,9 +1036,7 @@ mod tests {
         ] {
             assert!(e.contains(want), "{want:?} not in {e:?}");
         }
-        let e = steps_per_pass(&big(b, 3), 1, true, false)
-            .unwrap_err()
-            .to_string();
+        let e = steps_per_pass(&big(b, 3), 1, true).unwrap_err().to_string();
         assert!(e.contains("= 3") && e.contains("1, 2, or 0"), "{e}");
     }
 

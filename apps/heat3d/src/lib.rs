@@ -389,10 +389,11 @@ impl<'c> Solver<'c> {
 
     /// Two Euler steps in one pass over the box (one rank that is its own
     /// periodic neighbour, blocking): after the ghosts of `u` are filled,
-    /// each block of [`TWO_STEP_PLANES`] output planes first computes its
+    /// each block of [`TWO_STEP_PLANES`] output planes first gets its
     /// intermediate planes (the block's and `r` more on each side, with
     /// their periodic ghosts along axes 1 and 2) into `mid`, which stays
-    /// in cache, then the block's output from them. Each plane is a
+    /// in cache (those it shares with the block before are moved, not
+    /// computed again), then sweeps the block's output from them. Each plane is a
     /// region of the same sweep, so the bits are those of two one-step
     /// passes. Returns which step of the pair (1 or 2) first wrote a
     /// non-finite value, if one did.
@@ -419,9 +420,18 @@ impl<'c> Solver<'c> {
         for i0 in (0..n0).step_by(TWO_STEP_PLANES) {
             let b = TWO_STEP_PLANES.min(n0 - i0);
             // Intermediate plane q is the global plane i0 + q - r (modulo
-            // n0): a one-plane slab of `u` (its owned plane pm, padded
-            // pm + r, and r planes each side) into `mid` at plane q + r.
-            for q in 0..b + 2 * r {
+            // n0), kept in `mid` at plane q + r. The first 2r of a block
+            // after the first are the last 2r of the block before (its
+            // planes TWO_STEP_PLANES + q), moved down rather than computed
+            // again.
+            let carried = if i0 == 0 { 0 } else { 2 * r };
+            if carried > 0 {
+                let from = (TWO_STEP_PLANES + r) * s0;
+                mid.copy_within(from..from + carried * s0, r * s0);
+            }
+            // The others: a one-plane slab of `u` (its owned plane pm,
+            // padded pm + r, and r planes each side) into `mid`.
+            for q in carried..b + 2 * r {
                 let pm = (i0 + q + n0 - r) % n0;
                 let src = &u[pm * s0..(pm + 1 + 2 * r) * s0];
                 let dst = &mut mid[q * s0..(q + 1 + 2 * r) * s0];
@@ -838,53 +848,72 @@ const TWO_STEP_PLANES: usize = 8;
 
 /// The orders up to which the host's default passes two steps at a time
 /// (one rank, blocking, 128^3 on one core, ms a step, one / two steps a
-/// pass: FD-2 3.25-3.93 / 3.04-3.14, FD-4 4.13-4.74 / 3.81-3.83, but FD-8
-/// 6.74-6.81 / 7.60-8.29): each block recomputes 2R intermediate planes,
-/// which outweighs the saved traffic from order 8.
+/// pass, two alternated runs: FD-2 3.74-3.83 / 3.12-3.18, FD-4 4.63-4.80 /
+/// 3.55-3.70, but FD-8 6.98-7.43 / 7.54-8.03 and FD-20 16.97-17.91 /
+/// 20.03-21.57): from order 8 the sweep is bound by its arithmetic, not
+/// its traffic, and the pass adds one sweep call and one ghost fill a
+/// plane.
 const HOST_AUTO_TWO_MAX_ORDER: usize = 4;
 
 /// The steps one host pass advances (`steps_per_pass`) on `ranks` ranks
 /// with the rank's `layout`. Two need one rank (its own periodic
-/// neighbour, every owned extent at least the radius), blocking mode, the
-/// Euler finite-difference step; the default takes two where they are
-/// possible up to [`HOST_AUTO_TWO_MAX_ORDER`]. Asking for two where they
-/// are not possible is an error naming each condition the run does not
-/// meet.
+/// neighbour, every owned extent at least the radius) besides
+/// [`two_step_unmet`]'s conditions; the default takes two where they are
+/// possible up to [`HOST_AUTO_TWO_MAX_ORDER`].
 fn host_steps_per_pass(cfg: &Config, ranks: usize, layout: &FieldLayout) -> Result<usize> {
     let r = layout.ghost[0];
-    let one = ranks == 1 && layout.owned.iter().all(|&n| n >= r);
-    let euler = cfg.operator == Operator::Fd && cfg.integrator == Integrator::Euler;
-    let possible = one && cfg.mode == Mode::Blocking && euler;
-    match cfg.steps_per_pass {
-        0 => Ok(if possible && cfg.order <= HOST_AUTO_TWO_MAX_ORDER {
-            2
-        } else {
-            1
-        }),
+    let mut unmet = two_step_unmet(cfg);
+    if !(ranks == 1 && layout.owned.iter().all(|&n| n >= r)) {
+        unmet.insert(
+            0,
+            format!(
+                "one rank, its own periodic neighbour, at least the radius along every axis (this run: {ranks} rank(s), {:?} owned cells)",
+                layout.owned
+            ),
+        );
+    }
+    resolve_steps_per_pass(
+        cfg.steps_per_pass,
+        &unmet,
+        cfg.order <= HOST_AUTO_TWO_MAX_ORDER,
+    )
+}
+
+/// The conditions for two steps a pass that every backend has and `cfg`
+/// does not meet, each naming what the run has: blocking mode and the
+/// Euler finite-difference step.
+pub(crate) fn two_step_unmet(cfg: &Config) -> Vec<String> {
+    let mut unmet = vec![];
+    if cfg.mode != Mode::Blocking {
+        unmet.push(format!("blocking mode (this run: {:?})", cfg.mode));
+    }
+    if !(cfg.operator == Operator::Fd && cfg.integrator == Integrator::Euler) {
+        unmet.push(format!(
+            "the Euler finite-difference step (this run: {:?}, {:?})",
+            cfg.integrator, cfg.operator
+        ));
+    }
+    unmet
+}
+
+/// `steps_per_pass` = `requested` resolved for a run that does not meet
+/// the conditions `unmet` for two steps a pass (none: two are possible):
+/// the default (0) takes two where possible and `auto_two`; asking for two
+/// where they are not possible is an error naming each unmet condition.
+pub(crate) fn resolve_steps_per_pass(
+    requested: usize,
+    unmet: &[String],
+    auto_two: bool,
+) -> Result<usize> {
+    let possible = unmet.is_empty();
+    match requested {
+        0 => Ok(if possible && auto_two { 2 } else { 1 }),
         1 => Ok(1),
         2 if possible => Ok(2),
-        2 => {
-            let mut why = vec![];
-            if !one {
-                why.push(format!(
-                    "one rank, its own periodic neighbour, at least the radius along every axis (this run: {ranks} rank(s), {:?} owned cells)",
-                    layout.owned
-                ));
-            }
-            if cfg.mode != Mode::Blocking {
-                why.push(format!("blocking mode (this run: {:?})", cfg.mode));
-            }
-            if !euler {
-                why.push(format!(
-                    "the Euler finite-difference step (this run: {:?}, {:?})",
-                    cfg.integrator, cfg.operator
-                ));
-            }
-            bail!(
-                "steps_per_pass = 2 needs {}; use 1, or 0 for the default",
-                why.join(", ")
-            )
-        }
+        2 => bail!(
+            "steps_per_pass = 2 needs {}; use 1, or 0 for the default",
+            unmet.join(", ")
+        ),
         n => bail!("steps_per_pass = {n} is not supported (valid: 1, 2, or 0 for the default)"),
     }
 }
