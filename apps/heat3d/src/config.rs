@@ -346,10 +346,11 @@ impl Config {
                 self.gpu_block
             );
         }
-        if self.steps_per_pass > 2 {
+        if self.steps_per_pass > crate::MAX_HOST_STEPS_PER_PASS {
             bail!(
-                "steps_per_pass = {} is not supported (valid: 1, 2, or 0 for the default)",
-                self.steps_per_pass
+                "steps_per_pass = {} is not supported (valid: 1 to {}, or 0 for the default; a GPU passes at most 2)",
+                self.steps_per_pass,
+                crate::MAX_HOST_STEPS_PER_PASS
             );
         }
         Ok(())
@@ -370,12 +371,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("48") && e.contains("32, 64, 128, 256"), "{e}");
-        let e = Config::from_toml("steps_per_pass = 3\n")
+        let e = Config::from_toml("steps_per_pass = 5\n")
             .unwrap()
             .validate(1)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("= 3") && e.contains("1, 2, or 0"), "{e}");
+        assert!(e.contains("= 5") && e.contains("1 to 4, or 0"), "{e}");
         let e = Config::from_toml("backend = \"opencl\"\n")
             .unwrap_err()
             .to_string();

@@ -153,7 +153,8 @@ fn steps_per_pass(cfg: &Config, ranks: usize, wrap: bool) -> Result<usize> {
         unmet.push(format!("order 2 (this run: {})", cfg.order));
     }
     let cells: usize = cfg.shape().iter().product();
-    crate::resolve_steps_per_pass(cfg.steps_per_pass, &unmet, cells >= AUTO_TWO_CELLS)
+    let auto = if cells >= AUTO_TWO_CELLS { 2 } else { 1 };
+    crate::resolve_steps_per_pass(cfg.steps_per_pass, &unmet, auto, 2, "a GPU")
 }
 
 /// `fd_two`'s output planes a block marches along axis 0: 64 where that
@@ -1037,7 +1038,10 @@ mod tests {
             assert!(e.contains(want), "{want:?} not in {e:?}");
         }
         let e = steps_per_pass(&big(b, 3), 1, true).unwrap_err().to_string();
-        assert!(e.contains("= 3") && e.contains("1, 2, or 0"), "{e}");
+        assert!(
+            e.contains("= 3") && e.contains("on a GPU (valid: 1 to 2"),
+            "{e}"
+        );
     }
 
     #[test]

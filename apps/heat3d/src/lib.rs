@@ -15,6 +15,7 @@ pub mod cost;
 mod device;
 pub mod kernels;
 pub mod stencil;
+pub mod wavefront;
 
 use anyhow::{bail, Context, Result};
 use appkit::csv::{FloatFormat, Series};
@@ -27,7 +28,8 @@ use halo::{Exchanger, Field, FieldLayout, HaloSpec, Neighborhood, Region, Topolo
 use num_complex::Complex64;
 use serde::Serialize;
 use std::time::Instant;
-use stencil::{all_finite, Sweep};
+use stencil::{all_finite, Stores, Sweep};
+use wavefront::Wavefront;
 
 /// Phase names of the finite-difference step, in the order of [`PhaseTimes`].
 pub const PHASES: [&str; 5] = ["post", "interior", "wait", "shell", "update"];
@@ -199,11 +201,11 @@ struct Solver<'c> {
     interior: Region,
     shell: Vec<Region>,
     dt: f64,
-    /// Host steps a pass (1, or 2 for one self-periodic rank: see
-    /// [`host_steps_per_pass`]).
+    /// Host steps a pass (1, or up to [`MAX_HOST_STEPS_PER_PASS`] for one
+    /// self-periodic rank: see [`host_steps_per_pass`]).
     host_per_pass: usize,
-    /// The intermediate planes of the host's two-step pass (one block).
-    mid: Vec<f64>,
+    /// The rings of the host's multi-step pass (when `host_per_pass > 1`).
+    wave: Option<Wavefront>,
     /// The device state with `--backend cuda`; the host fields then hold
     /// only the mirror of `u` (for diagnostics and output).
     #[cfg(feature = "cuda")]
@@ -304,16 +306,12 @@ impl<'c> Solver<'c> {
         } else {
             host_steps_per_pass(cfg, comm.size(), &layout)?
         };
-        let mid = if host_per_pass == 2 {
-            vec![0.0; (TWO_STEP_PLANES + 4 * r) * layout.strides()[0]]
-        } else {
-            vec![]
-        };
+        let wave = (host_per_pass > 1).then(|| Wavefront::new(&layout, host_per_pass));
         Ok(Solver {
             comm,
             cfg: cfg.clone(),
             host_per_pass,
-            mid,
+            wave,
             ex: if on_device || cfg.operator == Operator::Spectral {
                 None
             } else {
@@ -387,74 +385,30 @@ impl<'c> Solver<'c> {
         self.host_per_pass
     }
 
-    /// Two Euler steps in one pass over the box (one rank that is its own
-    /// periodic neighbour, blocking): after the ghosts of `u` are filled,
-    /// each block of [`TWO_STEP_PLANES`] output planes first gets its
-    /// intermediate planes (the block's and `r` more on each side, with
-    /// their periodic ghosts along axes 1 and 2) into `mid`, which stays
-    /// in cache (those it shares with the block before are moved, not
-    /// computed again), then sweeps the block's output from them. Each plane is a
-    /// region of the same sweep, so the bits are those of two one-step
-    /// passes. Returns which step of the pair (1 or 2) first wrote a
+    /// `steps` Euler steps in one pass over the box (one rank that is its
+    /// own periodic neighbour, blocking): see [`wavefront`]. The pass reads
+    /// the owned cells of `u` with periodic indices, so no halo exchange
+    /// is needed. Returns which of the steps (from 1) first wrote a
     /// non-finite value, if one did.
-    fn two_steps(&mut self, t: &mut StepTimes) -> Result<Option<usize>> {
-        let ex = self.ex.as_mut().ok_or_else(|| {
-            anyhow::anyhow!("the host finite-difference step has no halo exchanger")
-        })?;
+    fn multi_steps(&mut self, steps: usize, t: &mut StepTimes) -> Result<Option<usize>> {
+        let wave = self
+            .wave
+            .as_mut()
+            .ok_or_else(|| anyhow::anyhow!("this run has no multi-step pass"))?;
         let t0 = Instant::now();
-        let pending = ex.post(self.comm, &mut [&mut self.u])?;
-        pending.finish(&mut [&mut self.u])?;
+        let stream = self.euler.stores() == Stores::Streaming;
+        let bad = wave.run(
+            &self.euler,
+            steps,
+            self.u.as_slice(),
+            self.a.as_mut_slice(),
+            stream,
+        );
+        t[1] += t0.elapsed().as_secs_f64();
         let t1 = Instant::now();
-        t[2] += (t1 - t0).as_secs_f64();
-        let l = self.layout;
-        let r = l.ghost[0];
-        let s0 = l.strides()[0];
-        let n0 = l.owned[0];
-        let slab = |planes: usize| FieldLayout {
-            owned: [planes, l.owned[1], l.owned[2]],
-            ..l
-        };
-        let one = slab(1);
-        let (mut mid_ok, mut out_ok) = (true, true);
-        let (u, a, mid) = (self.u.as_slice(), self.a.as_mut_slice(), &mut self.mid);
-        for i0 in (0..n0).step_by(TWO_STEP_PLANES) {
-            let b = TWO_STEP_PLANES.min(n0 - i0);
-            // Intermediate plane q is the global plane i0 + q - r (modulo
-            // n0), kept in `mid` at plane q + r. The first 2r of a block
-            // after the first are the last 2r of the block before (its
-            // planes TWO_STEP_PLANES + q), moved down rather than computed
-            // again.
-            let carried = if i0 == 0 { 0 } else { 2 * r };
-            if carried > 0 {
-                let from = (TWO_STEP_PLANES + r) * s0;
-                mid.copy_within(from..from + carried * s0, r * s0);
-            }
-            // The others: a one-plane slab of `u` (its owned plane pm,
-            // padded pm + r, and r planes each side) into `mid`.
-            for q in carried..b + 2 * r {
-                let pm = (i0 + q + n0 - r) % n0;
-                let src = &u[pm * s0..(pm + 1 + 2 * r) * s0];
-                let dst = &mut mid[q * s0..(q + 1 + 2 * r) * s0];
-                mid_ok &= self.euler.apply(&one, src, dst, &one.owned_region());
-                periodic_plane_ghosts(&mut mid[(q + r) * s0..(q + r + 1) * s0], &l);
-            }
-            // The block's output: `mid` from plane r is a slab of b owned
-            // planes with r intermediate planes each side; `a` from its
-            // padded plane i0 is the slab of owned planes i0 .. i0 + b.
-            let view = slab(b);
-            let src = &mid[r * s0..(b + 3 * r) * s0];
-            let dst = &mut a[i0 * s0..(i0 + b + 2 * r) * s0];
-            out_ok &= self.euler.apply(&view, src, dst, &view.owned_region());
-        }
-        t[1] += t1.elapsed().as_secs_f64();
-        let t2 = Instant::now();
         std::mem::swap(&mut self.u, &mut self.a);
-        t[4] += t2.elapsed().as_secs_f64();
-        Ok(match (mid_ok, out_ok) {
-            (true, true) => None,
-            (false, _) => Some(1),
-            (true, false) => Some(2),
-        })
+        t[4] += t1.elapsed().as_secs_f64();
+        Ok(bad)
     }
 
     /// Advances `steps` steps (1, or up to [`Solver::steps_per_pass`]);
@@ -476,8 +430,8 @@ impl<'c> Solver<'c> {
             // with the diagnostics (`check_device`).
             return Ok(None);
         }
-        if steps == 2 && self.host_per_pass == 2 {
-            return self.two_steps(t);
+        if steps >= 2 && steps <= self.host_per_pass {
+            return self.multi_steps(steps, t);
         }
         if steps != 1 {
             bail!(
@@ -840,26 +794,29 @@ impl Spectral {
     }
 }
 
-/// Output planes of one block of the host's two-step pass. Its
-/// intermediate planes (the block's and the radius more on each side,
-/// 12 padded planes at order 2: 6.4 MB at 256^3) stay in the last-level
-/// cache between the two steps.
-const TWO_STEP_PLANES: usize = 8;
+/// The most steps one host pass may advance (`steps_per_pass`).
+pub const MAX_HOST_STEPS_PER_PASS: usize = 4;
 
-/// The orders up to which the host's default passes two steps at a time
-/// (one rank, blocking, 128^3 on one core, ms a step, one / two steps a
-/// pass, two alternated runs: FD-2 3.74-3.83 / 3.12-3.18, FD-4 4.63-4.80 /
-/// 3.55-3.70, but FD-8 6.98-7.43 / 7.54-8.03 and FD-20 16.97-17.91 /
-/// 20.03-21.57): from order 8 the sweep is bound by its arithmetic, not
-/// its traffic, and the pass adds one sweep call and one ghost fill a
-/// plane.
-const HOST_AUTO_TWO_MAX_ORDER: usize = 4;
+/// The host's default steps a pass at `order` where more than one are
+/// possible. One core of the development machine's AMD EPYC, 256^3, ms a
+/// step for 1 / 2 / 4 steps a pass (the pass alone, timed in one process,
+/// best of 5): FD-2 26.4 / 20.0 /
+/// 14.5, FD-4 32.4 / 24.8 / 22.1, FD-6 46.5 / 41.3 / 36.5, but FD-8 51.1 /
+/// 48.0 / 56.8, where the sweep is bound by its arithmetic and the rows a
+/// tile computes twice cost more than the traffic saved.
+fn host_auto_steps(order: usize) -> usize {
+    if order <= 6 {
+        MAX_HOST_STEPS_PER_PASS
+    } else {
+        1
+    }
+}
 
 /// The steps one host pass advances (`steps_per_pass`) on `ranks` ranks
-/// with the rank's `layout`. Two need one rank (its own periodic
+/// with the rank's `layout`. More than one need one rank (its own periodic
 /// neighbour, every owned extent at least the radius) besides
-/// [`two_step_unmet`]'s conditions; the default takes two where they are
-/// possible up to [`HOST_AUTO_TWO_MAX_ORDER`].
+/// [`two_step_unmet`]'s conditions; the default is [`host_auto_steps`]
+/// where they are possible.
 fn host_steps_per_pass(cfg: &Config, ranks: usize, layout: &FieldLayout) -> Result<usize> {
     let r = layout.ghost[0];
     let mut unmet = two_step_unmet(cfg);
@@ -875,7 +832,9 @@ fn host_steps_per_pass(cfg: &Config, ranks: usize, layout: &FieldLayout) -> Resu
     resolve_steps_per_pass(
         cfg.steps_per_pass,
         &unmet,
-        cfg.order <= HOST_AUTO_TWO_MAX_ORDER,
+        host_auto_steps(cfg.order),
+        MAX_HOST_STEPS_PER_PASS,
+        "the host",
     )
 }
 
@@ -897,41 +856,31 @@ pub(crate) fn two_step_unmet(cfg: &Config) -> Vec<String> {
 }
 
 /// `steps_per_pass` = `requested` resolved for a run that does not meet
-/// the conditions `unmet` for two steps a pass (none: two are possible):
-/// the default (0) takes two where possible and `auto_two`; asking for two
-/// where they are not possible is an error naming each unmet condition.
+/// the conditions `unmet` for more than one step a pass (none: they are
+/// possible) on a backend (`backend`, for messages) that passes at most
+/// `max` steps: the default (0) takes `auto` where possible, else 1;
+/// asking for more than one where they are not possible is an error naming
+/// each unmet condition, and more than `max` an error naming the range.
 pub(crate) fn resolve_steps_per_pass(
     requested: usize,
     unmet: &[String],
-    auto_two: bool,
+    auto: usize,
+    max: usize,
+    backend: &str,
 ) -> Result<usize> {
     let possible = unmet.is_empty();
     match requested {
-        0 => Ok(if possible && auto_two { 2 } else { 1 }),
+        0 => Ok(if possible { auto.clamp(1, max) } else { 1 }),
         1 => Ok(1),
-        2 if possible => Ok(2),
-        2 => bail!(
-            "steps_per_pass = 2 needs {}; use 1, or 0 for the default",
+        k if k > max => bail!(
+            "steps_per_pass = {k} is not supported on {backend} (valid: 1 to {max}, or 0 for the default)"
+        ),
+        k if possible => Ok(k),
+        k => bail!(
+            "steps_per_pass = {k} needs {}; use 1, or 0 for the default",
             unmet.join(", ")
         ),
-        n => bail!("steps_per_pass = {n} is not supported (valid: 1, 2, or 0 for the default)"),
     }
-}
-
-/// Fills the ghost rows and columns of one padded plane of `layout` with
-/// the periodic images of its owned cells (owned extents at least the
-/// ghost width): the columns of the owned rows first, then whole rows.
-fn periodic_plane_ghosts(plane: &mut [f64], layout: &FieldLayout) {
-    let [_, n1, n2] = layout.owned;
-    let [_, g1, g2] = layout.ghost;
-    let p2 = n2 + 2 * g2;
-    for j in g1..g1 + n1 {
-        let row = &mut plane[j * p2..(j + 1) * p2];
-        row.copy_within(n2..n2 + g2, 0);
-        row.copy_within(g2..2 * g2, g2 + n2);
-    }
-    plane.copy_within(n1 * p2..(n1 + g1) * p2, 0);
-    plane.copy_within(g1 * p2..2 * g1 * p2, (g1 + n1) * p2);
 }
 
 /// Runs Heat3D on `comm` (collective). `progress` shows a progress bar on
@@ -971,13 +920,9 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
     let per_pass = s.steps_per_pass();
     let mut step = 0;
     while step < cfg.steps {
-        // A pass of two steps never crosses a diagnostics step.
+        // A pass never crosses a diagnostics step.
         let next_diag = (step / cfg.diag_every + 1) * cfg.diag_every;
-        let n = if step + per_pass <= next_diag.min(cfg.steps) {
-            per_pass
-        } else {
-            1
-        };
+        let n = per_pass.min(next_diag.min(cfg.steps) - step);
         let mut t = [0.0; 5];
         let bad = s.step(n, &mut t)?;
         times.extend(std::iter::repeat_n(t.map(|x| x / n as f64), n));
@@ -1151,7 +1096,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn host_passes_two_steps_by_default_at_low_orders_only() {
+    fn host_passes_several_steps_by_default_at_low_orders_only() {
         let layout = |r: usize| FieldLayout {
             owned: [16; 3],
             ghost: [r; 3],
@@ -1165,17 +1110,15 @@ mod tests {
         };
         let b = Mode::Blocking;
         for order in (2..=20).step_by(2) {
-            let want = if order <= HOST_AUTO_TWO_MAX_ORDER {
-                2
-            } else {
-                1
-            };
             let got = host_steps_per_pass(&cfg(order, b, 0), 1, &layout(order / 2)).unwrap();
-            assert_eq!(got, want, "order {order}");
+            assert_eq!(got, host_auto_steps(order), "order {order}");
             // Possible at every order when asked for.
-            let got = host_steps_per_pass(&cfg(order, b, 2), 1, &layout(order / 2)).unwrap();
-            assert_eq!(got, 2, "order {order}");
+            for k in 1..=MAX_HOST_STEPS_PER_PASS {
+                let got = host_steps_per_pass(&cfg(order, b, k), 1, &layout(order / 2)).unwrap();
+                assert_eq!(got, k, "order {order}");
+            }
         }
+        assert!(host_auto_steps(2) > 1);
         let one = |c: &Config, ranks| host_steps_per_pass(c, ranks, &layout(1)).unwrap();
         assert_eq!(one(&cfg(2, Mode::Overlap, 0), 1), 1);
         assert_eq!(one(&cfg(2, b, 0), 2), 1);
@@ -1187,7 +1130,7 @@ mod tests {
         assert_eq!(one(&rk, 1), 1);
         let e = host_steps_per_pass(
             &Config {
-                steps_per_pass: 2,
+                steps_per_pass: 3,
                 ..rk
             },
             1,
@@ -1196,33 +1139,19 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(
-            e.contains("the Euler finite-difference step (this run: Rk4"),
+            e.contains("steps_per_pass = 3 needs")
+                && e.contains("the Euler finite-difference step (this run: Rk4"),
             "{e}"
         );
-    }
-
-    #[test]
-    fn plane_ghosts_are_the_periodic_images() {
-        let l = FieldLayout {
-            owned: [1, 3, 4],
-            ghost: [1, 2, 2],
-            components: 1,
-        };
-        let p = l.padded();
-        let (p1, p2) = (p[1], p[2]);
-        let mut plane = vec![f64::NAN; p1 * p2];
-        let owned = |j: usize, k: usize| (10 * j + k) as f64;
-        for j in 0..3 {
-            for k in 0..4 {
-                plane[(j + 2) * p2 + k + 2] = owned(j, k);
-            }
-        }
-        periodic_plane_ghosts(&mut plane, &l);
-        for jp in 0..p1 {
-            for kp in 0..p2 {
-                let (j, k) = ((jp + 3 - 2) % 3, (kp + 4 - 2) % 4);
-                assert_eq!(plane[jp * p2 + kp], owned(j, k), "padded ({jp}, {kp})");
-            }
-        }
+        let over = MAX_HOST_STEPS_PER_PASS + 1;
+        let e = host_steps_per_pass(&cfg(2, b, over), 1, &layout(1))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!(
+                "= {over} is not supported on the host (valid: 1 to {MAX_HOST_STEPS_PER_PASS}"
+            )),
+            "{e}"
+        );
     }
 }

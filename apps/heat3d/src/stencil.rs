@@ -248,6 +248,11 @@ impl Sweep {
         self
     }
 
+    /// The store policy ([`Stores::Cached`] unless set).
+    pub fn stores(&self) -> Stores {
+        self.stores
+    }
+
     /// The kernel this sweep runs on ([`Kernel::detect`] unless set).
     pub fn kernel(&self) -> Kernel {
         self.kernel
@@ -291,6 +296,115 @@ impl Sweep {
             9 => self.apply_r::<9>(layout, u, out, region),
             10 => self.apply_r::<10>(layout, u, out, region),
             r => unreachable!("radius {r} is not a supported order"),
+        }
+    }
+
+    /// Applies the sweep on one plane whose axis-0 neighbours lie anywhere
+    /// in `src` (the rings of the host's multi-step pass): `planes[R + k]`
+    /// is where plane `k = -R..=R` (relative to the computed one) starts in
+    /// `src`, each a block of rows of `s1` values. Computes rows
+    /// `lines` and, in each, columns `cols` (indices within a row), and
+    /// writes row `j`'s values to `out[at + (j - lines.start) * out_s1..]`
+    /// (`cols.len()` values). `stream` asks for non-temporal stores, as
+    /// [`Stores::Streaming`] does for [`Sweep::apply`], fenced at the end.
+    /// Returns true when every written value is finite.
+    ///
+    /// Same arithmetic per cell as [`Sweep::apply`], so the same bits.
+    /// Panics when `planes` does not hold `2R + 1` starts, a read falls
+    /// outside `src` (`lines.start < R`, `cols.start < R`,
+    /// `cols.end + R > s1`, or a plane shorter than `lines.end + R` rows) or
+    /// a write outside `out`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn apply_plane(
+        &self,
+        src: &[f64],
+        planes: &[usize],
+        s1: usize,
+        lines: std::ops::Range<usize>,
+        cols: std::ops::Range<usize>,
+        out: &mut [f64],
+        (at, out_s1): (usize, usize),
+        stream: bool,
+    ) -> bool {
+        match self.radius {
+            1 => self.plane_r::<1>(src, planes, s1, lines, cols, out, (at, out_s1), stream),
+            2 => self.plane_r::<2>(src, planes, s1, lines, cols, out, (at, out_s1), stream),
+            3 => self.plane_r::<3>(src, planes, s1, lines, cols, out, (at, out_s1), stream),
+            4 => self.plane_r::<4>(src, planes, s1, lines, cols, out, (at, out_s1), stream),
+            5 => self.plane_r::<5>(src, planes, s1, lines, cols, out, (at, out_s1), stream),
+            6 => self.plane_r::<6>(src, planes, s1, lines, cols, out, (at, out_s1), stream),
+            7 => self.plane_r::<7>(src, planes, s1, lines, cols, out, (at, out_s1), stream),
+            8 => self.plane_r::<8>(src, planes, s1, lines, cols, out, (at, out_s1), stream),
+            9 => self.plane_r::<9>(src, planes, s1, lines, cols, out, (at, out_s1), stream),
+            10 => self.plane_r::<10>(src, planes, s1, lines, cols, out, (at, out_s1), stream),
+            r => unreachable!("radius {r} is not a supported order"),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn plane_r<const R: usize>(
+        &self,
+        src: &[f64],
+        planes: &[usize],
+        s1: usize,
+        lines: std::ops::Range<usize>,
+        cols: std::ops::Range<usize>,
+        out: &mut [f64],
+        (at, out_s1): (usize, usize),
+        stream: bool,
+    ) -> bool {
+        if lines.is_empty() || cols.is_empty() {
+            return true;
+        }
+        assert_eq!(planes.len(), 2 * R + 1, "a plane and its 2R neighbours");
+        assert!(
+            lines.start >= R && cols.start >= R && cols.end + R <= s1,
+            "rows {lines:?}, columns {cols:?} with radius {R} read outside rows of {s1} values"
+        );
+        for &p in planes {
+            assert!(
+                p + (lines.end + R) * s1 <= src.len(),
+                "a plane at {p} of {} rows of {s1} values ends past the {} values of the source",
+                lines.end + R,
+                src.len()
+            );
+        }
+        let (len, rows) = (cols.len(), lines.len());
+        assert!(
+            at + (rows - 1) * out_s1 + len <= out.len(),
+            "{rows} rows of {len} values every {out_s1} from {at} end past the {} values of the output",
+            out.len()
+        );
+        let w: [[f64; R]; 3] = [0, 1, 2].map(|d| std::array::from_fn(|m| self.weights[d][m]));
+        let c = planes[R] as isize;
+        let x0 = simd::Planes::<R> {
+            plus: std::array::from_fn(|m| planes[R + m + 1] as isize - c),
+            minus: std::array::from_fn(|m| planes[R - m - 1] as isize - c),
+        };
+        let job = PlaneJob {
+            src,
+            out,
+            x0,
+            s1,
+            first: planes[R] + lines.start * s1 + cols.start,
+            at,
+            out_s1,
+            rows,
+            len,
+            c: self.center,
+            w,
+            stream,
+        };
+        match self.kernel {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: AVX-512F and AVX2 are present (`Kernel::detect`,
+            // `with_kernel`); the bounds were checked above.
+            Kernel::Avx512 => unsafe { plane_avx512(job) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: AVX2 is present; the bounds were checked above.
+            Kernel::Avx2 => unsafe { plane_avx2(job) },
+            // SAFETY: `V1` needs no instructions; the bounds were checked.
+            _ => unsafe { plane_simd::<simd::V1, R, 4>(job) },
         }
     }
 
@@ -469,7 +583,7 @@ unsafe fn sweep_simd<V: simd::Vf, const R: usize, const U: usize>(job: Job<'_, R
         stream,
     } = job;
     let ctx = simd::Ctx {
-        s0: s[0],
+        x0: simd::Planes::strided(s[0]),
         s1: s[1],
         k: simd::Weights::<V, R>::new(c, &w),
         c,
@@ -503,6 +617,92 @@ unsafe fn sweep_simd<V: simd::Vf, const R: usize, const U: usize>(job: Job<'_, R
     // A non-finite sum means a non-finite value or an overflow of the sum
     // of finite ones (values near the largest double); look again.
     acc.all_finite() || rows_finite(out, s, region)
+}
+
+/// One plane of the multi-step pass, its bounds checked by
+/// [`Sweep::apply_plane`]: `rows` rows of `len` cells, the first centred at
+/// `src[first]`, the next ones every `s1`; row `j` writes to
+/// `out[at + j out_s1..]`.
+struct PlaneJob<'a, const R: usize> {
+    src: &'a [f64],
+    out: &'a mut [f64],
+    x0: simd::Planes<R>,
+    s1: usize,
+    first: usize,
+    at: usize,
+    out_s1: usize,
+    rows: usize,
+    len: usize,
+    c: f64,
+    w: [[f64; R]; 3],
+    stream: bool,
+}
+
+/// The rows of one [`PlaneJob`] on vectors `V`.
+///
+/// # Safety
+/// The CPU has the instructions of `V`; `job`'s bounds were checked.
+#[inline(always)]
+unsafe fn plane_simd<V: simd::Vf, const R: usize, const U: usize>(job: PlaneJob<'_, R>) -> bool {
+    let PlaneJob {
+        src,
+        out,
+        x0,
+        s1,
+        first,
+        at,
+        out_s1,
+        rows,
+        len,
+        c,
+        w,
+        stream,
+    } = job;
+    let ctx = simd::Ctx {
+        x0,
+        s1,
+        k: simd::Weights::<V, R>::new(c, &w),
+        c,
+        w: &w,
+        stream,
+    };
+    let mut acc = V::splat(0.0);
+    let (sp, op) = (src.as_ptr(), out.as_mut_ptr());
+    for j in 0..rows {
+        // SAFETY: `apply_plane` checked that every row reads inside `src`
+        // (its planes, rows and columns with the radius around them) and
+        // writes inside `out`; `src` and `out` are distinct slices.
+        unsafe {
+            simd::row::<V, R, U>(
+                sp.add(first + j * s1),
+                op.add(at + j * out_s1),
+                len,
+                &ctx,
+                &mut acc,
+            )
+        };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if stream {
+        // SAFETY: SSE is part of every x86-64 target; the fence orders the
+        // non-temporal stores before what this thread does next.
+        unsafe { std::arch::x86_64::_mm_sfence() };
+    }
+    acc.all_finite() || (0..rows).all(|j| all_finite(&out[at + j * out_s1..][..len]))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2")]
+unsafe fn plane_avx512<const R: usize>(job: PlaneJob<'_, R>) -> bool {
+    // SAFETY: the caller checked for AVX-512F, AVX2 and the bounds.
+    unsafe { plane_simd::<simd::x86::V8, R, 4>(job) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn plane_avx2<const R: usize>(job: PlaneJob<'_, R>) -> bool {
+    // SAFETY: the caller checked for AVX2 and the bounds.
+    unsafe { plane_simd::<simd::x86::V4, R, 4>(job) }
 }
 
 /// True when every value of `region` in `out` (strides `s`) is finite.

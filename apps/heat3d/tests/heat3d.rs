@@ -110,13 +110,15 @@ fn blocking_overlap_and_rank_counts_give_identical_bits() {
 /// block boundaries anywhere, an odd step count (a single step after the
 /// pairs) and diagnostics every 3 steps (single steps between pairs).
 #[test]
-fn two_steps_a_pass_give_the_bits_of_one() {
+fn several_steps_a_pass_give_the_bits_of_one() {
     for (order, n) in [
         (2, [12, 16, 10]),
         (2, [3, 5, 2]),
         (4, [9, 17, 13]),
         (20, [10, 11, 12]),
     ] {
+        // Diagnostics every 3 steps: passes of 2 and 3 steps, and of 4
+        // cut short before a diagnostics step.
         for steps in [1, 2, 7] {
             let base = Config {
                 n: PerAxis::Each(n),
@@ -134,17 +136,22 @@ fn two_steps_a_pass_give_the_bits_of_one() {
                 },
                 1,
             );
-            let two = run(
-                &Config {
-                    steps_per_pass: 2,
-                    ..base
-                },
-                1,
-            );
-            assert_eq!(one.hash, two.hash, "order {order}, {n:?}, {steps} steps");
+            for k in 2..=heat3d::MAX_HOST_STEPS_PER_PASS {
+                let many = run(
+                    &Config {
+                        steps_per_pass: k,
+                        ..base.clone()
+                    },
+                    1,
+                );
+                assert_eq!(
+                    one.hash, many.hash,
+                    "order {order}, {n:?}, {steps} steps, {k} a pass"
+                );
+            }
         }
     }
-    // A non-finite value in the first step of a pair is reported there.
+    // A non-finite value in the first step of a pass is reported there.
     let e = comm::local::run(1, |c| {
         let cfg = Config {
             n: PerAxis::All(12),

@@ -68,23 +68,53 @@ impl<V: Vf, const R: usize> Weights<V, R> {
     }
 }
 
+/// Where the axis-0 neighbours of a cell are, as offsets in values from
+/// the cell: `plus[m]` for `+(m + 1) e_0`, `minus[m]` for `-(m + 1) e_0`.
+/// In a padded field they are `+-(m + 1) s0`; in a ring of planes (the
+/// host's multi-step pass) each plane sits wherever its slot is.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Planes<const R: usize> {
+    pub plus: [isize; R],
+    pub minus: [isize; R],
+}
+
+impl<const R: usize> Planes<R> {
+    /// The neighbours along an axis of stride `s0`.
+    pub fn strided(s0: usize) -> Self {
+        Planes {
+            plus: std::array::from_fn(|m| ((m + 1) * s0) as isize),
+            minus: std::array::from_fn(|m| -(((m + 1) * s0) as isize)),
+        }
+    }
+}
+
 /// `U` vectors of cells starting at `u` (consecutive along the fastest
 /// axis), each with the scalar kernel's order of operations.
 ///
 /// # Safety
 /// Every `u + x W + o` for `x < U`, lanes `0..W` and `o` in `0`,
-/// `+-m s0`, `+-m s1`, `+-m` (`m = 1..=R`) must be readable.
+/// `x0.plus[m]`, `x0.minus[m]`, `+-m s1`, `+-m` (`m = 1..=R`) must be
+/// readable.
 #[inline(always)]
 unsafe fn cells<V: Vf, const R: usize, const U: usize>(
     u: *const f64,
-    s0: usize,
+    x0: &Planes<R>,
     s1: usize,
     k: &Weights<V, R>,
 ) -> [V; U] {
     // SAFETY: every address read is one the contract lists.
     unsafe {
         let mut v: [V; U] = std::array::from_fn(|x| k.c.mul(V::load(u.add(x * V::W))));
-        axis::<V, R, U>(&mut v, u, s0, &k.w[0]);
+        for (m, wm) in k.w[0].iter().enumerate() {
+            for (x, vx) in v.iter_mut().enumerate() {
+                let p = u.wrapping_add(x * V::W);
+                let (a, b) = (
+                    V::load(p.offset(x0.plus[m])),
+                    V::load(p.offset(x0.minus[m])),
+                );
+                *vx = vx.add(wm.mul(a.add(b)));
+            }
+        }
         axis::<V, R, U>(&mut v, u, s1, &k.w[1]);
         axis::<V, R, U>(&mut v, u, 1, &k.w[2]);
         v
@@ -118,11 +148,12 @@ unsafe fn axis<V: Vf, const R: usize, const U: usize>(
 /// One cell, scalar, the same operations in the same order.
 ///
 /// # Safety
-/// `u + o` must be readable for `o` in `0`, `+-m s0`, `+-m s1`, `+-m`.
+/// `u + o` must be readable for `o` in `0`, `x0.plus[m]`, `x0.minus[m]`,
+/// `+-m s1`, `+-m`.
 #[inline(always)]
 unsafe fn cell<const R: usize>(
     u: *const f64,
-    s0: usize,
+    x0: &Planes<R>,
     s1: usize,
     c: f64,
     w: &[[f64; R]; 3],
@@ -130,7 +161,10 @@ unsafe fn cell<const R: usize>(
     // SAFETY (whole body): every address read is one the contract lists.
     unsafe {
         let mut v = c * *u;
-        for (d, s) in [s0, s1, 1].into_iter().enumerate() {
+        for m in 0..R {
+            v += w[0][m] * (*u.offset(x0.plus[m]) + *u.offset(x0.minus[m]));
+        }
+        for (d, s) in [(1, s1), (2, 1)] {
             for m in 0..R {
                 let o = (m + 1) * s;
                 v += w[d][m] * (*u.add(o) + *u.sub(o));
@@ -155,8 +189,9 @@ fn prefetch(p: *const f64) {
 
 /// What every row of one sweep shares.
 pub(super) struct Ctx<'a, V, const R: usize> {
-    /// Strides of axes 0 and 1 (axis 2 has stride 1).
-    pub s0: usize,
+    /// The axis-0 neighbours, and the stride of axis 1 (axis 2 has
+    /// stride 1).
+    pub x0: Planes<R>,
     pub s1: usize,
     /// The weights as vectors.
     pub k: Weights<V, R>,
@@ -175,7 +210,7 @@ pub(super) struct Ctx<'a, V, const R: usize> {
 ///
 /// # Safety
 /// For every cell `q < len`, `u + q + o` must be readable for the offsets
-/// of [`cells`], and `out..out + len` writable and disjoint from what is
+/// of [`cells`] (with `ctx.x0` and `ctx.s1`), and `out..out + len` writable and disjoint from what is
 /// read.
 #[inline(always)]
 pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
@@ -186,7 +221,7 @@ pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
     acc: &mut V,
 ) {
     let Ctx {
-        s0,
+        ref x0,
         s1,
         ref k,
         c,
@@ -204,7 +239,7 @@ pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
         if len < w {
             let mut z = 0.0;
             for q in 0..len {
-                let v = cell::<R>(u.add(q), s0, s1, c, ws);
+                let v = cell::<R>(u.add(q), x0, s1, c, ws);
                 *out.add(q) = v;
                 z += v;
             }
@@ -226,7 +261,7 @@ pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
             let lines_end = head + (len - head) / 8 * 8;
             let mut z = 0.0;
             while q < head {
-                let v = cell::<R>(u.add(q), s0, s1, c, ws);
+                let v = cell::<R>(u.add(q), x0, s1, c, ws);
                 *out.add(q) = v;
                 z += v;
                 q += 1;
@@ -234,10 +269,10 @@ pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
             // The plane `R` steps ahead along axis 0 is the one a sweep
             // reads from memory for the first time; two rows ahead of the
             // current one it is requested early.
-            let ahead = R * s0 + 2 * s1;
+            let ahead = x0.plus[R - 1] + 2 * s1 as isize;
             while q + U * w <= lines_end {
-                prefetch(u.wrapping_add(q + ahead));
-                let v = cells::<V, R, U>(u.add(q), s0, s1, k);
+                prefetch(u.wrapping_add(q).wrapping_offset(ahead));
+                let v = cells::<V, R, U>(u.add(q), x0, s1, k);
                 for (x, vx) in v.iter().enumerate() {
                     vx.stream(out.add(q + x * w));
                     *acc = acc.add(*vx);
@@ -245,13 +280,13 @@ pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
                 q += U * w;
             }
             while q + w <= lines_end {
-                let [v] = cells::<V, R, 1>(u.add(q), s0, s1, k);
+                let [v] = cells::<V, R, 1>(u.add(q), x0, s1, k);
                 v.stream(out.add(q));
                 *acc = acc.add(v);
                 q += w;
             }
             while q < len {
-                let v = cell::<R>(u.add(q), s0, s1, c, ws);
+                let v = cell::<R>(u.add(q), x0, s1, c, ws);
                 *out.add(q) = v;
                 z += v;
                 q += 1;
@@ -260,7 +295,7 @@ pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
             return;
         } else {
             while q + U * w <= len {
-                let v = cells::<V, R, U>(u.add(q), s0, s1, k);
+                let v = cells::<V, R, U>(u.add(q), x0, s1, k);
                 for (x, vx) in v.iter().enumerate() {
                     vx.store(out.add(q + x * w));
                     *acc = acc.add(*vx);
@@ -268,7 +303,7 @@ pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
                 q += U * w;
             }
             while q + w <= len {
-                let [v] = cells::<V, R, 1>(u.add(q), s0, s1, k);
+                let [v] = cells::<V, R, 1>(u.add(q), x0, s1, k);
                 v.store(out.add(q));
                 *acc = acc.add(v);
                 q += w;
@@ -277,10 +312,56 @@ pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
         if q < len {
             // The last W cells of the row; lanes below `q - t` are done.
             let t = len - w;
-            let [v] = cells::<V, R, 1>(u.add(t), s0, s1, k);
+            let [v] = cells::<V, R, 1>(u.add(t), x0, s1, k);
             v.store_from(out.add(t), q - t);
             *acc = acc.add(v);
         }
+    }
+}
+
+/// One double: the portable kernel where a sweep needs [`row`] (the
+/// multi-step pass's planes), with the same operations in the same order.
+#[derive(Clone, Copy)]
+pub(super) struct V1(f64);
+
+impl Vf for V1 {
+    const W: usize = 1;
+    #[inline(always)]
+    fn splat(v: f64) -> Self {
+        V1(v)
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f64) -> Self {
+        // SAFETY: one readable double (caller).
+        V1(unsafe { *p })
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f64) {
+        // SAFETY: one writable double (caller).
+        unsafe { *p = self.0 }
+    }
+    #[inline(always)]
+    unsafe fn stream(self, p: *mut f64) {
+        // SAFETY: as `store`.
+        unsafe { *p = self.0 }
+    }
+    #[inline(always)]
+    unsafe fn store_from(self, p: *mut f64, from: usize) {
+        // SAFETY: `from < 1`, so the one lane is writable (caller).
+        debug_assert_eq!(from, 0);
+        unsafe { *p = self.0 }
+    }
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        V1(self.0 + o.0)
+    }
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        V1(self.0 * o.0)
+    }
+    #[inline(always)]
+    fn all_finite(self) -> bool {
+        self.0.is_finite()
     }
 }
 

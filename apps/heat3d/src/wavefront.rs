@@ -1,0 +1,377 @@
+//! The host's multi-step pass: `k` Euler steps of one rank that is its own
+//! periodic neighbour, in one sweep over the field in memory (temporal
+//! blocking with a wavefront along axis 0).
+//!
+//! The owned box is cut into tiles of rows along axis 1. For one tile, the
+//! pass walks along axis 0 and keeps, for every level `s = 0..k` (level 0
+//! is the input, level `s` the field after `s` steps), a ring of the
+//! `2R + 1` latest planes of that level, each holding the tile's rows and
+//! `(k - s) R` more rows on each side (level `s + 1` needs `R` of them on
+//! each side of its own). At position `t` the pass gathers input plane `t`
+//! into level 0 (periodic indices on every axis), then computes plane
+//! `t - s R` of each level `s = 1..k` from the `2R + 1` planes of level
+//! `s - 1` around it, the last level straight into the output field. The
+//! rings of a tile fit in the core's L2 cache (about [`BUDGET`]), so a pass
+//! reads the field from memory about once and writes it once for `k` steps,
+//! where `k` single steps move it `k` times. The price is the rows computed
+//! twice (`(k - 1) R` on each side of a tile, every level but the last) and
+//! the planes past the ends of axis 0, which are the periodic images of
+//! planes at the other end and are computed again rather than carried.
+//!
+//! Every value is computed by [`Sweep::apply_plane`], the sweep's
+//! arithmetic in the sweep's order, from the same operands as in a single
+//! step, so `k` steps a pass give the bits of `k` single steps.
+
+use crate::stencil::Sweep;
+use halo::FieldLayout;
+
+/// The bytes of ring planes a tile aims at: a quarter of the last-level
+/// cache (32 MiB) of the development machine's AMD EPYC. Rings sized for
+/// its 1 MiB L2 measured slower: at 256^3, FD-2, four steps a pass took
+/// 20.6 ms a step with tiles of 23 rows (0.77 MiB of rings), 16.5 with 64
+/// and 14.5-15.6 with the whole axis (6.2 MiB); at 512^3 99 ms with 128
+/// rows (6.4 MiB), 109 with 64, 171 with 256 and 211 with the whole axis,
+/// against 178 for one step a pass.
+pub const BUDGET: usize = 7 << 20;
+
+/// The rings of the multi-step pass for one padded layout (ghost width
+/// `R` on every axis, `R` the sweep's radius).
+#[derive(Debug)]
+pub struct Wavefront {
+    /// The most steps one pass advances.
+    steps: usize,
+    r: usize,
+    n: [usize; 3],
+    /// Values a row (the padded length of axis 2) and a plane (axis 1 and
+    /// 2) of the field.
+    s1: usize,
+    s0: usize,
+    /// Output rows a tile.
+    tile: usize,
+    /// Values a ring slot: the rows of level 0 of a full tile.
+    slot: usize,
+    /// Levels `0..steps`, `2R + 1` slots each.
+    ring: Vec<f64>,
+}
+
+impl Wavefront {
+    /// The rings for passes of up to `steps` steps (at least 2) on
+    /// `layout`, whose ghost width is the sweep's radius on every axis and
+    /// whose owned extents are at least that radius.
+    pub fn new(layout: &FieldLayout, steps: usize) -> Self {
+        let r = layout.ghost[0];
+        let s1 = layout.strides()[1];
+        let ring_rows = |tile: usize| steps * (2 * r + 1) * (tile + 2 * steps * r);
+        let per_row = s1 * std::mem::size_of::<f64>();
+        // The widest tile whose rings fit the budget, at least 8 rows (or
+        // the whole axis): the rows computed twice are a smaller share of
+        // a wider tile.
+        let mut tile = layout.owned[1];
+        while tile > 8 && ring_rows(tile) * per_row > BUDGET {
+            tile -= 1;
+        }
+        Self::with_tile(layout, steps, tile)
+    }
+
+    /// As [`Wavefront::new`], with tiles of `tile` rows (at least 1).
+    pub fn with_tile(layout: &FieldLayout, steps: usize, tile: usize) -> Self {
+        let r = layout.ghost[0];
+        assert!(tile >= 1, "tiles of at least one row");
+        assert!(steps >= 2, "a multi-step pass advances at least 2 steps");
+        assert!(
+            layout.ghost == [r; 3] && layout.components == 1,
+            "the pass needs one component and ghost width {r} on every axis ({layout:?})"
+        );
+        assert!(
+            layout.owned.iter().all(|&n| n >= r.max(1)),
+            "owned extents {:?} below the radius {r}",
+            layout.owned
+        );
+        let [s0, s1, _] = layout.strides();
+        let n = layout.owned;
+        let tile = tile.min(n[1]);
+        let slot = (tile + 2 * steps * r) * s1;
+        Wavefront {
+            steps,
+            r,
+            n,
+            s1,
+            s0,
+            tile,
+            slot,
+            ring: vec![0.0; steps * (2 * r + 1) * slot],
+        }
+    }
+
+    /// The most steps one pass advances.
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+
+    /// Output rows (along axis 1) of one tile.
+    pub fn tile(&self) -> usize {
+        self.tile
+    }
+
+    /// Advances `k` steps (`2..=steps`) of `sweep` from the owned cells of
+    /// `u` into those of `a` (both of the layout given to [`Wavefront::new`];
+    /// the ghosts of `u` are not read, those of `a` not written). Returns
+    /// the first of the `k` steps (from 1) that wrote a non-finite value,
+    /// if one did. `stream` writes the output with non-temporal stores.
+    pub fn run(
+        &mut self,
+        sweep: &Sweep,
+        k: usize,
+        u: &[f64],
+        a: &mut [f64],
+        stream: bool,
+    ) -> Option<usize> {
+        assert!(
+            (2..=self.steps).contains(&k),
+            "{k} steps in a pass of at most {}",
+            self.steps
+        );
+        assert_eq!(
+            sweep.radius, self.r,
+            "the sweep's radius against the layout's ghosts"
+        );
+        let len = self.n[0] * self.s0 + 2 * self.r * self.s0;
+        assert!(
+            u.len() >= len && a.len() >= len,
+            "fields of {} and {} values, the layout has {len}",
+            u.len(),
+            a.len()
+        );
+        let Wavefront {
+            r,
+            n,
+            s0,
+            s1,
+            tile,
+            slot,
+            ..
+        } = *self;
+        let nslots = 2 * r + 1;
+        let level = nslots * slot;
+        let ring = &mut self.ring;
+        let mut ok = vec![true; k + 1];
+        // Where plane `q` of level `s` starts in the ring.
+        let at = |s: usize, q: isize| s * level + q.rem_euclid(nslots as isize) as usize * slot;
+        let (n0, n1) = (n[0] as isize, n[1] as isize);
+        let kr = (k * r) as isize;
+        for j0 in (0..n[1]).step_by(tile) {
+            let rows = tile.min(n[1] - j0);
+            // Rows of level s: the tile's and (k - s) r more on each side.
+            let lines = |s: usize| rows + 2 * (k - s) * r;
+            for t in -kr..n0 + kr {
+                for s in 0..=k {
+                    let q = t - (s * r) as isize;
+                    let ext = ((k - s) * r) as isize;
+                    if q < -ext || q >= n0 + ext {
+                        continue;
+                    }
+                    if s == 0 {
+                        // Input plane q (periodic), rows j0 - kr.. (periodic).
+                        let p = q.rem_euclid(n0) as usize + r;
+                        let dst = &mut ring[at(0, q)..][..slot];
+                        for l in 0..lines(0) {
+                            let j = (j0 as isize - kr + l as isize).rem_euclid(n1) as usize + r;
+                            let from = p * s0 + j * s1 + r;
+                            let row = &mut dst[l * s1..(l + 1) * s1];
+                            row[r..r + n[2]].copy_from_slice(&u[from..from + n[2]]);
+                            row_ghosts(row, r, n[2]);
+                        }
+                        continue;
+                    }
+                    let planes: Vec<usize> = (-(r as isize)..=r as isize)
+                        .map(|d| at(s - 1, q + d))
+                        .collect();
+                    if s < k {
+                        // Level s from level s - 1: its rows r.. of level
+                        // s - 1's, into the rows 0.. of its own plane.
+                        let (src, rest) = ring.split_at_mut(s * level);
+                        let start = at(s, q) - s * level;
+                        let dst = &mut rest[start..start + slot];
+                        ok[s] &= sweep.apply_plane(
+                            src,
+                            &planes,
+                            s1,
+                            r..r + lines(s),
+                            r..r + n[2],
+                            dst,
+                            (r, s1),
+                            false,
+                        );
+                        for l in 0..lines(s) {
+                            row_ghosts(&mut dst[l * s1..(l + 1) * s1], r, n[2]);
+                        }
+                    } else {
+                        // The last level: the tile's rows of owned plane q.
+                        let to = (q as usize + r) * s0 + (j0 + r) * s1 + r;
+                        ok[s] &= sweep.apply_plane(
+                            ring,
+                            &planes,
+                            s1,
+                            r..r + rows,
+                            r..r + n[2],
+                            a,
+                            (to, s1),
+                            stream,
+                        );
+                    }
+                }
+            }
+        }
+        ok.iter().skip(1).position(|&o| !o).map(|s| s + 1)
+    }
+}
+
+/// Fills the `r` ghost values at each end of a padded row of `n` owned
+/// values with their periodic images.
+fn row_ghosts(row: &mut [f64], r: usize, n: usize) {
+    for m in 1..=r {
+        row[r - m] = row[r + (n - m % n) % n];
+        row[r + n - 1 + m] = row[r + (n - 1 + m) % n];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use halo::Region;
+
+    /// The periodic images into every ghost of a one-rank padded field.
+    fn periodic_ghosts(l: &FieldLayout, u: &mut [f64]) {
+        let p = l.padded();
+        let r = l.ghost[0] as isize;
+        let s = l.strides();
+        for i in 0..p[0] {
+            for j in 0..p[1] {
+                for z in 0..p[2] {
+                    let src = [i, j, z]
+                        .iter()
+                        .zip(l.owned)
+                        .map(|(&x, n)| {
+                            (x as isize - r).rem_euclid(n as isize) as usize + r as usize
+                        })
+                        .collect::<Vec<_>>();
+                    u[i * s[0] + j * s[1] + z] = u[src[0] * s[0] + src[1] * s[1] + src[2]];
+                }
+            }
+        }
+    }
+
+    /// `k` single sweeps, each after a periodic ghost fill.
+    fn reference(sweep: &Sweep, l: &FieldLayout, u: &[f64], k: usize) -> Vec<f64> {
+        let mut u = u.to_vec();
+        let mut a = vec![0.0; u.len()];
+        let region: Region = l.owned_region();
+        for _ in 0..k {
+            periodic_ghosts(l, &mut u);
+            assert!(sweep.apply(l, &u, &mut a, &region));
+            std::mem::swap(&mut u, &mut a);
+        }
+        u
+    }
+
+    fn owned_of(l: &FieldLayout, u: &[f64]) -> Vec<u64> {
+        let s = l.strides();
+        let r = l.ghost[0];
+        let mut v = vec![];
+        for i in 0..l.owned[0] {
+            for j in 0..l.owned[1] {
+                for z in 0..l.owned[2] {
+                    v.push(u[(i + r) * s[0] + (j + r) * s[1] + z + r].to_bits());
+                }
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn passes_give_the_bits_of_single_steps() {
+        // Extents between the radius and twice it, odd ones, and one that
+        // needs several tiles; orders 2, 4 and 8; 2 to 4 steps a pass.
+        for (order, owned) in [
+            (2, [3, 5, 2]),
+            (2, [7, 40, 9]),
+            (4, [5, 3, 4]),
+            (4, [9, 11, 13]),
+            (8, [6, 9, 4]),
+        ] {
+            let r = order / 2;
+            let l = FieldLayout {
+                owned,
+                ghost: [r; 3],
+                components: 1,
+            };
+            let h = [0.7, 0.9, 1.1];
+            let sweep = Sweep::new(order, h, 0.02, true).unwrap();
+            let mut u = vec![0.0; l.padded_len()];
+            for (q, v) in u.iter_mut().enumerate() {
+                *v = ((q * 7919) % 1013) as f64 / 1013.0 - 0.5;
+            }
+            for steps in [2, 4] {
+                // The default tile (the whole axis here), and tiles of 1, 2
+                // and 3 rows.
+                for tile in [0, 1, 2, 3] {
+                    let mut w = match tile {
+                        0 => Wavefront::new(&l, steps),
+                        t => Wavefront::with_tile(&l, steps, t),
+                    };
+                    for k in 2..=steps {
+                        let want = owned_of(&l, &reference(&sweep, &l, &u, k));
+                        let mut a = vec![f64::NAN; u.len()];
+                        assert_eq!(w.run(&sweep, k, &u, &mut a, false), None);
+                        assert_eq!(
+                            owned_of(&l, &a),
+                            want,
+                            "order {order}, {owned:?}, tile {tile}, {k} steps"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn tiles_follow_the_budget() {
+        let l = |n: usize, r: usize| FieldLayout {
+            owned: [n; 3],
+            ghost: [r; 3],
+            components: 1,
+        };
+        // Small boxes take the whole axis.
+        // Boxes whose rings fit take the whole axis.
+        assert_eq!(Wavefront::new(&l(16, 1), 4).tile(), 16);
+        assert_eq!(Wavefront::new(&l(256, 1), 4).tile(), 256);
+        for (n, r, k) in [(512, 1, 4), (512, 2, 3), (1024, 1, 2)] {
+            let w = Wavefront::new(&l(n, r), k);
+            let bytes = |t: usize| k * (2 * r + 1) * (t + 2 * k * r) * (n + 2 * r) * 8;
+            assert!(bytes(w.tile()) <= BUDGET || w.tile() == 8, "{n} {r} {k}");
+            assert!(bytes(w.tile() + 1) > BUDGET, "{n} {r} {k}: not the widest");
+        }
+    }
+
+    #[test]
+    fn a_non_finite_value_is_reported_at_its_step() {
+        let l = FieldLayout {
+            owned: [6, 7, 5],
+            ghost: [1; 3],
+            components: 1,
+        };
+        let sweep = Sweep::new(2, [1.0; 3], 0.1, true).unwrap();
+        let mut u = vec![1.0; l.padded_len()];
+        let s = l.strides();
+        u[3 * s[0] + 4 * s[1] + 2] = f64::INFINITY;
+        let mut w = Wavefront::new(&l, 3);
+        let mut a = vec![0.0; u.len()];
+        assert_eq!(w.run(&sweep, 3, &u, &mut a, false), Some(1));
+        // A value that grows about 6e60 times a step: finite after the
+        // first step (6e260), infinite after the second.
+        let mut u = vec![1.0; l.padded_len()];
+        u[3 * s[0] + 4 * s[1] + 2] = 1e200;
+        let big = Sweep::new(2, [1.0; 3], 1e60, true).unwrap();
+        assert_eq!(w.run(&big, 3, &u, &mut a, false), Some(2));
+    }
+}
