@@ -208,12 +208,13 @@ pub struct Config {
     pub gpu_exchange: GpuExchange,
     /// How one self-periodic rank's GPU stencil reads across its faces.
     pub gpu_periodic: GpuPeriodic,
-    /// Euler steps one pass over the box advances (1 or 2; 0: the
-    /// default). Two steps a pass (temporal blocking: the intermediate
-    /// values stay in cache, or on the chip) need one rank that is its own
-    /// periodic neighbour, blocking mode and the Euler finite-difference
-    /// step; on a GPU also order 2 and `gpu_periodic` not `copy`. The
-    /// default takes two where possible at orders 2 and 4 on the host, and
+    /// Euler steps one pass over the box advances (1 to
+    /// [`crate::MAX_HOST_STEPS_PER_PASS`] on the host, 1 or 2 on a GPU; 0:
+    /// the default). Several steps a pass (temporal blocking: the
+    /// intermediate values stay in cache, or on the chip) need one rank that
+    /// is its own periodic neighbour, blocking mode and the Euler
+    /// finite-difference step; on a GPU also order 2 and `gpu_periodic` not
+    /// `copy`. The default takes four on the host at orders 2 to 6, and two
     /// on a GPU from 2^26 owned cells, where each measured faster. Changes
     /// no bit.
     pub steps_per_pass: usize,

@@ -133,13 +133,13 @@ const AUTO_TWO_CELLS: usize = 1 << 26;
 /// The Euler steps one pass of the stencil advances (`steps_per_pass`)
 /// for a run of `ranks` ranks in which one rank that is its own periodic
 /// neighbour reads across its faces (`wrap`, see [`periodic_reads`]). Two
-/// (`fd_two`) need `wrap` and order 2 besides [`crate::two_step_unmet`]'s
+/// (`fd_two`) need `wrap` and order 2 besides [`crate::multi_step_unmet`]'s
 /// conditions (at order 4 the same scheme measured 1.8 times slower than
 /// one step a pass: its output tile, 32 - 4R cells wide, keeps 56 % of
 /// the threads' cells, and its queues and shared rings double); the
 /// default takes two where possible from [`AUTO_TWO_CELLS`] owned cells.
 fn steps_per_pass(cfg: &Config, ranks: usize, wrap: bool) -> Result<usize> {
-    let mut unmet = crate::two_step_unmet(cfg);
+    let mut unmet = crate::multi_step_unmet(cfg);
     if !wrap {
         unmet.insert(
             0,

@@ -815,11 +815,11 @@ fn host_auto_steps(order: usize) -> usize {
 /// The steps one host pass advances (`steps_per_pass`) on `ranks` ranks
 /// with the rank's `layout`. More than one need one rank (its own periodic
 /// neighbour, every owned extent at least the radius) besides
-/// [`two_step_unmet`]'s conditions; the default is [`host_auto_steps`]
+/// [`multi_step_unmet`]'s conditions; the default is [`host_auto_steps`]
 /// where they are possible.
 fn host_steps_per_pass(cfg: &Config, ranks: usize, layout: &FieldLayout) -> Result<usize> {
     let r = layout.ghost[0];
-    let mut unmet = two_step_unmet(cfg);
+    let mut unmet = multi_step_unmet(cfg);
     if !(ranks == 1 && layout.owned.iter().all(|&n| n >= r)) {
         unmet.insert(
             0,
@@ -838,10 +838,10 @@ fn host_steps_per_pass(cfg: &Config, ranks: usize, layout: &FieldLayout) -> Resu
     )
 }
 
-/// The conditions for two steps a pass that every backend has and `cfg`
+/// The conditions for more than one step a pass that every backend has and `cfg`
 /// does not meet, each naming what the run has: blocking mode and the
 /// Euler finite-difference step.
-pub(crate) fn two_step_unmet(cfg: &Config) -> Vec<String> {
+pub(crate) fn multi_step_unmet(cfg: &Config) -> Vec<String> {
     let mut unmet = vec![];
     if cfg.mode != Mode::Blocking {
         unmet.push(format!("blocking mode (this run: {:?})", cfg.mode));
