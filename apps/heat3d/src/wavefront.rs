@@ -46,11 +46,19 @@ pub struct Wavefront {
     /// 2) of the field.
     s1: usize,
     s0: usize,
+    /// Values a row of a ring plane (a multiple of 8), and where in it the
+    /// owned values start (a multiple of 8, at least the radius): each
+    /// owned row starts on a 64-byte boundary, so the loads of the
+    /// centre and of the axis-0 and axis-1 neighbours are aligned.
+    rs: usize,
+    c0: usize,
     /// Output rows a tile.
     tile: usize,
     /// Values a ring slot: the rows of level 0 of a full tile.
     slot: usize,
-    /// Levels `0..steps`, `2R + 1` slots each.
+    /// Where the rings start in `ring` (its first 64-byte boundary).
+    base: usize,
+    /// Levels `0..steps`, `2R + 1` slots each, after `base`.
     ring: Vec<f64>,
 }
 
@@ -60,9 +68,8 @@ impl Wavefront {
     /// whose owned extents are at least that radius.
     pub fn new(layout: &FieldLayout, steps: usize) -> Self {
         let r = layout.ghost[0];
-        let s1 = layout.strides()[1];
         let ring_rows = |tile: usize| steps * (2 * r + 1) * (tile + 2 * steps * r);
-        let per_row = s1 * std::mem::size_of::<f64>();
+        let per_row = ring_row(r, layout.owned[2]).1 * std::mem::size_of::<f64>();
         // The widest tile whose rings fit the budget, at least 8 rows (or
         // the whole axis): the rows computed twice are a smaller share of
         // a wider tile.
@@ -90,16 +97,24 @@ impl Wavefront {
         let [s0, s1, _] = layout.strides();
         let n = layout.owned;
         let tile = tile.min(n[1]);
-        let slot = (tile + 2 * steps * r) * s1;
+        let (c0, rs) = ring_row(r, n[2]);
+        let slot = (tile + 2 * steps * r) * rs;
+        let ring = vec![0.0; steps * (2 * r + 1) * slot + 7];
+        // The pointer of a vector of f64 is 8-byte aligned; it never moves,
+        // as the vector is never resized.
+        let base = (64 - ring.as_ptr() as usize % 64) % 64 / 8;
         Wavefront {
             steps,
             r,
             n,
             s1,
             s0,
+            rs,
+            c0,
             tile,
             slot,
-            ring: vec![0.0; steps * (2 * r + 1) * slot],
+            base,
+            ring,
         }
     }
 
@@ -147,8 +162,11 @@ impl Wavefront {
             n,
             s0,
             s1,
+            rs,
+            c0,
             tile,
             slot,
+            base,
             ..
         } = *self;
         let nslots = 2 * r + 1;
@@ -156,7 +174,9 @@ impl Wavefront {
         let ring = &mut self.ring;
         let mut ok = vec![true; k + 1];
         // Where plane `q` of level `s` starts in the ring.
-        let at = |s: usize, q: isize| s * level + q.rem_euclid(nslots as isize) as usize * slot;
+        let at =
+            |s: usize, q: isize| base + s * level + q.rem_euclid(nslots as isize) as usize * slot;
+        let owned = c0..c0 + n[2];
         let (n0, n1) = (n[0] as isize, n[1] as isize);
         let kr = (k * r) as isize;
         for j0 in (0..n[1]).step_by(tile) {
@@ -177,9 +197,9 @@ impl Wavefront {
                         for l in 0..lines(0) {
                             let j = (j0 as isize - kr + l as isize).rem_euclid(n1) as usize + r;
                             let from = p * s0 + j * s1 + r;
-                            let row = &mut dst[l * s1..(l + 1) * s1];
-                            row[r..r + n[2]].copy_from_slice(&u[from..from + n[2]]);
-                            row_ghosts(row, r, n[2]);
+                            let row = &mut dst[l * rs..(l + 1) * rs];
+                            row[owned.clone()].copy_from_slice(&u[from..from + n[2]]);
+                            row_ghosts(row, c0, r, n[2]);
                         }
                         continue;
                     }
@@ -189,21 +209,21 @@ impl Wavefront {
                     if s < k {
                         // Level s from level s - 1: its rows r.. of level
                         // s - 1's, into the rows 0.. of its own plane.
-                        let (src, rest) = ring.split_at_mut(s * level);
-                        let start = at(s, q) - s * level;
+                        let (src, rest) = ring.split_at_mut(base + s * level);
+                        let start = at(s, q) - base - s * level;
                         let dst = &mut rest[start..start + slot];
                         ok[s] &= sweep.apply_plane(
                             src,
                             &planes,
-                            s1,
+                            rs,
                             r..r + lines(s),
-                            r..r + n[2],
+                            owned.clone(),
                             dst,
-                            (r, s1),
+                            (c0, rs),
                             false,
                         );
                         for l in 0..lines(s) {
-                            row_ghosts(&mut dst[l * s1..(l + 1) * s1], r, n[2]);
+                            row_ghosts(&mut dst[l * rs..(l + 1) * rs], c0, r, n[2]);
                         }
                     } else {
                         // The last level: the tile's rows of owned plane q.
@@ -211,9 +231,9 @@ impl Wavefront {
                         ok[s] &= sweep.apply_plane(
                             ring,
                             &planes,
-                            s1,
+                            rs,
                             r..r + rows,
-                            r..r + n[2],
+                            owned.clone(),
                             a,
                             (to, s1),
                             stream,
@@ -226,12 +246,20 @@ impl Wavefront {
     }
 }
 
-/// Fills the `r` ghost values at each end of a padded row of `n` owned
-/// values with their periodic images.
-fn row_ghosts(row: &mut [f64], r: usize, n: usize) {
+/// Where the owned values of a ring row start and the values a ring row
+/// holds, for radius `r` and `n` owned values: both multiples of 8, the
+/// row at least `r` wider than the owned values on each side.
+fn ring_row(r: usize, n: usize) -> (usize, usize) {
+    let c0 = r.div_ceil(8) * 8;
+    (c0, (c0 + n + r).div_ceil(8) * 8)
+}
+
+/// Fills the `r` ghost values on each side of the `n` owned values of a
+/// row, which start at `c0`, with their periodic images.
+fn row_ghosts(row: &mut [f64], c0: usize, r: usize, n: usize) {
     for m in 1..=r {
-        row[r - m] = row[r + (n - m % n) % n];
-        row[r + n - 1 + m] = row[r + (n - 1 + m) % n];
+        row[c0 - m] = row[c0 + (n - m % n) % n];
+        row[c0 + n - 1 + m] = row[c0 + (n - 1 + m) % n];
     }
 }
 
@@ -342,12 +370,17 @@ mod tests {
             components: 1,
         };
         // Small boxes take the whole axis.
+        // Ring rows: owned values from a multiple of 8, at least the radius
+        // in; the row a multiple of 8 with the radius after the owned ones.
+        assert_eq!(ring_row(1, 256), (8, 272));
+        assert_eq!(ring_row(10, 5), (16, 32));
+        assert_eq!(ring_row(8, 8), (8, 24));
         // Boxes whose rings fit take the whole axis.
         assert_eq!(Wavefront::new(&l(16, 1), 4).tile(), 16);
         assert_eq!(Wavefront::new(&l(256, 1), 4).tile(), 256);
         for (n, r, k) in [(512, 1, 4), (512, 2, 3), (1024, 1, 2)] {
             let w = Wavefront::new(&l(n, r), k);
-            let bytes = |t: usize| k * (2 * r + 1) * (t + 2 * k * r) * (n + 2 * r) * 8;
+            let bytes = |t: usize| k * (2 * r + 1) * (t + 2 * k * r) * ring_row(r, n).1 * 8;
             assert!(bytes(w.tile()) <= BUDGET || w.tile() == 8, "{n} {r} {k}");
             assert!(bytes(w.tile() + 1) > BUDGET, "{n} {r} {k}: not the widest");
         }
