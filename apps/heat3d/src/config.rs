@@ -215,7 +215,7 @@ pub struct Config {
     /// is its own periodic neighbour, blocking mode and the Euler
     /// finite-difference step; on a GPU also order 2 and `gpu_periodic` not
     /// `copy`. The default takes four on the host at orders 2 to 6, and two
-    /// on a GPU from 2^26 owned cells, where each measured faster. Changes
+    /// on a GPU from 2^24 owned cells, where each measured faster. Changes
     /// no bit.
     pub steps_per_pass: usize,
     /// Output files.

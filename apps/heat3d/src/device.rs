@@ -126,9 +126,9 @@ fn periodic_reads(cfg: &Config) -> bool {
 /// Owned cells from which the default passes two Euler steps at a time
 /// (where possible): measured on an H200 (heat3d, blocking Euler, ms a
 /// step), two steps a pass took 0.494 ms at 512^3 against 0.570 for one,
-/// and 0.0799 at 256^3 against 0.0788, where the 800 blocks of the
-/// two-step pass fill the GPU about one and a half times.
-const AUTO_TWO_CELLS: usize = 1 << 26;
+/// and 0.075 at 256^3 (with [`two_chunk`]'s 52 planes a block) against
+/// 0.079-0.080. Smaller boxes were not measured.
+const AUTO_TWO_CELLS: usize = 1 << 24;
 
 /// The Euler steps one pass of the stencil advances (`steps_per_pass`)
 /// for a run of `ranks` ranks in which one rank that is its own periodic
@@ -157,17 +157,26 @@ fn steps_per_pass(cfg: &Config, ranks: usize, wrap: bool) -> Result<usize> {
     crate::resolve_steps_per_pass(cfg.steps_per_pass, &unmet, auto, 2, "a GPU")
 }
 
-/// `fd_two`'s output planes a block marches along axis 0: 64 where that
-/// still makes 2048 blocks (about 15 per SM of an H200), else 32
-/// (measured at 512^3: 0.494 ms a step with 64, 0.510 with 32, 0.546 with
-/// 16; at 256^3: 0.0799 with 32, 0.0879 with 64, 0.0814 with 16).
-fn two_chunk(owned: [usize; 3]) -> usize {
-    let (gx, gy, gz) = two_grid(owned, 1, 64);
-    if gx as usize * gy as usize * gz as usize >= 2048 {
-        64
-    } else {
-        32
-    }
+/// `fd_two`'s output planes a block marches along axis 0, for a device
+/// that runs `slots` of its blocks at once (SMs times resident blocks an
+/// SM): the chunk in 16..=64 that minimises the launch's waves of blocks
+/// times the planes a block passes over (its chunk and 8 more, the fill of
+/// its queues), the larger on a tie. A last wave that holds a few blocks
+/// costs as much as a full one: on an H200 (132 SMs, 2 blocks each) at
+/// 256^3, where 100 tiles make a block a plane, chunks 52 / 26 / 20 (1.9,
+/// 3.8 and 4.9 waves) took 0.075 / 0.078 / 0.078 ms a step, but 32 / 43 /
+/// 64 (3.03, 2.27 and 1.52 waves) 0.080 / 0.089 / 0.088; at 512^3 64 (10.9
+/// waves) took 0.495, 58 / 52 / 40 0.500 / 0.504 / 0.506.
+fn two_chunk(owned: [usize; 3], slots: usize) -> usize {
+    let slots = slots.max(1);
+    (16..=64)
+        .rev()
+        .min_by_key(|&c| {
+            let (gx, gy, gz) = two_grid(owned, 1, c);
+            let blocks = gx as usize * gy as usize * gz as usize;
+            blocks.div_ceil(slots) * (c + 8)
+        })
+        .expect("a non-empty range")
 }
 
 /// `fd_two`'s grid on `owned` cells at radius `r` with `chunk` output
@@ -431,6 +440,16 @@ impl DeviceSolver {
                 None
             },
         };
+        // Blocks of `fd_two` the device holds at once.
+        let two_slots = match &k.two {
+            Some(two) => {
+                let per_sm = two
+                    .occupancy_max_active_blocks_per_multiprocessor(32 * TWO_STEP.1, 0, None)
+                    .map_err(|e| anyhow!("the occupancy of the two-step stencil: {e:?}"))?;
+                dev.info().multiprocessors * per_sm as usize
+            }
+            None => 1,
+        };
         let chunk = chunk.min(i32::MAX as usize) as i32;
         let spectral = if spectral {
             Some(Self::spectral(&dev, comm, topo, cfg, dt)?)
@@ -473,7 +492,7 @@ impl DeviceSolver {
             two_chunk: if cfg.gpu_chunk > 0 {
                 cfg.gpu_chunk
             } else {
-                two_chunk(layout.owned)
+                two_chunk(layout.owned, two_slots)
             },
             timer: StepTimer::default(),
             per_pass: vec![],
@@ -1006,10 +1025,10 @@ mod tests {
             ..Config::default()
         };
         let b = Mode::Blocking;
-        // The default: two at order 2 from 2^26 cells, one elsewhere.
+        // The default: two at order 2 from 2^24 cells, one elsewhere.
         for order in (2..=20).step_by(2) {
-            for n in [256, 512] {
-                let want = if order == 2 && n == 512 { 2 } else { 1 };
+            for n in [128, 256, 512] {
+                let want = if order == 2 && n >= 256 { 2 } else { 1 };
                 let got = steps_per_pass(&cfg(order, n, b, 0), 1, true).unwrap();
                 assert_eq!(got, want, "order {order}, {n}^3");
             }
@@ -1045,10 +1064,25 @@ mod tests {
     }
 
     #[test]
-    fn two_step_chunks_follow_the_grid() {
-        assert_eq!(two_chunk([512, 512, 512]), 64);
-        assert_eq!(two_chunk([256, 256, 256]), 32);
-        assert_eq!(two_chunk([12, 16, 10]), 32);
+    fn two_step_chunks_follow_the_waves() {
+        // An H200: 132 SMs, 2 blocks of fd_two each.
+        let h200 = 264;
+        assert_eq!(two_chunk([512, 512, 512], h200), 64);
+        assert_eq!(two_chunk([256, 256, 256], h200), 52);
+        // The model against a count by hand at 256^3: 100 tiles a plane
+        // of blocks, so 52 makes 500 blocks (2 waves, 2 x 60) and 64 400
+        // (2 waves, 2 x 72), 26 1000 (4 x 34).
+        let cost = |c: usize| {
+            let (gx, gy, gz) = two_grid([256; 3], 1, c);
+            (gx * gy * gz) as usize
+        };
+        assert_eq!((cost(52), cost(64), cost(26)), (500, 400, 1000));
+        // A box smaller than a chunk: one wave whatever the chunk, so the
+        // fewest planes a block (16).
+        assert_eq!(two_chunk([12, 16, 10], h200), 16);
+        // One slot: waves are blocks, so the chunk that covers the box in
+        // the fewest planes of work.
+        assert_eq!(two_chunk([64, 28, 32], 1), 64);
     }
 
     #[test]
