@@ -8,9 +8,10 @@
 //!    bricks (global size = brick × grid), FD-2, both exchange modes; the
 //!    per-phase medians of heat3d's report and the efficiency t(1)/t(P).
 //! 2. **Order sweep**: orders 2, 4, ..., 20 on one rank at 256³ (128³
-//!    quick), blocking mode (one pass over the box for two steps, heat3d's
-//!    default on one rank; the weak-scaling runs pass one step at a
-//!    time, so that every rank count runs the same sweep). Around each run,
+//!    quick), blocking mode (heat3d's default steps a pass on one rank:
+//!    four at orders 2 to 6, one from order 8; the weak-scaling runs pass
+//!    one step at a time, so that every rank count runs the same sweep).
+//!    Around each run,
 //!    measured by this process half just before and half just after it,
 //!    the copy floor ([`crate::stream`]): the faster of the library copy
 //!    and a non-temporal copy of one f64 array of the padded size
