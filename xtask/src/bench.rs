@@ -1,5 +1,5 @@
 //! `cargo xtask bench heat3d [--quick] [--out DIR]`: heat3d's performance
-//! in three parts, each printed as a table as it finishes, then written to
+//! in four parts, each printed as a table as it finishes, then written to
 //! `DIR/heat3d.json` (everything) and `DIR/heat3d.png` (the plot, see
 //! [`crate::plot`]). `DIR` defaults to `target/bench/heat3d`.
 //!
@@ -8,11 +8,10 @@
 //!    bricks (global size = brick × grid), FD-2, both exchange modes; the
 //!    per-phase medians of heat3d's report and the efficiency t(1)/t(P).
 //! 2. **Order sweep**: orders 2, 4, ..., 20 on one rank at 256³ (128³
-//!    quick), blocking mode (heat3d's default steps a pass on one rank:
-//!    four at orders 2 to 6, one from order 8; the weak-scaling runs pass
-//!    one step at a time, so that every rank count runs the same sweep).
-//!    Around each run,
-//!    measured by this process half just before and half just after it,
+//!    quick), blocking mode (heat3d's default steps a pass on one rank; the
+//!    weak-scaling runs pass one step at a time, so that every rank count
+//!    runs the same sweep). Around each run, measured by this process half
+//!    just before and half just after it,
 //!    the copy floor ([`crate::stream`]): the faster of the library copy
 //!    and a non-temporal copy of one f64 array of the padded size
 //!    ((n + order)³ values) into another. The ratio step/floor is how far
@@ -26,7 +25,13 @@
 //!    ([`heat3d::stencil::peak`]; the best pass, before and after the
 //!    sweep). The sweep may not fuse its multiplies and adds (its bits must
 //!    match the device kernel's), so half of that peak is its ceiling.
-//! 3. **Blocking vs overlap** at 2 and 4 ranks, from the weak-scaling runs:
+//! 3. **Steps a pass**: one rank, blocking, at the sweep size, orders 2,
+//!    4, 6 and 8, each run with 1, 2 and 4 steps a pass (`--steps-per-pass`),
+//!    two interleaved rounds, the best kept: ms a step, the speed-up over
+//!    one step a pass and the best against the copy floor measured around
+//!    the runs of that order. The runs of an order must give the same
+//!    field hash, or the bench fails.
+//! 4. **Blocking vs overlap** at 2 and 4 ranks, from the weak-scaling runs:
 //!    step time and exposed wait (the `wait` phase) per mode.
 //!
 //! Every heat3d run uses `--warmup` steps left out of the statistics, and
@@ -240,6 +245,25 @@ pub struct OrderRun {
     pub peak_fraction: f64,
 }
 
+/// One order of the steps-a-pass comparison: the one-rank blocking step
+/// at each steps-a-pass count against one step a pass and the copy floor.
+#[derive(Debug, Clone, Serialize)]
+pub struct PassRow {
+    /// Stencil order.
+    pub order: usize,
+    /// Steps a pass of each column (`--steps-per-pass`).
+    pub per_pass: Vec<usize>,
+    /// Median step (seconds), the best of the rounds, per column.
+    pub step: Vec<f64>,
+    /// `step` of one step a pass / `step`, per column.
+    pub speedup: Vec<f64>,
+    /// The copy floor over the padded array (median pass, measured around
+    /// the runs of this order).
+    pub floor: f64,
+    /// The best `step` / `floor`.
+    pub best_ratio: f64,
+}
+
 /// Blocking against overlap at one rank count.
 #[derive(Debug, Clone, Serialize)]
 pub struct OverlapRow {
@@ -400,6 +424,89 @@ fn weak(bin: &Path, dir: &Path, plan: &Plan) -> Result<Vec<WeakRun>> {
 
 /// Part 2: the order sweep against the stream reference and the FMA peak
 /// (measured before and after the sweep; the best pass is the peak).
+/// Orders of the steps-a-pass comparison: those where the host's default
+/// passes several steps, and the first where it does not.
+const PASS_ORDERS: [usize; 4] = [2, 4, 6, 8];
+/// Steps a pass compared.
+const PER_PASS: [usize; 3] = [1, 2, heat3d::MAX_HOST_STEPS_PER_PASS];
+/// Interleaved rounds of the steps-a-pass comparison (best kept).
+const PASS_ROUNDS: usize = 2;
+
+/// One rank, blocking, at the sweep size: heat3d's step with each of
+/// [`PER_PASS`] steps a pass (the same bits: the field hashes must agree),
+/// in [`PASS_ROUNDS`] interleaved rounds, against one step a pass and the
+/// copy floor measured around the runs of each order.
+fn passes(bin: &Path, dir: &Path, plan: &Plan) -> Result<Vec<PassRow>> {
+    let n = plan.sweep_n;
+    println!(
+        "\n== steps a pass: {n}^3 cells, 1 rank, blocking, {} steps ({} warm-up), the best of {PASS_ROUNDS} interleaved rounds; floor as above",
+        plan.sweep_steps, plan.sweep_warmup
+    );
+    print!("{:>5}", "order");
+    for k in PER_PASS {
+        print!(" {:>9}", format!("{k}/pass ms"));
+    }
+    for k in &PER_PASS[1..] {
+        print!(" {:>9}", format!("{k} vs 1"));
+    }
+    println!(" {:>9} {:>10}", "floor ms", "best/floor");
+    let mut rows = vec![];
+    for order in PASS_ORDERS {
+        let padded = n + order;
+        let elements = padded * padded * padded;
+        let mut times = stream::passes(elements, plan.stream_reps / 2);
+        let mut best = [f64::INFINITY; PER_PASS.len()];
+        let mut hashes = vec![];
+        for _ in 0..PASS_ROUNDS {
+            for (c, &k) in PER_PASS.iter().enumerate() {
+                let r = heat3d(
+                    bin,
+                    dir,
+                    Spec {
+                        ranks: 1,
+                        grid: [1, 1, 1],
+                        n: [n; 3],
+                        order,
+                        mode: "blocking",
+                        steps: plan.sweep_steps,
+                        warmup: plan.sweep_warmup,
+                        per_pass: k,
+                    },
+                )?;
+                best[c] = best[c].min(r.timings.step);
+                hashes.push(r.hash);
+            }
+        }
+        if hashes.iter().any(|h| *h != hashes[0]) {
+            bail!("order {order}: the steps-a-pass runs disagree on the field hash ({hashes:?})");
+        }
+        times.extend(stream::passes(
+            elements,
+            plan.stream_reps - plan.stream_reps / 2,
+        ));
+        let floor = Stream::from_passes(elements, &times).seconds;
+        let speedup: Vec<f64> = best.iter().map(|t| best[0] / t).collect();
+        let fastest = best.iter().copied().fold(f64::INFINITY, f64::min);
+        print!("{order:>5}");
+        for t in best {
+            print!(" {:>9.3}", ms(t));
+        }
+        for x in &speedup[1..] {
+            print!(" {:>8.2}x", x);
+        }
+        println!(" {:>9.3} {:>9.2}x", ms(floor), fastest / floor);
+        rows.push(PassRow {
+            order,
+            per_pass: PER_PASS.to_vec(),
+            step: best.to_vec(),
+            speedup,
+            floor,
+            best_ratio: fastest / floor,
+        });
+    }
+    Ok(rows)
+}
+
 fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak)> {
     let n = plan.sweep_n;
     let before = fma_peak(PEAK_ITERS, PEAK_PASSES);
@@ -610,6 +717,7 @@ pub fn run(target: &Target) -> Result<()> {
     }
     let weak_runs = weak(&bin, &dir, &plan)?;
     let (order_runs, peak) = orders(&bin, &dir, &plan)?;
+    let pass_rows = passes(&bin, &dir, &plan)?;
     let overlap_rows = overlap(&weak_runs);
     let _ = std::fs::remove_dir_all(&dir);
 
@@ -651,6 +759,13 @@ pub fn run(target: &Target) -> Result<()> {
                 "met": fd2.map(|r| r.ratio <= GOAL_RATIO),
                 "at_256": plan.sweep_n == 256,
             },
+        },
+        "passes": {
+            "n": sweep_n,
+            "ranks": 1,
+            "mode": "blocking",
+            "step": "median step of heat3d's report, the best of the rounds; every run of an order gives the same field hash",
+            "rows": pass_rows,
         },
         "overlap": overlap_rows,
         "plot": { "file": png.file_name().map(|f| f.to_string_lossy().into_owned()), "panels": plot_labels },

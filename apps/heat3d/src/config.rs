@@ -214,8 +214,10 @@ pub struct Config {
     /// intermediate values stay in cache, or on the chip) need one rank that
     /// is its own periodic neighbour, blocking mode and the Euler
     /// finite-difference step; on a GPU also order 2 and `gpu_periodic` not
-    /// `copy`. The default takes four on the host at orders 2 to 6, and two
-    /// on a GPU from 2^24 owned cells, where each measured faster. Changes
+    /// `copy`. The default takes 4, else 2, on the host where the pass
+    /// computes at most 1.1 times the owned cells (4 at orders 2 and 4, 2 at
+    /// 6 to 12 on 128^3 and 256^3 boxes), and 2 on a GPU from 2^24 owned
+    /// cells, where each measured faster. Changes
     /// no bit.
     pub steps_per_pass: usize,
     /// Output files.

@@ -797,19 +797,31 @@ impl Spectral {
 /// The most steps one host pass may advance (`steps_per_pass`).
 pub const MAX_HOST_STEPS_PER_PASS: usize = 4;
 
-/// The host's default steps a pass at `order` where more than one are
-/// possible. One core of the development machine's AMD EPYC, 256^3, ms a
-/// step for 1 / 2 / 4 steps a pass (the pass alone, timed in one process,
-/// best of 5): FD-2 26.4 / 20.0 /
-/// 14.5, FD-4 32.4 / 24.8 / 22.1, FD-6 46.5 / 41.3 / 36.5, but FD-8 51.1 /
-/// 48.0 / 56.8, where the sweep is bound by its arithmetic and the rows a
-/// tile computes twice cost more than the traffic saved.
-fn host_auto_steps(order: usize) -> usize {
-    if order <= 6 {
-        MAX_HOST_STEPS_PER_PASS
-    } else {
-        1
-    }
+/// The most cells, over the owned ones, a default multi-step pass may
+/// compute (see [`Wavefront::redundancy`]).
+const HOST_AUTO_REDUNDANCY: f64 = 1.10;
+
+/// The host's default steps a pass on `layout` where more than one are
+/// possible: the most of 4 and 2 whose pass computes at most
+/// [`HOST_AUTO_REDUNDANCY`] times the owned cells, else 1. The rows a tile
+/// computes twice grow with the steps and the radius, and their
+/// arithmetic can cost more than the traffic saved. `cargo xtask bench
+/// heat3d` (one core of an AMD EPYC, ms a step for 1 / 2 / 4 steps a pass,
+/// 2026-12-03): at 256^3 FD-2 25.5 / 18.0 / 13.2, FD-4 35.4 / 27.6 / 21.0,
+/// FD-6 39.9 / 34.0 / 30.7, FD-8 56.0 / 47.2 / 45.0; at 128^3 FD-2 3.28 /
+/// 2.50 / 1.79, FD-4 4.42 / 3.58 / 3.15, FD-6 6.04 / 4.09 / 5.16, FD-8
+/// 8.43 / 5.23 / 7.17; and `heat3d` at 256^3 FD-12 77.2 / 66.1 / 149 and
+/// FD-20 120 / 142 / 688. The rule takes 4 at FD-2 and FD-4 at both
+/// sizes, 2 at FD-6 and FD-8 (10 and 5 % slower than 4 at 256^3, 26 and
+/// 37 % faster at 128^3) and FD-12, and 1 at FD-20.
+fn host_auto_steps(layout: &FieldLayout) -> usize {
+    [MAX_HOST_STEPS_PER_PASS, 2]
+        .into_iter()
+        .find(|&k| {
+            let tile = wavefront::tile_for(layout, k);
+            wavefront::redundancy(layout.owned, layout.ghost[0], tile, k) <= HOST_AUTO_REDUNDANCY
+        })
+        .unwrap_or(1)
 }
 
 /// The steps one host pass advances (`steps_per_pass`) on `ranks` ranks
@@ -829,10 +841,15 @@ fn host_steps_per_pass(cfg: &Config, ranks: usize, layout: &FieldLayout) -> Resu
             ),
         );
     }
+    let auto = if unmet.is_empty() && cfg.steps_per_pass == 0 {
+        host_auto_steps(layout)
+    } else {
+        1
+    };
     resolve_steps_per_pass(
         cfg.steps_per_pass,
         &unmet,
-        host_auto_steps(cfg.order),
+        auto,
         MAX_HOST_STEPS_PER_PASS,
         "the host",
     )
@@ -1096,7 +1113,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn host_passes_several_steps_by_default_at_low_orders_only() {
+    fn host_steps_a_pass_default_to_the_most_without_much_recomputation() {
         let layout = |r: usize| FieldLayout {
             owned: [16; 3],
             ghost: [r; 3],
@@ -1111,14 +1128,38 @@ mod tests {
         let b = Mode::Blocking;
         for order in (2..=20).step_by(2) {
             let got = host_steps_per_pass(&cfg(order, b, 0), 1, &layout(order / 2)).unwrap();
-            assert_eq!(got, host_auto_steps(order), "order {order}");
+            assert_eq!(got, host_auto_steps(&layout(order / 2)), "order {order}");
             // Possible at every order when asked for.
             for k in 1..=MAX_HOST_STEPS_PER_PASS {
                 let got = host_steps_per_pass(&cfg(order, b, k), 1, &layout(order / 2)).unwrap();
                 assert_eq!(got, k, "order {order}");
             }
         }
-        assert!(host_auto_steps(2) > 1);
+        // The rule at the sizes it was measured at: 4 at FD-2 and FD-4, 2 at
+        // FD-6 and FD-8, 2 at FD-12 and 1 at FD-20 (256^3).
+        let cube = |n: usize, order: usize| FieldLayout {
+            owned: [n; 3],
+            ghost: [order / 2; 3],
+            components: 1,
+        };
+        for (n, order, want) in [
+            (256, 2, 4),
+            (256, 4, 4),
+            (256, 6, 2),
+            (256, 8, 2),
+            (256, 12, 2),
+            (256, 20, 1),
+            (128, 2, 4),
+            (128, 4, 4),
+            (128, 6, 2),
+            (128, 8, 2),
+        ] {
+            assert_eq!(
+                host_auto_steps(&cube(n, order)),
+                want,
+                "{n}^3, order {order}"
+            );
+        }
         let one = |c: &Config, ranks| host_steps_per_pass(c, ranks, &layout(1)).unwrap();
         assert_eq!(one(&cfg(2, Mode::Overlap, 0), 1), 1);
         assert_eq!(one(&cfg(2, b, 0), 2), 1);

@@ -88,7 +88,7 @@ struct Cli {
     /// How the GPU stencil of one rank that is its own periodic neighbour reads across its faces in blocking mode: at their periodic images in the owned cells (read), from ghosts filled by self-copies (copy), or auto.
     #[arg(long, value_enum)]
     gpu_periodic: Option<GpuPeriodic>,
-    /// Euler steps one pass over the box advances: 1 to 4 on the host, 1 or 2 on a GPU (one rank, blocking, Euler finite differences; on a GPU order 2 only: the intermediate values stay in cache or on the chip; same bits); 0: the default, several where possible and faster (host: 4 at orders 2 to 6; GPU: 2 from 2^24 cells).
+    /// Euler steps one pass over the box advances: 1 to 4 on the host, 1 or 2 on a GPU (one rank, blocking, Euler finite differences; on a GPU order 2 only: the intermediate values stay in cache or on the chip; same bits); 0: the default, several where possible and faster (host: 4, else 2, where the pass computes at most 1.1 times the owned cells; GPU: 2 from 2^24 cells).
     #[arg(long)]
     steps_per_pass: Option<usize>,
     /// Output folder for diagnostics.csv and the VTK files.

@@ -67,17 +67,7 @@ impl Wavefront {
     /// `layout`, whose ghost width is the sweep's radius on every axis and
     /// whose owned extents are at least that radius.
     pub fn new(layout: &FieldLayout, steps: usize) -> Self {
-        let r = layout.ghost[0];
-        let ring_rows = |tile: usize| steps * (2 * r + 1) * (tile + 2 * steps * r);
-        let per_row = ring_row(r, layout.owned[2]).1 * std::mem::size_of::<f64>();
-        // The widest tile whose rings fit the budget, at least 8 rows (or
-        // the whole axis): the rows computed twice are a smaller share of
-        // a wider tile.
-        let mut tile = layout.owned[1];
-        while tile > 8 && ring_rows(tile) * per_row > BUDGET {
-            tile -= 1;
-        }
-        Self::with_tile(layout, steps, tile)
+        Self::with_tile(layout, steps, tile_for(layout, steps))
     }
 
     /// As [`Wavefront::new`], with tiles of `tile` rows (at least 1).
@@ -116,6 +106,13 @@ impl Wavefront {
             base,
             ring,
         }
+    }
+
+    /// The cells a pass of `k` steps computes, over the `k` steps' owned
+    /// cells: above 1 by the rows a tile computes twice and the planes
+    /// past the ends of axis 0.
+    pub fn redundancy(&self, k: usize) -> f64 {
+        redundancy(self.n, self.r, self.tile, k)
     }
 
     /// The most steps one pass advances.
@@ -246,6 +243,37 @@ impl Wavefront {
     }
 }
 
+/// The tile [`Wavefront::new`] takes for passes of up to `steps` steps on
+/// `layout`: the widest whose rings fit [`BUDGET`], at least 8 rows (or the
+/// whole axis): the rows computed twice are a smaller share of a wider
+/// tile.
+pub fn tile_for(layout: &FieldLayout, steps: usize) -> usize {
+    let r = layout.ghost[0];
+    let ring_rows = |tile: usize| steps * (2 * r + 1) * (tile + 2 * steps * r);
+    let per_row = ring_row(r, layout.owned[2]).1 * std::mem::size_of::<f64>();
+    let mut tile = layout.owned[1];
+    while tile > 8 && ring_rows(tile) * per_row > BUDGET {
+        tile -= 1;
+    }
+    tile
+}
+
+/// The cells a pass of `k` steps with tiles of `tile` rows computes on `n`
+/// owned cells at radius `r`, over the `k` steps' owned cells.
+pub fn redundancy(n: [usize; 3], r: usize, tile: usize, k: usize) -> f64 {
+    let [n0, n1, _] = n;
+    let tile = tile.clamp(1, n1);
+    let mut cells = 0;
+    for j0 in (0..n1).step_by(tile) {
+        let rows = tile.min(n1 - j0);
+        for s in 1..=k {
+            let e = 2 * (k - s) * r;
+            cells += (rows + e) * (n0 + e);
+        }
+    }
+    cells as f64 / (k * n0 * n1) as f64
+}
+
 /// Where the owned values of a ring row start and the values a ring row
 /// holds, for radius `r` and `n` owned values: both multiples of 8, the
 /// row at least `r` wider than the owned values on each side.
@@ -360,6 +388,23 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn redundancy_counts_the_cells_computed() {
+        let l = |n: [usize; 3], r: usize| FieldLayout {
+            owned: n,
+            ghost: [r; 3],
+            components: 1,
+        };
+        // One tile of 10 rows, 6 planes, radius 1, 2 steps: level 1 computes
+        // 12 rows of 8 planes, level 2 10 of 6.
+        let w = Wavefront::with_tile(&l([6, 10, 4], 1), 2, 10);
+        assert_eq!(w.redundancy(2), (12.0 * 8.0 + 60.0) / 120.0);
+        // Tiles of 4 rows (4, 4, 2), radius 2, 2 steps: level 1 computes
+        // 4 more rows a tile and 4 more planes.
+        let w = Wavefront::with_tile(&l([6, 10, 4], 2), 2, 4);
+        assert_eq!(w.redundancy(2), ((8.0 + 8.0 + 6.0) * 10.0 + 60.0) / 120.0);
     }
 
     #[test]
