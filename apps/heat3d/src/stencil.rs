@@ -598,25 +598,73 @@ unsafe fn sweep_simd<V: simd::Vf, const R: usize, const U: usize>(job: Job<'_, R
     while j0 < region.hi[1] {
         let j1 = (j0 + tile).min(region.hi[1]);
         for i in region.lo[0]..region.hi[0] {
-            for j in j0..j1 {
-                let base = i * s[0] + j * s[1] + region.lo[2];
-                // SAFETY: the cells `base..base + len` lie in `region`,
-                // whose cells read only inside the padded box of `u` and
-                // write inside that of `out` (checked by `apply_r`), and
-                // `u` and `out` are distinct slices.
-                unsafe { simd::row::<V, R, U>(up.add(base), op.add(base), len, &ctx, &mut acc) };
-            }
+            let base = i * s[0] + j0 * s[1] + region.lo[2];
+            // SAFETY: the cells of rows `j0..j1` of plane `i` lie in
+            // `region`, whose cells read only inside the padded box of `u`
+            // and write inside that of `out` (checked by `apply_r`), and
+            // `u` and `out` are distinct slices.
+            unsafe {
+                rows_simd::<V, R, U>(
+                    &ctx,
+                    (up, base, s[1]),
+                    (op, base, s[1]),
+                    j1 - j0,
+                    len,
+                    &mut acc,
+                )
+            };
         }
         j0 = j1;
     }
-    if stream {
-        // SAFETY: SSE is part of every x86-64 target. The fence orders the
-        // non-temporal stores before whatever this thread does next.
-        unsafe { std::arch::x86_64::_mm_sfence() };
-    }
+    fence(stream);
     // A non-finite sum means a non-finite value or an overflow of the sum
     // of finite ones (values near the largest double); look again.
     acc.all_finite() || rows_finite(out, s, region)
+}
+
+/// `rows` rows of `len` cells for [`simd::row`]: row `j` centred at
+/// `src.0 + src.1 + j src.2` (the neighbours where `ctx` says), written to
+/// `out.0 + out.1 + j out.2`; every value is added to `acc`.
+///
+/// # Safety
+/// The CPU has the instructions of `V`, and every row meets
+/// [`simd::row`]'s contract: it reads only readable values and writes
+/// only writable ones that nothing it reads overlaps.
+#[inline(always)]
+unsafe fn rows_simd<V: simd::Vf, const R: usize, const U: usize>(
+    ctx: &simd::Ctx<'_, V, R>,
+    (sp, first, s1): (*const f64, usize, usize),
+    (op, at, out_s1): (*mut f64, usize, usize),
+    rows: usize,
+    len: usize,
+    acc: &mut V,
+) {
+    for j in 0..rows {
+        // SAFETY: the caller's contract, row by row.
+        unsafe {
+            simd::row::<V, R, U>(
+                sp.add(first + j * s1),
+                op.add(at + j * out_s1),
+                len,
+                ctx,
+                acc,
+            )
+        };
+    }
+}
+
+/// After non-temporal stores (`stream`), a store fence: it orders them
+/// before whatever this thread does next (a message to another rank
+/// included).
+#[inline(always)]
+fn fence(stream: bool) {
+    #[cfg(target_arch = "x86_64")]
+    if stream {
+        // SAFETY: SSE is part of every x86-64 target.
+        unsafe { std::arch::x86_64::_mm_sfence() };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = stream;
 }
 
 /// One plane of the multi-step pass, its bounds checked by
@@ -668,26 +716,11 @@ unsafe fn plane_simd<V: simd::Vf, const R: usize, const U: usize>(job: PlaneJob<
     };
     let mut acc = V::splat(0.0);
     let (sp, op) = (src.as_ptr(), out.as_mut_ptr());
-    for j in 0..rows {
-        // SAFETY: `apply_plane` checked that every row reads inside `src`
-        // (its planes, rows and columns with the radius around them) and
-        // writes inside `out`; `src` and `out` are distinct slices.
-        unsafe {
-            simd::row::<V, R, U>(
-                sp.add(first + j * s1),
-                op.add(at + j * out_s1),
-                len,
-                &ctx,
-                &mut acc,
-            )
-        };
-    }
-    #[cfg(target_arch = "x86_64")]
-    if stream {
-        // SAFETY: SSE is part of every x86-64 target; the fence orders the
-        // non-temporal stores before what this thread does next.
-        unsafe { std::arch::x86_64::_mm_sfence() };
-    }
+    // SAFETY: `apply_plane` checked that every row reads inside `src` (its
+    // planes, rows and columns with the radius around them) and writes
+    // inside `out`; `src` and `out` are distinct slices.
+    unsafe { rows_simd::<V, R, U>(&ctx, (sp, first, s1), (op, at, out_s1), rows, len, &mut acc) };
+    fence(stream);
     acc.all_finite() || (0..rows).all(|j| all_finite(&out[at + j * out_s1..][..len]))
 }
 
