@@ -424,6 +424,22 @@ fn weak(bin: &Path, dir: &Path, plan: &Plan) -> Result<Vec<WeakRun>> {
 
 /// Part 2: the order sweep against the stream reference and the FMA peak
 /// (measured before and after the sweep; the best pass is the peak).
+/// One rank, blocking, at the sweep size: the runs of the order sweep and
+/// of the steps-a-pass comparison, with `per_pass` steps a pass (0:
+/// heat3d's default).
+fn sweep_spec(plan: &Plan, order: usize, per_pass: usize) -> Spec<'static> {
+    Spec {
+        ranks: 1,
+        grid: [1, 1, 1],
+        n: [plan.sweep_n; 3],
+        order,
+        mode: "blocking",
+        steps: plan.sweep_steps,
+        warmup: plan.sweep_warmup,
+        per_pass,
+    }
+}
+
 /// Orders of the steps-a-pass comparison: those where the host's default
 /// passes several steps, and the first where it does not.
 const PASS_ORDERS: [usize; 4] = [2, 4, 6, 8];
@@ -459,20 +475,7 @@ fn passes(bin: &Path, dir: &Path, plan: &Plan) -> Result<Vec<PassRow>> {
         let mut hashes = vec![];
         for _ in 0..PASS_ROUNDS {
             for (c, &k) in PER_PASS.iter().enumerate() {
-                let r = heat3d(
-                    bin,
-                    dir,
-                    Spec {
-                        ranks: 1,
-                        grid: [1, 1, 1],
-                        n: [n; 3],
-                        order,
-                        mode: "blocking",
-                        steps: plan.sweep_steps,
-                        warmup: plan.sweep_warmup,
-                        per_pass: k,
-                    },
-                )?;
+                let r = heat3d(bin, dir, sweep_spec(plan, order, k))?;
                 best[c] = best[c].min(r.timings.step);
                 hashes.push(r.hash);
             }
@@ -541,20 +544,7 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak
         let padded = n + order;
         let elements = padded * padded * padded;
         let mut times = stream::passes(elements, plan.stream_reps / 2);
-        let r = heat3d(
-            bin,
-            dir,
-            Spec {
-                ranks: 1,
-                grid: [1, 1, 1],
-                n: [n; 3],
-                order,
-                mode: "blocking",
-                steps: plan.sweep_steps,
-                warmup: plan.sweep_warmup,
-                per_pass: 0,
-            },
-        )?;
+        let r = heat3d(bin, dir, sweep_spec(plan, order, 0))?;
         times.extend(stream::passes(
             elements,
             plan.stream_reps - plan.stream_reps / 2,
