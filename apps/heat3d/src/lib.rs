@@ -815,10 +815,16 @@ const HOST_AUTO_REDUNDANCY: f64 = 1.10;
 /// sizes, 2 at FD-6 and FD-8 (10 and 5 % slower than 4 at 256^3, 26 and
 /// 37 % faster at 128^3) and FD-12, and 1 at FD-20.
 fn host_auto_steps(layout: &FieldLayout) -> usize {
+    auto_steps_within(layout, wavefront::budget())
+}
+
+/// [`host_auto_steps`] with rings of about `bytes` (see
+/// [`wavefront::budget`]).
+fn auto_steps_within(layout: &FieldLayout, bytes: usize) -> usize {
     [MAX_HOST_STEPS_PER_PASS, 2]
         .into_iter()
         .find(|&k| {
-            let tile = wavefront::tile_for(layout, k);
+            let tile = wavefront::tile_within(layout, k, bytes);
             wavefront::redundancy(layout.owned, layout.ghost[0], tile, k) <= HOST_AUTO_REDUNDANCY
         })
         .unwrap_or(1)
@@ -1154,11 +1160,8 @@ mod tests {
             (128, 6, 2),
             (128, 8, 2),
         ] {
-            assert_eq!(
-                host_auto_steps(&cube(n, order)),
-                want,
-                "{n}^3, order {order}"
-            );
+            let got = auto_steps_within(&cube(n, order), wavefront::BUDGET);
+            assert_eq!(got, want, "{n}^3, order {order}");
         }
         let one = |c: &Config, ranks| host_steps_per_pass(c, ranks, &layout(1)).unwrap();
         assert_eq!(one(&cfg(2, Mode::Overlap, 0), 1), 1);

@@ -11,8 +11,9 @@
 //! into level 0 (periodic indices on every axis), then computes plane
 //! `t - s R` of each level `s = 1..k` from the `2R + 1` planes of level
 //! `s - 1` around it, the last level straight into the output field. The
-//! rings of a tile fit in the core's L2 cache (about [`BUDGET`]), so a pass
-//! reads the field from memory about once and writes it once for `k` steps,
+//! rings of a tile stay in the last-level cache (about [`budget`]), so a
+//! pass reads the field from memory about once and writes it once for `k`
+//! steps,
 //! where `k` single steps move it `k` times. The price is the rows computed
 //! twice (`(k - 1) R` on each side of a tile, every level but the last) and
 //! the planes past the ends of axis 0, which are the periodic images of
@@ -25,14 +26,62 @@
 use crate::stencil::Sweep;
 use halo::FieldLayout;
 
-/// The bytes of ring planes a tile aims at: a quarter of the last-level
-/// cache (32 MiB) of the development machine's AMD EPYC. Rings sized for
-/// its 1 MiB L2 measured slower: at 256^3, FD-2, four steps a pass took
-/// 20.6 ms a step with tiles of 23 rows (0.77 MiB of rings), 16.5 with 64
-/// and 14.5-15.6 with the whole axis (6.2 MiB); at 512^3 99 ms with 128
-/// rows (6.4 MiB), 109 with 64, 171 with 256 and 211 with the whole axis,
-/// against 178 for one step a pass.
+/// The bytes of ring planes a tile aims at where the last-level cache
+/// cannot be read: 7/32 of the 32 MiB of the development machine's AMD
+/// EPYC. Rings sized for its 1 MiB L2 measured slower: at 256^3, FD-2,
+/// four steps a pass took 20.6 ms a step with tiles of 23 rows (0.77 MiB
+/// of rings), 16.5 with 64 and 14.5-15.6 with the whole axis (6.2 MiB); at
+/// 512^3 99 ms with 128 rows (6.4 MiB), 109 with 64, 171 with 256 and 211
+/// with the whole axis, against 178 for one step a pass.
 pub const BUDGET: usize = 7 << 20;
+
+/// The bytes of ring planes a tile aims at on this machine: 7/32 of the
+/// last-level cache of CPU 0 as Linux reports it
+/// (`/sys/devices/system/cpu/cpu0/cache/index*/size`), or [`BUDGET`] where
+/// that cannot be read. Read once.
+pub fn budget() -> usize {
+    static BYTES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BYTES.get_or_init(|| last_level_cache().map_or(BUDGET, |b| b / 32 * 7))
+}
+
+/// The size in bytes of CPU 0's unified cache of the highest level, from
+/// sysfs (`32768K`, `1M` or plain bytes).
+fn last_level_cache() -> Option<usize> {
+    let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
+    let mut best: Option<(u32, usize)> = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let read = |f: &str| std::fs::read_to_string(entry.path().join(f)).ok();
+        let (Some(level), Some(kind), Some(size)) = (read("level"), read("type"), read("size"))
+        else {
+            continue;
+        };
+        let (Ok(level), Some(bytes)) = (level.trim().parse::<u32>(), parse_size(size.trim()))
+        else {
+            continue;
+        };
+        if kind.trim() != "Instruction" && best.is_none_or(|(l, _)| level > l) {
+            best = Some((level, bytes));
+        }
+    }
+    best.map(|(_, b)| b).filter(|&b| b > 0)
+}
+
+/// `32768K`, `1M`, `2G` or a number of bytes.
+fn parse_size(s: &str) -> Option<usize> {
+    let (digits, unit) = match s.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => s.split_at(i),
+        None => (s, ""),
+    };
+    let n: usize = digits.parse().ok()?;
+    let shift = match unit {
+        "" => 0,
+        "K" | "k" => 10,
+        "M" => 20,
+        "G" => 30,
+        _ => return None,
+    };
+    n.checked_mul(1 << shift)
+}
 
 /// The rings of the multi-step pass for one padded layout (ghost width
 /// `R` on every axis, `R` the sweep's radius).
@@ -244,15 +293,20 @@ impl Wavefront {
 }
 
 /// The tile [`Wavefront::new`] takes for passes of up to `steps` steps on
-/// `layout`: the widest whose rings fit [`BUDGET`], at least 8 rows (or the
+/// `layout`: the widest whose rings fit [`budget`], at least 8 rows (or the
 /// whole axis): the rows computed twice are a smaller share of a wider
 /// tile.
 pub fn tile_for(layout: &FieldLayout, steps: usize) -> usize {
+    tile_within(layout, steps, budget())
+}
+
+/// [`tile_for`] with a budget of `bytes`.
+pub fn tile_within(layout: &FieldLayout, steps: usize, bytes: usize) -> usize {
     let r = layout.ghost[0];
     let ring_rows = |tile: usize| steps * (2 * r + 1) * (tile + 2 * steps * r);
     let per_row = ring_row(r, layout.owned[2]).1 * std::mem::size_of::<f64>();
     let mut tile = layout.owned[1];
-    while tile > 8 && ring_rows(tile) * per_row > BUDGET {
+    while tile > 8 && ring_rows(tile) * per_row > bytes {
         tile -= 1;
     }
     tile
@@ -414,21 +468,34 @@ mod tests {
             ghost: [r; 3],
             components: 1,
         };
-        // Small boxes take the whole axis.
         // Ring rows: owned values from a multiple of 8, at least the radius
         // in; the row a multiple of 8 with the radius after the owned ones.
         assert_eq!(ring_row(1, 256), (8, 272));
         assert_eq!(ring_row(10, 5), (16, 32));
         assert_eq!(ring_row(8, 8), (8, 24));
         // Boxes whose rings fit take the whole axis.
-        assert_eq!(Wavefront::new(&l(16, 1), 4).tile(), 16);
-        assert_eq!(Wavefront::new(&l(256, 1), 4).tile(), 256);
+        assert_eq!(tile_within(&l(16, 1), 4, BUDGET), 16);
+        assert_eq!(tile_within(&l(256, 1), 4, BUDGET), 256);
         for (n, r, k) in [(512, 1, 4), (512, 2, 3), (1024, 1, 2)] {
-            let w = Wavefront::new(&l(n, r), k);
+            let tile = tile_within(&l(n, r), k, BUDGET);
             let bytes = |t: usize| k * (2 * r + 1) * (t + 2 * k * r) * ring_row(r, n).1 * 8;
-            assert!(bytes(w.tile()) <= BUDGET || w.tile() == 8, "{n} {r} {k}");
-            assert!(bytes(w.tile() + 1) > BUDGET, "{n} {r} {k}: not the widest");
+            assert!(bytes(tile) <= BUDGET || tile == 8, "{n} {r} {k}");
+            assert!(bytes(tile + 1) > BUDGET, "{n} {r} {k}: not the widest");
         }
+        // No fewer than 8 rows, whatever the budget.
+        assert_eq!(tile_within(&l(64, 1), 4, 1), 8);
+        // The machine's budget is a positive fraction of a cache.
+        assert!(budget() > 0);
+    }
+
+    #[test]
+    fn cache_sizes_parse() {
+        assert_eq!(parse_size("32768K"), Some(32 << 20));
+        assert_eq!(parse_size("1M"), Some(1 << 20));
+        assert_eq!(parse_size("512"), Some(512));
+        assert_eq!(parse_size("2G"), Some(2 << 30));
+        assert_eq!(parse_size("12Q"), None);
+        assert_eq!(parse_size(""), None);
     }
 
     #[test]
