@@ -194,7 +194,10 @@ pub struct Config {
     /// the 2r + 1 values of that axis in registers (1: one thread per
     /// cell); 0 picks the stencil's default (`pairs`: 4 at order 2 below
     /// 2^26 owned cells, 8 otherwise; `cached`: 8 at order 2; 32 for
-    /// `cached` above order 2, `shuffle` and `shared`). Changes no bit.
+    /// `cached` above order 2, `shuffle` and `shared`). With two steps a
+    /// pass it is the output planes a block of `fd_two` marches (0: the
+    /// chunk in 16..=64 that fills whole waves of blocks best). Changes no
+    /// bit.
     pub gpu_chunk: usize,
     /// Threads of a stencil block along the last axis (32, 64, 128 or 256;
     /// the block has 256 threads; the `shared` stencil always uses 32); 0

@@ -73,7 +73,7 @@ struct Cli {
     /// GPU ordinal for every rank (default: rank mod device count).
     #[arg(long)]
     device: Option<usize>,
-    /// Cells per GPU thread along axis 0 (0: the stencil's default; 1: a thread per cell).
+    /// Cells per GPU thread along axis 0 (0: the stencil's default; 1: a thread per cell); with two steps a pass, the planes a block marches (0: chosen for whole waves of blocks).
     #[arg(long)]
     gpu_chunk: Option<usize>,
     /// GPU stencil block width along the last axis: 32, 64, 128 or 256 (0: the stencil's default).
