@@ -218,10 +218,9 @@ pub struct Config {
     /// is its own periodic neighbour, blocking mode and the Euler
     /// finite-difference step; on a GPU also order 2 and `gpu_periodic` not
     /// `copy`. The default takes 4, else 2, on the host where the pass
-    /// computes at most 1.1 times the owned cells (4 at orders 2 and 4, 2 at
-    /// 6 to 12 on 128^3 and 256^3 boxes), and 2 on a GPU from 2^24 owned
-    /// cells, where each measured faster. Changes
-    /// no bit.
+    /// computes at most 1.1 times the owned cells (on 128^3 and 256^3
+    /// boxes: 4 at orders 2 and 4, 2 at 6 to 12, 1 from 14), and 2 on a GPU
+    /// from 2^24 owned cells, where each measured faster. Changes no bit.
     pub steps_per_pass: usize,
     /// Output files.
     pub output: Output,

@@ -813,7 +813,8 @@ const HOST_AUTO_REDUNDANCY: f64 = 1.10;
 /// 8.43 / 5.23 / 7.17; and `heat3d` at 256^3 FD-12 77.2 / 66.1 / 149 and
 /// FD-20 120 / 142 / 688. The rule takes 4 at FD-2 and FD-4 at both
 /// sizes, 2 at FD-6 and FD-8 (10 and 5 % slower than 4 at 256^3, 26 and
-/// 37 % faster at 128^3) and FD-12, and 1 at FD-20.
+/// 37 % faster at 128^3), FD-10 and FD-12, and 1 from FD-14 (FD-10 and
+/// FD-14 to FD-18 untimed).
 fn host_auto_steps(layout: &FieldLayout) -> usize {
     auto_steps_within(layout, wavefront::budget())
 }
@@ -1141,8 +1142,9 @@ mod tests {
                 assert_eq!(got, k, "order {order}");
             }
         }
-        // The rule at the sizes it was measured at: 4 at FD-2 and FD-4, 2 at
-        // FD-6 and FD-8, 2 at FD-12 and 1 at FD-20 (256^3).
+        // The rule at the sizes it was measured at (the README and the
+        // config's doc state it): 4 at FD-2 and FD-4, 2 at FD-6 to FD-12, 1
+        // from FD-14.
         let cube = |n: usize, order: usize| FieldLayout {
             owned: [n; 3],
             ghost: [order / 2; 3],
@@ -1153,8 +1155,12 @@ mod tests {
             (256, 4, 4),
             (256, 6, 2),
             (256, 8, 2),
+            (256, 10, 2),
             (256, 12, 2),
+            (256, 14, 1),
             (256, 20, 1),
+            (128, 12, 2),
+            (128, 14, 1),
             (128, 2, 4),
             (128, 4, 4),
             (128, 6, 2),

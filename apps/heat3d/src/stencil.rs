@@ -357,21 +357,30 @@ impl Sweep {
             return true;
         }
         assert_eq!(planes.len(), 2 * R + 1, "a plane and its 2R neighbours");
+        // Checked sums and products throughout: arguments near the top of
+        // usize must fail here rather than wrap past the checks.
         assert!(
-            lines.start >= R && cols.start >= R && cols.end + R <= s1,
+            lines.start >= R && cols.start >= R && cols.end.checked_add(R).is_some_and(|e| e <= s1),
             "rows {lines:?}, columns {cols:?} with radius {R} read outside rows of {s1} values"
         );
+        let plane_len = lines.end.checked_add(R).and_then(|l| l.checked_mul(s1));
         for &p in planes {
             assert!(
-                p + (lines.end + R) * s1 <= src.len(),
+                plane_len
+                    .and_then(|l| l.checked_add(p))
+                    .is_some_and(|e| e <= src.len()),
                 "a plane at {p} of {} rows of {s1} values ends past the {} values of the source",
-                lines.end + R,
+                lines.end.saturating_add(R),
                 src.len()
             );
         }
         let (len, rows) = (cols.len(), lines.len());
         assert!(
-            at + (rows - 1) * out_s1 + len <= out.len(),
+            (rows - 1)
+                .checked_mul(out_s1)
+                .and_then(|x| x.checked_add(at))
+                .and_then(|x| x.checked_add(len))
+                .is_some_and(|e| e <= out.len()),
             "{rows} rows of {len} values every {out_s1} from {at} end past the {} values of the output",
             out.len()
         );
@@ -418,14 +427,26 @@ impl Sweep {
         if region.is_empty() {
             return true;
         }
-        let padded = layout.padded();
+        // Checked sums and products: a layout or region near the top of
+        // usize must fail here rather than wrap past the checks.
+        let padded = [0, 1, 2].map(|d| {
+            layout.ghost[d]
+                .checked_mul(2)
+                .and_then(|g| g.checked_add(layout.owned[d]))
+        });
+        let n = padded
+            .iter()
+            .try_fold(1usize, |n, p| p.and_then(|p| n.checked_mul(p)));
+        let (Some(n), [Some(p0), Some(p1), Some(p2)]) = (n, padded) else {
+            panic!("the padded box of {layout:?} overflows usize");
+        };
+        let padded = [p0, p1, p2];
         for d in 0..3 {
             assert!(
-                region.lo[d] >= R && region.hi[d] + R <= padded[d],
+                region.lo[d] >= R && region.hi[d].checked_add(R).is_some_and(|e| e <= padded[d]),
                 "region {region:?} with radius {R} reads outside the padded box {padded:?}"
             );
         }
-        let n = layout.padded_len();
         assert!(
             u.len() >= n && out.len() >= n,
             "fields of {} and {} values, the layout has {n}",
@@ -994,6 +1015,63 @@ mod tests {
             hi: [5, 5, 17],
         };
         run(&s, &l, &u, &region);
+    }
+
+    #[test]
+    fn bounds_near_the_top_of_usize_are_refused_not_wrapped() {
+        use std::panic::{catch_unwind, AssertUnwindSafe};
+        let s = Sweep::new(2, [1.0; 3], 0.01, true).unwrap();
+        let src = vec![0.0; 3 * 4 * 8];
+        let mut out = vec![0.0; 64];
+        // Each call would read or write far outside its slices if a sum or
+        // product wrapped; each must panic at the checks instead.
+        let big = usize::MAX - 4;
+        let cases: [(&[usize], std::ops::Range<usize>, usize); 4] = [
+            (&[0, big, 32], 1..3, 0),
+            (&[0, 32, 64], 1..3, big),
+            (&[0, 32, 64], 1..usize::MAX - 1, 0),
+            (&[0, 32, 64], 1..3, usize::MAX / 2),
+        ];
+        for (planes, lines, at) in cases {
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                s.apply_plane(
+                    &src,
+                    planes,
+                    8,
+                    lines.clone(),
+                    1..7,
+                    &mut out,
+                    (at, 8),
+                    false,
+                )
+            }));
+            assert!(r.is_err(), "{planes:?}, {lines:?}, at {at}: not refused");
+        }
+        // A column range whose end plus the radius wraps.
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            s.apply_plane(
+                &src,
+                &[0, 32, 64],
+                8,
+                1..3,
+                1..usize::MAX,
+                &mut out,
+                (0, 8),
+                false,
+            )
+        }));
+        assert!(r.is_err(), "columns near usize::MAX: not refused");
+        // A region whose end plus the radius wraps.
+        let l = layout([4, 4, 16], 1);
+        let u = vec![0.0; l.padded_len()];
+        let region = Region {
+            lo: [1; 3],
+            hi: [3, 3, usize::MAX],
+        };
+        let r = catch_unwind(AssertUnwindSafe(|| run(&s, &l, &u, &region)));
+        assert!(r.is_err(), "a region near usize::MAX: not refused");
+        // The same call within bounds runs.
+        assert!(s.apply_plane(&src, &[0, 32, 64], 8, 1..3, 1..7, &mut out, (0, 8), false));
     }
 
     #[test]

@@ -83,6 +83,9 @@ fn parse_size(s: &str) -> Option<usize> {
     n.checked_mul(1 << shift)
 }
 
+/// The largest radius a sweep has (order 20).
+const MAX_RADIUS: usize = 10;
+
 /// The rings of the multi-step pass for one padded layout (ghost width
 /// `R` on every axis, `R` the sweep's radius).
 #[derive(Debug)]
@@ -155,23 +158,6 @@ impl Wavefront {
             base,
             ring,
         }
-    }
-
-    /// The cells a pass of `k` steps computes, over the `k` steps' owned
-    /// cells: above 1 by the rows a tile computes twice and the planes
-    /// past the ends of axis 0.
-    pub fn redundancy(&self, k: usize) -> f64 {
-        redundancy(self.n, self.r, self.tile, k)
-    }
-
-    /// The most steps one pass advances.
-    pub fn steps(&self) -> usize {
-        self.steps
-    }
-
-    /// Output rows (along axis 1) of one tile.
-    pub fn tile(&self) -> usize {
-        self.tile
     }
 
     /// Advances `k` steps (`2..=steps`) of `sweep` from the owned cells of
@@ -249,9 +235,10 @@ impl Wavefront {
                         }
                         continue;
                     }
-                    let planes: Vec<usize> = (-(r as isize)..=r as isize)
-                        .map(|d| at(s - 1, q + d))
-                        .collect();
+                    // Where planes q - r..=q + r of level s - 1 start.
+                    let all: [usize; 2 * MAX_RADIUS + 1] =
+                        std::array::from_fn(|d| at(s - 1, q + d.min(2 * r) as isize - r as isize));
+                    let planes = &all[..2 * r + 1];
                     if s < k {
                         // Level s from level s - 1: its rows r.. of level
                         // s - 1's, into the rows 0.. of its own plane.
@@ -260,7 +247,7 @@ impl Wavefront {
                         let dst = &mut rest[start..start + slot];
                         ok[s] &= sweep.apply_plane(
                             src,
-                            &planes,
+                            planes,
                             rs,
                             r..r + lines(s),
                             owned.clone(),
@@ -276,7 +263,7 @@ impl Wavefront {
                         let to = (q as usize + r) * s0 + (j0 + r) * s1 + r;
                         ok[s] &= sweep.apply_plane(
                             ring,
-                            &planes,
+                            planes,
                             rs,
                             r..r + rows,
                             owned.clone(),
@@ -303,17 +290,16 @@ pub fn tile_for(layout: &FieldLayout, steps: usize) -> usize {
 /// [`tile_for`] with a budget of `bytes`.
 pub fn tile_within(layout: &FieldLayout, steps: usize, bytes: usize) -> usize {
     let r = layout.ghost[0];
-    let ring_rows = |tile: usize| steps * (2 * r + 1) * (tile + 2 * steps * r);
     let per_row = ring_row(r, layout.owned[2]).1 * std::mem::size_of::<f64>();
-    let mut tile = layout.owned[1];
-    while tile > 8 && ring_rows(tile) * per_row > bytes {
-        tile -= 1;
-    }
-    tile
+    // Rows of rings that fit: steps levels of 2r + 1 slots of
+    // tile + 2 steps r rows each.
+    let fit = (bytes / (steps * (2 * r + 1) * per_row)).saturating_sub(2 * steps * r);
+    layout.owned[1].min(fit.max(8))
 }
 
 /// The cells a pass of `k` steps with tiles of `tile` rows computes on `n`
-/// owned cells at radius `r`, over the `k` steps' owned cells.
+/// owned cells at radius `r`, over the `k` steps' owned cells: above 1 by
+/// the rows a tile computes twice and the planes past the ends of axis 0.
 pub fn redundancy(n: [usize; 3], r: usize, tile: usize, k: usize) -> f64 {
     let [n0, n1, _] = n;
     let tile = tile.clamp(1, n1);
@@ -446,19 +432,18 @@ mod tests {
 
     #[test]
     fn redundancy_counts_the_cells_computed() {
-        let l = |n: [usize; 3], r: usize| FieldLayout {
-            owned: n,
-            ghost: [r; 3],
-            components: 1,
-        };
         // One tile of 10 rows, 6 planes, radius 1, 2 steps: level 1 computes
         // 12 rows of 8 planes, level 2 10 of 6.
-        let w = Wavefront::with_tile(&l([6, 10, 4], 1), 2, 10);
-        assert_eq!(w.redundancy(2), (12.0 * 8.0 + 60.0) / 120.0);
+        assert_eq!(
+            redundancy([6, 10, 4], 1, 10, 2),
+            (12.0 * 8.0 + 60.0) / 120.0
+        );
         // Tiles of 4 rows (4, 4, 2), radius 2, 2 steps: level 1 computes
         // 4 more rows a tile and 4 more planes.
-        let w = Wavefront::with_tile(&l([6, 10, 4], 2), 2, 4);
-        assert_eq!(w.redundancy(2), ((8.0 + 8.0 + 6.0) * 10.0 + 60.0) / 120.0);
+        assert_eq!(
+            redundancy([6, 10, 4], 2, 4, 2),
+            ((8.0 + 8.0 + 6.0) * 10.0 + 60.0) / 120.0
+        );
     }
 
     #[test]
