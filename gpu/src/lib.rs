@@ -43,6 +43,8 @@ pub mod cuda;
 pub mod hip;
 #[cfg(feature = "cuda")]
 pub mod links;
+#[cfg(feature = "cuda")]
+pub mod nccl;
 
 /// Where a computation runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

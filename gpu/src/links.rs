@@ -118,7 +118,7 @@ fn process_token() -> u64 {
 /// differs between machines: a fixed hash of the kernel's boot id and the
 /// host name; 0 where either cannot be read (then no two processes are
 /// taken to share a machine).
-fn node_token() -> u64 {
+pub(crate) fn node_token() -> u64 {
     static TOKEN: OnceLock<u64> = OnceLock::new();
     *TOKEN.get_or_init(|| {
         let read = |p: &str| std::fs::read_to_string(p).ok();
@@ -684,7 +684,7 @@ fn handle_words(h: &[std::ffi::c_char; 64]) -> [u64; 8] {
 }
 
 /// The GPU's UUID in two words (which GPU, whatever a process numbers it).
-fn uuid_words(device: &Device) -> Result<[u64; 2], GpuError> {
+pub(crate) fn uuid_words(device: &Device) -> Result<[u64; 2], GpuError> {
     let u = device.context().uuid().map_err(driver("cuDeviceGetUuid"))?;
     let mut w = [0u64; 2];
     for (i, c) in u.bytes.iter().enumerate() {

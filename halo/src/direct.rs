@@ -20,7 +20,12 @@
 //! exchange goes through [`Exchanger`]: packed on the device, copied to
 //! host buffers, sent by the communicator.
 //!
-//! Both give the same bits: a ghost cell receives a copy of its owner's
+//! **NCCL**, when asked for: every face bound for another rank is sent by
+//! NCCL from a buffer on the sender's GPU into one on the receiver's, on a
+//! stream of its own (see the `nccl` module and [`gpu::nccl`]); the ranks
+//! need a GPU each and may be on any number of machines.
+//!
+//! All give the same bits: a ghost cell receives a copy of its owner's
 //! value either way.
 
 use crate::device::{DeviceElem, DeviceField};
@@ -28,6 +33,7 @@ use crate::exchange::{
     check_fields, check_same_fields, ExchangeStats, Exchanger, Pending, MAX_CHANNEL,
 };
 use crate::field::{FieldLayout, Region};
+use crate::nccl::NcclEx;
 use crate::topology::{dir_index, Topology};
 use crate::HaloError;
 use comm::Communicator;
@@ -55,6 +61,10 @@ pub enum Transport {
     /// neighbour packed, on the device; the communicator carries 8-byte
     /// notices.
     Direct,
+    /// NCCL sends and receives between device buffers: one GPU per rank,
+    /// any number of machines (NVLink, PCIe, InfiniBand, sockets; whatever
+    /// NCCL finds). Taken only when asked for.
+    Nccl,
 }
 
 impl Transport {
@@ -63,6 +73,7 @@ impl Transport {
         match self {
             Transport::HostStaged => "staged",
             Transport::Direct => "direct",
+            Transport::Nccl => "nccl",
         }
     }
 }
@@ -96,6 +107,7 @@ struct Direct<T: DeviceElem> {
 enum Inner<T: DeviceElem> {
     Staged(Box<Exchanger<T>>),
     Direct(Box<Direct<T>>),
+    Nccl(Box<NcclEx<T>>),
 }
 
 /// The halo exchange of [`DeviceField`]s: direct on the device between the
@@ -125,7 +137,8 @@ impl<T: DeviceElem> DeviceExchanger<T> {
     /// is on this machine (and, for processes, the driver allows IPC
     /// between them) and [`Transport::HostStaged`] otherwise;
     /// `Some(Transport::Direct)` is an error where the direct exchange
-    /// cannot be built.
+    /// cannot be built; `Some(Transport::Nccl)` is an error where NCCL
+    /// cannot be loaded on some rank or two ranks share a GPU.
     ///
     /// Collective over `comm`: every rank calls it with the same `want`,
     /// `components` and `channel`.
@@ -149,6 +162,12 @@ impl<T: DeviceElem> DeviceExchanger<T> {
                 comm.rank()
             )));
         }
+        if want == Some(Transport::Nccl) {
+            let ex = NcclEx::new(comm, topo, device, components, channel, false)?;
+            return Ok(DeviceExchanger {
+                inner: Inner::Nccl(Box::new(ex)),
+            });
+        }
         // The links find out whether every rank is on this machine (and
         // build nothing otherwise).
         let direct = match want {
@@ -171,11 +190,27 @@ impl<T: DeviceElem> DeviceExchanger<T> {
         Ok(DeviceExchanger { inner })
     }
 
+    /// An NCCL exchanger that also sends the rank's periodic faces to
+    /// itself through NCCL (a test of the remote path on one GPU).
+    #[cfg(test)]
+    fn nccl_loopback(
+        comm: &dyn Communicator,
+        topo: &Topology,
+        device: &Arc<Device>,
+        components: usize,
+    ) -> Result<Self, HaloError> {
+        let ex = NcclEx::new(comm, topo, device, components, 0, true)?;
+        Ok(DeviceExchanger {
+            inner: Inner::Nccl(Box::new(ex)),
+        })
+    }
+
     /// The transport in use.
     pub fn transport(&self) -> Transport {
         match self.inner {
             Inner::Staged(_) => Transport::HostStaged,
             Inner::Direct(_) => Transport::Direct,
+            Inner::Nccl(_) => Transport::Nccl,
         }
     }
 
@@ -184,6 +219,7 @@ impl<T: DeviceElem> DeviceExchanger<T> {
         match &self.inner {
             Inner::Staged(e) => e.topology(),
             Inner::Direct(d) => &d.topo,
+            Inner::Nccl(d) => &d.topo,
         }
     }
 
@@ -194,6 +230,7 @@ impl<T: DeviceElem> DeviceExchanger<T> {
         match &self.inner {
             Inner::Staged(e) => e.stats(),
             Inner::Direct(d) => d.stats,
+            Inner::Nccl(d) => d.stats,
         }
     }
 
@@ -202,6 +239,7 @@ impl<T: DeviceElem> DeviceExchanger<T> {
         match &mut self.inner {
             Inner::Staged(e) => e.reset_stats(),
             Inner::Direct(d) => d.stats = ExchangeStats::default(),
+            Inner::Nccl(d) => d.stats = ExchangeStats::default(),
         }
     }
 
@@ -231,6 +269,14 @@ impl<T: DeviceElem> DeviceExchanger<T> {
                         number,
                     }
                 }
+                Inner::Nccl(d) => {
+                    let number = d.post(comm, fields)?;
+                    PendingInner::Nccl {
+                        comm,
+                        ex: d,
+                        number,
+                    }
+                }
             }),
         })
     }
@@ -254,6 +300,11 @@ enum PendingInner<'a, T: DeviceElem> {
         ex: &'a mut Direct<T>,
         number: u64,
     },
+    Nccl {
+        comm: &'a dyn Communicator,
+        ex: &'a mut NcclEx<T>,
+        number: u64,
+    },
 }
 
 /// An exchange in flight, returned by [`DeviceExchanger::post`]. Dropping
@@ -270,6 +321,7 @@ impl<T: DeviceElem> std::fmt::Debug for DevicePending<'_, T> {
         let (transport, n) = match &self.inner {
             Some(PendingInner::Staged(_)) => (Some(Transport::HostStaged), None),
             Some(PendingInner::Direct { number, .. }) => (Some(Transport::Direct), Some(*number)),
+            Some(PendingInner::Nccl { number, .. }) => (Some(Transport::Nccl), Some(*number)),
             None => (None, None),
         };
         f.debug_struct("DevicePending")
@@ -281,9 +333,15 @@ impl<T: DeviceElem> std::fmt::Debug for DevicePending<'_, T> {
 
 impl<T: DeviceElem> Drop for DevicePending<'_, T> {
     fn drop(&mut self) {
-        if let Some(PendingInner::Direct { comm, ex, .. }) = &mut self.inner {
-            // Errors of an exchange nobody finishes do not matter.
-            let _ = ex.drain(*comm);
+        // Errors of an exchange nobody finishes do not matter.
+        match &mut self.inner {
+            Some(PendingInner::Direct { comm, ex, .. }) => {
+                let _ = ex.drain(*comm);
+            }
+            Some(PendingInner::Nccl { comm, ex, .. }) => {
+                let _ = ex.drain(*comm);
+            }
+            _ => {}
         }
     }
 }
@@ -297,6 +355,12 @@ impl<T: DeviceElem> DevicePending<'_, T> {
             Some(PendingInner::Direct { comm, ex, number }) => {
                 let r = ex.finish(comm, fields, number);
                 // What an error left in flight is received and acknowledged.
+                let drained = ex.drain(comm);
+                r.and(drained.map(|_| ()))
+            }
+            Some(PendingInner::Nccl { comm, ex, number }) => {
+                let r = ex.finish(comm, fields, number);
+                // What an error left in flight is received.
                 let drained = ex.drain(comm);
                 r.and(drained.map(|_| ()))
             }
@@ -508,8 +572,9 @@ mod tests {
         host
     }
 
-    /// Both transports give exactly the host exchange's ghosts, for 1, 2,
-    /// 4 and 8 in-process ranks sharing device 0, faces and the full
+    /// Every transport gives exactly the host exchange's ghosts, for 1, 2,
+    /// 4 and 8 in-process ranks sharing device 0 (NCCL: one rank, whose
+    /// periodic faces are sends to itself), faces and the full
     /// neighbourhood, two fields of two and one components, over several
     /// rounds of blocking and overlapped (post, finish) exchanges.
     #[test]
@@ -517,7 +582,11 @@ mod tests {
         let Some(device) = device() else { return };
         for ranks in [1, 2, 4, 8] {
             for nbh in [Neighborhood::Faces, Neighborhood::Full] {
-                for want in [Transport::Direct, Transport::HostStaged] {
+                for want in [Transport::Direct, Transport::HostStaged, Transport::Nccl] {
+                    // NCCL takes one GPU per rank.
+                    if want == Transport::Nccl && ranks > 1 {
+                        continue;
+                    }
                     let device = device.clone();
                     local::run(ranks, move |comm| {
                         let topo = topology(comm, [12, 10, 9], 2, nbh)?;
@@ -587,6 +656,77 @@ mod tests {
             Ok::<_, HaloError>(())
         })
         .unwrap();
+    }
+
+    /// The NCCL path with every face a message (a rank's periodic faces
+    /// sent to itself) gives the host exchange's ghosts: the packing, the
+    /// pairing of NCCL's messages with the ghost regions (several per pair
+    /// of ranks, told apart by direction) and the unpacking, on one GPU,
+    /// faces and the full neighbourhood, several rounds, blocking and
+    /// overlapped.
+    #[test]
+    fn nccl_messages_fill_the_ghosts_of_the_host_exchange() {
+        let Some(device) = device() else { return };
+        for nbh in [Neighborhood::Faces, Neighborhood::Full] {
+            let device = device.clone();
+            local::run(1, move |comm| {
+                let topo = topology(comm, [12, 10, 9], 2, nbh)?;
+                let mut l2 = topo.layout(2);
+                l2.components = 2;
+                let l1 = topo.layout(1);
+                let mut hx = Exchanger::new(&topo, 3, 0)?;
+                let mut dx = DeviceExchanger::nccl_loopback(comm, &topo, &device, 3)?;
+                assert_eq!(dx.transport(), Transport::Nccl);
+                let mut a = DeviceField::new(&device, l2, "a").map_err(dev)?;
+                let mut b = DeviceField::new(&device, l1, "b").map_err(dev)?;
+                for round in 0..4 {
+                    let (mut ha, mut hb) = (filled(&topo, l2, round), filled(&topo, l1, round + 7));
+                    a.upload(&ha).map_err(dev)?;
+                    b.upload(&hb).map_err(dev)?;
+                    hx.exchange(
+                        comm,
+                        &mut [&mut ha as &mut dyn crate::HaloData<f64>, &mut hb],
+                    )?;
+                    if round % 2 == 0 {
+                        dx.exchange(comm, &mut [&mut a, &mut b])?;
+                    } else {
+                        let p = dx.post(comm, &mut [&mut a, &mut b])?;
+                        p.finish(&mut [&mut a, &mut b])?;
+                    }
+                    let (mut ba, mut bb) = (Field::new(l2), Field::new(l1));
+                    a.download(&mut ba).map_err(dev)?;
+                    b.download(&mut bb).map_err(dev)?;
+                    assert_eq!(ba.as_slice(), ha.as_slice(), "{nbh:?} round {round}");
+                    assert_eq!(bb.as_slice(), hb.as_slice(), "{nbh:?} round {round}");
+                }
+                let s = dx.stats();
+                assert_eq!(s.exchanges, 4);
+                assert_eq!(s.values_copied, 0, "every face travelled through NCCL");
+                assert_eq!(s.messages, 4 * topo.neighbors().len() as u64);
+                Ok::<_, HaloError>(())
+            })
+            .unwrap();
+        }
+    }
+
+    /// NCCL refuses two ranks on one GPU: every rank gets an error that
+    /// names the ranks and the other transports, and nobody hangs.
+    #[test]
+    fn nccl_needs_a_gpu_per_rank() {
+        let Some(device) = device() else { return };
+        let errs = local::run(2, move |comm| {
+            let topo = topology(comm, [8, 8, 8], 1, Neighborhood::Faces)?;
+            let e = DeviceExchanger::<f64>::new(comm, &topo, &device, 1, 0, Some(Transport::Nccl))
+                .unwrap_err();
+            Ok::<_, HaloError>(e.to_string())
+        })
+        .unwrap();
+        for e in errs {
+            assert!(
+                e.contains("one GPU per rank") && e.contains("ranks 0 and 1"),
+                "{e}"
+            );
+        }
     }
 
     /// Fields that do not match the exchanger are refused before anything

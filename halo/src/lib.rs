@@ -58,6 +58,8 @@ mod direct;
 mod exchange;
 mod field;
 pub mod kernels;
+#[cfg(feature = "cuda")]
+mod nccl;
 mod topology;
 
 #[cfg(feature = "cuda")]

@@ -497,6 +497,8 @@ pub fn run(a: &Args) -> Result<()> {
                 "--ranks 4 --mode blocking --grid 1x2x2",
                 "--ranks 4 --mode overlap --gpu-exchange staged",
                 "--ranks 2 --mode blocking --gpu-exchange staged --gpu-stencil pairs",
+                "--ranks 1 --mode overlap --gpu-exchange nccl",
+                "--ranks 1 --mode blocking --gpu-periodic copy --gpu-exchange nccl --steps-per-pass 1",
             ] {
                 let r = heat3d(
                     &b,
@@ -508,9 +510,12 @@ pub fn run(a: &Args) -> Result<()> {
                 );
                 let name = format!("order {o} {integ} cuda {case}");
                 // In-process ranks share the GPU's buffers directly unless
-                // told to stage through the host.
+                // told to stage through the host (or to use NCCL, which one
+                // rank alone can).
                 let halo = if case.contains("staged") {
                     "staged"
+                } else if case.contains("nccl") {
+                    "nccl"
                 } else {
                     "direct"
                 };
@@ -518,7 +523,8 @@ pub fn run(a: &Args) -> Result<()> {
                     Ok(r) => t.check(
                         &name,
                         r.hash_hex == cpu.hash_hex
-                            && (case.contains("--ranks 1 ") || r.halo == halo),
+                            && ((case.contains("--ranks 1 ") && halo == "direct")
+                                || r.halo == halo),
                         &format!("{} vs cpu {}, {} halo", r.hash_hex, cpu.hash_hex, r.halo),
                     ),
                     Err(e) => t.check(&name, false, &e),
@@ -750,6 +756,11 @@ pub fn run(a: &Args) -> Result<()> {
             "steps_per_pass = 2 needs one rank that is its own periodic neighbour",
         ),
         (
+            "NCCL with two ranks on one GPU",
+            "--backend cuda --n 16 --steps 1 --ranks 2 --gpu-exchange nccl",
+            "NCCL needs one GPU per rank, but ranks 0 and 1 are on the same GPU",
+        ),
+        (
             "two steps a pass at order 6",
             "--backend cuda --n 16 --steps 2 --ranks 1 --order 6 --mode blocking --steps-per-pass 2",
             "order 2 (this run: 6)",
@@ -816,6 +827,28 @@ fn mpi_cases(b: &Bins, t: &mut Tally, pfc_cpu: Option<&PfcReport>) {
                 ),
             ),
             Err(e) => t.check(&name, false, &e),
+        }
+    }
+    // NCCL refuses two processes on one GPU; so does heat3d, on every
+    // process, before NCCL is asked (and nobody hangs).
+    {
+        let name = "mpirun -np 2: NCCL with two processes on one GPU is refused";
+        let r = heat3d_mpi(
+            b,
+            "mpi-nccl",
+            2,
+            &words(&format!(
+                "{base} --backend cuda --order 2 --gpu-exchange nccl"
+            )),
+            300,
+        );
+        match r.result {
+            Ok(_) => t.check(name, false, "it ran"),
+            Err(e) => t.check(
+                name,
+                e.contains("NCCL needs one GPU per rank, but ranks 0 and 1 are on the same GPU"),
+                e.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or(""),
+            ),
         }
     }
     for np in [2, 4] {

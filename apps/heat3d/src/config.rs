@@ -85,7 +85,7 @@ pub enum GpuPeriodic {
     Copy,
 }
 
-/// How device-resident halos travel between ranks. Both give the same
+/// How device-resident halos travel between ranks. All give the same
 /// bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -101,6 +101,10 @@ pub enum GpuExchange {
     /// Packed on the device, copied through host buffers and sent by the
     /// communicator.
     Staged,
+    /// NCCL sends and receives between device buffers: one GPU per rank
+    /// (an error otherwise), on any number of machines; a rank's own
+    /// periodic faces are copied on its GPU.
+    Nccl,
 }
 
 /// The initial condition, each with an analytic solution.

@@ -464,6 +464,7 @@ impl DeviceSolver {
                     GpuExchange::Auto => None,
                     GpuExchange::Direct => Some(Transport::Direct),
                     GpuExchange::Staged => Some(Transport::HostStaged),
+                    GpuExchange::Nccl => Some(Transport::Nccl),
                 };
                 Some(
                     DeviceExchanger::new(comm, topo, &dev, 1, 0, want)

@@ -81,7 +81,7 @@ pub struct Report {
     /// What rank 0 computed on: `cpu`, or the GPU's description.
     pub device: String,
     /// How the halo travelled between ranks: `host` (host fields),
-    /// `direct` or `staged` (device fields, see `gpu_exchange`), or
+    /// `direct`, `staged` or `nccl` (device fields, see `gpu_exchange`), or
     /// `none` (the spectral operator exchanges no halo).
     pub halo: &'static str,
     /// Process grid.

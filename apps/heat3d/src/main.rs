@@ -82,7 +82,7 @@ struct Cli {
     /// How the GPU stencil reads its fast-axis neighbours.
     #[arg(long, value_enum)]
     gpu_stencil: Option<GpuStencil>,
-    /// How device halos travel between ranks: on the device between the ranks of one machine (direct: in-process, or MPI processes through CUDA IPC), through host buffers (staged), or auto.
+    /// How device halos travel between ranks: on the device between the ranks of one machine (direct: in-process, or MPI processes through CUDA IPC), through host buffers (staged), through NCCL (nccl: one GPU per rank, any number of machines), or auto (direct where it can, else staged).
     #[arg(long, value_enum)]
     gpu_exchange: Option<GpuExchange>,
     /// How the GPU stencil of one rank that is its own periodic neighbour reads across its faces in blocking mode: at their periodic images in the owned cells (read), from ghosts filled by self-copies (copy), or auto.
