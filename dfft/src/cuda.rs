@@ -26,6 +26,7 @@ use gpu::cuda::cudarc::driver::{
 };
 use gpu::cuda::{check_cufft, launch_1d, Device};
 use gpu::links::{reach, LinkError, LinkSpec, Links};
+use gpu::nccl::{NcclComm, NcclLinks};
 use gpu::GpuError;
 use std::sync::Arc;
 
@@ -182,8 +183,11 @@ unsafe impl DeviceRepr for Block {}
 /// message buffers (in doubles, as `alltoallv` takes them).
 struct Move {
     /// Device-to-device links to the other ranks (ranks of one machine), or
-    /// `None` (host-staged).
+    /// `None` (host-staged, or NCCL).
     links: Option<Links<f64>>,
+    /// NCCL links to the other ranks (and, in tests, to this one), or
+    /// `None`.
+    nccl: Option<NcclLinks<f64>>,
     /// The peer of each outgoing and each incoming link.
     link_out: Vec<usize>,
     link_in: Vec<usize>,
@@ -219,6 +223,7 @@ impl Move {
         };
         let mut m = Move {
             links: None,
+            nccl: None,
             link_out: Vec::new(),
             link_in: Vec::new(),
             send: Vec::with_capacity(p),
@@ -272,6 +277,39 @@ impl Move {
             }
         }
         self.links = Links::new(comm, dev, &outs, &ins).map_err(link_err)?;
+        Ok(())
+    }
+
+    /// Sets up the NCCL links of this move over `nccl` (collective), on
+    /// tag `tag` (notices); `loopback`: this rank's own block goes through
+    /// NCCL too (a test of the remote path on one GPU).
+    fn link_nccl(
+        &mut self,
+        comm: &dyn Communicator,
+        nccl: &Arc<NcclComm>,
+        tag: u32,
+        loopback: bool,
+    ) -> Result<(), FftError> {
+        let me = comm.rank();
+        let spec = |peer: usize, key: usize, len: usize| LinkSpec {
+            peer,
+            key: key as u32,
+            len,
+            notice_tag: tag,
+            ack_tag: tag + 1,
+        };
+        let (mut outs, mut ins) = (Vec::new(), Vec::new());
+        for q in (0..comm.size()).filter(|&q| loopback || q != me) {
+            if self.send_counts[q] > 0 {
+                outs.push(spec(q, q, self.send_counts[q]));
+                self.link_out.push(q);
+            }
+            if self.recv_counts[q] > 0 {
+                ins.push(spec(q, me, self.recv_counts[q]));
+                self.link_in.push(q);
+            }
+        }
+        self.nccl = Some(NcclLinks::over(comm, nccl, &outs, &ins).map_err(link_err)?);
         Ok(())
     }
 
@@ -444,8 +482,8 @@ pub struct DeviceFft3d {
     output: Layout,
     /// One rank: cuFFT's 3D plan.
     single: Option<DeviceR2c>,
-    /// Reshapes device to device.
-    direct: bool,
+    /// How the reshapes travel.
+    route: Taken,
     steps: Vec<DeviceStep>,
     work: [CudaSlice<DeviceComplex>; 2],
     /// Device message buffers (doubles) and their host copies.
@@ -467,6 +505,29 @@ impl std::fmt::Debug for DeviceFft3d {
     }
 }
 
+/// How the reshapes of a [`DeviceFft3d`] travel between ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Route {
+    /// Device to device where every rank is on this machine
+    /// ([`gpu::links`]: threads of one process, or processes sharing
+    /// buffers through CUDA IPC), through host buffers otherwise.
+    Auto,
+    /// Packed on the device, copied through host buffers, `alltoallv`.
+    Staged,
+    /// NCCL sends and receives between device buffers ([`gpu::nccl`]):
+    /// one GPU per rank, any number of machines; a rank's own block is
+    /// copied on its GPU.
+    Nccl,
+}
+
+/// The route a plan took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Taken {
+    Direct,
+    Staged,
+    Nccl,
+}
+
 impl DeviceFft3d {
     /// Plans the transform of real data in `input` on `dev` (collective).
     /// `options.selection` and `options.output` choose the layouts as on
@@ -481,7 +542,7 @@ impl DeviceFft3d {
         input: &Layout,
         options: Options,
     ) -> Result<Self, FftError> {
-        Self::build(comm, dev, input, options, true)
+        Self::build(comm, dev, input, options, Route::Auto, false)
     }
 
     /// As [`new`](Self::new), with the reshapes always host-staged.
@@ -491,12 +552,34 @@ impl DeviceFft3d {
         input: &Layout,
         options: Options,
     ) -> Result<Self, FftError> {
-        Self::build(comm, dev, input, options, false)
+        Self::build(comm, dev, input, options, Route::Staged, false)
     }
 
-    /// Whether the reshapes go device to device.
+    /// As [`new`](Self::new), the reshapes along `route`. [`Route::Nccl`]
+    /// is an error, on every rank, where NCCL cannot be loaded on some rank
+    /// or two ranks share a GPU.
+    pub fn with_route(
+        comm: &dyn Communicator,
+        dev: &Arc<Device>,
+        input: &Layout,
+        options: Options,
+        route: Route,
+    ) -> Result<Self, FftError> {
+        Self::build(comm, dev, input, options, route, false)
+    }
+
+    /// Whether the reshapes go device to device through [`gpu::links`].
     pub fn is_direct(&self) -> bool {
-        self.direct
+        self.route == Taken::Direct
+    }
+
+    /// How the reshapes travel: `direct`, `staged` or `nccl`.
+    pub fn route_name(&self) -> &'static str {
+        match self.route {
+            Taken::Direct => "direct",
+            Taken::Staged => "staged",
+            Taken::Nccl => "nccl",
+        }
     }
 
     fn build(
@@ -504,7 +587,8 @@ impl DeviceFft3d {
         dev: &Arc<Device>,
         input: &Layout,
         options: Options,
-        allow_direct: bool,
+        route: Route,
+        loopback: bool,
     ) -> Result<Self, FftError> {
         let p = comm.size();
         let rank = comm.rank();
@@ -551,7 +635,12 @@ impl DeviceFft3d {
             None
         };
         // Device-to-device reshapes when every rank is on this machine.
-        let direct = allow_direct && p > 1 && reach(comm).map_err(link_err)?.is_some();
+        let direct = route == Route::Auto && p > 1 && reach(comm).map_err(link_err)?.is_some();
+        // One NCCL communicator for every reshape of the plan.
+        let nccl = match route {
+            Route::Nccl => Some(NcclComm::new(comm, dev).map_err(link_err)?),
+            _ => None,
+        };
         static PLANS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let mut plan_no = [PLANS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)];
         comm.broadcast(&mut plan_no, 0)?;
@@ -595,8 +684,24 @@ impl DeviceFft3d {
                                 // processes (every rank learns it in the
                                 // same call): host-staged from the start.
                                 drop((fwd, bwd, steps));
-                                return Self::build(comm, dev, input, options, false);
+                                return Self::build(
+                                    comm,
+                                    dev,
+                                    input,
+                                    options,
+                                    Route::Staged,
+                                    false,
+                                );
                             }
+                            send_len = send_len
+                                .max(fwd.send_counts[rank])
+                                .max(bwd.send_counts[rank]);
+                        } else if let Some(nc) = &nccl {
+                            // As direct: this rank's own block through
+                            // `dsend` (unless it loops back through NCCL).
+                            let t = tag0 + 4 * steps.len() as u32;
+                            fwd.link_nccl(comm, nc, t, loopback)?;
+                            bwd.link_nccl(comm, nc, t + 2, loopback)?;
                             send_len = send_len
                                 .max(fwd.send_counts[rank])
                                 .max(bwd.send_counts[rank]);
@@ -663,7 +768,13 @@ impl DeviceFft3d {
             input: input.clone(),
             output,
             single,
-            direct,
+            route: if direct {
+                Taken::Direct
+            } else if nccl.is_some() {
+                Taken::Nccl
+            } else {
+                Taken::Staged
+            },
             steps,
             work,
             dsend: dev
@@ -839,6 +950,49 @@ impl DeviceFft3d {
                         .map_err(device)?;
                     Ok(())
                 };
+                if let Some(links) = &mut mv.nccl {
+                    // NCCL: each peer's block into its link's buffer, the
+                    // group on the links' stream, this rank's own block
+                    // through `dsend` meanwhile (or through NCCL too).
+                    for (j, &q) in mv.link_out.iter().enumerate() {
+                        let b = Block {
+                            at: 0,
+                            ..mv.send[q]
+                        };
+                        pack_into(src, &mut links.outgoing(j), &b)?;
+                    }
+                    let round = links.post(comm).map_err(link_err)?;
+                    let me = *rank;
+                    if count(&mv.send[me]) > 0 && !mv.link_out.contains(&me) {
+                        let (sb, rb) = (
+                            Block {
+                                at: 0,
+                                ..mv.send[me]
+                            },
+                            Block {
+                                at: 0,
+                                ..mv.recv[me]
+                            },
+                        );
+                        pack_into(src, &mut dsend.slice_mut(..), &sb)?;
+                        unpack_from(&dsend.slice(..), dst, &rb)?;
+                    }
+                    let unpacked = (|| {
+                        while let Some(j) = links.arrival(comm, round).map_err(link_err)? {
+                            let b = Block {
+                                at: 0,
+                                ..mv.recv[mv.link_in[j]]
+                            };
+                            unpack_from(&links.incoming(j), dst, &b)?;
+                        }
+                        Ok::<_, FftError>(())
+                    })();
+                    // What an error left in flight is received.
+                    let drained = links.drain(comm).map_err(link_err);
+                    unpacked?;
+                    drained?;
+                    return Ok(1 - cur);
+                }
                 if let Some(links) = &mut mv.links {
                     // Device to device: each peer's block into its link's
                     // buffer, this rank's own through `dsend`.
@@ -1019,7 +1173,7 @@ mod tests {
             return;
         };
         let d = Arc::new(d);
-        use crate::{Fft3d, Normalization, Output, Selection};
+        use crate::{Output, Selection};
         let global = [10, 12, 14];
         let mut cases: Vec<(usize, Layout)> = vec![(1, Layout::bricks(global, 1).unwrap())];
         for p in [2, 3, 4] {
@@ -1036,74 +1190,22 @@ mod tests {
                 for selection in [Selection::MinReshape, Selection::Pencils] {
                     let (d, input) = (d.clone(), input.clone());
                     comm::local::run(p, move |comm| {
-                        let opts = Options {
-                            output,
-                            selection,
-                            normalization: Normalization::None,
-                            ..Options::default()
-                        };
-                        let g = input.global();
-                        let n: usize = g.iter().product();
-                        let b = input.box_of(comm.rank());
-                        let mut x = Vec::with_capacity(b.len());
-                        let order = input.order();
-                        let sh = b.shape();
-                        let m = order.map(|a| sh[a]);
-                        for i0 in 0..m[0] {
-                            for i1 in 0..m[1] {
-                                for i2 in 0..m[2] {
-                                    let mut q = [0; 3];
-                                    q[order[0]] = b.lo[order[0]] + i0;
-                                    q[order[1]] = b.lo[order[1]] + i1;
-                                    q[order[2]] = b.lo[order[2]] + i2;
-                                    let v = (q[0] * 131 + q[1] * 17 + q[2] * 7 % 23) as f64;
-                                    x.push((0.37 * v).sin() + 0.1 * q[2] as f64);
-                                }
-                            }
-                        }
-                        let mut host =
-                            Fft3d::new(comm, &input, Kind::R2C { halved: 2 }, opts).unwrap();
-                        let mut want = vec![num_complex::Complex64::default(); host.output_len()];
-                        let mut scratch =
-                            vec![num_complex::Complex64::default(); host.scratch_len()];
-                        host.forward_r2c(comm, &x, &mut want, &mut scratch).unwrap();
                         for staged in [false, true] {
-                        let mut plan = if staged {
-                            DeviceFft3d::host_staged(comm, &d, &input, opts).unwrap()
-                        } else {
-                            DeviceFft3d::new(comm, &d, &input, opts).unwrap()
-                        };
-                        assert_eq!(plan.is_direct(), !staged && p > 1);
-                        assert_eq!(plan.output_layout(), host.output_layout());
-                        assert_eq!(plan.reshapes(), host.reshapes());
-                        let xd = d.upload(&x, "x").unwrap();
-                        let mut spec = d
-                            .alloc_zeros::<DeviceComplex>(plan.output_len(), "spec")
-                            .unwrap();
-                        plan.forward(comm, &xd.slice(..), &mut spec).unwrap();
-                        let got = d.download(&spec).unwrap();
-                        let big = want.iter().map(|z| z.norm()).fold(0.0, f64::max);
-                        let big = comm.allreduce_scalar(big, comm::ReduceOp::Max).unwrap();
-                        for (q, (a, w)) in got.iter().zip(&want).enumerate() {
-                            let e = (a.x - w.re).abs().max((a.y - w.im).abs());
-                            assert!(
-                                e <= 1e-12 * big,
-                                "{p} ranks {:?} {output:?} {selection:?} staged {staged}: value {q}: {a:?} vs {w}",
-                                input.dims()
+                            let what = format!("staged {staged}");
+                            let plan = |comm: &dyn Communicator, opts| {
+                                if staged {
+                                    DeviceFft3d::host_staged(comm, &d, &input, opts)
+                                } else {
+                                    DeviceFft3d::new(comm, &d, &input, opts)
+                                }
+                            };
+                            let plan =
+                                agrees_with_host(comm, &d, &input, output, selection, plan, &what)?;
+                            assert_eq!(plan.is_direct(), !staged && p > 1);
+                            assert_eq!(
+                                plan.route_name(),
+                                if !staged && p > 1 { "direct" } else { "staged" }
                             );
-                        }
-                        let mut back = d.alloc_zeros::<f64>(x.len(), "back").unwrap();
-                        plan.backward(comm, &mut spec, &mut back.slice_mut(..))
-                            .unwrap();
-                        let back = d.download(&back).unwrap();
-                        let top = x.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-                        for (q, (a, w)) in back.iter().zip(&x).enumerate() {
-                            assert!(
-                                (a / n as f64 - w).abs() <= 1e-12 * top.max(1.0),
-                                "round trip at {q}: {} vs {w}",
-                                a / n as f64
-                            );
-                        }
                         }
                         Ok::<_, FftError>(())
                     })
@@ -1111,6 +1213,154 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The NCCL reshapes, with this rank's own blocks sent to itself
+    /// through NCCL, give the host's spectrum and round trip on one GPU:
+    /// one rank, its input in slabs and pencils along each axis (layouts
+    /// whose plans reshape), both outputs and selections.
+    #[test]
+    fn nccl_reshapes_match_the_host() {
+        let Ok(d) = Device::open(0) else {
+            eprintln!("skipped: no CUDA device");
+            return;
+        };
+        let d = Arc::new(d);
+        use crate::{Output, Selection};
+        let global = [10, 12, 14];
+        let mut reshapes = 0;
+        for a in 0..3 {
+            for input in [
+                Layout::slabs(global, 1, a).unwrap(),
+                Layout::pencils(global, 1, a).unwrap(),
+            ] {
+                for output in [Output::Input, Output::Transposed] {
+                    for selection in [Selection::MinReshape, Selection::Pencils] {
+                        let (d, input) = (d.clone(), input.clone());
+                        reshapes += comm::local::run(1, move |comm| {
+                            let plan = |comm: &dyn Communicator, opts| {
+                                DeviceFft3d::build(comm, &d, &input, opts, Route::Nccl, true)
+                            };
+                            let plan = agrees_with_host(
+                                comm, &d, &input, output, selection, plan, "nccl",
+                            )?;
+                            assert_eq!(plan.route_name(), "nccl");
+                            Ok::<_, FftError>(plan.reshapes())
+                        })
+                        .unwrap()[0];
+                    }
+                }
+            }
+        }
+        assert!(
+            reshapes > 0,
+            "no case reshaped: the test moved nothing through NCCL"
+        );
+    }
+
+    /// NCCL refuses two ranks on one GPU: every rank gets the reason.
+    #[test]
+    fn nccl_reshapes_need_a_gpu_per_rank() {
+        let Ok(d) = Device::open(0) else {
+            eprintln!("skipped: no CUDA device");
+            return;
+        };
+        let d = Arc::new(d);
+        let errs = comm::local::run(2, move |comm| {
+            let input = Layout::slabs([8, 8, 8], 2, 0)?;
+            let e = DeviceFft3d::with_route(comm, &d, &input, Options::default(), Route::Nccl)
+                .unwrap_err();
+            Ok::<_, FftError>(e.to_string())
+        })
+        .unwrap();
+        for e in errs {
+            assert!(
+                e.contains("one GPU per rank") && e.contains("ranks 0 and 1"),
+                "{e}"
+            );
+        }
+    }
+
+    /// This rank's values of a test input in `input`'s memory order.
+    fn sample(input: &Layout, rank: usize) -> Vec<f64> {
+        let b = input.box_of(rank);
+        let mut x = Vec::with_capacity(b.len());
+        let order = input.order();
+        let sh = b.shape();
+        let m = order.map(|a| sh[a]);
+        for i0 in 0..m[0] {
+            for i1 in 0..m[1] {
+                for i2 in 0..m[2] {
+                    let mut q = [0; 3];
+                    q[order[0]] = b.lo[order[0]] + i0;
+                    q[order[1]] = b.lo[order[1]] + i1;
+                    q[order[2]] = b.lo[order[2]] + i2;
+                    let v = (q[0] * 131 + q[1] * 17 + q[2] * 7 % 23) as f64;
+                    x.push((0.37 * v).sin() + 0.1 * q[2] as f64);
+                }
+            }
+        }
+        x
+    }
+
+    /// Plans with `plan` and checks that the forward transform agrees
+    /// with the host's to 1e-12 of the largest magnitude (cuFFT and the
+    /// host's transforms round differently, a few eps per value), and
+    /// backward(forward(x)) = N x to 1e-12. Returns the plan.
+    fn agrees_with_host(
+        comm: &dyn Communicator,
+        d: &Arc<Device>,
+        input: &Layout,
+        output: crate::Output,
+        selection: crate::Selection,
+        plan: impl Fn(&dyn Communicator, Options) -> Result<DeviceFft3d, FftError>,
+        what: &str,
+    ) -> Result<DeviceFft3d, FftError> {
+        use crate::{Fft3d, Normalization};
+        let p = comm.size();
+        let opts = Options {
+            output,
+            selection,
+            normalization: Normalization::None,
+            ..Options::default()
+        };
+        let n: usize = input.global().iter().product();
+        let x = sample(input, comm.rank());
+        let mut host = Fft3d::new(comm, input, Kind::R2C { halved: 2 }, opts)?;
+        let mut want = vec![num_complex::Complex64::default(); host.output_len()];
+        let mut scratch = vec![num_complex::Complex64::default(); host.scratch_len()];
+        host.forward_r2c(comm, &x, &mut want, &mut scratch)?;
+        let mut plan = plan(comm, opts)?;
+        assert_eq!(plan.output_layout(), host.output_layout());
+        assert_eq!(plan.reshapes(), host.reshapes());
+        let xd = d.upload(&x, "x").unwrap();
+        let mut spec = d
+            .alloc_zeros::<DeviceComplex>(plan.output_len(), "spec")
+            .unwrap();
+        plan.forward(comm, &xd.slice(..), &mut spec)?;
+        let got = d.download(&spec).unwrap();
+        let big = want.iter().map(|z| z.norm()).fold(0.0, f64::max);
+        let big = comm.allreduce_scalar(big, comm::ReduceOp::Max)?;
+        for (q, (a, w)) in got.iter().zip(&want).enumerate() {
+            let e = (a.x - w.re).abs().max((a.y - w.im).abs());
+            assert!(
+                e <= 1e-12 * big,
+                "{p} ranks {:?} {output:?} {selection:?} {what}: value {q}: {a:?} vs {w}",
+                input.dims()
+            );
+        }
+        let mut back = d.alloc_zeros::<f64>(x.len(), "back").unwrap();
+        plan.backward(comm, &mut spec, &mut back.slice_mut(..))?;
+        let back = d.download(&back).unwrap();
+        let top = x.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        for (q, (a, w)) in back.iter().zip(&x).enumerate() {
+            assert!(
+                (a / n as f64 - w).abs() <= 1e-12 * top.max(1.0),
+                "{what}: round trip at {q}: {} vs {w}",
+                a / n as f64
+            );
+        }
+        Ok(plan)
     }
 
     /// Wrong buffers and batches are refused with the lengths involved.

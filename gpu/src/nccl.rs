@@ -10,6 +10,11 @@
 //! one communicator on the same GPU; [`NcclLinks::new`] finds that before
 //! NCCL is asked and names the ranks.
 //!
+//! An [`NcclComm`] is one NCCL communicator over the ranks of a
+//! communicator, made once (collectively) and shared by any number of
+//! [`NcclLinks`] of the rank (a halo exchanger and the reshapes of an FFT
+//! plan, say); calls into it are serialised by a lock, as NCCL requires.
+//!
 //! Every link has a buffer on each side, owned here. One round is:
 //!
 //! 1. the caller fills the outgoing buffers with work on `main`
@@ -58,7 +63,7 @@ use cudarc::driver::{
 };
 use cudarc::nccl::sys;
 use std::ffi::CStr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Checks that the NCCL library can be opened (the first call into a
 /// library `cudarc` cannot open would abort the process).
@@ -125,105 +130,66 @@ fn nccl_ok(
 /// loads (1) or not (0), its machine, its GPU's UUID and ordinal.
 const ABOUT: usize = 5;
 
-/// NCCL links of one rank; see the module documentation.
-pub struct NcclLinks<T> {
-    device: Arc<Device>,
-    comm: sys::ncclComm_t,
-    /// The stream the NCCL groups run on, and the events that order it
-    /// with `main`: `packed` (recorded on `main` by `post`) and `done`
-    /// (recorded after each group).
-    stream: Arc<CudaStream>,
-    packed: CudaEvent,
-    done: CudaEvent,
-    /// `main` has not yet been made to wait for the last group.
-    owed_done: bool,
-    outs: Vec<(LinkSpec, CudaSlice<T>)>,
-    ins: Vec<(LinkSpec, CudaSlice<T>)>,
-    /// The order in which sends and receives are queued: by (peer, key).
-    send_order: Vec<usize>,
-    recv_order: Vec<usize>,
-    /// Incoming notices, one slot per incoming link.
-    notices: Vec<u64>,
-    /// Receives of notices in flight, and the incoming link of each.
-    recvs: Vec<Request>,
-    recv_of: Vec<usize>,
-    /// Incoming links from this rank itself still to be returned by
-    /// `arrival` this round.
-    local: Vec<usize>,
-    /// The number of the next round.
-    next: u64,
-    /// Set once the NCCL communicator has been aborted.
+/// The NCCL handle and whether it has been aborted (then it is gone).
+struct Handle {
+    raw: sys::ncclComm_t,
     aborted: bool,
 }
 
-// SAFETY: the NCCL communicator is a handle NCCL allows to be used from
-// any thread, one call at a time; every call through it takes `&mut self`
-// (or runs in the drop), so two threads never use it at once.
-unsafe impl<T: Send> Send for NcclLinks<T> {}
-// SAFETY: `&self` methods read the buffers' views and the specs only; the
-// communicator handle is not touched through `&self`.
-unsafe impl<T: Sync> Sync for NcclLinks<T> {}
+// SAFETY: an NCCL communicator may be used from any thread, one call at a
+// time: it is only reached through the lock of `NcclComm::handle`.
+unsafe impl Send for Handle {}
 
-impl<T> std::fmt::Debug for NcclLinks<T> {
+/// One NCCL communicator over the ranks of a communicator, this rank on
+/// one GPU; see the module documentation.
+pub struct NcclComm {
+    device: Arc<Device>,
+    rank: usize,
+    size: usize,
+    handle: Mutex<Handle>,
+}
+
+impl std::fmt::Debug for NcclComm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NcclLinks")
-            .field("outgoing", &self.outs.len())
-            .field("incoming", &self.ins.len())
-            .field("round", &self.next)
-            .field("aborted", &self.aborted)
+        f.debug_struct("NcclComm")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("device", &self.device.info().ordinal)
             .finish()
     }
 }
 
-impl<T> Drop for NcclLinks<T> {
+impl Drop for NcclComm {
     fn drop(&mut self) {
-        // Notices still owed mean a round that was not finished: its
-        // senders may be gone, so NCCL's kernels are stopped rather than
-        // waited for (the requests are dropped first, which waits for them
-        // or returns once the peer is reported failed).
-        let owed = !self.recvs.is_empty();
-        self.recvs.clear();
-        if owed {
-            self.abort();
-        }
-        // No kernel of this rank uses the buffers once both streams are
-        // drained; then they are freed (after this) and the communicator
-        // destroyed.
-        let _ = self.stream.synchronize();
-        let _ = self.device.main().synchronize();
-        if !self.aborted {
-            // SAFETY: the communicator is valid and no longer used; no work
-            // of it is in flight (`main` was drained).
-            unsafe { sys::ncclCommDestroy(self.comm) };
+        // Every `NcclLinks` holds the communicator and drains its stream
+        // before letting go, so no operation of it is in flight here.
+        let h = self.handle.get_mut().unwrap_or_else(|e| e.into_inner());
+        if !h.aborted {
+            // SAFETY: the communicator is valid and no longer used.
+            unsafe { sys::ncclCommDestroy(h.raw) };
         }
     }
 }
 
-impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> NcclLinks<T> {
-    /// Links from this rank to `outs` and from `ins`, on `device`, through
-    /// a new NCCL communicator over the ranks of `comm`. Collective over
-    /// `comm`: every rank calls it, with link descriptions that match its
-    /// peers' (an outgoing link `(q, key)` of rank `r` is the incoming link
-    /// `(r, key)` of rank `q`, with the same length and tags); links to
-    /// the rank itself are allowed.
-    ///
-    /// Every rank fails, with the same reason, where NCCL cannot be loaded
-    /// on one of them or two ranks are on one GPU.
-    pub fn new(
+impl NcclComm {
+    /// An NCCL communicator over the ranks of `comm`, this rank on
+    /// `device`. Collective over `comm`; every rank fails, with the same
+    /// reason, where NCCL cannot be loaded on one of them or two ranks are
+    /// on one GPU.
+    pub fn new(comm: &dyn Communicator, device: &Arc<Device>) -> Result<Arc<Self>, LinkError> {
+        Self::checked(comm, device, None)
+    }
+
+    /// As [`new`](Self::new); `bad`, where this rank already knows it
+    /// cannot take part, fails every rank (this one with `bad`).
+    fn checked(
         comm: &dyn Communicator,
         device: &Arc<Device>,
-        outs: &[LinkSpec],
-        ins: &[LinkSpec],
-    ) -> Result<Self, LinkError> {
+        bad: Option<LinkError>,
+    ) -> Result<Arc<Self>, LinkError> {
         let (me, size) = (comm.rank(), comm.size());
         // A rank that cannot take part still joins the gather below, with
         // a last word of 0, so that every rank fails rather than waits.
-        let bad = outs.iter().chain(ins).find(|l| l.peer >= size).map(|l| {
-            LinkError::Protocol(format!(
-                "a link from rank {me} to rank {} (valid: 0..{size})",
-                l.peer
-            ))
-        });
         // Who can load NCCL, and which GPU of which machine each rank has.
         let loads = check_nccl().is_ok();
         let uuid = uuid_words(device);
@@ -310,6 +276,182 @@ impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> NcclLinks<T> {
                 call: "cuCtxSetCurrent".into(),
                 detail: format!("{e:?}"),
             })?;
+        let mut raw = std::mem::MaybeUninit::<sys::ncclComm_t>::uninit();
+        // SAFETY: writes one communicator handle; the identity is the one
+        // every rank received, the rank and size are the communicator's.
+        let r = unsafe { sys::ncclCommInitRank(raw.as_mut_ptr(), size as i32, unique, me as i32) };
+        nccl_ok("ncclCommInitRank", r, None)?;
+        Ok(Arc::new(NcclComm {
+            device: device.clone(),
+            rank: me,
+            size,
+            handle: Mutex::new(Handle {
+                // SAFETY: initialised by the successful call.
+                raw: unsafe { raw.assume_init() },
+                aborted: false,
+            }),
+        }))
+    }
+
+    /// This rank's place in the communicator.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The number of ranks.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The device this rank's half runs on.
+    pub fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Handle> {
+        self.handle.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Stops every NCCL operation of this rank on the communicator and
+    /// frees it (once); every later round of links over it fails.
+    fn abort(&self) {
+        let mut h = self.lock();
+        if !h.aborted {
+            h.aborted = true;
+            // SAFETY: the communicator is valid and used by no other
+            // thread (the lock is held); it is never used again.
+            unsafe { sys::ncclCommAbort(h.raw) };
+        }
+    }
+}
+
+/// NCCL links of one rank; see the module documentation.
+pub struct NcclLinks<T> {
+    device: Arc<Device>,
+    nccl: Arc<NcclComm>,
+    /// The stream the NCCL groups run on, and the events that order it
+    /// with `main`: `packed` (recorded on `main` by `post`) and `done`
+    /// (recorded after each group).
+    stream: Arc<CudaStream>,
+    packed: CudaEvent,
+    done: CudaEvent,
+    /// `main` has not yet been made to wait for the last group.
+    owed_done: bool,
+    outs: Vec<(LinkSpec, CudaSlice<T>)>,
+    ins: Vec<(LinkSpec, CudaSlice<T>)>,
+    /// The order in which sends and receives are queued: by (peer, key).
+    send_order: Vec<usize>,
+    recv_order: Vec<usize>,
+    /// Incoming notices, one slot per incoming link.
+    notices: Vec<u64>,
+    /// Receives of notices in flight, and the incoming link of each.
+    recvs: Vec<Request>,
+    recv_of: Vec<usize>,
+    /// Incoming links from this rank itself still to be returned by
+    /// `arrival` this round.
+    local: Vec<usize>,
+    /// The number of the next round.
+    next: u64,
+}
+
+impl<T> std::fmt::Debug for NcclLinks<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NcclLinks")
+            .field("outgoing", &self.outs.len())
+            .field("incoming", &self.ins.len())
+            .field("round", &self.next)
+            .finish()
+    }
+}
+
+impl<T> Drop for NcclLinks<T> {
+    fn drop(&mut self) {
+        // Notices still owed mean a round that was not finished: its
+        // senders may be gone, so NCCL's kernels are stopped rather than
+        // waited for (the requests are dropped first, which waits for them
+        // or returns once the peer is reported failed).
+        let owed = !self.recvs.is_empty();
+        self.recvs.clear();
+        if owed {
+            self.nccl.abort();
+        }
+        // No kernel of this rank uses the buffers once both streams are
+        // drained; then they are freed (after this), and the communicator
+        // once its last holder lets go.
+        let _ = self.stream.synchronize();
+        let _ = self.device.main().synchronize();
+    }
+}
+
+impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> NcclLinks<T> {
+    /// Links from this rank to `outs` and from `ins`, on `device`, through
+    /// a new NCCL communicator over the ranks of `comm` (see
+    /// [`NcclComm::new`]). Collective over `comm`: every rank calls it,
+    /// with link descriptions that match its peers' (an outgoing link
+    /// `(q, key)` of rank `r` is the incoming link `(r, key)` of rank `q`,
+    /// with the same length and tags); links to the rank itself are
+    /// allowed.
+    pub fn new(
+        comm: &dyn Communicator,
+        device: &Arc<Device>,
+        outs: &[LinkSpec],
+        ins: &[LinkSpec],
+    ) -> Result<Self, LinkError> {
+        let bad = Self::bad_peer(comm, outs, ins);
+        let nccl = NcclComm::checked(comm, device, bad)?;
+        Self::over(comm, &nccl, outs, ins)
+    }
+
+    /// A link to a rank `comm` does not have.
+    fn bad_peer(comm: &dyn Communicator, outs: &[LinkSpec], ins: &[LinkSpec]) -> Option<LinkError> {
+        let (me, size) = (comm.rank(), comm.size());
+        outs.iter().chain(ins).find(|l| l.peer >= size).map(|l| {
+            LinkError::Protocol(format!(
+                "a link from rank {me} to rank {} (valid: 0..{size})",
+                l.peer
+            ))
+        })
+    }
+
+    /// As [`new`](Self::new), over the NCCL communicator `nccl` (made over
+    /// the same ranks as `comm`, in the same order).
+    pub fn over(
+        comm: &dyn Communicator,
+        nccl: &Arc<NcclComm>,
+        outs: &[LinkSpec],
+        ins: &[LinkSpec],
+    ) -> Result<Self, LinkError> {
+        let bad = Self::bad_peer(comm, outs, ins).or_else(|| {
+            (comm.rank() != nccl.rank || comm.size() != nccl.size).then(|| {
+                LinkError::Protocol(format!(
+                    "the NCCL communicator has rank {} of {}, the communicator rank {} of {}",
+                    nccl.rank,
+                    nccl.size,
+                    comm.rank(),
+                    comm.size()
+                ))
+            })
+        });
+        // Every rank's links exist before any round is queued, or every
+        // rank fails.
+        let made = match bad {
+            Some(e) => Err(e),
+            None => Self::make(nccl, outs, ins),
+        };
+        let mut worst = [i64::from(made.is_err())];
+        comm.allreduce_i64(&mut worst, comm::ReduceOp::Max)?;
+        let links = made?;
+        if worst[0] != 0 {
+            return Err(LinkError::Protocol(
+                "another rank could not set up its NCCL links".into(),
+            ));
+        }
+        Ok(links)
+    }
+
+    /// This rank's half of the links: the stream, the events, the buffers.
+    fn make(nccl: &Arc<NcclComm>, outs: &[LinkSpec], ins: &[LinkSpec]) -> Result<Self, LinkError> {
+        let device = nccl.device.clone();
         let ctx = device.context();
         let drv = |call: &'static str| {
             move |e| GpuError::Driver {
@@ -317,57 +459,30 @@ impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> NcclLinks<T> {
                 detail: format!("{e:?}"),
             }
         };
-        let stream = ctx.new_stream().map_err(drv("cuStreamCreate"))?;
-        let packed = ctx.new_event(None).map_err(drv("cuEventCreate"))?;
-        let done = ctx.new_event(None).map_err(drv("cuEventCreate"))?;
-        let mut raw = std::mem::MaybeUninit::<sys::ncclComm_t>::uninit();
-        // SAFETY: writes one communicator handle; the identity is the one
-        // every rank received, the rank and size are the communicator's.
-        let r = unsafe { sys::ncclCommInitRank(raw.as_mut_ptr(), size as i32, unique, me as i32) };
-        nccl_ok("ncclCommInitRank", r, None)?;
-        // SAFETY: initialised by the successful call.
-        let nc = unsafe { raw.assume_init() };
         let mut links = NcclLinks {
             device: device.clone(),
-            comm: nc,
-            stream,
-            packed,
-            done,
+            nccl: nccl.clone(),
+            stream: ctx.new_stream().map_err(drv("cuStreamCreate"))?,
+            packed: ctx.new_event(None).map_err(drv("cuEventCreate"))?,
+            done: ctx.new_event(None).map_err(drv("cuEventCreate"))?,
             owed_done: false,
             outs: Vec::with_capacity(outs.len()),
             ins: Vec::with_capacity(ins.len()),
-            send_order: Vec::new(),
-            recv_order: Vec::new(),
+            send_order: queue_order(outs),
+            recv_order: queue_order(ins),
             notices: vec![0; ins.len()],
             recvs: Vec::new(),
             recv_of: Vec::new(),
             local: Vec::new(),
             next: 0,
-            aborted: false,
         };
-        // From here the drop destroys the communicator on any error.
-        let made = (|| {
-            for l in outs {
-                let b = device.alloc_zeros(l.len, "an NCCL send buffer")?;
-                links.outs.push((*l, b));
-            }
-            for l in ins {
-                let b = device.alloc_zeros(l.len, "an NCCL receive buffer")?;
-                links.ins.push((*l, b));
-            }
-            Ok::<_, GpuError>(())
-        })();
-        links.send_order = queue_order(outs);
-        links.recv_order = queue_order(ins);
-        // Every rank's buffers exist before any round is queued, or every
-        // rank fails.
-        let mut worst = [i64::from(made.is_err())];
-        comm.allreduce_i64(&mut worst, comm::ReduceOp::Max)?;
-        made?;
-        if worst[0] != 0 {
-            return Err(LinkError::Protocol(
-                "another rank could not allocate its NCCL buffers".into(),
-            ));
+        for l in outs {
+            let b = device.alloc_zeros(l.len, "an NCCL send buffer")?;
+            links.outs.push((*l, b));
+        }
+        for l in ins {
+            let b = device.alloc_zeros(l.len, "an NCCL receive buffer")?;
+            links.ins.push((*l, b));
         }
         Ok(links)
     }
@@ -395,11 +510,6 @@ impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> NcclLinks<T> {
     /// discarded first ([`drain`](Self::drain)); the error then says so,
     /// and nothing is queued.
     pub fn post(&mut self, comm: &dyn Communicator) -> Result<u64, LinkError> {
-        if self.aborted {
-            return Err(LinkError::Protocol(
-                "the NCCL communicator was aborted after an earlier error".into(),
-            ));
-        }
         if self.drain(comm)? {
             return Err(LinkError::Protocol(
                 "the previous round was not finished (its notices have been received and \
@@ -413,6 +523,14 @@ impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> NcclLinks<T> {
         let on = self.stream.clone();
         let stream = on.cu_stream() as sys::cudaStream_t;
         let bytes = std::mem::size_of::<T>();
+        let nccl = self.nccl.clone();
+        let handle = nccl.lock();
+        if handle.aborted {
+            return Err(LinkError::Protocol(
+                "the NCCL communicator was aborted after an earlier error".into(),
+            ));
+        }
+        let raw = handle.raw;
         let queued = (|| {
             let drv = |call: &'static str| {
                 move |e| GpuError::Driver {
@@ -426,7 +544,7 @@ impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> NcclLinks<T> {
             nccl_ok(
                 "ncclGroupStart",
                 unsafe { sys::ncclGroupStart() },
-                Some(self.comm),
+                Some(raw),
             )?;
             let mut first = Ok(());
             for &k in &self.send_order {
@@ -444,11 +562,11 @@ impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> NcclLinks<T> {
                         spec.len * bytes,
                         sys::ncclDataType_t::ncclUint8,
                         spec.peer as i32,
-                        self.comm,
+                        raw,
                         stream,
                     )
                 };
-                first = first.and(nccl_ok("ncclSend", r, Some(self.comm)));
+                first = first.and(nccl_ok("ncclSend", r, Some(raw)));
             }
             for &k in &self.recv_order {
                 let (spec, buf) = &mut self.ins[k];
@@ -463,27 +581,24 @@ impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> NcclLinks<T> {
                         spec.len * bytes,
                         sys::ncclDataType_t::ncclUint8,
                         spec.peer as i32,
-                        self.comm,
+                        raw,
                         stream,
                     )
                 };
-                first = first.and(nccl_ok("ncclRecv", r, Some(self.comm)));
+                first = first.and(nccl_ok("ncclRecv", r, Some(raw)));
             }
             // The group is closed whatever happened inside it.
             // SAFETY: closes the group opened above.
-            let end = nccl_ok(
-                "ncclGroupEnd",
-                unsafe { sys::ncclGroupEnd() },
-                Some(self.comm),
-            );
+            let end = nccl_ok("ncclGroupEnd", unsafe { sys::ncclGroupEnd() }, Some(raw));
             first.and(end)?;
             self.done.record(&on).map_err(drv("cuEventRecord"))?;
             self.owed_done = true;
             Ok::<_, GpuError>(())
         })();
+        drop(handle);
         if let Err(e) = queued {
             // The peers may have queued their halves: stop everything.
-            self.abort();
+            nccl.abort();
             return Err(e.into());
         }
         let me = comm.rank();
@@ -506,7 +621,7 @@ impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> NcclLinks<T> {
                     self.recv_of.push(k);
                 }
                 Err(e) => {
-                    self.abort();
+                    self.nccl.abort();
                     return Err(e.into());
                 }
             }
@@ -514,7 +629,7 @@ impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> NcclLinks<T> {
         for (l, _) in &self.outs {
             if l.peer != me {
                 if let Err(e) = comm.send(l.peer, l.notice_tag, &[round]) {
-                    self.abort();
+                    self.nccl.abort();
                     return Err(e.into());
                 }
             }
@@ -544,7 +659,7 @@ impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> NcclLinks<T> {
                 return Ok(None);
             }
             Err(e) => {
-                self.abort();
+                self.nccl.abort();
                 self.recvs.clear();
                 self.recv_of.clear();
                 return Err(e.into());
@@ -555,7 +670,7 @@ impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> NcclLinks<T> {
         self.recv_of.swap_remove(k);
         let got = self.notices[li];
         if got != round {
-            self.abort();
+            self.nccl.abort();
             return Err(LinkError::Protocol(format!(
                 "rank {} sent round {got} where {round} was expected (two sets of links on one \
                  tag?)",
@@ -584,7 +699,7 @@ impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> NcclLinks<T> {
                 Ok(Some(_)) => {}
                 Ok(None) => break,
                 Err(e) => {
-                    self.abort();
+                    self.nccl.abort();
                     self.recvs.clear();
                     self.recv_of.clear();
                     return Err(e.into());
@@ -611,17 +726,6 @@ impl<T> NcclLinks<T> {
             self.owed_done = false;
         }
         Ok(())
-    }
-
-    /// Stops every NCCL operation of this rank and frees the communicator
-    /// (once); later rounds fail.
-    fn abort(&mut self) {
-        if !self.aborted {
-            self.aborted = true;
-            // SAFETY: the communicator is valid and used by no other
-            // thread (`&mut self`); after this it is never used again.
-            unsafe { sys::ncclCommAbort(self.comm) };
-        }
     }
 }
 

@@ -28,7 +28,7 @@ use crate::stencil::Sweep;
 use crate::StepTimes;
 use anyhow::{anyhow, Result};
 use comm::Communicator;
-use dfft::cuda::{DeviceComplex, DeviceFft3d};
+use dfft::cuda::{DeviceComplex, DeviceFft3d, Route};
 use gpu::cuda::cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 use gpu::cuda::{launch_1d, Device, StepTimer};
 use halo::{
@@ -514,7 +514,14 @@ impl DeviceSolver {
             output: dfft::Output::Transposed,
             ..dfft::Options::default()
         };
-        let plan = DeviceFft3d::new(comm, dev, &input, opts)?;
+        // The reshapes travel as the halo would: through host buffers or
+        // NCCL when asked, device to device where they can otherwise.
+        let route = match cfg.gpu_exchange {
+            GpuExchange::Staged => Route::Staged,
+            GpuExchange::Nccl => Route::Nccl,
+            GpuExchange::Auto | GpuExchange::Direct => Route::Auto,
+        };
+        let plan = DeviceFft3d::with_route(comm, dev, &input, opts, route)?;
         // cuFFT leaves both transforms unnormalised.
         let n: usize = cfg.shape().iter().product();
         let factor = crate::spectral_factors(comm, cfg, plan.output_layout(), dt, n as f64);
@@ -532,14 +539,15 @@ impl DeviceSolver {
         &self.dev
     }
 
-    /// How each reshape of the spectral transform travels (`DeviceDirect`
-    /// or `DeviceStaged`, one per reshape; empty without one).
+    /// How each reshape of the spectral transform travels (`DeviceDirect`,
+    /// `DeviceStaged` or `DeviceNccl`, one per reshape; empty without
+    /// one).
     pub(crate) fn reshape_protocols(&self) -> Vec<String> {
         self.spectral.as_ref().map_or(Vec::new(), |s| {
-            let name = if s.plan.is_direct() {
-                "DeviceDirect"
-            } else {
-                "DeviceStaged"
+            let name = match s.plan.route_name() {
+                "direct" => "DeviceDirect",
+                "nccl" => "DeviceNccl",
+                _ => "DeviceStaged",
             };
             vec![name.to_string(); s.plan.reshapes()]
         })

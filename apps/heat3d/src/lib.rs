@@ -102,8 +102,9 @@ pub struct Report {
     pub cells_per_second: f64,
     /// The reshape protocol of each reshape of the spectral operator's
     /// forward transform as the plan reports it (`Auto`'s winners; `dfft`'s
-    /// `Debug` names; on a GPU `DeviceDirect`, device to device, or
-    /// `DeviceStaged`, through host buffers and `alltoallv`); empty for the
+    /// `Debug` names; on a GPU `DeviceDirect`, device to device,
+    /// `DeviceStaged`, through host buffers and `alltoallv`, or
+    /// `DeviceNccl`, through NCCL); empty for the
     /// finite-difference operator and where the transform needs no reshape
     /// (one rank).
     pub reshape_protocols: Vec<String>,

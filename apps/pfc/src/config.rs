@@ -26,6 +26,22 @@ pub enum Initial {
     Noise,
 }
 
+/// How the reshapes of the device FFTs travel between ranks (the `cuda`
+/// backend). All give the same bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuExchange {
+    /// Device to device where every rank is on this machine (in-process
+    /// ranks, or MPI processes between which the driver allows CUDA IPC),
+    /// through host buffers otherwise.
+    Auto,
+    /// Packed on the device, copied through host buffers, `alltoallv`.
+    Staged,
+    /// NCCL sends and receives between device buffers: one GPU per rank
+    /// (an error otherwise), on any number of machines.
+    Nccl,
+}
+
 /// Output files.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -94,6 +110,9 @@ pub struct Config {
     /// r-th rank of a machine takes device r mod the device count. The
     /// `cpu` backend ignores it.
     pub device: Option<usize>,
+    /// How the device FFTs' reshapes travel between ranks (`cuda`
+    /// backend; the `cpu` backend ignores it).
+    pub gpu_exchange: GpuExchange,
     /// Output files.
     pub output: Output,
 }
@@ -116,6 +135,7 @@ impl Default for Config {
             protocol: default_protocol(),
             backend: "cpu".parse().expect("cpu is a backend"),
             device: None,
+            gpu_exchange: GpuExchange::Auto,
             output: Output::default(),
         }
     }

@@ -29,10 +29,10 @@
 //! MPI processes through CUDA IPC), ranks of several machines through host
 //! buffers.
 
-use crate::config::Config;
+use crate::config::{Config, GpuExchange};
 use anyhow::{anyhow, bail, Result};
 use comm::Communicator;
-use dfft::cuda::{DeviceComplex, DeviceFft3d};
+use dfft::cuda::{DeviceComplex, DeviceFft3d, Route};
 use gpu::cuda::cudarc::cufft::{result::estimate_3d, sys::cufftType};
 use gpu::cuda::cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 use gpu::cuda::{launch_1d, Device, StepTimer};
@@ -188,7 +188,12 @@ impl DeviceSolver {
             output: dfft::Output::Transposed,
             ..dfft::Options::default()
         };
-        let plan = DeviceFft3d::new(comm, &dev, input, opts)?;
+        let route = match cfg.gpu_exchange {
+            GpuExchange::Auto => Route::Auto,
+            GpuExchange::Staged => Route::Staged,
+            GpuExchange::Nccl => Route::Nccl,
+        };
+        let plan = DeviceFft3d::with_route(comm, &dev, input, opts, route)?;
         if psi.len() != plan.input_len() {
             bail!(
                 "the host field holds {} values; this rank's block of the {shape:?} grid has {}",
@@ -242,6 +247,17 @@ impl DeviceSolver {
     /// The device, for the report.
     pub(crate) fn device(&self) -> &Device {
         &self.dev
+    }
+
+    /// How each reshape of the forward transform travels (`DeviceDirect`,
+    /// `DeviceStaged` or `DeviceNccl`).
+    pub(crate) fn reshape_protocols(&self) -> Vec<String> {
+        let name = match self.plan.route_name() {
+            "direct" => "DeviceDirect",
+            "nccl" => "DeviceNccl",
+            _ => "DeviceStaged",
+        };
+        vec![name.to_string(); self.plan.reshapes()]
     }
 
     /// Notes that the host field was written.

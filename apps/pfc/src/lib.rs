@@ -369,9 +369,14 @@ impl<'c> Solver<'c> {
     }
 
     /// The protocol of each reshape of the forward transform as the plan
-    /// reports it (`Auto`'s winners), by `dfft`'s `Debug` names; empty when
-    /// the transform needs no reshape (one rank).
+    /// reports it (`Auto`'s winners), by `dfft`'s `Debug` names (on the
+    /// cuda backend `DeviceDirect`, `DeviceStaged` or `DeviceNccl`); empty
+    /// when the transform needs no reshape (one rank).
     pub fn reshape_protocols(&self) -> Vec<String> {
+        #[cfg(feature = "cuda")]
+        if let Some(d) = &self.device {
+            return d.reshape_protocols();
+        }
         self.plan
             .protocols()
             .iter()

@@ -55,10 +55,13 @@ struct Cli {
     /// unknown name lists the valid ones).
     #[arg(long, value_name = "NAME")]
     protocol: Option<ByName<dfft::Protocol>>,
-    /// Where to compute: cpu (any rank count), or cuda (one rank on one
-    /// GPU; a build with the `cuda` feature).
+    /// Where to compute: cpu, or cuda (NVIDIA GPUs; a build with the
+    /// `cuda` feature); any rank count.
     #[arg(long, value_name = "NAME")]
     backend: Option<ByName<gpu::Backend>>,
+    /// How the device FFTs' reshapes travel between ranks: device to device on one machine, else through host buffers (auto), through host buffers (staged), or through NCCL (nccl: one GPU per rank, any number of machines).
+    #[arg(long, value_enum)]
+    gpu_exchange: Option<pfc::config::GpuExchange>,
     /// GPU ordinal of the cuda backend (default 0).
     #[arg(long)]
     device: Option<usize>,
@@ -103,7 +106,8 @@ fn config(cli: &Cli) -> Result<Config> {
         seed_radius,
         diag_every,
         protocol,
-        backend
+        backend,
+        gpu_exchange
     );
     if cli.device.is_some() {
         c.device = cli.device;
