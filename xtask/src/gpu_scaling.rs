@@ -2,7 +2,9 @@
 //! rank per GPU, as in-process ranks (one thread per GPU, rank r on device
 //! r) and under `mpirun` (one process per GPU); the halo and the FFT's
 //! reshapes go device to device between the GPUs of one node
-//! (`gpu::links`: peer copies in one process, CUDA IPC between processes).
+//! (`gpu::links`: peer copies in one process, CUDA IPC between processes),
+//! or, with `--exchange nccl`, through NCCL (`gpu::nccl`), or through host
+//! buffers with `--exchange staged`.
 //!
 //! Series (each a table row set, a JSON record and a PNG):
 //!
@@ -62,6 +64,12 @@ pub struct Args {
     /// only, fewer steps.
     #[arg(long)]
     pub quick: bool,
+    /// How the halo and the reshapes travel between GPUs (heat3d's and
+    /// pfc's `--gpu-exchange`): `auto` (device to device on one node),
+    /// `staged` (through host buffers) or `nccl` (one GPU per rank: not
+    /// with `--share`).
+    #[arg(long, default_value = "auto", value_parser = clap::builder::PossibleValuesParser::new(["auto", "staged", "nccl"]))]
+    pub exchange: String,
 }
 
 /// One measured run.
@@ -150,6 +158,14 @@ pub fn bench(a: &Args) -> Result<()> {
     if !counts.contains(&1) {
         bail!("the efficiencies need the one-GPU run: put 1 in --gpus");
     }
+    if a.exchange == "nccl" {
+        if let Some(g) = counts.iter().find(|&&g| g > devices) {
+            bail!(
+                "--exchange nccl needs one GPU per rank, and {g} ranks would share the {devices} \
+                 device(s) present (drop --share, or use --exchange auto or staged)"
+            );
+        }
+    }
     let mpi = mpirun_available();
     let launches: Vec<&str> = if a.launch.is_empty() {
         if mpi {
@@ -169,15 +185,17 @@ pub fn bench(a: &Args) -> Result<()> {
     let cfg = b.scratch.join("scaling.toml");
     std::fs::write(&cfg, format!("diag_every = {steps}\nwarmup = 5\n"))?;
     println!(
-        "{devices} device(s); GPU counts {counts:?}; launch {}",
-        launches.join(", ")
+        "{devices} device(s); GPU counts {counts:?}; launch {}; exchange {}",
+        launches.join(", "),
+        a.exchange
     );
     let mut runs: Vec<Run> = Vec::new();
     // heat3d on g ranks, one per GPU (rank r on device r mod count).
     let run_heat = |launch: &str, g: usize, extra: &str| -> Result<crate::gpu::Report> {
         let args = words(&format!(
-            "--config {} --steps {steps} --backend cuda --grid {} {extra}",
+            "--config {} --steps {steps} --backend cuda --gpu-exchange {} --grid {} {extra}",
             cfg.display(),
+            a.exchange,
             triple(grid_of(g))
         ));
         let r = if launch == "mpi" {
@@ -334,8 +352,9 @@ pub fn bench(a: &Args) -> Result<()> {
                 let p = d.map(|x| x * periods);
                 let mut args = words(&format!(
                     "--periods {} --points-per-period 8 --steps {steps} --diag-every {steps} \
-                     --backend cuda",
-                    triple(p)
+                     --backend cuda --gpu-exchange {}",
+                    triple(p),
+                    a.exchange
                 ));
                 let np = if launch == "mpi" {
                     Some(g)
@@ -358,7 +377,7 @@ pub fn bench(a: &Args) -> Result<()> {
         }
     }
     efficiencies(&mut runs);
-    write(&out, devices, &runs)?;
+    write(&out, devices, &a.exchange, &runs)?;
     println!(
         "gpu-scaling: {} runs in {:.0} s; results in {}",
         runs.len(),
@@ -393,9 +412,10 @@ fn efficiencies(runs: &mut [Run]) {
 
 /// The table (`gpu-scaling.md`), the JSON and one PNG per series:
 /// efficiency against GPU count, a line per case and launch.
-fn write(out: &Path, devices: usize, runs: &[Run]) -> Result<()> {
+fn write(out: &Path, devices: usize, exchange: &str, runs: &[Run]) -> Result<()> {
     let mut md = format!(
-        "{devices} device(s). Efficiency: weak t(1)/t(G), strong t(1)/(G t(G)).\n\n\
+        "{devices} device(s), exchange {exchange}. Efficiency: weak t(1)/t(G), strong \
+         t(1)/(G t(G)).\n\n\
          | series | case | launch | GPUs | devices | cells | ms/step | efficiency | check |\n\
          |---|---|---|---|---|---|---|---|---|\n"
     );
@@ -417,7 +437,9 @@ fn write(out: &Path, devices: usize, runs: &[Run]) -> Result<()> {
     std::fs::write(out.join("gpu-scaling.md"), &md)?;
     std::fs::write(
         out.join("gpu-scaling.json"),
-        serde_json::to_string_pretty(&serde_json::json!({ "devices": devices, "runs": runs }))?,
+        serde_json::to_string_pretty(
+            &serde_json::json!({ "devices": devices, "exchange": exchange, "runs": runs }),
+        )?,
     )?;
     let mut names: Vec<&str> = runs.iter().map(|r| r.series.as_str()).collect();
     names.dedup();
