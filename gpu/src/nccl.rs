@@ -51,7 +51,10 @@
 //! where the communicator reports a peer failed instead, the NCCL
 //! communicator is aborted (NCCL stops its kernels), so nothing on `main`
 //! waits for a rank that is gone. The same happens when links are dropped
-//! with notices still owed, after any error.
+//! with notices still owed, after any error. What this cannot see is a
+//! process that dies after its notice went out, with its half queued but
+//! not run: NCCL's own proxy reports a broken connection as an asynchronous
+//! error of the communicator, which is not polled here.
 
 use crate::cuda::Device;
 use crate::links::{node_token, uuid_words, LinkError, LinkSpec};
