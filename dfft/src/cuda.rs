@@ -1215,47 +1215,96 @@ mod tests {
         }
     }
 
-    /// The NCCL reshapes, with this rank's own blocks sent to itself
-    /// through NCCL, give the host's spectrum and round trip on one GPU:
-    /// one rank, its input in slabs and pencils along each axis (layouts
-    /// whose plans reshape), both outputs and selections.
+    /// The NCCL reshape path (blocks packed into the links' buffers, one
+    /// NCCL group, unpacked from the receive buffers) moves every element
+    /// to its place: one rank, its own block sent to itself through NCCL
+    /// (a plan on one rank never reshapes, so the step is put in by hand),
+    /// from memory order [0, 1, 2] to each other order and back, complex
+    /// and real elements, three rounds each way on the same links. The
+    /// places are checked against the layouts' own index maps.
     #[test]
-    fn nccl_reshapes_match_the_host() {
+    fn nccl_reshapes_put_every_element_in_place() {
         let Ok(d) = Device::open(0) else {
             eprintln!("skipped: no CUDA device");
             return;
         };
         let d = Arc::new(d);
-        use crate::{Output, Selection};
-        let global = [10, 12, 14];
-        let mut reshapes = 0;
-        for a in 0..3 {
-            for input in [
-                Layout::slabs(global, 1, a).unwrap(),
-                Layout::pencils(global, 1, a).unwrap(),
-            ] {
-                for output in [Output::Input, Output::Transposed] {
-                    for selection in [Selection::MinReshape, Selection::Pencils] {
-                        let (d, input) = (d.clone(), input.clone());
-                        reshapes += comm::local::run(1, move |comm| {
-                            let plan = |comm: &dyn Communicator, opts| {
-                                DeviceFft3d::build(comm, &d, &input, opts, Route::Nccl, true)
-                            };
-                            let plan = agrees_with_host(
-                                comm, &d, &input, output, selection, plan, "nccl",
-                            )?;
-                            assert_eq!(plan.route_name(), "nccl");
-                            Ok::<_, FftError>(plan.reshapes())
-                        })
-                        .unwrap()[0];
+        comm::local::run(1, move |comm| {
+            let from = Layout::bricks([10, 12, 14], 1)?;
+            let n = from.local_len(0);
+            let nccl = NcclComm::new(comm, &d).map_err(link_err)?;
+            let mut plan =
+                DeviceFft3d::build(comm, &d, &from, Options::default(), Route::Nccl, true)?;
+            assert_eq!(plan.route_name(), "nccl");
+            let alloc_c = |what| d.alloc_zeros::<DeviceComplex>(n, what).map_err(device);
+            plan.work = [alloc_c("work A")?, alloc_c("work B")?];
+            plan.dsend = d.alloc_zeros(2 * n, "send").map_err(device)?;
+            // The value of global cell g, element part c.
+            let value = |g: [usize; 3], c: usize| {
+                (g[0] * 10_000 + g[1] * 100 + g[2]) as f64 + 0.5 * c as f64
+            };
+            for order in [[0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]] {
+                let to = from.with_order(order)?;
+                for esize in [1usize, 2] {
+                    let mut fwd = Move::new(&from, &to, 0, 1, esize);
+                    let mut bwd = Move::new(&to, &from, 0, 1, esize);
+                    fwd.link_nccl(comm, &nccl, TAG_BASE, true)?;
+                    bwd.link_nccl(comm, &nccl, TAG_BASE + 2, true)?;
+                    assert_eq!((fwd.link_out.len(), fwd.link_in.len()), (1, 1));
+                    plan.steps = vec![DeviceStep::Reshape {
+                        fwd: Box::new(fwd),
+                        bwd: Box::new(bwd),
+                        esize: esize as i32,
+                    }];
+                    // The array in `layout`'s memory order, `esize` doubles
+                    // an element, as the work buffers hold it.
+                    let array = |layout: &Layout| {
+                        let mut a = vec![0.0; n * esize];
+                        layout.for_each_local(0, |g, o| {
+                            for c in 0..esize {
+                                a[o * esize + c] = value(g, c);
+                            }
+                        });
+                        a
+                    };
+                    let (want_to, want_from) = (array(&to), array(&from));
+                    let put = |plan: &mut DeviceFft3d, i: usize, host: &[f64]| {
+                        // SAFETY: a complex value is two doubles.
+                        let mut v =
+                            unsafe { plan.work[i].transmute_mut::<f64>(2 * n) }.expect("fits");
+                        d.main()
+                            .memcpy_htod(host, &mut v.slice_mut(..host.len()))
+                            .map_err(device)
+                    };
+                    let get = |plan: &DeviceFft3d, i: usize, len: usize| {
+                        // SAFETY: as above.
+                        let v = unsafe { plan.work[i].transmute::<f64>(2 * n) }.expect("fits");
+                        let mut h = vec![0.0; len];
+                        d.copy_to_host(&v.slice(..len), &mut h)
+                            .map(|_| h)
+                            .map_err(device)
+                    };
+                    for round in 0..3 {
+                        put(&mut plan, 0, &want_from)?;
+                        assert_eq!(plan.run(comm, 0, 0, true)?, 1);
+                        let got = get(&plan, 1, n * esize)?;
+                        assert!(
+                            got == want_to,
+                            "{order:?} esize {esize} round {round}: forward"
+                        );
+                        put(&mut plan, 0, &vec![f64::NAN; n * esize])?;
+                        assert_eq!(plan.run(comm, 0, 1, false)?, 0);
+                        let back = get(&plan, 0, n * esize)?;
+                        assert!(
+                            back == want_from,
+                            "{order:?} esize {esize} round {round}: backward"
+                        );
                     }
                 }
             }
-        }
-        assert!(
-            reshapes > 0,
-            "no case reshaped: the test moved nothing through NCCL"
-        );
+            Ok::<_, FftError>(())
+        })
+        .unwrap();
     }
 
     /// NCCL refuses two ranks on one GPU: every rank gets the reason.
