@@ -950,6 +950,19 @@ impl DeviceFft3d {
                         .map_err(device)?;
                     Ok(())
                 };
+                // This rank's own block, packed into `dsend` and unpacked
+                // from it.
+                let copy_own = |src: &CudaSlice<DeviceComplex>,
+                                dst: &mut CudaSlice<DeviceComplex>,
+                                (send, recv): (&Block, &Block),
+                                dsend: &mut CudaSlice<f64>|
+                 -> Result<(), FftError> {
+                    if count(send) == 0 {
+                        return Ok(());
+                    }
+                    pack_into(src, &mut dsend.slice_mut(..), &Block { at: 0, ..*send })?;
+                    unpack_from(&dsend.slice(..), dst, &Block { at: 0, ..*recv })
+                };
                 if let Some(links) = &mut mv.nccl {
                     // NCCL: each peer's block into its link's buffer, the
                     // group on the links' stream, this rank's own block
@@ -963,19 +976,8 @@ impl DeviceFft3d {
                     }
                     let round = links.post(comm).map_err(link_err)?;
                     let me = *rank;
-                    if count(&mv.send[me]) > 0 && !mv.link_out.contains(&me) {
-                        let (sb, rb) = (
-                            Block {
-                                at: 0,
-                                ..mv.send[me]
-                            },
-                            Block {
-                                at: 0,
-                                ..mv.recv[me]
-                            },
-                        );
-                        pack_into(src, &mut dsend.slice_mut(..), &sb)?;
-                        unpack_from(&dsend.slice(..), dst, &rb)?;
+                    if !mv.link_out.contains(&me) {
+                        copy_own(src, dst, (&mv.send[me], &mv.recv[me]), dsend)?;
                     }
                     let unpacked = (|| {
                         while let Some(j) = links.arrival(comm, round).map_err(link_err)? {
@@ -1007,20 +1009,7 @@ impl DeviceFft3d {
                     }
                     let round = links.post(comm).map_err(link_err)?;
                     let me = *rank;
-                    if count(&mv.send[me]) > 0 {
-                        let (sb, rb) = (
-                            Block {
-                                at: 0,
-                                ..mv.send[me]
-                            },
-                            Block {
-                                at: 0,
-                                ..mv.recv[me]
-                            },
-                        );
-                        pack_into(src, &mut dsend.slice_mut(..), &sb)?;
-                        unpack_from(&dsend.slice(..), dst, &rb)?;
-                    }
+                    copy_own(src, dst, (&mv.send[me], &mv.recv[me]), dsend)?;
                     while let Some(j) = links.arrival(comm, round).map_err(link_err)? {
                         let b = Block {
                             at: 0,

@@ -37,6 +37,7 @@ use crate::nccl::NcclEx;
 use crate::topology::{dir_index, Topology};
 use crate::HaloError;
 use comm::Communicator;
+use gpu::cuda::cudarc::driver::{CudaView, CudaViewMut};
 use gpu::cuda::Device;
 use gpu::links::{LinkError, LinkSpec, Links};
 use std::sync::Arc;
@@ -414,21 +415,6 @@ impl<T: DeviceElem> Direct<T> {
         }))
     }
 
-    fn check_fields(&self, fields: &[&mut DeviceField<T>]) -> Result<(), HaloError> {
-        let layouts: Vec<FieldLayout> = fields.iter().map(|f| f.layout()).collect();
-        check_fields(&self.topo, self.components, &layouts)?;
-        for (i, f) in fields.iter().enumerate() {
-            if f.device().info().ordinal != self.device.info().ordinal {
-                return Err(HaloError::Invalid(format!(
-                    "field {i} lives on device {}, the exchanger on device {}",
-                    f.device().info().ordinal,
-                    self.device.info().ordinal
-                )));
-            }
-        }
-        Ok(())
-    }
-
     fn drain(&mut self, comm: &dyn Communicator) -> Result<bool, HaloError> {
         self.links.drain(comm).map_err(link_err)
     }
@@ -453,35 +439,22 @@ impl<T: DeviceElem> Direct<T> {
                     .into(),
             ));
         }
-        self.check_fields(fields)?;
+        check_device_fields(&self.topo, self.components, &self.device, fields)?;
         self.layouts.clear();
         self.layouts.extend(fields.iter().map(|f| f.layout()));
         // Pack every outgoing buffer before anything is sent.
         let nbs = self.topo.neighbors();
         for (k, &i) in self.remote.iter().enumerate() {
-            let region = &nbs[i].send;
-            let n = region.len();
-            let mut buf = self.links.outgoing(k);
-            let mut p = 0;
-            for f in fields.iter() {
-                for c in 0..f.layout().components {
-                    f.pack_to(c, region, &mut buf.slice_mut(p..p + n))?;
-                    p += n;
-                }
-            }
+            let p = pack_face(
+                fields,
+                &nbs[i].send,
+                &mut self.links.outgoing(k).slice_mut(..),
+            )?;
             self.stats.messages += 1;
             self.stats.values_sent += p as u64;
         }
         let round = self.links.post(comm).map_err(link_err)?;
-        if !self.self_copies.is_empty() {
-            for f in fields.iter_mut() {
-                for c in 0..f.layout().components {
-                    crate::HaloData::copy_regions(&mut **f, c, &self.self_copies)?;
-                }
-            }
-            let per: usize = self.self_copies.iter().map(|(s, _)| s.len()).sum();
-            self.stats.values_copied += (per * self.components) as u64;
-        }
+        self.stats.values_copied += copy_self(fields, &self.self_copies)?;
         self.stats.exchanges += 1;
         self.stats.post_time += t0.elapsed();
         Ok(round)
@@ -505,19 +478,7 @@ impl<T: DeviceElem> Direct<T> {
             wait_time += t.elapsed();
             let t = Instant::now();
             let region = &nbs[self.remote[k]].recv;
-            let n = region.len();
-            let read = (|| {
-                let inc = self.links.incoming(k);
-                let v = inc.view();
-                let mut p = 0;
-                for f in fields.iter_mut() {
-                    for c in 0..f.layout().components {
-                        f.unpack_from(c, region, &v.slice(p..p + n))?;
-                        p += n;
-                    }
-                }
-                Ok::<_, HaloError>(())
-            })();
+            let read = unpack_face(fields, region, &self.links.incoming(k).view());
             // Acknowledged even after an error, so the sender does not wait
             // for ever (the fields are invalid then anyway).
             let acked = self.links.consumed(comm, k, round).map_err(link_err);
@@ -529,6 +490,84 @@ impl<T: DeviceElem> Direct<T> {
         self.stats.unpack_time += unpack_time;
         Ok(())
     }
+}
+
+/// Checks `fields` against the exchanger's topology and components, and
+/// that each lives on `device`.
+pub(crate) fn check_device_fields<T: DeviceElem>(
+    topo: &Topology,
+    components: usize,
+    device: &Device,
+    fields: &[&mut DeviceField<T>],
+) -> Result<(), HaloError> {
+    let layouts: Vec<FieldLayout> = fields.iter().map(|f| f.layout()).collect();
+    check_fields(topo, components, &layouts)?;
+    for (i, f) in fields.iter().enumerate() {
+        if f.device().info().ordinal != device.info().ordinal {
+            return Err(HaloError::Invalid(format!(
+                "field {i} lives on device {}, the exchanger on device {}",
+                f.device().info().ordinal,
+                device.info().ordinal
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Packs `region` of every component of `fields`, one after the other,
+/// into `buf` (kernels on `main`); returns the values packed.
+pub(crate) fn pack_face<T: DeviceElem>(
+    fields: &[&mut DeviceField<T>],
+    region: &Region,
+    buf: &mut CudaViewMut<'_, T>,
+) -> Result<usize, HaloError> {
+    let n = region.len();
+    let mut p = 0;
+    for f in fields.iter() {
+        for c in 0..f.layout().components {
+            f.pack_to(c, region, &mut buf.slice_mut(p..p + n))?;
+            p += n;
+        }
+    }
+    Ok(p)
+}
+
+/// Unpacks `v`, packed by [`pack_face`] on the sending side, into `region`
+/// of every component of `fields` (kernels on `main`).
+pub(crate) fn unpack_face<T: DeviceElem>(
+    fields: &mut [&mut DeviceField<T>],
+    region: &Region,
+    v: &CudaView<'_, T>,
+) -> Result<(), HaloError> {
+    let n = region.len();
+    let mut p = 0;
+    for f in fields.iter_mut() {
+        for c in 0..f.layout().components {
+            f.unpack_from(c, region, &v.slice(p..p + n))?;
+            p += n;
+        }
+    }
+    Ok(())
+}
+
+/// Queues the periodic self-copies of every component of `fields`;
+/// returns the values copied.
+pub(crate) fn copy_self<T: DeviceElem>(
+    fields: &mut [&mut DeviceField<T>],
+    self_copies: &[(Region, Region)],
+) -> Result<u64, HaloError> {
+    if self_copies.is_empty() {
+        return Ok(0);
+    }
+    let mut values = 0;
+    for f in fields.iter_mut() {
+        for c in 0..f.layout().components {
+            crate::HaloData::copy_regions(&mut **f, c, self_copies)?;
+        }
+        values += f.layout().components;
+    }
+    let per: usize = self_copies.iter().map(|(s, _)| s.len()).sum();
+    Ok((per * values) as u64)
 }
 
 #[cfg(test)]

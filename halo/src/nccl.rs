@@ -16,7 +16,8 @@
 //! regions and the unpacking of the remote path.
 
 use crate::device::{DeviceElem, DeviceField};
-use crate::exchange::{check_fields, check_same_fields, ExchangeStats};
+use crate::direct::{check_device_fields, copy_self, pack_face, unpack_face};
+use crate::exchange::{check_same_fields, ExchangeStats};
 use crate::field::{FieldLayout, Region};
 use crate::topology::{dir_index, Topology};
 use crate::HaloError;
@@ -103,21 +104,6 @@ impl<T: DeviceElem> NcclEx<T> {
         })
     }
 
-    fn check_fields(&self, fields: &[&mut DeviceField<T>]) -> Result<(), HaloError> {
-        let layouts: Vec<FieldLayout> = fields.iter().map(|f| f.layout()).collect();
-        check_fields(&self.topo, self.components, &layouts)?;
-        for (i, f) in fields.iter().enumerate() {
-            if f.device().info().ordinal != self.device.info().ordinal {
-                return Err(HaloError::Invalid(format!(
-                    "field {i} lives on device {}, the exchanger on device {}",
-                    f.device().info().ordinal,
-                    self.device.info().ordinal
-                )));
-            }
-        }
-        Ok(())
-    }
-
     pub(crate) fn drain(&mut self, comm: &dyn Communicator) -> Result<bool, HaloError> {
         self.links.drain(comm).map_err(link_err)
     }
@@ -142,35 +128,18 @@ impl<T: DeviceElem> NcclEx<T> {
                     .into(),
             ));
         }
-        self.check_fields(fields)?;
+        check_device_fields(&self.topo, self.components, &self.device, fields)?;
         self.layouts.clear();
         self.layouts.extend(fields.iter().map(|f| f.layout()));
         // Pack every outgoing buffer before the group is queued.
         let nbs = self.topo.neighbors();
         for (k, &i) in self.linked.iter().enumerate() {
-            let nb = &nbs[i];
-            let n = nb.send.len();
-            let mut buf = self.links.outgoing(k);
-            let mut p = 0;
-            for f in fields.iter() {
-                for c in 0..f.layout().components {
-                    f.pack_to(c, &nb.send, &mut buf.slice_mut(p..p + n))?;
-                    p += n;
-                }
-            }
+            let p = pack_face(fields, &nbs[i].send, &mut self.links.outgoing(k))?;
             self.stats.messages += 1;
             self.stats.values_sent += p as u64;
         }
         let round = self.links.post(comm).map_err(link_err)?;
-        if !self.self_copies.is_empty() {
-            for f in fields.iter_mut() {
-                for c in 0..f.layout().components {
-                    crate::HaloData::copy_regions(&mut **f, c, &self.self_copies)?;
-                }
-            }
-            let per: usize = self.self_copies.iter().map(|(s, _)| s.len()).sum();
-            self.stats.values_copied += (per * self.components) as u64;
-        }
+        self.stats.values_copied += copy_self(fields, &self.self_copies)?;
         self.stats.exchanges += 1;
         self.stats.post_time += t0.elapsed();
         Ok(round)
@@ -193,16 +162,7 @@ impl<T: DeviceElem> NcclEx<T> {
             };
             wait_time += t.elapsed();
             let t = Instant::now();
-            let region = &nbs[self.linked[k]].recv;
-            let n = region.len();
-            let v = self.links.incoming(k);
-            let mut p = 0;
-            for f in fields.iter_mut() {
-                for c in 0..f.layout().components {
-                    f.unpack_from(c, region, &v.slice(p..p + n))?;
-                    p += n;
-                }
-            }
+            unpack_face(fields, &nbs[self.linked[k]].recv, &self.links.incoming(k))?;
             unpack_time += t.elapsed();
         }
         self.stats.wait_time += wait_time;
