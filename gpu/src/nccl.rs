@@ -1,13 +1,13 @@
 //! Device-to-device messages through NCCL between ranks with one GPU each
 //! (feature `cuda`): [`NcclLinks`], the transport under `halo`'s NCCL
-//! exchange.
+//! exchange and `dfft`'s NCCL reshapes.
 //!
 //! Unlike [`Links`](crate::links::Links), which lets a rank read the buffer
 //! its neighbour packed, NCCL copies each message into a buffer of the
 //! receiver's, so the ranks may be anywhere NCCL reaches (NVLink, PCIe,
 //! InfiniBand with GPUDirect, sockets): threads of one process with a GPU
 //! each, or processes on any number of machines. NCCL refuses two ranks of
-//! one communicator on the same GPU; [`NcclLinks::new`] finds that before
+//! one communicator on the same GPU; [`NcclComm::new`] finds that before
 //! NCCL is asked and names the ranks.
 //!
 //! An [`NcclComm`] is one NCCL communicator over the ranks of a
