@@ -515,13 +515,24 @@ impl DeviceSolver {
             ..dfft::Options::default()
         };
         // The reshapes travel as the halo would: through host buffers or
-        // NCCL when asked, device to device where they can otherwise.
+        // NCCL when asked, device to device where they can otherwise (and
+        // `direct` is an error where they cannot, as for the halo).
         let route = match cfg.gpu_exchange {
             GpuExchange::Staged => Route::Staged,
             GpuExchange::Nccl => Route::Nccl,
             GpuExchange::Auto | GpuExchange::Direct => Route::Auto,
         };
         let plan = DeviceFft3d::with_route(comm, dev, &input, opts, route)?;
+        if cfg.gpu_exchange == GpuExchange::Direct && plan.reshapes() > 0 && !plan.is_direct() {
+            return Err(anyhow!(
+                "gpu_exchange = direct: the spectral reshapes cannot go device to device between \
+                 these {} ranks ({} communicator; the ranks must be threads of one process or \
+                 processes between which the driver allows CUDA IPC) (valid here: auto, staged, \
+                 nccl)",
+                comm.size(),
+                comm.backend()
+            ));
+        }
         // cuFFT leaves both transforms unnormalised.
         let n: usize = cfg.shape().iter().product();
         let factor = crate::spectral_factors(comm, cfg, plan.output_layout(), dt, n as f64);
