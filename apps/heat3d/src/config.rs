@@ -405,6 +405,17 @@ mod tests {
         let c = Config::from_toml("n = [8, 16, 32]\norder = 8\nmode = \"blocking\"\n").unwrap();
         assert_eq!(c.shape(), [8, 16, 32]);
         assert_eq!(c.mode, Mode::Blocking);
+        let c = Config::from_toml("gpu_exchange = \"nccl\"\n").unwrap();
+        assert_eq!(c.gpu_exchange, GpuExchange::Nccl);
+        let e = Config::from_toml("gpu_exchange = \"mpi\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            ["direct", "staged", "nccl", "line 1"]
+                .iter()
+                .all(|w| e.contains(w)),
+            "{e}"
+        );
     }
 
     #[test]

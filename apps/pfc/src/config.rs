@@ -388,6 +388,15 @@ mod tests {
                 "{e}"
             );
         }
+        let c = Config::from_toml("gpu_exchange = \"nccl\"\n").unwrap();
+        assert_eq!(c.gpu_exchange, GpuExchange::Nccl);
+        let e = Config::from_toml("gpu_exchange = \"mpi\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("auto") && e.contains("staged") && e.contains("nccl"),
+            "{e}"
+        );
         let e = Config::from_toml("backend = \"hip\"\n")
             .unwrap()
             .validate()
