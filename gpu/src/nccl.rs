@@ -507,8 +507,9 @@ impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> NcclLinks<T> {
         buf.slice_mut(..spec.len)
     }
 
-    /// Queues the round's NCCL group on `main` (after the work that filled
-    /// the outgoing buffers) and sends the notices. Returns the round's
+    /// Queues the round's NCCL group on the links' stream, after the work
+    /// queued on `main` so far (the fills of the outgoing buffers), and
+    /// sends the notices. Returns the round's
     /// number. Notices of a round that was not finished are received and
     /// discarded first ([`drain`](Self::drain)); the error then says so,
     /// and nothing is queued.
