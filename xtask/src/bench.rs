@@ -422,8 +422,6 @@ fn weak(bin: &Path, dir: &Path, plan: &Plan) -> Result<Vec<WeakRun>> {
     Ok(runs)
 }
 
-/// Part 2: the order sweep against the stream reference and the FMA peak
-/// (measured before and after the sweep; the best pass is the peak).
 /// One rank, blocking, at the sweep size: the runs of the order sweep and
 /// of the steps-a-pass comparison, with `per_pass` steps a pass (0:
 /// heat3d's default).
@@ -510,6 +508,8 @@ fn passes(bin: &Path, dir: &Path, plan: &Plan) -> Result<Vec<PassRow>> {
     Ok(rows)
 }
 
+/// Part 2: the order sweep against the stream reference and the FMA peak
+/// (measured before and after the sweep; the best pass is the peak).
 fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak)> {
     let n = plan.sweep_n;
     let before = fma_peak(PEAK_ITERS, PEAK_PASSES);
