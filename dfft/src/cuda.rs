@@ -249,14 +249,16 @@ impl Move {
         m
     }
 
-    /// Sets up the device-to-device links of this move (collective), on
-    /// tags `tag` (notices) and `tag + 1` (acknowledgements).
-    fn link(
+    /// The link descriptions of this move, on tags `tag` (notices) and
+    /// `tag + 1` (acknowledgements): one link per peer with a non-empty
+    /// block each way, keyed by the receiver; this rank itself only with
+    /// `with_self`. Records each link's peer in `link_out` / `link_in`.
+    fn specs(
         &mut self,
         comm: &dyn Communicator,
-        dev: &Arc<Device>,
         tag: u32,
-    ) -> Result<(), FftError> {
+        with_self: bool,
+    ) -> (Vec<LinkSpec>, Vec<LinkSpec>) {
         let me = comm.rank();
         let spec = |peer: usize, key: usize, len: usize| LinkSpec {
             peer,
@@ -266,7 +268,7 @@ impl Move {
             ack_tag: tag + 1,
         };
         let (mut outs, mut ins) = (Vec::new(), Vec::new());
-        for q in (0..comm.size()).filter(|&q| q != me) {
+        for q in (0..comm.size()).filter(|&q| with_self || q != me) {
             if self.send_counts[q] > 0 {
                 outs.push(spec(q, q, self.send_counts[q]));
                 self.link_out.push(q);
@@ -276,6 +278,18 @@ impl Move {
                 self.link_in.push(q);
             }
         }
+        (outs, ins)
+    }
+
+    /// Sets up the device-to-device links of this move (collective), on
+    /// tags `tag` (notices) and `tag + 1` (acknowledgements).
+    fn link(
+        &mut self,
+        comm: &dyn Communicator,
+        dev: &Arc<Device>,
+        tag: u32,
+    ) -> Result<(), FftError> {
+        let (outs, ins) = self.specs(comm, tag, false);
         self.links = Links::new(comm, dev, &outs, &ins).map_err(link_err)?;
         Ok(())
     }
@@ -290,25 +304,7 @@ impl Move {
         tag: u32,
         loopback: bool,
     ) -> Result<(), FftError> {
-        let me = comm.rank();
-        let spec = |peer: usize, key: usize, len: usize| LinkSpec {
-            peer,
-            key: key as u32,
-            len,
-            notice_tag: tag,
-            ack_tag: tag + 1,
-        };
-        let (mut outs, mut ins) = (Vec::new(), Vec::new());
-        for q in (0..comm.size()).filter(|&q| loopback || q != me) {
-            if self.send_counts[q] > 0 {
-                outs.push(spec(q, q, self.send_counts[q]));
-                self.link_out.push(q);
-            }
-            if self.recv_counts[q] > 0 {
-                ins.push(spec(q, me, self.recv_counts[q]));
-                self.link_in.push(q);
-            }
-        }
+        let (outs, ins) = self.specs(comm, tag, loopback);
         self.nccl = Some(NcclLinks::over(comm, nccl, &outs, &ins).map_err(link_err)?);
         Ok(())
     }
@@ -580,6 +576,18 @@ impl DeviceFft3d {
             Taken::Staged => "staged",
             Taken::Nccl => "nccl",
         }
+    }
+
+    /// How each reshape of the forward transform travels, as the apps
+    /// report it (`DeviceDirect`, `DeviceStaged` or `DeviceNccl`, one per
+    /// reshape; empty without one).
+    pub fn protocols(&self) -> Vec<String> {
+        let name = match self.route {
+            Taken::Direct => "DeviceDirect",
+            Taken::Staged => "DeviceStaged",
+            Taken::Nccl => "DeviceNccl",
+        };
+        vec![name.to_string(); self.reshapes()]
     }
 
     fn build(
@@ -1195,6 +1203,12 @@ mod tests {
                                 plan.route_name(),
                                 if !staged && p > 1 { "direct" } else { "staged" }
                             );
+                            let name = if !staged && p > 1 {
+                                "DeviceDirect"
+                            } else {
+                                "DeviceStaged"
+                            };
+                            assert_eq!(plan.protocols(), vec![name.to_string(); plan.reshapes()]);
                         }
                         Ok::<_, FftError>(())
                     })

@@ -554,14 +554,9 @@ impl DeviceSolver {
     /// `DeviceStaged` or `DeviceNccl`, one per reshape; empty without
     /// one).
     pub(crate) fn reshape_protocols(&self) -> Vec<String> {
-        self.spectral.as_ref().map_or(Vec::new(), |s| {
-            let name = match s.plan.route_name() {
-                "direct" => "DeviceDirect",
-                "nccl" => "DeviceNccl",
-                _ => "DeviceStaged",
-            };
-            vec![name.to_string(); s.plan.reshapes()]
-        })
+        self.spectral
+            .as_ref()
+            .map_or(Vec::new(), |s| s.plan.protocols())
     }
 
     /// How the halo travels between ranks (finite differences).

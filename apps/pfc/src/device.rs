@@ -252,12 +252,7 @@ impl DeviceSolver {
     /// How each reshape of the forward transform travels (`DeviceDirect`,
     /// `DeviceStaged` or `DeviceNccl`).
     pub(crate) fn reshape_protocols(&self) -> Vec<String> {
-        let name = match self.plan.route_name() {
-            "direct" => "DeviceDirect",
-            "nccl" => "DeviceNccl",
-            _ => "DeviceStaged",
-        };
-        vec![name.to_string(); self.plan.reshapes()]
+        self.plan.protocols()
     }
 
     /// Notes that the host field was written.
