@@ -156,13 +156,7 @@ impl<T: DeviceElem> DeviceExchanger<T> {
                 "channel {channel} is out of range (valid: 0..={MAX_CHANNEL})"
             )));
         }
-        if comm.rank() != topo.rank() {
-            return Err(HaloError::Invalid(format!(
-                "the topology belongs to rank {}, the communicator says rank {}",
-                topo.rank(),
-                comm.rank()
-            )));
-        }
+        check_rank(comm, topo)?;
         if want == Some(Transport::Nccl) {
             let ex = NcclEx::new(comm, topo, device, components, channel, false)?;
             return Ok(DeviceExchanger {
@@ -425,19 +419,9 @@ impl<T: DeviceElem> Direct<T> {
         fields: &mut [&mut DeviceField<T>],
     ) -> Result<u64, HaloError> {
         let t0 = Instant::now();
-        if comm.rank() != self.topo.rank() {
-            return Err(HaloError::Invalid(format!(
-                "the topology belongs to rank {}, the communicator says rank {}",
-                self.topo.rank(),
-                comm.rank()
-            )));
-        }
+        check_rank(comm, &self.topo)?;
         if self.links.begin(comm).map_err(link_err)? {
-            return Err(HaloError::Invalid(
-                "the previous exchange was neither finished nor dropped (its DevicePending was \
-                 leaked); its messages have been received and discarded"
-                    .into(),
-            ));
+            return Err(leaked());
         }
         check_device_fields(&self.topo, self.components, &self.device, fields)?;
         self.layouts.clear();
@@ -490,6 +474,27 @@ impl<T: DeviceElem> Direct<T> {
         self.stats.unpack_time += unpack_time;
         Ok(())
     }
+}
+
+/// The rank of `comm` must be the topology's.
+pub(crate) fn check_rank(comm: &dyn Communicator, topo: &Topology) -> Result<(), HaloError> {
+    if comm.rank() != topo.rank() {
+        return Err(HaloError::Invalid(format!(
+            "the topology belongs to rank {}, the communicator says rank {}",
+            topo.rank(),
+            comm.rank()
+        )));
+    }
+    Ok(())
+}
+
+/// What `post` says when the previous exchange was leaked.
+pub(crate) fn leaked() -> HaloError {
+    HaloError::Invalid(
+        "the previous exchange was neither finished nor dropped (its DevicePending was leaked); \
+         its messages have been received and discarded"
+            .into(),
+    )
 }
 
 /// Checks `fields` against the exchanger's topology and components, and
@@ -611,6 +616,45 @@ mod tests {
         host
     }
 
+    /// Four rounds (blocking and post/finish in turn) of `dx` on two
+    /// fields of 2 and 1 components, each against the host exchange's
+    /// ghosts bit for bit.
+    fn matches_the_host(
+        comm: &dyn Communicator,
+        topo: &Topology,
+        device: &Arc<Device>,
+        dx: &mut DeviceExchanger<f64>,
+        what: &str,
+    ) -> Result<(), HaloError> {
+        let mut l2 = topo.layout(2);
+        l2.components = 2;
+        let l1 = topo.layout(1);
+        let mut hx = Exchanger::new(topo, 3, 0)?;
+        let mut a = DeviceField::new(device, l2, "a").map_err(dev)?;
+        let mut b = DeviceField::new(device, l1, "b").map_err(dev)?;
+        for round in 0..4 {
+            let (mut ha, mut hb) = (filled(topo, l2, round), filled(topo, l1, round + 7));
+            a.upload(&ha).map_err(dev)?;
+            b.upload(&hb).map_err(dev)?;
+            hx.exchange(
+                comm,
+                &mut [&mut ha as &mut dyn crate::HaloData<f64>, &mut hb],
+            )?;
+            if round % 2 == 0 {
+                dx.exchange(comm, &mut [&mut a, &mut b])?;
+            } else {
+                let p = dx.post(comm, &mut [&mut a, &mut b])?;
+                p.finish(&mut [&mut a, &mut b])?;
+            }
+            let (mut ba, mut bb) = (Field::new(l2), Field::new(l1));
+            a.download(&mut ba).map_err(dev)?;
+            b.download(&mut bb).map_err(dev)?;
+            assert_eq!(ba.as_slice(), ha.as_slice(), "{what} round {round}");
+            assert_eq!(bb.as_slice(), hb.as_slice(), "{what} round {round}");
+        }
+        Ok(())
+    }
+
     /// Every transport gives exactly the host exchange's ghosts, for 1, 2,
     /// 4 and 8 in-process ranks sharing device 0 (NCCL: one rank, whose
     /// periodic faces are sends to itself), faces and the full
@@ -629,37 +673,10 @@ mod tests {
                     let device = device.clone();
                     local::run(ranks, move |comm| {
                         let topo = topology(comm, [12, 10, 9], 2, nbh)?;
-                        let mut l2 = topo.layout(2);
-                        l2.components = 2;
-                        let l1 = topo.layout(1);
-                        let mut hx = Exchanger::new(&topo, 3, 0)?;
                         let mut dx = DeviceExchanger::new(comm, &topo, &device, 3, 1, Some(want))?;
                         assert_eq!(dx.transport(), want);
-                        let mut a = DeviceField::new(&device, l2, "a").map_err(dev)?;
-                        let mut b = DeviceField::new(&device, l1, "b").map_err(dev)?;
-                        for round in 0..4 {
-                            let (mut ha, mut hb) =
-                                (filled(&topo, l2, round), filled(&topo, l1, round + 7));
-                            a.upload(&ha).map_err(dev)?;
-                            b.upload(&hb).map_err(dev)?;
-                            hx.exchange(
-                                comm,
-                                &mut [&mut ha as &mut dyn crate::HaloData<f64>, &mut hb],
-                            )?;
-                            if round % 2 == 0 {
-                                dx.exchange(comm, &mut [&mut a, &mut b])?;
-                            } else {
-                                let p = dx.post(comm, &mut [&mut a, &mut b])?;
-                                p.finish(&mut [&mut a, &mut b])?;
-                            }
-                            let (mut ba, mut bb) = (Field::new(l2), Field::new(l1));
-                            a.download(&mut ba).map_err(dev)?;
-                            b.download(&mut bb).map_err(dev)?;
-                            assert_eq!(ba.as_slice(), ha.as_slice(), "{want} round {round}");
-                            assert_eq!(bb.as_slice(), hb.as_slice(), "{want} round {round}");
-                        }
-                        let s = dx.stats();
-                        assert_eq!(s.exchanges, 4);
+                        matches_the_host(comm, &topo, &device, &mut dx, &want.to_string())?;
+                        assert_eq!(dx.stats().exchanges, 4);
                         Ok::<_, HaloError>(())
                     })
                     .unwrap();
@@ -710,34 +727,9 @@ mod tests {
             let device = device.clone();
             local::run(1, move |comm| {
                 let topo = topology(comm, [12, 10, 9], 2, nbh)?;
-                let mut l2 = topo.layout(2);
-                l2.components = 2;
-                let l1 = topo.layout(1);
-                let mut hx = Exchanger::new(&topo, 3, 0)?;
                 let mut dx = DeviceExchanger::nccl_loopback(comm, &topo, &device, 3)?;
                 assert_eq!(dx.transport(), Transport::Nccl);
-                let mut a = DeviceField::new(&device, l2, "a").map_err(dev)?;
-                let mut b = DeviceField::new(&device, l1, "b").map_err(dev)?;
-                for round in 0..4 {
-                    let (mut ha, mut hb) = (filled(&topo, l2, round), filled(&topo, l1, round + 7));
-                    a.upload(&ha).map_err(dev)?;
-                    b.upload(&hb).map_err(dev)?;
-                    hx.exchange(
-                        comm,
-                        &mut [&mut ha as &mut dyn crate::HaloData<f64>, &mut hb],
-                    )?;
-                    if round % 2 == 0 {
-                        dx.exchange(comm, &mut [&mut a, &mut b])?;
-                    } else {
-                        let p = dx.post(comm, &mut [&mut a, &mut b])?;
-                        p.finish(&mut [&mut a, &mut b])?;
-                    }
-                    let (mut ba, mut bb) = (Field::new(l2), Field::new(l1));
-                    a.download(&mut ba).map_err(dev)?;
-                    b.download(&mut bb).map_err(dev)?;
-                    assert_eq!(ba.as_slice(), ha.as_slice(), "{nbh:?} round {round}");
-                    assert_eq!(bb.as_slice(), hb.as_slice(), "{nbh:?} round {round}");
-                }
+                matches_the_host(comm, &topo, &device, &mut dx, &format!("{nbh:?}"))?;
                 let s = dx.stats();
                 assert_eq!(s.exchanges, 4);
                 assert_eq!(s.values_copied, 0, "every face travelled through NCCL");

@@ -16,7 +16,7 @@
 //! regions and the unpacking of the remote path.
 
 use crate::device::{DeviceElem, DeviceField};
-use crate::direct::{check_device_fields, copy_self, pack_face, unpack_face};
+use crate::direct::{check_device_fields, check_rank, copy_self, leaked, pack_face, unpack_face};
 use crate::exchange::{check_same_fields, ExchangeStats};
 use crate::field::{FieldLayout, Region};
 use crate::topology::{dir_index, Topology};
@@ -114,19 +114,9 @@ impl<T: DeviceElem> NcclEx<T> {
         fields: &mut [&mut DeviceField<T>],
     ) -> Result<u64, HaloError> {
         let t0 = Instant::now();
-        if comm.rank() != self.topo.rank() {
-            return Err(HaloError::Invalid(format!(
-                "the topology belongs to rank {}, the communicator says rank {}",
-                self.topo.rank(),
-                comm.rank()
-            )));
-        }
+        check_rank(comm, &self.topo)?;
         if self.links.drain(comm).map_err(link_err)? {
-            return Err(HaloError::Invalid(
-                "the previous exchange was neither finished nor dropped (its DevicePending was \
-                 leaked); its messages have been received and discarded"
-                    .into(),
-            ));
+            return Err(leaked());
         }
         check_device_fields(&self.topo, self.components, &self.device, fields)?;
         self.layouts.clear();
