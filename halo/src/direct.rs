@@ -657,7 +657,8 @@ mod tests {
 
     /// Every transport gives exactly the host exchange's ghosts, for 1, 2,
     /// 4 and 8 in-process ranks sharing device 0 (NCCL: one rank, whose
-    /// periodic faces are sends to itself), faces and the full
+    /// periodic faces are copied; the next test sends them through NCCL),
+    /// faces and the full
     /// neighbourhood, two fields of two and one components, over several
     /// rounds of blocking and overlapped (post, finish) exchanges.
     #[test]
