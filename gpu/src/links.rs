@@ -89,7 +89,7 @@ pub enum LinkError {
     Protocol(String),
 }
 
-fn driver(call: &'static str) -> impl FnOnce(DriverError) -> GpuError {
+pub(crate) fn driver(call: &'static str) -> impl FnOnce(DriverError) -> GpuError {
     move |e| GpuError::Driver {
         call: call.to_string(),
         detail: format!("{e:?}"),

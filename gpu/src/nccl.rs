@@ -57,7 +57,7 @@
 //! error of the communicator, which is not polled here.
 
 use crate::cuda::Device;
-use crate::links::{node_token, uuid_words, LinkError, LinkSpec};
+use crate::links::{driver, node_token, uuid_words, LinkError, LinkSpec};
 use crate::GpuError;
 use comm::{as_bytes_mut, CommExt, Communicator, Request};
 use cudarc::driver::ValidAsZeroBits;
@@ -275,10 +275,7 @@ impl NcclComm {
         device
             .context()
             .bind_to_thread()
-            .map_err(|e| GpuError::Driver {
-                call: "cuCtxSetCurrent".into(),
-                detail: format!("{e:?}"),
-            })?;
+            .map_err(driver("cuCtxSetCurrent"))?;
         let mut raw = std::mem::MaybeUninit::<sys::ncclComm_t>::uninit();
         // SAFETY: writes one communicator handle; the identity is the one
         // every rank received, the rank and size are the communicator's.
@@ -456,18 +453,12 @@ impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> NcclLinks<T> {
     fn make(nccl: &Arc<NcclComm>, outs: &[LinkSpec], ins: &[LinkSpec]) -> Result<Self, LinkError> {
         let device = nccl.device.clone();
         let ctx = device.context();
-        let drv = |call: &'static str| {
-            move |e| GpuError::Driver {
-                call: call.into(),
-                detail: format!("{e:?}"),
-            }
-        };
         let mut links = NcclLinks {
             device: device.clone(),
             nccl: nccl.clone(),
-            stream: ctx.new_stream().map_err(drv("cuStreamCreate"))?,
-            packed: ctx.new_event(None).map_err(drv("cuEventCreate"))?,
-            done: ctx.new_event(None).map_err(drv("cuEventCreate"))?,
+            stream: ctx.new_stream().map_err(driver("cuStreamCreate"))?,
+            packed: ctx.new_event(None).map_err(driver("cuEventCreate"))?,
+            done: ctx.new_event(None).map_err(driver("cuEventCreate"))?,
             owed_done: false,
             outs: Vec::with_capacity(outs.len()),
             ins: Vec::with_capacity(ins.len()),
@@ -536,14 +527,8 @@ impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> NcclLinks<T> {
         }
         let raw = handle.raw;
         let queued = (|| {
-            let drv = |call: &'static str| {
-                move |e| GpuError::Driver {
-                    call: call.into(),
-                    detail: format!("{e:?}"),
-                }
-            };
-            self.packed.record(&main).map_err(drv("cuEventRecord"))?;
-            on.wait(&self.packed).map_err(drv("cuStreamWaitEvent"))?;
+            self.packed.record(&main).map_err(driver("cuEventRecord"))?;
+            on.wait(&self.packed).map_err(driver("cuStreamWaitEvent"))?;
             // SAFETY: group calls only bracket the operations below.
             nccl_ok(
                 "ncclGroupStart",
@@ -595,7 +580,7 @@ impl<T: DeviceRepr + ValidAsZeroBits + Send + Sync + 'static> NcclLinks<T> {
             // SAFETY: closes the group opened above.
             let end = nccl_ok("ncclGroupEnd", unsafe { sys::ncclGroupEnd() }, Some(raw));
             first.and(end)?;
-            self.done.record(&on).map_err(drv("cuEventRecord"))?;
+            self.done.record(&on).map_err(driver("cuEventRecord"))?;
             self.owed_done = true;
             Ok::<_, GpuError>(())
         })();
@@ -723,10 +708,7 @@ impl<T> NcclLinks<T> {
             self.device
                 .main()
                 .wait(&self.done)
-                .map_err(|e| GpuError::Driver {
-                    call: "cuStreamWaitEvent".into(),
-                    detail: format!("{e:?}"),
-                })?;
+                .map_err(driver("cuStreamWaitEvent"))?;
             self.owed_done = false;
         }
         Ok(())
@@ -814,10 +796,7 @@ mod tests {
                     device
                         .main()
                         .memcpy_htod(&host, &mut l.outgoing(k))
-                        .map_err(|e| GpuError::Driver {
-                            call: "cuMemcpyHtoDAsync".into(),
-                            detail: format!("{e:?}"),
-                        })?;
+                        .map_err(driver("cuMemcpyHtoDAsync"))?;
                 }
                 assert_eq!(l.post(comm)?, round);
                 let mut seen = vec![];
