@@ -458,8 +458,16 @@ impl Sht {
             let row0 = b * PHI_ROWS;
             let nr = out.len() / nphi;
             // Row `f * nt + j` of order `m` is `spec[(m * nf + f) * nt + j]`.
+            // The next block's values of each order are asked for now: a
+            // block's rows of one order are a whole column apart from those
+            // of the next order, so without it every one is a cache miss
+            // that the FFTs of this block can hide.
+            let next = (row0 + PHI_ROWS).min(nf * nt);
+            let next_end = (next + PHI_ROWS).min(nf * nt);
             for m in 0..=self.lmax {
-                let src = &spec[m * nf * nt + row0..m * nf * nt + row0 + nr];
+                let col = m * nf * nt;
+                crate::legendre::prefetch(&spec[col + next..col + next_end]);
+                let src = &spec[col + row0..col + row0 + nr];
                 for (r, v) in src.iter().enumerate() {
                     bufs[r * nh + m] = *v;
                 }
@@ -522,7 +530,12 @@ impl Sht {
                     out.copy_from_slice(&buf[..mm]);
                 }
                 let row0 = b * PHI_ROWS;
+                // As in synthesis: the next block's places, asked for ahead.
+                let next = (row0 + PHI_ROWS).min(nf * nt);
+                let next_end = (next + PHI_ROWS).min(nf * nt);
                 for m in 0..mm {
+                    let col = m * nf * nt;
+                    crate::legendre::prefetch(&spec[col + next..col + next_end]);
                     let dst = &mut spec[m * nf * nt + row0..m * nf * nt + row0 + nr];
                     for (r, d) in dst.iter_mut().enumerate() {
                         *d = bufs[r * mm + m] * scale;
