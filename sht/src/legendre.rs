@@ -525,13 +525,15 @@ unsafe fn anal_avx2(o: &Order<'_>, nf: usize, input: &[Complex64], out: &mut [Co
     anal_impl::<x86::V4, 2, 2>(o, nf, input, out)
 }
 
-/// The block of `lanes` northern latitudes starting at row `jb`.
+/// The block of `lanes` northern latitudes starting at row `jb`. One is
+/// kept per kernel call and refilled for each block ([`Block::fill`]), so
+/// that no block builds or copies the whole struct.
 struct Block {
     /// Nodes (zero past the last row).
     x: [f64; LMAX_LANES],
     /// The lanes with a non-negligible value up to `l = m + ab.len()`,
     /// sorted by the degree index of their start: `(i, lane)`.
-    ev: [(usize, usize); LMAX_LANES],
+    ev: [(u32, u32); LMAX_LANES],
     /// How many lanes are in `ev`.
     ne: usize,
     /// How many of them start at the first degree `ev[0].0`.
@@ -543,46 +545,63 @@ struct Block {
     p1: [f64; LMAX_LANES],
 }
 
-#[inline(always)]
-fn block_start(o: &Order<'_>, jb: usize, lanes: usize) -> Block {
-    let n = o.ab.len();
-    let nn = o.x.len();
-    let mut blk = Block {
+impl Block {
+    const EMPTY: Block = Block {
         x: [0.0; LMAX_LANES],
-        ev: [(usize::MAX, 0usize); LMAX_LANES],
+        ev: [(u32::MAX, 0); LMAX_LANES],
         ne: 0,
         ne0: 0,
         p0: [0.0; LMAX_LANES],
         p1: [0.0; LMAX_LANES],
     };
-    // From the equator side: the starts do not decrease towards the pole,
-    // so that the insertion appends. (The order of the lanes of one degree
-    // does not matter: they join together.)
-    for q in (0..lanes.min(nn - jb)).rev() {
-        blk.x[q] = o.x[jb + q];
-        let i = o.start[jb + q].i as usize;
-        if i <= n {
-            // Insertion by degree.
-            let mut k = blk.ne;
-            while k > 0 && blk.ev[k - 1].0 > i {
-                blk.ev[k] = blk.ev[k - 1];
-                k -= 1;
+
+    /// The block at row `jb`: the first `lanes` entries of `x`, `p0` and
+    /// `p1` and the first `ne` of `ev` are set, as a fresh block would
+    /// have them.
+    #[inline(always)]
+    fn fill(&mut self, o: &Order<'_>, jb: usize, lanes: usize) {
+        let n = o.ab.len();
+        let nq = lanes.min(o.x.len() - jb);
+        self.x[..nq].copy_from_slice(&o.x[jb..jb + nq]);
+        self.x[nq..lanes].fill(0.0);
+        self.p0[..lanes].fill(0.0);
+        self.p1[..lanes].fill(0.0);
+        self.ne = 0;
+        self.ne0 = 0;
+        // From the equator side: the starts do not decrease towards the
+        // pole, so that the insertion appends. (The order of the lanes of
+        // one degree does not matter: they join together.)
+        for (q, st) in o.start[jb..jb + nq].iter().enumerate().rev() {
+            let i = st.i;
+            if i as usize <= n {
+                // Insertion by degree.
+                let mut k = self.ne;
+                while k > 0 && self.ev[k - 1].0 > i {
+                    self.ev[k] = self.ev[k - 1];
+                    k -= 1;
+                }
+                self.ev[k] = (i, q as u32);
+                self.ne += 1;
             }
-            blk.ev[k] = (i, q);
-            blk.ne += 1;
+        }
+        if self.ne > 0 {
+            let i0 = self.ev[0].0;
+            while self.ne0 < self.ne && self.ev[self.ne0].0 == i0 {
+                let q = self.ev[self.ne0].1 as usize;
+                let st = o.start_values(jb + q, i0 as usize);
+                self.p0[q] = st[0];
+                self.p1[q] = st[1];
+                self.ne0 += 1;
+            }
         }
     }
-    if blk.ne > 0 {
-        let i0 = blk.ev[0].0;
-        while blk.ne0 < blk.ne && blk.ev[blk.ne0].0 == i0 {
-            let q = blk.ev[blk.ne0].1;
-            let st = o.start_values(jb + q, i0);
-            blk.p0[q] = st[0];
-            blk.p1[q] = st[1];
-            blk.ne0 += 1;
-        }
+
+    /// Entry `e` of the sorted starts as `(degree index, lane)`.
+    #[inline(always)]
+    fn event(&self, e: usize) -> (usize, usize) {
+        let (i, q) = self.ev[e];
+        (i as usize, q as usize)
     }
-    blk
 }
 
 /// Asks for the cache lines of `s` (a hint: nothing is read, nothing can
@@ -842,25 +861,28 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
     let nd = n + 1;
     // The blocks write rows `done..nt - done`; the others are zero.
     let mut done = nn;
+    let mut blk = Block::EMPTY;
     for jb in (0..nn).step_by(lanes).rev() {
-        let blk = block_start(o, jb, lanes);
+        blk.fill(o, jb, lanes);
         prefetch_rows(out, G, nt, nn, jb, lanes);
         if jb >= lanes {
             prefetch_starts(o, jb - lanes, lanes);
         }
-        let (ev, ne) = (blk.ev, blk.ne);
+        let (ev, ne) = (|e: usize| blk.event(e), blk.ne);
         // Once a whole block is negligible, so are all blocks nearer the
         // pole (smaller sin^m theta): they stay zero.
         if ne == 0 {
             break;
         }
         done = jb;
+        let x = load_lanes::<V, NV>(&blk.x);
+        // The two-operation form takes 2x (exact, so `x * 2` is `x + x`).
         let x = if Q {
-            load_lanes::<V, NV>(&blk.x.map(|v| v + v))
+            x.map(|v| v.mul(V::splat(2.0)))
         } else {
-            load_lanes::<V, NV>(&blk.x)
+            x
         };
-        let i0 = ev[0].0;
+        let i0 = ev(0).0;
         // All lanes together from the first start, two degrees per turn so
         // that the parity of each accumulator is fixed (`a` the parity of
         // i0, `b` the other); a lane joins at its own start (before, its
@@ -872,13 +894,13 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
         let mut p1 = load_lanes::<V, NV>(&blk.p1);
         let mut i = i0;
         let mut e = blk.ne0;
-        let mut qmin = ev[..e].iter().map(|v| v.1).min().unwrap_or(0);
+        let mut qmin = (0..e).map(|k| ev(k).1).min().unwrap_or(0);
         loop {
-            while e < ne && ev[e].0 == i {
-                let st = o.start_values(jb + ev[e].1, i);
-                set_lane(&mut p0, ev[e].1, st[0]);
-                set_lane(&mut p1, ev[e].1, st[1]);
-                qmin = qmin.min(ev[e].1);
+            while e < ne && ev(e).0 == i {
+                let st = o.start_values(jb + ev(e).1, i);
+                set_lane(&mut p0, ev(e).1, st[0]);
+                set_lane(&mut p1, ev(e).1, st[1]);
+                qmin = qmin.min(ev(e).1);
                 e += 1;
             }
             accumulate::<V, NV, G, 0>(&mut a, c, nd, i, &p1);
@@ -887,11 +909,11 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
             }
             step_lanes::<V, NV, Q, 0>(ab[i], &x, &p1, &mut p0);
             i += 1;
-            while e < ne && ev[e].0 == i {
-                let st = o.start_values(jb + ev[e].1, i);
-                set_lane(&mut p1, ev[e].1, st[0]);
-                set_lane(&mut p0, ev[e].1, st[1]);
-                qmin = qmin.min(ev[e].1);
+            while e < ne && ev(e).0 == i {
+                let st = o.start_values(jb + ev(e).1, i);
+                set_lane(&mut p1, ev(e).1, st[0]);
+                set_lane(&mut p0, ev(e).1, st[1]);
+                qmin = qmin.min(ev(e).1);
                 e += 1;
             }
             accumulate::<V, NV, G, 0>(&mut b, c, nd, i, &p0);
@@ -903,7 +925,7 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
             // Pairs of degrees before the next start and the last degree:
             // the same operations without the checks, on the vectors
             // holding a started lane only.
-            let stop = if e < ne { ev[e].0.min(n) } else { n };
+            let stop = if e < ne { ev(e).0.min(n) } else { n };
             let pairs = Pairs { c, nd, ab, stop };
             match first_active::<V, NV>(qmin) {
                 0 => pairs.synth::<V, NV, G, Q, 0>(&mut i, &x, &mut p0, &mut p1, &mut a, &mut b),
@@ -1034,9 +1056,10 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
     };
     let n = ab.len();
     let nd = n + 1;
+    let mut blk = Block::EMPTY;
     for jb in (0..nn).step_by(lanes).rev() {
-        let blk = block_start(o, jb, lanes);
-        let (ev, ne) = (blk.ev, blk.ne);
+        blk.fill(o, jb, lanes);
+        let (ev, ne) = (|e: usize| blk.event(e), blk.ne);
         if ne == 0 {
             break;
         }
@@ -1044,12 +1067,14 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
             prefetch_rows(input, G, nt, nn, jb - lanes, lanes);
             prefetch_starts(o, jb - lanes, lanes);
         }
+        let x = load_lanes::<V, NV>(&blk.x);
+        // The two-operation form takes 2x (exact, so `x * 2` is `x + x`).
         let x = if Q {
-            load_lanes::<V, NV>(&blk.x.map(|v| v + v))
+            x.map(|v| v.mul(V::splat(2.0)))
         } else {
-            load_lanes::<V, NV>(&blk.x)
+            x
         };
-        let i0 = ev[0].0;
+        let i0 = ev(0).0;
         // Weighted sums (even i) and differences (odd i) of the two
         // hemispheres, [parity][field][re, im][lane].
         let mut sdl = [[[[0.0; LMAX_LANES]; 2]; G]; 2];
@@ -1084,13 +1109,13 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
         let mut p1 = load_lanes::<V, NV>(&blk.p1);
         let mut i = i0;
         let mut e = blk.ne0;
-        let mut qmin = ev[..e].iter().map(|v| v.1).min().unwrap_or(0);
+        let mut qmin = (0..e).map(|k| ev(k).1).min().unwrap_or(0);
         loop {
-            while e < ne && ev[e].0 == i {
-                let st = o.start_values(jb + ev[e].1, i);
-                set_lane(&mut p0, ev[e].1, st[0]);
-                set_lane(&mut p1, ev[e].1, st[1]);
-                qmin = qmin.min(ev[e].1);
+            while e < ne && ev(e).0 == i {
+                let st = o.start_values(jb + ev(e).1, i);
+                set_lane(&mut p0, ev(e).1, st[0]);
+                set_lane(&mut p1, ev(e).1, st[1]);
+                qmin = qmin.min(ev(e).1);
                 e += 1;
             }
             deposit::<V, NV, G, 0>(part, &sa, nd, i, &p1);
@@ -1099,11 +1124,11 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
             }
             step_lanes::<V, NV, Q, 0>(ab[i], &x, &p1, &mut p0);
             i += 1;
-            while e < ne && ev[e].0 == i {
-                let st = o.start_values(jb + ev[e].1, i);
-                set_lane(&mut p1, ev[e].1, st[0]);
-                set_lane(&mut p0, ev[e].1, st[1]);
-                qmin = qmin.min(ev[e].1);
+            while e < ne && ev(e).0 == i {
+                let st = o.start_values(jb + ev(e).1, i);
+                set_lane(&mut p1, ev(e).1, st[0]);
+                set_lane(&mut p0, ev(e).1, st[1]);
+                qmin = qmin.min(ev(e).1);
                 e += 1;
             }
             deposit::<V, NV, G, 0>(part, &sb, nd, i, &p0);
@@ -1115,7 +1140,7 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
             // Pairs of degrees before the next start and the last degree:
             // the same operations without the checks, on the vectors
             // holding a started lane only.
-            let stop = if e < ne { ev[e].0.min(n) } else { n };
+            let stop = if e < ne { ev(e).0.min(n) } else { n };
             let pairs = Pairs {
                 c: (),
                 nd,
