@@ -568,10 +568,31 @@ impl Block {
         self.p1[..lanes].fill(0.0);
         self.ne = 0;
         self.ne0 = 0;
+        let starts = &o.start[jb..jb + nq];
+        let i0 = starts[0].i;
+        if i0 as usize <= n && starts.iter().all(|st| st.i == i0) {
+            // Every lane starts at the same degree (most blocks): no
+            // sorting, and the start values with the factors of that degree.
+            let i0 = i0 as usize;
+            let (f0, f1) = match o.q {
+                Some(q) => (if i0 == 0 { 0.0 } else { q.inv[i0 - 1] }, q.inv[i0]),
+                None => (1.0, 1.0),
+            };
+            for (q, st) in starts.iter().enumerate() {
+                // As `Order::start_values`: `p * 1` is `p`, and `p * 0` is
+                // the zero it puts below degree 0.
+                self.p0[q] = if i0 == 0 { 0.0 } else { st.p[0] * f0 };
+                self.p1[q] = st.p[1] * f1;
+                self.ev[nq - 1 - q] = (i0 as u32, q as u32);
+            }
+            self.ne = nq;
+            self.ne0 = nq;
+            return;
+        }
         // From the equator side: the starts do not decrease towards the
         // pole, so that the insertion appends. (The order of the lanes of
         // one degree does not matter: they join together.)
-        for (q, st) in o.start[jb..jb + nq].iter().enumerate().rev() {
+        for (q, st) in starts.iter().enumerate().rev() {
             let i = st.i;
             if i as usize <= n {
                 // Insertion by degree.
