@@ -45,6 +45,12 @@ pub(crate) fn give(v: Vec<Complex64>) {
     });
 }
 
+/// Where order `m`'s `eps_lm` (`l = m..=lmax + 2`) start in [`Sht`]'s table.
+fn eps_offset(lmax: usize, m: usize) -> usize {
+    // Orders below m hold lmax - m' + 3 values each.
+    m * (lmax + 3) - m * m.saturating_sub(1) / 2
+}
+
 /// A spherical harmonic transform plan: a Gauss-Legendre grid of `ntheta`
 /// latitudes and `nphi` longitudes, and the truncation `lmax = mmax`.
 ///
@@ -66,6 +72,8 @@ pub struct Sht {
     start: Vec<Start>,
     w2pi: Vec<f64>,
     sin_theta: Vec<f64>,
+    inv_sin: Vec<f64>,
+    eps: Vec<f64>,
     rec: Vec<[f64; 2]>,
     rec_off: Vec<usize>,
     qform: Vec<Option<QForm>>,
@@ -129,6 +137,12 @@ impl Sht {
             .collect();
         let w2pi = w[..nnorth].iter().map(|w| 2.0 * PI * w).collect();
         let sin_theta: Vec<f64> = theta.iter().map(|t| t.sin()).collect();
+        let inv_sin = sin_theta.iter().map(|s| 1.0 / s).collect();
+        // `eps_lm` for l = m..=lmax+2 of every order (the vector transforms).
+        let mut eps = Vec::with_capacity(eps_offset(lmax, lmax + 1));
+        for m in 0..=lmax {
+            eps.extend((m..=lmax + 2).map(|l| crate::vector::eps(l, m)));
+        }
         let simd = Simd::detect();
         let start = starts(
             simd,
@@ -153,6 +167,8 @@ impl Sht {
             start,
             w2pi,
             sin_theta,
+            inv_sin,
+            eps,
             rec,
             rec_off,
             qform,
@@ -586,9 +602,14 @@ impl Sht {
         }
     }
 
-    /// `sin theta_j` of all latitudes.
-    pub(crate) fn sin_theta(&self) -> &[f64] {
-        &self.sin_theta
+    /// `1 / sin theta_j` of all latitudes.
+    pub(crate) fn inv_sin_theta(&self) -> &[f64] {
+        &self.inv_sin
+    }
+
+    /// `eps_lm` (see `vector::eps`) for `l = m..=lmax + 2`, index `l - m`.
+    pub(crate) fn eps_m(&self, m: usize) -> &[f64] {
+        &self.eps[eps_offset(self.lmax, m)..eps_offset(self.lmax, m + 1)]
     }
 
     /// Legendre synthesis of order `m` over `l = m..=lend` for `nf` fields:

@@ -44,25 +44,27 @@ use crate::{batch, check_len, Parallelism, Sht, ShtError};
 
 const ZERO: Complex64 = Complex64::new(0.0, 0.0);
 
-/// `eps_lm = sqrt((l^2 - m^2) / (4 l^2 - 1))` (zero for `l = m`).
-fn eps(l: usize, m: usize) -> f64 {
+/// `eps_lm = sqrt((l^2 - m^2) / (4 l^2 - 1))` (zero for `l = m`); the
+/// plan keeps a table of them ([`Sht::eps_m`]).
+pub(crate) fn eps(l: usize, m: usize) -> f64 {
     let (lf, mf) = (l as f64, m as f64);
     ((lf - mf) * (lf + mf) / (4.0 * lf * lf - 1.0)).sqrt()
 }
 
 /// The coefficients of `sin theta dPbar/dtheta` on the neighbours:
 /// `sum_l c_l sin dP_l = sum_k P_k [(k-1) eps_k c_{k-1} - (k+2) eps_{k+1} c_{k+1}]`
-/// for `k = m..=lmax+1`, `c` given for `l = m..=lmax` (`nl` values).
+/// for `k = m..=lmax+1`, `c` given for `l = m..=lmax` (`nl` values);
+/// `eps[i] = eps_{m+i,m}`.
 #[inline]
-fn dtheta(m: usize, c: &[Complex64], k: usize) -> Complex64 {
+fn dtheta(m: usize, c: &[Complex64], eps: &[f64], k: usize) -> Complex64 {
     let nl = c.len();
     let i = k - m;
     let mut v = ZERO;
     if i >= 1 && i - 1 < nl {
-        v += c[i - 1] * ((k as f64 - 1.0) * eps(k, m));
+        v += c[i - 1] * ((k as f64 - 1.0) * eps[i]);
     }
     if i + 1 < nl {
-        v -= c[i + 1] * ((k as f64 + 2.0) * eps(k + 1, m));
+        v -= c[i + 1] * ((k as f64 + 2.0) * eps[i + 1]);
     }
     v
 }
@@ -334,6 +336,7 @@ impl Sht {
         let nl = lmax - m + 1;
         let nd = nl + 1; // degrees m..=lmax+1
         let im = Complex64::new(0.0, m as f64);
+        let eps = self.eps_m(m);
         // Fields 0..nf: sin theta U_theta; nf..2nf: sin theta U_phi.
         let mut c = take(2 * nf * nd);
         for f in 0..nf {
@@ -346,20 +349,20 @@ impl Sht {
                 } else {
                     (ZERO, ZERO)
                 };
-                c[f * nd + i] = dtheta(m, sf, k) + im * t_k;
+                c[f * nd + i] = dtheta(m, sf, eps, k) + im * t_k;
                 c[(nf + f) * nd + i] = match tf {
-                    Some(tf) => im * s_k - dtheta(m, tf, k),
+                    Some(tf) => im * s_k - dtheta(m, tf, eps, k),
                     None => im * s_k,
                 };
             }
         }
         let mut tmp = take(2 * nf * nt);
         self.synth_kernel(m, lmax + 1, 2 * nf, &c, &mut tmp);
-        let sin = self.sin_theta();
+        let inv_sin = self.inv_sin_theta();
         for f in 0..nf {
             for j in 0..nt {
-                out_t[f * nt + j] = tmp[f * nt + j] / sin[j];
-                out_p[f * nt + j] = tmp[(nf + f) * nt + j] / sin[j];
+                out_t[f * nt + j] = tmp[f * nt + j] * inv_sin[j];
+                out_p[f * nt + j] = tmp[(nf + f) * nt + j] * inv_sin[j];
             }
         }
         give(c);
@@ -379,12 +382,13 @@ impl Sht {
         let (lmax, nt) = (self.lmax(), self.ntheta());
         let nl = lmax - m + 1;
         let nd = nl + 1;
-        let sin = self.sin_theta();
+        let inv_sin = self.inv_sin_theta();
+        let eps = self.eps_m(m);
         let mut v = take(2 * nf * nt);
         for f in 0..nf {
             for j in 0..nt {
-                v[f * nt + j] = in_t[f * nt + j] / sin[j];
-                v[(nf + f) * nt + j] = in_p[f * nt + j] / sin[j];
+                v[f * nt + j] = in_t[f * nt + j] * inv_sin[j];
+                v[(nf + f) * nt + j] = in_p[f * nt + j] * inv_sin[j];
             }
         }
         // Fields 0..nf: Q; nf..2nf: R; degrees m..=lmax+1.
@@ -397,9 +401,9 @@ impl Sht {
             // The transpose of `dtheta`: sum_j V (sin dP_l) for l = m + i.
             let d = |x: &[Complex64], i: usize| {
                 let l = m + i;
-                let mut v = x[i + 1] * (l as f64 * eps(l + 1, m));
+                let mut v = x[i + 1] * (l as f64 * eps[i + 1]);
                 if i >= 1 {
-                    v -= x[i - 1] * ((l as f64 + 1.0) * eps(l, m));
+                    v -= x[i - 1] * ((l as f64 + 1.0) * eps[i]);
                 }
                 v
             };
