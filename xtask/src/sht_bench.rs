@@ -62,8 +62,9 @@ pub struct Args {
     pub rounds: usize,
 }
 
-/// The goal of the project: within this factor of the faster reference.
-pub const GOAL_RATIO: f64 = 1.5;
+/// The goal: at or below the faster reference (SHTns or ducc0), one core.
+/// (It was 1.5 while the transforms were first built.)
+pub const GOAL_RATIO: f64 = 1.0;
 
 const PY: &str = r#"
 import sys, time, json
