@@ -525,11 +525,17 @@ unsafe fn anal_avx2(o: &Order<'_>, nf: usize, input: &[Complex64], out: &mut [Co
     anal_impl::<x86::V4, 2, 2>(o, nf, input, out)
 }
 
-/// The block of `lanes` northern latitudes starting at row `jb`. One is
+/// A block of `lanes` northern latitudes (see [`first_base`]). One is
 /// kept per kernel call and refilled for each block ([`Block::fill`]), so
 /// that no block builds or copies the whole struct.
 struct Block {
-    /// Nodes (zero past the last row).
+    /// The row of lane 0 (negative for the block nearest the pole when the
+    /// lanes reach past it).
+    base: isize,
+    /// The lanes `q0..q1` hold rows `0..nn`; the others are empty.
+    q0: usize,
+    q1: usize,
+    /// Nodes (zero in the empty lanes).
     x: [f64; LMAX_LANES],
     /// The lanes with a non-negligible value up to `l = m + ab.len()`,
     /// sorted by the degree index of their start: `(i, lane)`.
@@ -547,6 +553,9 @@ struct Block {
 
 impl Block {
     const EMPTY: Block = Block {
+        base: 0,
+        q0: 0,
+        q1: 0,
         x: [0.0; LMAX_LANES],
         ev: [(u32::MAX, 0); LMAX_LANES],
         ne: 0,
@@ -555,20 +564,26 @@ impl Block {
         p1: [0.0; LMAX_LANES],
     };
 
-    /// The block at row `jb`: the first `lanes` entries of `x`, `p0` and
-    /// `p1` and the first `ne` of `ev` are set, as a fresh block would
-    /// have them.
+    /// The block whose lane 0 is row `base`: the first `lanes` entries of
+    /// `x`, `p0` and `p1` and the first `ne` of `ev` are set, as a fresh
+    /// block would have them; lanes outside rows `0..nn` stay empty (never
+    /// started).
     #[inline(always)]
-    fn fill(&mut self, o: &Order<'_>, jb: usize, lanes: usize) {
+    fn fill(&mut self, o: &Order<'_>, base: isize, lanes: usize) {
         let n = o.ab.len();
-        let nq = lanes.min(o.x.len() - jb);
-        self.x[..nq].copy_from_slice(&o.x[jb..jb + nq]);
-        self.x[nq..lanes].fill(0.0);
+        let nn = o.x.len() as isize;
+        let q0 = (-base).max(0) as usize;
+        let q1 = (nn - base).min(lanes as isize) as usize;
+        let (r0, nq) = ((base + q0 as isize) as usize, q1 - q0);
+        (self.base, self.q0, self.q1) = (base, q0, q1);
+        self.x[..q0].fill(0.0);
+        self.x[q0..q1].copy_from_slice(&o.x[r0..r0 + nq]);
+        self.x[q1..lanes].fill(0.0);
         self.p0[..lanes].fill(0.0);
         self.p1[..lanes].fill(0.0);
         self.ne = 0;
         self.ne0 = 0;
-        let starts = &o.start[jb..jb + nq];
+        let starts = &o.start[r0..r0 + nq];
         let i0 = starts[0].i;
         if i0 as usize <= n && starts.iter().all(|st| st.i == i0) {
             // Every lane starts at the same degree (most blocks): no
@@ -578,12 +593,13 @@ impl Block {
                 Some(q) => (if i0 == 0 { 0.0 } else { q.inv[i0 - 1] }, q.inv[i0]),
                 None => (1.0, 1.0),
             };
-            for (q, st) in starts.iter().enumerate() {
+            for (k, st) in starts.iter().enumerate() {
                 // As `Order::start_values`: `p * 1` is `p`, and `p * 0` is
                 // the zero it puts below degree 0.
+                let q = q0 + k;
                 self.p0[q] = if i0 == 0 { 0.0 } else { st.p[0] * f0 };
                 self.p1[q] = st.p[1] * f1;
-                self.ev[nq - 1 - q] = (i0 as u32, q as u32);
+                self.ev[nq - 1 - k] = (i0 as u32, q as u32);
             }
             self.ne = nq;
             self.ne0 = nq;
@@ -592,8 +608,8 @@ impl Block {
         // From the equator side: the starts do not decrease towards the
         // pole, so that the insertion appends. (The order of the lanes of
         // one degree does not matter: they join together.)
-        for (q, st) in starts.iter().enumerate().rev() {
-            let i = st.i;
+        for (k, st) in starts.iter().enumerate().rev() {
+            let (i, q) = (st.i, q0 + k);
             if i as usize <= n {
                 // Insertion by degree.
                 let mut k = self.ne;
@@ -609,12 +625,18 @@ impl Block {
             let i0 = self.ev[0].0;
             while self.ne0 < self.ne && self.ev[self.ne0].0 == i0 {
                 let q = self.ev[self.ne0].1 as usize;
-                let st = o.start_values(jb + q, i0 as usize);
+                let st = o.start_values(self.row(q), i0 as usize);
                 self.p0[q] = st[0];
                 self.p1[q] = st[1];
                 self.ne0 += 1;
             }
         }
+    }
+
+    /// The row of lane `q` (a lane in `q0..q1`).
+    #[inline(always)]
+    fn row(&self, q: usize) -> usize {
+        (self.base + q as isize) as usize
     }
 
     /// Entry `e` of the sorted starts as `(degree index, lane)`.
@@ -661,22 +683,45 @@ pub(crate) fn prefetch<T>(s: &[T]) {
     let _ = s;
 }
 
-/// The rows of the block at `jb` of `lanes` northern latitudes (clipped to
-/// the `nn` northern rows), for each of the `g` fields of `nt` rows: the
-/// northern range and its southern mirror.
+/// The rows of the block whose lane 0 is row `base`, `lanes` northern
+/// latitudes clipped to the `nn` northern rows, for each of the `g` fields
+/// of `nt` rows: the northern range and its southern mirror.
 #[inline(always)]
-fn prefetch_rows<T>(v: &[T], g: usize, nt: usize, nn: usize, jb: usize, lanes: usize) {
-    let hi = (jb + lanes).min(nn);
+fn prefetch_rows<T>(v: &[T], g: usize, nt: usize, nn: usize, base: isize, lanes: usize) {
+    let (lo, hi) = rows_of(base, lanes, nn);
     for f in 0..g {
-        prefetch(&v[f * nt + jb..f * nt + hi]);
-        prefetch(&v[f * nt + nt - hi..f * nt + nt - jb]);
+        prefetch(&v[f * nt + lo..f * nt + hi]);
+        prefetch(&v[f * nt + nt - hi..f * nt + nt - lo]);
     }
 }
 
-/// The starts of the block at `jb` (see [`prefetch_rows`]).
+/// The starts of the block at `base` (see [`prefetch_rows`]).
 #[inline(always)]
-fn prefetch_starts(o: &Order<'_>, jb: usize, lanes: usize) {
-    prefetch(&o.start[jb..(jb + lanes).min(o.x.len())]);
+fn prefetch_starts(o: &Order<'_>, base: isize, lanes: usize) {
+    let (lo, hi) = rows_of(base, lanes, o.x.len());
+    prefetch(&o.start[lo..hi]);
+}
+
+/// The rows `0..nn` among `base..base + lanes` (an empty range if none).
+#[inline(always)]
+fn rows_of(base: isize, lanes: usize, nn: usize) -> (usize, usize) {
+    let hi = (base + lanes as isize).clamp(0, nn as isize) as usize;
+    let lo = base.clamp(0, hi as isize) as usize;
+    (lo, hi)
+}
+
+/// The row of lane 0 of the first block (the one at the equator): blocks
+/// of `lanes` rows end at the first multiple of [`PART`] at or past the
+/// `nn` northern rows, so that at most `PART - 1` lanes of that block are
+/// empty, and the empty lanes of the block at the pole are whole vectors
+/// below the first started lane, which the pair loops skip. (Blocks that
+/// start at row 0 would leave up to `lanes - PART` empty lanes at the
+/// equator, where every lane runs.) Lane `q` holds row `base + q` with
+/// `base` a multiple of `PART`, so a row's partial sum in analysis is the
+/// same for every block width.
+#[inline(always)]
+fn first_base(nn: usize, lanes: usize) -> isize {
+    nn.next_multiple_of(PART) as isize - lanes as isize
 }
 
 /// Loads `NV` vectors from `s` (`NV * W` values).
@@ -883,19 +928,18 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
     // The blocks write rows `done..nt - done`; the others are zero.
     let mut done = nn;
     let mut blk = Block::EMPTY;
-    for jb in (0..nn).step_by(lanes).rev() {
-        blk.fill(o, jb, lanes);
-        prefetch_rows(out, G, nt, nn, jb, lanes);
-        if jb >= lanes {
-            prefetch_starts(o, jb - lanes, lanes);
-        }
+    let mut base = first_base(nn, lanes);
+    while base + (lanes as isize) > 0 {
+        blk.fill(o, base, lanes);
+        prefetch_rows(out, G, nt, nn, base, lanes);
+        prefetch_starts(o, base - lanes as isize, lanes);
         let (ev, ne) = (|e: usize| blk.event(e), blk.ne);
         // Once a whole block is negligible, so are all blocks nearer the
         // pole (smaller sin^m theta): they stay zero.
         if ne == 0 {
             break;
         }
-        done = jb;
+        done = base.max(0) as usize;
         let x = load_lanes::<V, NV>(&blk.x);
         // The two-operation form takes 2x (exact, so `x * 2` is `x + x`).
         let x = if Q {
@@ -918,7 +962,7 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
         let mut qmin = (0..e).map(|k| ev(k).1).min().unwrap_or(0);
         loop {
             while e < ne && ev(e).0 == i {
-                let st = o.start_values(jb + ev(e).1, i);
+                let st = o.start_values(blk.row(ev(e).1), i);
                 set_lane(&mut p0, ev(e).1, st[0]);
                 set_lane(&mut p1, ev(e).1, st[1]);
                 qmin = qmin.min(ev(e).1);
@@ -931,7 +975,7 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
             step_lanes::<V, NV, Q, 0>(ab[i], &x, &p1, &mut p0);
             i += 1;
             while e < ne && ev(e).0 == i {
-                let st = o.start_values(jb + ev(e).1, i);
+                let st = o.start_values(blk.row(ev(e).1), i);
                 set_lane(&mut p1, ev(e).1, st[0]);
                 set_lane(&mut p0, ev(e).1, st[1]);
                 qmin = qmin.min(ev(e).1);
@@ -959,8 +1003,8 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
         for g in 0..G {
             let (er, ei) = (store_lanes(&even[g][0]), store_lanes(&even[g][1]));
             let (or, oi) = (store_lanes(&odd[g][0]), store_lanes(&odd[g][1]));
-            for q in 0..lanes.min(nn - jb) {
-                let j = jb + q;
+            for q in blk.q0..blk.q1 {
+                let j = blk.row(q);
                 let js = nt - 1 - j;
                 let e = Complex64::new(er[q], ei[q]);
                 let d = Complex64::new(or[q], oi[q]);
@@ -970,6 +1014,7 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
                 }
             }
         }
+        base -= lanes as isize;
     }
     // The rows nearer the poles than the first negligible block.
     for g in 0..G {
@@ -1078,16 +1123,16 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
     let n = ab.len();
     let nd = n + 1;
     let mut blk = Block::EMPTY;
-    for jb in (0..nn).step_by(lanes).rev() {
-        blk.fill(o, jb, lanes);
+    let mut base = first_base(nn, lanes);
+    while base + (lanes as isize) > 0 {
+        blk.fill(o, base, lanes);
         let (ev, ne) = (|e: usize| blk.event(e), blk.ne);
         if ne == 0 {
             break;
         }
-        if jb >= lanes {
-            prefetch_rows(input, G, nt, nn, jb - lanes, lanes);
-            prefetch_starts(o, jb - lanes, lanes);
-        }
+        let next = base - lanes as isize;
+        prefetch_rows(input, G, nt, nn, next, lanes);
+        prefetch_starts(o, next, lanes);
         let x = load_lanes::<V, NV>(&blk.x);
         // The two-operation form takes 2x (exact, so `x * 2` is `x + x`).
         let x = if Q {
@@ -1099,8 +1144,8 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
         // Weighted sums (even i) and differences (odd i) of the two
         // hemispheres, [parity][field][re, im][lane].
         let mut sdl = [[[[0.0; LMAX_LANES]; 2]; G]; 2];
-        for q in 0..lanes.min(nn - jb) {
-            let j = jb + q;
+        for q in blk.q0..blk.q1 {
+            let j = blk.row(q);
             let js = nt - 1 - j;
             let wj = o.w2pi[j];
             for g in 0..G {
@@ -1133,7 +1178,7 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
         let mut qmin = (0..e).map(|k| ev(k).1).min().unwrap_or(0);
         loop {
             while e < ne && ev(e).0 == i {
-                let st = o.start_values(jb + ev(e).1, i);
+                let st = o.start_values(blk.row(ev(e).1), i);
                 set_lane(&mut p0, ev(e).1, st[0]);
                 set_lane(&mut p1, ev(e).1, st[1]);
                 qmin = qmin.min(ev(e).1);
@@ -1146,7 +1191,7 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
             step_lanes::<V, NV, Q, 0>(ab[i], &x, &p1, &mut p0);
             i += 1;
             while e < ne && ev(e).0 == i {
-                let st = o.start_values(jb + ev(e).1, i);
+                let st = o.start_values(blk.row(ev(e).1), i);
                 set_lane(&mut p1, ev(e).1, st[0]);
                 set_lane(&mut p0, ev(e).1, st[1]);
                 qmin = qmin.min(ev(e).1);
@@ -1175,6 +1220,7 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
                 _ => pairs.anal::<V, NV, G, Q, 3>(&mut i, &x, &mut p0, &mut p1, part, &sa, &sb),
             }
         }
+        base -= lanes as isize;
     }
 }
 
