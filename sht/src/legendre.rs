@@ -1045,7 +1045,7 @@ fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
     let mut f = 0;
     while f < nf {
         let g = if nf - f >= 2 { 2 } else { 1 };
-        part.iter_mut().for_each(|p| *p = [0.0; 2 * PART]);
+        part[..g * nd].iter_mut().for_each(|p| *p = [0.0; 2 * PART]);
         let ig = &input[f * nt..(f + g) * nt];
         match (g, o.q.is_some()) {
             (2, true) => anal_group::<V, NV2, 2, true>(o, ig, &mut part),
