@@ -534,16 +534,16 @@ impl Sht {
         if let Parallelism::None = par {
             // `PHI_ROWS` rows at a time, straight into the intermediate
             // layout: the rows' values of one order are neighbours there.
-            let (inp, buf, scratch) = &mut init();
-            let mut bufs = vec![ZERO; PHI_ROWS * mm];
+            // Each row's spectrum goes straight into its place in `bufs`.
+            let (inp, _, scratch) = &mut init();
+            let mut bufs = vec![ZERO; PHI_ROWS * nh];
             for (b, rows) in grid.chunks(PHI_ROWS * self.nphi).enumerate() {
                 let nr = rows.len() / self.nphi;
-                for (row, out) in rows.chunks(self.nphi).zip(bufs.chunks_mut(mm)) {
+                for (row, out) in rows.chunks(self.nphi).zip(bufs.chunks_mut(nh)) {
                     inp.copy_from_slice(row);
                     self.r2c
-                        .process_with_scratch(inp, buf, scratch)
+                        .process_with_scratch(inp, out, scratch)
                         .map_err(|e| ShtError::Fft(e.to_string()))?;
-                    out.copy_from_slice(&buf[..mm]);
                 }
                 let row0 = b * PHI_ROWS;
                 // As in synthesis: the next block's places, asked for ahead.
@@ -554,7 +554,7 @@ impl Sht {
                     crate::legendre::prefetch(&spec[col + next..col + next_end]);
                     let dst = &mut spec[m * nf * nt + row0..m * nf * nt + row0 + nr];
                     for (r, d) in dst.iter_mut().enumerate() {
-                        *d = bufs[r * mm + m] * scale;
+                        *d = bufs[r * nh + m] * scale;
                     }
                 }
             }
