@@ -74,6 +74,7 @@ pub struct Sht {
     sin_theta: Vec<f64>,
     inv_sin: Vec<f64>,
     eps: Vec<f64>,
+    inv_ll: Vec<f64>,
     rec: Vec<[f64; 2]>,
     rec_off: Vec<usize>,
     qform: Vec<Option<QForm>>,
@@ -138,6 +139,16 @@ impl Sht {
         let w2pi = w[..nnorth].iter().map(|w| 2.0 * PI * w).collect();
         let sin_theta: Vec<f64> = theta.iter().map(|t| t.sin()).collect();
         let inv_sin = sin_theta.iter().map(|s| 1.0 / s).collect();
+        // `1 / (l (l + 1))` for l = 1..=lmax (index l; 0 at l = 0).
+        let inv_ll = (0..=lmax)
+            .map(|l| {
+                if l == 0 {
+                    0.0
+                } else {
+                    1.0 / (l as f64 * (l as f64 + 1.0))
+                }
+            })
+            .collect();
         // `eps_lm` for l = m..=lmax+2 of every order (the vector transforms).
         let mut eps = Vec::with_capacity(eps_offset(lmax, lmax + 1));
         for m in 0..=lmax {
@@ -169,6 +180,7 @@ impl Sht {
             sin_theta,
             inv_sin,
             eps,
+            inv_ll,
             rec,
             rec_off,
             qform,
@@ -605,6 +617,11 @@ impl Sht {
     /// `1 / sin theta_j` of all latitudes.
     pub(crate) fn inv_sin_theta(&self) -> &[f64] {
         &self.inv_sin
+    }
+
+    /// `1 / (l (l + 1))` for `l = 0..=lmax` (0 at `l = 0`).
+    pub(crate) fn inv_ll(&self) -> &[f64] {
+        &self.inv_ll
     }
 
     /// `eps_lm` (see `vector::eps`) for `l = m..=lmax + 2`, index `l - m`.

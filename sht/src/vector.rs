@@ -383,7 +383,7 @@ impl Sht {
         let nl = lmax - m + 1;
         let nd = nl + 1;
         let inv_sin = self.inv_sin_theta();
-        let eps = self.eps_m(m);
+        let (eps, inv_ll) = (self.eps_m(m), self.inv_ll());
         let mut v = take(2 * nf * nt);
         for f in 0..nf {
             for j in 0..nt {
@@ -412,7 +412,7 @@ impl Sht {
                 let (sv, tv) = if l == 0 {
                     (ZERO, ZERO)
                 } else {
-                    let inv = 1.0 / (l as f64 * (l as f64 + 1.0));
+                    let inv = inv_ll[l];
                     ((d(q, i) - im * r[i]) * inv, (-(im * q[i]) - d(r, i)) * inv)
                 };
                 s[f * nl + i] = sv;
