@@ -17,6 +17,13 @@
 //! whole line are computed one at a time with plain stores, so no line is
 //! written by both kinds of store; the caller fences once at the end of the
 //! sweep.
+//!
+//! At radius 1 the fastest-axis neighbours of a group of `U` vectors come
+//! from its centre vectors shifted by one lane (`Vf::back`, `Vf::on`) and
+//! the one value past each end, instead of two unaligned loads a vector
+//! that cross cache lines: the same operands, so the same bits. In cache
+//! (64^3, `sweep_timing 64 2 20`) that took the AVX-512 sweep from 0.126 to
+//! 0.116-0.124 ms and the AVX2 one from 0.122 to 0.117.
 
 /// One vector of `W` doubles and the operations the sweep uses, each one
 /// IEEE operation per lane.
@@ -48,6 +55,12 @@ pub(super) trait Vf: Copy {
     unsafe fn store_from(self, p: *mut f64, from: usize);
     fn add(self, o: Self) -> Self;
     fn mul(self, o: Self) -> Self;
+    /// Lane `i` of the result is lane `i - 1` of `self`, lane 0 the last
+    /// lane of `prev`: the values one place back along a row.
+    fn back(self, prev: Self) -> Self;
+    /// Lane `i` of the result is lane `i + 1` of `self`, the last lane
+    /// lane 0 of `next`: the values one place on along a row.
+    fn on(self, next: Self) -> Self;
     /// True when every lane is finite.
     fn all_finite(self) -> bool;
 }
@@ -116,7 +129,21 @@ unsafe fn cells<V: Vf, const R: usize, const U: usize>(
             }
         }
         axis::<V, R, U>(&mut v, u, s1, &k.w[1]);
-        axis::<V, R, U>(&mut v, u, 1, &k.w[2]);
+        if R == 1 {
+            // The fastest axis from the centre vectors, shifted by one
+            // lane, and the two values past the ends: the same operands
+            // (so the same bits) without two loads across cache lines.
+            let c: [V; U] = std::array::from_fn(|x| V::load(u.add(x * V::W)));
+            let before = V::splat(*u.sub(1));
+            let after = V::splat(*u.add(U * V::W));
+            for (x, vx) in v.iter_mut().enumerate() {
+                let b = c[x].back(if x == 0 { before } else { c[x - 1] });
+                let a = c[x].on(if x + 1 == U { after } else { c[x + 1] });
+                *vx = vx.add(k.w[2][0].mul(a.add(b)));
+            }
+        } else {
+            axis::<V, R, U>(&mut v, u, 1, &k.w[2]);
+        }
         v
     }
 }
@@ -360,6 +387,14 @@ impl Vf for V1 {
         V1(self.0 * o.0)
     }
     #[inline(always)]
+    fn back(self, prev: Self) -> Self {
+        prev
+    }
+    #[inline(always)]
+    fn on(self, next: Self) -> Self {
+        next
+    }
+    #[inline(always)]
     fn all_finite(self) -> bool {
         self.0.is_finite()
     }
@@ -418,6 +453,24 @@ pub(super) mod x86 {
             V4(unsafe { _mm256_mul_pd(self.0, o.0) })
         }
         #[inline(always)]
+        fn back(self, prev: Self) -> Self {
+            // SAFETY: AVX present. `t` = [p2, p3, c0, c1], then
+            // [t1, c0, t3, c2] = [p3, c0, c1, c2].
+            V4(unsafe {
+                let t = _mm256_permute2f128_pd::<0x03>(self.0, prev.0);
+                _mm256_shuffle_pd::<0b0101>(t, self.0)
+            })
+        }
+        #[inline(always)]
+        fn on(self, next: Self) -> Self {
+            // SAFETY: AVX present. `t` = [c2, c3, n0, n1], then
+            // [c1, t0, c3, t2] = [c1, c2, c3, n0].
+            V4(unsafe {
+                let t = _mm256_permute2f128_pd::<0x21>(self.0, next.0);
+                _mm256_shuffle_pd::<0b0101>(self.0, t)
+            })
+        }
+        #[inline(always)]
         fn all_finite(self) -> bool {
             let mut x = [0.0; 4];
             // SAFETY: four writable doubles; AVX present.
@@ -468,6 +521,26 @@ pub(super) mod x86 {
         fn mul(self, o: Self) -> Self {
             // SAFETY: AVX-512F present.
             V8(unsafe { _mm512_mul_pd(self.0, o.0) })
+        }
+        #[inline(always)]
+        fn back(self, prev: Self) -> Self {
+            // SAFETY: AVX-512F present. Lanes 7.. of `self:prev`.
+            V8(unsafe {
+                _mm512_castsi512_pd(_mm512_alignr_epi64::<7>(
+                    _mm512_castpd_si512(self.0),
+                    _mm512_castpd_si512(prev.0),
+                ))
+            })
+        }
+        #[inline(always)]
+        fn on(self, next: Self) -> Self {
+            // SAFETY: AVX-512F present. Lanes 1.. of `next:self`.
+            V8(unsafe {
+                _mm512_castsi512_pd(_mm512_alignr_epi64::<1>(
+                    _mm512_castpd_si512(next.0),
+                    _mm512_castpd_si512(self.0),
+                ))
+            })
         }
         #[inline(always)]
         fn all_finite(self) -> bool {
