@@ -856,11 +856,12 @@ fn synth_impl<V: Vf, const NV: usize, const NV2: usize>(
     let mut scaled = SCALED.with(|p| std::mem::take(&mut *p.borrow_mut()));
     let c = match o.q {
         Some(q) => {
-            scaled.clear();
-            scaled.extend(
-                c.chunks(nd)
-                    .flat_map(|cf| cf.iter().zip(&q.s).map(|(v, s)| v * s)),
-            );
+            scaled.resize(c.len(), Complex64::new(0.0, 0.0));
+            for (dst, src) in scaled.chunks_mut(nd).zip(c.chunks(nd)) {
+                for ((d, v), s) in dst.iter_mut().zip(src).zip(&q.s) {
+                    *d = v * s;
+                }
+            }
             &scaled[..]
         }
         None => c,
