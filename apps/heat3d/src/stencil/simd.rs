@@ -117,7 +117,8 @@ unsafe fn cells<V: Vf, const R: usize, const U: usize>(
 ) -> [V; U] {
     // SAFETY: every address read is one the contract lists.
     unsafe {
-        let mut v: [V; U] = std::array::from_fn(|x| k.c.mul(V::load(u.add(x * V::W))));
+        let c: [V; U] = std::array::from_fn(|x| V::load(u.add(x * V::W)));
+        let mut v: [V; U] = std::array::from_fn(|x| k.c.mul(c[x]));
         for (m, wm) in k.w[0].iter().enumerate() {
             for (x, vx) in v.iter_mut().enumerate() {
                 let p = u.wrapping_add(x * V::W);
@@ -133,7 +134,6 @@ unsafe fn cells<V: Vf, const R: usize, const U: usize>(
             // The fastest axis from the centre vectors, shifted by one
             // lane, and the two values past the ends: the same operands
             // (so the same bits) without two loads across cache lines.
-            let c: [V; U] = std::array::from_fn(|x| V::load(u.add(x * V::W)));
             let before = V::splat(*u.sub(1));
             let after = V::splat(*u.add(U * V::W));
             for (x, vx) in v.iter_mut().enumerate() {
