@@ -547,14 +547,15 @@ impl Sht {
             // `PHI_ROWS` rows at a time, straight into the intermediate
             // layout: the rows' values of one order are neighbours there.
             // Each row's spectrum goes straight into its place in `bufs`.
-            let (inp, _, scratch) = &mut init();
+            let mut inp = vec![0.0; self.nphi];
+            let mut scratch = vec![ZERO; scratch_len];
             let mut bufs = vec![ZERO; PHI_ROWS * nh];
             for (b, rows) in grid.chunks(PHI_ROWS * self.nphi).enumerate() {
                 let nr = rows.len() / self.nphi;
                 for (row, out) in rows.chunks(self.nphi).zip(bufs.chunks_mut(nh)) {
                     inp.copy_from_slice(row);
                     self.r2c
-                        .process_with_scratch(inp, out, scratch)
+                        .process_with_scratch(&mut inp, out, &mut scratch)
                         .map_err(|e| ShtError::Fft(e.to_string()))?;
                 }
                 let row0 = b * PHI_ROWS;
