@@ -170,51 +170,57 @@ impl Strided {
         Ok(())
     }
 
+    /// The same counts, stored contiguously in travel order from element 0
+    /// (the layout of a packed message of this block).
+    pub fn packed(&self) -> Strided {
+        let [_, c1, c2, c3] = self.counts;
+        Strided {
+            offset: 0,
+            counts: self.counts,
+            strides: [c1 * c2 * c3, c2 * c3, c3, 1],
+        }
+    }
+
     /// Copies the described elements (of `elem` bytes each) out of `src`
     /// into the contiguous `dst`.
+    ///
+    /// # Panics
+    /// When the block reaches past `src` or `dst` is shorter than the block.
     pub fn gather_bytes(&self, src: &[u8], elem: usize, dst: &mut [u8]) {
-        let mut p = 0;
-        self.for_each_run(|off, n| {
-            let (off, n) = (off * elem, n * elem);
-            dst[p..p + n].copy_from_slice(&src[off..off + n]);
-            p += n;
-        });
+        copy_strided_bytes(src, self, dst, &self.packed(), elem);
     }
 
     /// Appends the described elements of `src` (elements of `elem` bytes)
-    /// to `dst`, run by run: [`Strided::gather_bytes`] into a vector that
-    /// need not be filled first.
+    /// to `dst`: [`Strided::gather_bytes`] into a vector that grows by the
+    /// block's length.
     pub fn gather_bytes_into(&self, src: &[u8], elem: usize, dst: &mut Vec<u8>) {
-        dst.reserve(self.len() * elem);
-        self.for_each_run(|off, n| dst.extend_from_slice(&src[off * elem..(off + n) * elem]));
+        let start = dst.len();
+        dst.resize(start + self.len() * elem, 0);
+        self.gather_bytes(src, elem, &mut dst[start..]);
     }
 
     /// Copies the contiguous `src` into the described elements of `dst`.
+    ///
+    /// # Panics
+    /// When `src` is shorter than the block or the block reaches past `dst`.
     pub fn scatter_bytes(&self, src: &[u8], elem: usize, dst: &mut [u8]) {
-        let mut p = 0;
-        self.for_each_run(|off, n| {
-            let (off, n) = (off * elem, n * elem);
-            dst[off..off + n].copy_from_slice(&src[p..p + n]);
-            p += n;
-        });
+        copy_strided_bytes(src, &self.packed(), dst, self, elem);
     }
 
     /// Copies the described elements out of `src` into the contiguous `dst`.
+    ///
+    /// # Panics
+    /// When the block reaches past `src` or `dst` is shorter than the block.
     pub fn gather<T: Copy>(&self, src: &[T], dst: &mut [T]) {
-        let mut p = 0;
-        self.for_each_run(|off, n| {
-            dst[p..p + n].copy_from_slice(&src[off..off + n]);
-            p += n;
-        });
+        copy_same_shape(src, self, dst, &self.packed());
     }
 
     /// Copies the contiguous `src` into the described elements of `dst`.
+    ///
+    /// # Panics
+    /// When `src` is shorter than the block or the block reaches past `dst`.
     pub fn scatter<T: Copy>(&self, src: &[T], dst: &mut [T]) {
-        let mut p = 0;
-        self.for_each_run(|off, n| {
-            dst[off..off + n].copy_from_slice(&src[p..p + n]);
-            p += n;
-        });
+        copy_same_shape(src, &self.packed(), dst, self);
     }
 
     /// Calls `f(element_offset, element_count)` for each maximal run of
@@ -247,32 +253,90 @@ impl Strided {
 /// same length).
 pub(crate) fn copy_strided<T: Copy>(src: &[T], from: &Strided, dst: &mut [T], to: &Strided) {
     debug_assert_eq!(from.len(), to.len());
-    let [c0, c1, c2, c3] = from.counts;
-    let [t0, t1, t2, t3] = to.counts;
-    // Same shape (the usual case): walk both together, rows at a time.
-    if [c0, c1, c2, c3] == [t0, t1, t2, t3] {
-        let (fs, ts) = (from.strides, to.strides);
-        for h in 0..c0 {
-            for i in 0..c1 {
-                for j in 0..c2 {
+    if from.counts == to.counts {
+        copy_same_shape(src, from, dst, to);
+    } else {
+        // Different shapes of the same length: merge the two sequences of runs.
+        merge_runs(from, to, |a, b, n| {
+            dst[b..b + n].copy_from_slice(&src[a..a + n]);
+        });
+    }
+}
+
+/// Edge of the square tiles in which [`copy_same_shape`] transposes.
+const TILE: usize = 16;
+
+/// Copies block `from` of `src` to block `to` of `dst`, blocks of the same
+/// counts, element for element.
+///
+/// Rows (the innermost direction) contiguous on both sides are copied
+/// whole. Where one side's rows are strided and that side is contiguous
+/// along an outer direction instead (a transposition: a pencil of one
+/// memory order into a pencil of another), the copy goes by square tiles of
+/// that direction and the rows, `TILE` by `TILE` elements, so each cache
+/// line read or written is used whole while it is in cache; element by
+/// element, a transposition of a large block reads or writes a whole line
+/// for every element.
+///
+/// # Panics
+/// When a block reaches past its buffer.
+fn copy_same_shape<T: Copy>(src: &[T], from: &Strided, dst: &mut [T], to: &Strided) {
+    debug_assert_eq!(from.counts, to.counts);
+    if from.is_empty() {
+        return;
+    }
+    assert!(
+        from.extent() <= src.len() && to.extent() <= dst.len(),
+        "strided copy: block {from:?} of {} elements into block {to:?} of {}",
+        src.len(),
+        dst.len()
+    );
+    let c = from.counts;
+    let (fs, ts) = (from.strides, to.strides);
+    // A direction of count 1 is contiguous whatever its stride.
+    let unit = |st: [usize; 4], d: usize| st[d] == 1 || c[d] == 1;
+    if unit(fs, 3) && unit(ts, 3) {
+        let n = c[3];
+        for h in 0..c[0] {
+            for i in 0..c[1] {
+                for j in 0..c[2] {
                     let a = from.offset + h * fs[0] + i * fs[1] + j * fs[2];
                     let b = to.offset + h * ts[0] + i * ts[1] + j * ts[2];
-                    if fs[3] == 1 && ts[3] == 1 {
-                        dst[b..b + c3].copy_from_slice(&src[a..a + c3]);
-                    } else {
-                        for k in 0..c3 {
+                    dst[b..b + n].copy_from_slice(&src[a..a + n]);
+                }
+            }
+        }
+        return;
+    }
+    // The outer direction along which the side with strided rows is
+    // contiguous: tiles of it and the rows keep both sides' lines in cache.
+    let strided_side = if unit(ts, 3) { fs } else { ts };
+    let partner = (0..3).rev().find(|&d| c[d] > 1 && strided_side[d] == 1);
+    let d = partner.unwrap_or(2);
+    let tile = if partner.is_some() { TILE } else { c[d].max(1) };
+    let [o0, o1] = match d {
+        0 => [1, 2],
+        1 => [0, 2],
+        _ => [0, 1],
+    };
+    for x in 0..c[o0] {
+        for y in 0..c[o1] {
+            let a0 = from.offset + x * fs[o0] + y * fs[o1];
+            let b0 = to.offset + x * ts[o0] + y * ts[o1];
+            for jb in (0..c[d]).step_by(tile) {
+                let je = (jb + tile).min(c[d]);
+                for kb in (0..c[3]).step_by(TILE) {
+                    let ke = (kb + TILE).min(c[3]);
+                    for j in jb..je {
+                        let (a, b) = (a0 + j * fs[d], b0 + j * ts[d]);
+                        for k in kb..ke {
                             dst[b + k * ts[3]] = src[a + k * fs[3]];
                         }
                     }
                 }
             }
         }
-        return;
     }
-    // Different shapes of the same length: merge the two sequences of runs.
-    merge_runs(from, to, |a, b, n| {
-        dst[b..b + n].copy_from_slice(&src[a..a + n]);
-    });
 }
 
 /// [`copy_strided`] on raw bytes, for elements of `elem` bytes.
@@ -284,9 +348,31 @@ pub(crate) fn copy_strided_bytes(
     elem: usize,
 ) {
     debug_assert_eq!(from.len(), to.len());
-    merge_runs(from, to, |a, b, n| {
-        dst[b * elem..(b + n) * elem].copy_from_slice(&src[a * elem..(a + n) * elem]);
-    });
+    /// The copy on elements of `N` bytes (any alignment).
+    fn as_elems<const N: usize>(src: &[u8], from: &Strided, dst: &mut [u8], to: &Strided) {
+        let s: &[[u8; N]] = {
+            // SAFETY: `[u8; N]` has size `N` and alignment 1, so the first
+            // `len / N * N` bytes of `src` are `len / N` arrays, borrowed
+            // as `src` is.
+            unsafe { std::slice::from_raw_parts(src.as_ptr().cast(), src.len() / N) }
+        };
+        let d: &mut [[u8; N]] = {
+            // SAFETY: as above, for the unique borrow of `dst`.
+            unsafe { std::slice::from_raw_parts_mut(dst.as_mut_ptr().cast(), dst.len() / N) }
+        };
+        copy_strided(s, from, d, to);
+    }
+    match elem {
+        1 => copy_strided(src, from, dst, to),
+        2 => as_elems::<2>(src, from, dst, to),
+        4 => as_elems::<4>(src, from, dst, to),
+        8 => as_elems::<8>(src, from, dst, to),
+        16 => as_elems::<16>(src, from, dst, to),
+        32 => as_elems::<32>(src, from, dst, to),
+        _ => merge_runs(from, to, |a, b, n| {
+            dst[b * elem..(b + n) * elem].copy_from_slice(&src[a * elem..(a + n) * elem]);
+        }),
+    }
 }
 
 /// Walks the runs of `from` and `to` (blocks of the same length) together

@@ -6,6 +6,13 @@
 //! a receive matches the oldest envelope with its context, source and tag
 //! (MPI's non-overtaking order). Collectives are built from the same
 //! messages in a separate context, so they never match user messages.
+//! The strided all-to-all is the exception that moves no data in messages:
+//! like the single-copy transports of MPI libraries inside one node, each
+//! rank sends every peer a small window (where its send buffer and the
+//! peer's block lie), and each receiver copies its blocks straight out of
+//! the senders' buffers into its own, one copy per element; a sender
+//! returns only when every peer has answered that it finished reading (see
+//! `Exposed`).
 //! Reductions combine contributions in rank order, so their bits depend only
 //! on the rank count, and every rank gets the same bits.
 //!
@@ -41,6 +48,10 @@ const TAG_GATHER: u32 = 1;
 const TAG_BCAST: u32 = 2;
 const TAG_A2A: u32 = 3;
 const TAG_ALLGATHER: u32 = 4;
+/// An `alltoallw` window: where the sender's buffer and block lie.
+const TAG_WINDOW: u32 = 5;
+/// The answer to a window: the receiver has finished reading through it.
+const TAG_DONE: u32 = 6;
 
 struct Envelope {
     ctx: u64,
@@ -197,6 +208,29 @@ impl World {
         q.msgs.remove(i)
     }
 
+    /// Takes back the `alltoallw` window of call `seq` that `src` (rank in
+    /// context `ctx`) left in world rank `dest`'s mailbox, if `dest` has not
+    /// taken it yet.
+    fn withdraw(&self, dest: usize, ctx: u64, src: usize, seq: u64) -> bool {
+        let e = {
+            let mut q = lock(&self.mailboxes[dest].queue);
+            let i = q.msgs.iter().position(|e| {
+                e.ctx == ctx
+                    && e.src == src
+                    && e.tag == TAG_WINDOW
+                    && Window::seq_of(&e.data) == Some(seq)
+            });
+            i.and_then(|i| q.msgs.remove(i))
+        };
+        match e {
+            Some(e) => {
+                self.recycle(e.data);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Blocks until a matching envelope from `src` (rank in the context;
     /// `src_world` in the world) arrives.
     fn wait_take(
@@ -265,6 +299,10 @@ pub struct LocalComm {
     members: Arc<Vec<usize>>,
     rank: usize,
     splits: AtomicU64,
+    /// `alltoallw` calls made on this communicator (each rank counts its
+    /// own; the windows of one call carry it, so calls out of step are an
+    /// error instead of a wrong match).
+    a2aw_seq: AtomicU64,
 }
 
 impl std::fmt::Debug for LocalComm {
@@ -439,6 +477,271 @@ impl RequestImpl for RecvReq {
     fn abandon(&mut self) {}
 }
 
+/// What one `alltoallw` call publishes to a peer: the call's number on the
+/// communicator, the sender's whole send buffer (address and length in
+/// bytes), the element size and the sender's block for that peer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Window {
+    seq: u64,
+    addr: usize,
+    len: usize,
+    elem: usize,
+    layout: Strided,
+}
+
+impl Window {
+    const BYTES: usize = 13 * 8;
+
+    fn encode(&self) -> [u8; Self::BYTES] {
+        let l = &self.layout;
+        let words = [
+            self.seq,
+            self.addr as u64,
+            self.len as u64,
+            self.elem as u64,
+            l.offset as u64,
+            l.counts[0] as u64,
+            l.counts[1] as u64,
+            l.counts[2] as u64,
+            l.counts[3] as u64,
+            l.strides[0] as u64,
+            l.strides[1] as u64,
+            l.strides[2] as u64,
+            l.strides[3] as u64,
+        ];
+        let mut out = [0u8; Self::BYTES];
+        for (o, w) in out.chunks_exact_mut(8).zip(words) {
+            o.copy_from_slice(&w.to_le_bytes());
+        }
+        out
+    }
+
+    /// The call number alone (the first word), for matching.
+    fn seq_of(bytes: &[u8]) -> Option<u64> {
+        Some(u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?))
+    }
+
+    fn decode(bytes: &[u8]) -> Option<Self> {
+        if bytes.len() != Self::BYTES {
+            return None;
+        }
+        let w = |i: usize| {
+            let b: [u8; 8] = bytes[8 * i..8 * i + 8].try_into().expect("8 bytes");
+            u64::from_le_bytes(b) as usize
+        };
+        Some(Window {
+            seq: w(0) as u64,
+            addr: w(1),
+            len: w(2),
+            elem: w(3),
+            layout: Strided {
+                offset: w(4),
+                counts: [w(5), w(6), w(7), w(8)],
+                strides: [w(9), w(10), w(11), w(12)],
+            },
+        })
+    }
+}
+
+/// This rank's send buffer, published to its peers for one `alltoallw`.
+///
+/// The peers read the buffer through the raw address of their window, so it
+/// must stay borrowed, and unwritten, until no peer can read it any more.
+/// That is what this guard waits for, when released and also when dropped
+/// during unwinding: for every peer, either its answer (a peer that takes a
+/// window always answers it, after its copy or instead of one, also when
+/// unwinding; see [`Answer`]), or the window taken back from the peer's
+/// mailbox before the peer took it (tried only after a failure anywhere or
+/// past the deadlock limit: a peer that has taken the window is in the call
+/// and answers soon). The call's `&[u8]` borrow outlives this guard, so the
+/// caller cannot free or change the bytes before the guard lets go.
+struct Exposed<'a> {
+    comm: &'a LocalComm,
+    seq: u64,
+    /// Windows sent, to the peers `rank + 1, rank + 2, ...` (mod size).
+    sent: usize,
+    /// Of those, the ones answered or withdrawn, in the same order.
+    settled: usize,
+    released: bool,
+}
+
+impl<'a> Exposed<'a> {
+    fn publish(
+        comm: &'a LocalComm,
+        seq: u64,
+        send: &[u8],
+        layouts: &[Strided],
+        elem: usize,
+    ) -> Result<Self> {
+        let p = comm.size();
+        let mut ex = Exposed {
+            comm,
+            seq,
+            sent: 0,
+            settled: 0,
+            released: false,
+        };
+        for k in 1..p {
+            let r = (comm.rank + k) % p;
+            let w = Window {
+                seq,
+                addr: send.as_ptr() as usize,
+                len: send.len(),
+                elem,
+                layout: layouts[r],
+            };
+            // Counted before it is sent: whatever happens next waits for
+            // this peer.
+            ex.sent += 1;
+            comm.send_ctx(comm.coll(), r, TAG_WINDOW, &w.encode())?;
+        }
+        Ok(ex)
+    }
+
+    /// Waits until no peer can read the buffer; the error of the call, if
+    /// a rank failed or the deadlock limit passed.
+    fn release(mut self) -> Result<()> {
+        let r = self.wait();
+        self.released = true;
+        r
+    }
+
+    /// Settles the peers one after another (in the order of the windows);
+    /// answers from the others wait in the mailbox meanwhile.
+    fn wait(&mut self) -> Result<()> {
+        let comm = self.comm;
+        let world = &comm.world;
+        let mb = &world.mailboxes[comm.me()];
+        let (ctx, p, seq) = (comm.coll(), comm.size(), self.seq);
+        let start = Instant::now();
+        let mut outcome = Ok(());
+        while self.settled < self.sent {
+            let r = (comm.rank + 1 + self.settled) % p;
+            let mut q = lock(&mb.queue);
+            let answer = loop {
+                if let Some(e) = World::take(&mut q, ctx, r, TAG_DONE) {
+                    break Some(e);
+                }
+                let failed = world.failed.load(Ordering::Acquire);
+                let timed_out = world.timeout.is_some_and(|t| start.elapsed() >= t);
+                // (Never two mailbox locks at once: `withdraw` takes the
+                // peer's.)
+                if (failed || timed_out) && {
+                    drop(q);
+                    let taken = world.withdraw(comm.members[r], ctx, comm.rank, seq);
+                    q = lock(&mb.queue);
+                    taken
+                } {
+                    // Taken back unread: the peer never saw it.
+                    if outcome.is_ok() {
+                        outcome = world.check().and(Err(CommError::Timeout {
+                            rank: comm.rank,
+                            what: format!(
+                                "rank {r} to take part in alltoallw call {seq} (this rank's \
+                                 blocks for it were withdrawn unread)"
+                            ),
+                            seconds: world.timeout.map_or(0, |t| t.as_secs()),
+                        }));
+                    }
+                    break None;
+                }
+                // Not failed, or the peer has the window (it is in the call
+                // and answers): sleep until something arrives. The nap
+                // bounds the wait for the deadlock limit.
+                q = mb
+                    .arrived
+                    .wait_timeout(q, Duration::from_millis(100))
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            };
+            drop(q);
+            if let Some(e) = answer {
+                debug_assert_eq!(Window::seq_of(&e.data), Some(seq));
+                world.recycle(e.data);
+            }
+            self.settled += 1;
+        }
+        outcome
+    }
+}
+
+impl Drop for Exposed<'_> {
+    fn drop(&mut self) {
+        if !self.released {
+            let _ = self.wait();
+        }
+    }
+}
+
+/// Sends the answer to a window when dropped: after the copy through it, or
+/// instead of one (an error, or unwinding).
+struct Answer<'a> {
+    comm: &'a LocalComm,
+    to: usize,
+    seq: u64,
+}
+
+impl Drop for Answer<'_> {
+    fn drop(&mut self) {
+        // Posting only deposits bytes; it cannot fail.
+        let _ = self
+            .comm
+            .send_ctx(self.comm.coll(), self.to, TAG_DONE, &self.seq.to_le_bytes());
+    }
+}
+
+impl LocalComm {
+    /// Takes rank `r`'s window for call `seq` and copies the block it
+    /// describes into `to` of `recv`; the window is answered in every case.
+    fn read_window(
+        &self,
+        r: usize,
+        seq: u64,
+        elem: usize,
+        recv: &mut [u8],
+        to: &Strided,
+    ) -> Result<()> {
+        let v = self.recv_ctx(self.coll(), r, TAG_WINDOW)?;
+        let decoded = Window::decode(&v);
+        let their_seq = Window::seq_of(&v);
+        self.world.recycle(v);
+        let (Some(w), Some(their_seq)) = (decoded, their_seq) else {
+            // Only `Exposed::publish` sends on this tag and context.
+            unreachable!("an alltoallw window of the wrong length");
+        };
+        let _answer = Answer {
+            comm: self,
+            to: r,
+            seq: their_seq,
+        };
+        if w.seq != seq {
+            return Err(CommError::invalid(format!(
+                "alltoallw out of step: rank {r} is in its call {} on this communicator, rank {} \
+                 in its call {seq}",
+                w.seq, self.rank
+            )));
+        }
+        if w.elem != elem || w.layout.len() != to.len() {
+            return Err(CommError::MessageTruncated {
+                src: r,
+                tag: TAG_A2A,
+                expected: to.len() * elem,
+                got: w.layout.len() * w.elem,
+            });
+        }
+        // The sender checked its block against its buffer before publishing.
+        debug_assert!(w.layout.extent() * elem <= w.len);
+        // SAFETY: `w.addr` and `w.len` are the sender's send buffer, a live
+        // `&[u8]` of its `alltoallw_bytes` call. Its `Exposed` guard keeps
+        // the call (and so the borrow, under which nobody writes the bytes)
+        // from ending before this rank's answer arrives, which `_answer`
+        // sends only after the copy below, also when unwinding.
+        let src = unsafe { std::slice::from_raw_parts(w.addr as *const u8, w.len) };
+        crate::communicator::copy_strided_bytes(src, &w.layout, recv, to, elem);
+        Ok(())
+    }
+}
+
 fn mix(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -489,6 +792,7 @@ impl Communicator for LocalComm {
             members: Arc::new(members),
             rank,
             splits: AtomicU64::new(0),
+            a2aw_seq: AtomicU64::new(0),
         })))
     }
 
@@ -625,6 +929,10 @@ impl Communicator for LocalComm {
         Ok(())
     }
 
+    /// One copy: every rank publishes where its send buffer and its block
+    /// for each peer lie (a small message), and each receiver copies its
+    /// blocks straight out of the senders' buffers into its own, through
+    /// both layouts; see `Window` and `Exposed` for why the memory stays valid.
     fn alltoallw_bytes(
         &self,
         send: &[u8],
@@ -634,6 +942,7 @@ impl Communicator for LocalComm {
         elem_size: usize,
     ) -> Result<()> {
         let p = self.size();
+        let me = self.rank;
         if send_layouts.len() != p || recv_layouts.len() != p {
             return Err(CommError::length(
                 "alltoallw layouts (one per rank)",
@@ -641,42 +950,52 @@ impl Communicator for LocalComm {
                 send_layouts.len().min(recv_layouts.len()),
             ));
         }
-        for k in 0..p {
-            let r = (self.rank + k) % p;
-            let l = &send_layouts[r];
-            if r == self.rank {
-                // The own block is copied directly, without a buffer.
-                if recv_layouts[r].len() != l.len() {
-                    return Err(CommError::length(
-                        format!("alltoallw block kept by rank {r} (elements)"),
-                        recv_layouts[r].len(),
-                        l.len(),
-                    ));
-                }
-                crate::communicator::copy_strided_bytes(send, l, recv, &recv_layouts[r], elem_size);
-            } else {
-                // Packed straight into the message (no zero fill first).
-                let mut buf = self.world.empty_buffer(l.len() * elem_size);
-                l.gather_bytes_into(send, elem_size, &mut buf);
-                self.send_vec_ctx(self.coll(), r, TAG_A2A, buf)?;
+        let seq = self.a2aw_seq.fetch_add(1, Ordering::Relaxed);
+        // Everything a peer will read is checked before it is published.
+        let elems = |b: &[u8]| b.len() / elem_size.max(1);
+        // (The message is built only on failure.)
+        for (r, l) in send_layouts.iter().enumerate() {
+            if l.extent() > elems(send) {
+                l.check_fits(elems(send), &format!("alltoallw send layout for rank {r}"))?;
             }
         }
+        for (r, l) in recv_layouts.iter().enumerate() {
+            if l.extent() > elems(recv) {
+                l.check_fits(
+                    elems(recv),
+                    &format!("alltoallw receive layout for rank {r}"),
+                )?;
+            }
+        }
+        if recv_layouts[me].len() != send_layouts[me].len() {
+            return Err(CommError::length(
+                format!("alltoallw block kept by rank {me} (elements)"),
+                recv_layouts[me].len(),
+                send_layouts[me].len(),
+            ));
+        }
+        // The own block is copied directly.
+        crate::communicator::copy_strided_bytes(
+            send,
+            &send_layouts[me],
+            recv,
+            &recv_layouts[me],
+            elem_size,
+        );
+        if p == 1 {
+            return Ok(());
+        }
+        let exposed = Exposed::publish(self, seq, send, send_layouts, elem_size)?;
+        let mut read = Ok(());
         for k in 1..p {
-            let r = (self.rank + p - k) % p;
-            let v = self.recv_ctx(self.coll(), r, TAG_A2A)?;
-            let l = &recv_layouts[r];
-            if v.len() != l.len() * elem_size {
-                return Err(CommError::MessageTruncated {
-                    src: r,
-                    tag: TAG_A2A,
-                    expected: l.len() * elem_size,
-                    got: v.len(),
-                });
+            let r = (me + p - k) % p;
+            if let Err(e) = self.read_window(r, seq, elem_size, recv, &recv_layouts[r]) {
+                read = Err(e);
+                break;
             }
-            l.scatter_bytes(&v, elem_size, recv);
-            self.world.recycle(v);
         }
-        Ok(())
+        let released = exposed.release();
+        read.and(released)
     }
 
     fn allgatherv_bytes(
@@ -851,6 +1170,7 @@ where
                     members: members.clone(),
                     rank: r,
                     splits: AtomicU64::new(0),
+                    a2aw_seq: AtomicU64::new(0),
                 };
                 let f = &f;
                 std::thread::Builder::new()
@@ -1049,6 +1369,68 @@ mod tests {
             Ok::<_, CommError>(())
         })
         .unwrap();
+    }
+
+    /// The one-copy `alltoallw` never leaves a rank waiting on one that
+    /// failed, never returns while a peer may still read its buffer, and
+    /// reports calls out of step on both sides.
+    #[test]
+    fn one_copy_alltoallw_fails_cleanly() {
+        let blocks = |p: usize| {
+            (0..p)
+                .map(|q| Strided::contiguous(q, 1))
+                .collect::<Vec<_>>()
+        };
+        // A rank that fails before the call: the others get its failure.
+        let t = Instant::now();
+        let err = run(3, |c| {
+            if c.rank() == 1 {
+                return Err(CommError::invalid("bad input on rank 1"));
+            }
+            let (send, mut recv) = ([1.0f64; 3], [0.0f64; 3]);
+            c.alltoallw(&send, &blocks(3), &mut recv, &blocks(3))
+        })
+        .unwrap_err();
+        assert!(t.elapsed() < Duration::from_secs(10));
+        assert_eq!(err.rank, 1);
+        for r in [0, 2] {
+            let e = err.ranks[r].as_ref().expect("every rank fails");
+            assert!(e.contains("rank 1 failed"), "{e}");
+        }
+        // Calls out of step: rank 1's first call fails its own checks (it
+        // counts, but publishes nothing), so its second meets rank 0's first.
+        let out = run(2, |c| {
+            let (send, mut recv) = ([1.0f64; 2], [0.0f64; 2]);
+            if c.rank() == 1 {
+                // Its own block: 1 element sent to itself, 2 expected.
+                let two = vec![Strided::contiguous(0, 1), Strided::contiguous(0, 2)];
+                let bad = c.alltoallw(&send, &blocks(2), &mut recv, &two);
+                assert!(bad.unwrap_err().to_string().contains("kept by rank 1"));
+            }
+            Ok::<_, CommError>(c.alltoallw(&send, &blocks(2), &mut recv, &blocks(2)))
+        })
+        .unwrap();
+        for (r, o) in out.iter().enumerate() {
+            let e = o.as_ref().expect_err("out of step").to_string();
+            assert!(e.contains("out of step"), "rank {r}: {e}");
+        }
+        // A peer that never comes: past the deadlock limit the blocks are
+        // withdrawn unread and the call returns.
+        let opts = Options {
+            timeout: Some(Duration::from_millis(200)),
+            ..Options::default()
+        };
+        let err = run_with(&opts, 2, |c| {
+            if c.rank() == 1 {
+                let mut b = [0u8];
+                return c.recv(0, 9, &mut b);
+            }
+            let (send, mut recv) = ([1.0f64; 2], [0.0f64; 2]);
+            c.alltoallw(&send, &blocks(2), &mut recv, &blocks(2))
+        })
+        .unwrap_err();
+        let e = err.ranks[0].as_ref().expect("rank 0 fails");
+        assert!(e.contains("deadlocked"), "{e}");
     }
 
     #[test]

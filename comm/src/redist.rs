@@ -34,7 +34,8 @@ pub enum Protocol {
     Alltoallv,
     /// One strided `alltoallw`: the blocks are read and written in place
     /// through their layouts (MPI derived datatypes), no user packing
-    /// (A2AW).
+    /// (A2AW). On in-process ranks each receiver copies its blocks straight
+    /// out of the senders' buffers: one copy per element.
     Alltoallw,
     /// Every receive posted into its own region of a buffer; each
     /// destination packed, then sent with a blocking send; each message
