@@ -47,6 +47,7 @@ use num_complex::Complex64;
 use rayon::prelude::*;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 
+use crate::fft;
 use crate::snake::Decomposition;
 use crate::{batch, check_len, Parallelism, Sht, ShtError};
 
@@ -218,6 +219,8 @@ pub struct DistSht {
     group: Vec<(usize, usize)>,
     r2c: Arc<dyn RealToComplex<f64>>,
     c2r: Arc<dyn ComplexToReal<f64>>,
+    /// The working space of the plan's eight-row phi FFTs (one thread).
+    lane_work: fft::Work,
     a: Vec<Complex64>,
     b: Vec<Complex64>,
     cm: Vec<Complex64>,
@@ -368,6 +371,7 @@ impl DistSht {
             group,
             r2c,
             c2r,
+            lane_work: fft::Work::default(),
             phi_scratch: (
                 vec![0.0; cfg.nphi],
                 vec![ZERO; cfg.nphi / 2 + 1],
@@ -1038,6 +1042,30 @@ impl DistSht {
     /// entries `b0..` of it.
     fn phi_synth_chunk(&mut self, grid: &mut [f64], nb: usize, b0: usize) -> Result<(), DistError> {
         let (ntl, nphi, lmax) = (self.ntl, self.sht.nphi(), self.sht.lmax());
+        if let Some(lanes) = self.sht.lanes() {
+            // As `Sht::phi_synthesis`: eight rows at a time, whose values
+            // of one order are neighbours in `b`.
+            let (b, slot, simd) = (&self.b, &self.slot, self.sht.simd());
+            let block = |work: &mut fft::Work, (blk, out): (usize, &mut [f64])| {
+                let (row0, rows) = (blk * fft::LANES, out.len() / nphi);
+                let orders = |m: usize| {
+                    let at = (slot[m] * nb + b0) * ntl + row0;
+                    &b[at..at + rows]
+                };
+                lanes.c2r(simd, work, lmax + 1, orders, out, rows);
+            };
+            match self.par {
+                Parallelism::None => grid
+                    .chunks_mut(fft::LANES * nphi)
+                    .enumerate()
+                    .for_each(|x| block(&mut self.lane_work, x)),
+                Parallelism::Rayon => grid
+                    .par_chunks_mut(fft::LANES * nphi)
+                    .enumerate()
+                    .for_each_init(fft::Work::default, block),
+            }
+            return Ok(());
+        }
         let (b, slot, c2r) = (&self.b, &self.slot, &self.c2r);
         let init = || (vec![ZERO; nphi / 2 + 1], vec![ZERO; c2r.get_scratch_len()]);
         type Bufs = (Vec<Complex64>, Vec<Complex64>);
@@ -1078,6 +1106,20 @@ impl DistSht {
     fn phi_anal_chunk(&mut self, grid: &[f64], nb: usize, b0: usize) -> Result<(), DistError> {
         let (ntl, nphi, mm) = (self.ntl, self.sht.nphi(), self.sht.lmax() + 1);
         let scale = 1.0 / nphi as f64;
+        if let (Some(lanes), Parallelism::None) = (self.sht.lanes(), self.par) {
+            // As `Sht::phi_analysis`: eight rows at a time, each order's
+            // values of the rows straight into their place in `b`.
+            let simd = self.sht.simd();
+            let (b, slot) = (&mut self.b, &self.slot);
+            for (blk, block) in grid.chunks(fft::LANES * nphi).enumerate() {
+                let (row0, rows) = (blk * fft::LANES, block.len() / nphi);
+                lanes.r2c(simd, &mut self.lane_work, block, rows, mm, scale, |m, v| {
+                    let at = (slot[m] * nb + b0) * ntl + row0;
+                    b[at..at + rows].copy_from_slice(v);
+                });
+            }
+            return Ok(());
+        }
         let r2c = &self.r2c;
         let nrows = grid.len() / nphi;
         let rows = &mut self.rows[..nrows * mm];
@@ -1114,10 +1156,26 @@ impl DistSht {
                 (*inp, *buf, *scr) = s;
                 res?
             }
-            Parallelism::Rayon => grid
-                .par_chunks(nphi)
-                .zip(rows.par_chunks_mut(mm))
-                .try_for_each_init(init, one)?,
+            Parallelism::Rayon => match self.sht.lanes() {
+                // Blocks of eight rows in parallel, into `rows`.
+                Some(lanes) => {
+                    let simd = self.sht.simd();
+                    grid.par_chunks(fft::LANES * nphi)
+                        .zip(rows.par_chunks_mut(fft::LANES * mm))
+                        .for_each_init(fft::Work::default, |work, (block, out)| {
+                            let n = block.len() / nphi;
+                            lanes.r2c(simd, work, block, n, mm, scale, |m, v| {
+                                for (r, x) in v.iter().enumerate() {
+                                    out[r * mm + m] = *x;
+                                }
+                            });
+                        })
+                }
+                None => grid
+                    .par_chunks(nphi)
+                    .zip(rows.par_chunks_mut(mm))
+                    .try_for_each_init(init, one)?,
+            },
         }
         for (row, vals) in rows.chunks(mm).enumerate() {
             let (bb, j) = (row / ntl, row % ntl);

@@ -158,6 +158,7 @@
 #![warn(missing_docs)]
 
 mod dist;
+mod fft;
 mod gauss;
 mod legendre;
 mod snake;

@@ -4,6 +4,7 @@ use std::f64::consts::PI;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::fft::{self, LaneFft};
 use num_complex::Complex64;
 use rayon::prelude::*;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
@@ -82,6 +83,9 @@ pub struct Sht {
     polar: f64,
     r2c: Arc<dyn RealToComplex<f64>>,
     c2r: Arc<dyn ComplexToReal<f64>>,
+    /// The phi FFTs eight rows at a time, where `nphi / 2` has no prime
+    /// factor above 7 (otherwise `r2c` and `c2r`, row by row).
+    lanes: Option<LaneFft>,
 }
 
 impl fmt::Debug for Sht {
@@ -188,6 +192,7 @@ impl Sht {
             polar: 0.0,
             r2c,
             c2r,
+            lanes: LaneFft::new(nphi),
         })
     }
 
@@ -473,6 +478,39 @@ impl Sht {
         let nf = batch("spec", spec.len(), self.spectral_len())?;
         check_len("grid", grid.len(), nf * self.ntheta * self.nphi)?;
         let (nt, nh, nphi) = (self.ntheta, self.nphi / 2 + 1, self.nphi);
+        if let Some(lanes) = &self.lanes {
+            // `LANES` rows at a time, side by side in the lanes: row `r`
+            // of order `m` is `spec[m * nf * nt + r]`, so a block's values
+            // of one order are neighbours. The next block's values of each
+            // order are asked for while this block's are read: they are a
+            // whole column apart from those of the next order.
+            let (all, nm, simd) = (nf * nt, self.lmax + 1, self.simd);
+            let block = |work: &mut fft::Work, (b, out): (usize, &mut [f64])| {
+                let row0 = b * fft::LANES;
+                let rows = out.len() / nphi;
+                let next = (row0 + fft::LANES).min(all);
+                let next_end = (next + fft::LANES).min(all);
+                let orders = |m: usize| {
+                    let col = m * all;
+                    crate::legendre::prefetch(&spec[col + next..col + next_end]);
+                    &spec[col + row0..col + row0 + rows]
+                };
+                lanes.c2r(simd, work, nm, orders, out, rows);
+            };
+            match par {
+                Parallelism::None => {
+                    let mut work = fft::Work::default();
+                    grid.chunks_mut(fft::LANES * nphi)
+                        .enumerate()
+                        .for_each(|r| block(&mut work, r));
+                }
+                Parallelism::Rayon => grid
+                    .par_chunks_mut(fft::LANES * nphi)
+                    .enumerate()
+                    .for_each_init(fft::Work::default, block),
+            }
+            return Ok(());
+        }
         let scratch_len = self.c2r.get_scratch_len();
         let init = || (vec![ZERO; PHI_ROWS * nh], vec![ZERO; scratch_len]);
         // `PHI_ROWS` rows at a time (rows `row0..`, one per chunk of
@@ -535,6 +573,41 @@ impl Sht {
         check_len("spec", spec.len(), nf * self.spectral_len())?;
         let (nt, nh, mm) = (self.ntheta, self.nphi / 2 + 1, self.lmax + 1);
         let scale = 1.0 / self.nphi as f64;
+        if let Some(lanes) = &self.lanes {
+            let (all, nphi, simd) = (nf * nt, self.nphi, self.simd);
+            if let Parallelism::None = par {
+                // `LANES` rows at a time, each order's values of the rows
+                // straight into their place (neighbours there).
+                let mut work = fft::Work::default();
+                for (b, block) in grid.chunks(fft::LANES * nphi).enumerate() {
+                    let (row0, rows) = (b * fft::LANES, block.len() / nphi);
+                    lanes.r2c(simd, &mut work, block, rows, mm, scale, |m, v| {
+                        spec[m * all + row0..m * all + row0 + rows].copy_from_slice(v)
+                    });
+                }
+                return Ok(());
+            }
+            // Blocks of rows in parallel into `rows` (row-major, `mm`
+            // orders per row), then transposed into the intermediate layout.
+            let mut rows = take(all * mm);
+            grid.par_chunks(fft::LANES * nphi)
+                .zip(rows.par_chunks_mut(fft::LANES * mm))
+                .for_each_init(fft::Work::default, |work, (block, out)| {
+                    let n = block.len() / nphi;
+                    lanes.r2c(simd, work, block, n, mm, scale, |m, v| {
+                        for (r, x) in v.iter().enumerate() {
+                            out[r * mm + m] = *x;
+                        }
+                    });
+                });
+            for m in 0..mm {
+                for (r, s) in spec[m * all..(m + 1) * all].iter_mut().enumerate() {
+                    *s = rows[r * mm + m];
+                }
+            }
+            give(rows);
+            return Ok(());
+        }
         let scratch_len = self.r2c.get_scratch_len();
         let init = || {
             (
@@ -613,6 +686,16 @@ impl Sht {
             nt: self.ntheta,
             q: self.qform[m].as_ref(),
         }
+    }
+
+    /// The eight-row phi FFTs, where `nphi` allows them.
+    pub(crate) fn lanes(&self) -> Option<&LaneFft> {
+        self.lanes.as_ref()
+    }
+
+    /// The vector instruction set of the kernels.
+    pub(crate) fn simd(&self) -> Simd {
+        self.simd
     }
 
     /// `1 / sin theta_j` of all latitudes.

@@ -210,8 +210,10 @@ fn legendre_matches_direct_at_random_points() {
 
 #[test]
 fn synthesis_matches_direct_on_both_hemispheres() {
-    // lmax 30, odd ntheta (equator node) and even.
-    for nt in [31usize, 46] {
+    // lmax 30, odd ntheta (equator node) and even; nphi / 2 = 31 and 46
+    // have a prime factor above 7 (row-by-row phi FFTs), 48 has not (eight
+    // rows at a time).
+    for nt in [31usize, 46, 48] {
         let sht = Sht::new(nt, Some(30)).unwrap();
         let c = random_coeffs(&sht, 1, 3);
         let mut g = vec![0.0; nt * sht.nphi()];
