@@ -278,9 +278,8 @@ struct Stage {
     root: Vec<(f64, f64)>,
 }
 
-/// `e^{-2 pi i num / den}` as `(cos, sin)`, from the angle reduced to the
-/// first octant's neighbourhood (`num mod den`), so that the table does not
-/// lose accuracy for large `num`.
+/// `e^{-2 pi i num / den}` as `(cos, sin)`, with `num` reduced modulo
+/// `den` first, so that the angle stays below `2 pi` for any `num`.
 fn cis(num: usize, den: usize) -> (f64, f64) {
     let (s, c) = (-2.0 * PI * (num % den) as f64 / den as f64).sin_cos();
     (c, s)
