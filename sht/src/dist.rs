@@ -1158,19 +1158,7 @@ impl DistSht {
             }
             Parallelism::Rayon => match self.sht.lanes() {
                 // Blocks of eight rows in parallel, into `rows`.
-                Some(lanes) => {
-                    let simd = self.sht.simd();
-                    grid.par_chunks(fft::LANES * nphi)
-                        .zip(rows.par_chunks_mut(fft::LANES * mm))
-                        .for_each_init(fft::Work::default, |work, (block, out)| {
-                            let n = block.len() / nphi;
-                            lanes.r2c(simd, work, block, n, mm, scale, |m, v| {
-                                for (r, x) in v.iter().enumerate() {
-                                    out[r * mm + m] = *x;
-                                }
-                            });
-                        })
-                }
+                Some(lanes) => lanes.r2c_rows_par(self.sht.simd(), grid, rows, mm, scale),
                 None => grid
                     .par_chunks(nphi)
                     .zip(rows.par_chunks_mut(mm))

@@ -573,39 +573,17 @@ impl Sht {
         check_len("spec", spec.len(), nf * self.spectral_len())?;
         let (nt, nh, mm) = (self.ntheta, self.nphi / 2 + 1, self.lmax + 1);
         let scale = 1.0 / self.nphi as f64;
-        if let Some(lanes) = &self.lanes {
-            let (all, nphi, simd) = (nf * nt, self.nphi, self.simd);
-            if let Parallelism::None = par {
-                // `LANES` rows at a time, each order's values of the rows
-                // straight into their place (neighbours there).
-                let mut work = fft::Work::default();
-                for (b, block) in grid.chunks(fft::LANES * nphi).enumerate() {
-                    let (row0, rows) = (b * fft::LANES, block.len() / nphi);
-                    lanes.r2c(simd, &mut work, block, rows, mm, scale, |m, v| {
-                        spec[m * all + row0..m * all + row0 + rows].copy_from_slice(v)
-                    });
-                }
-                return Ok(());
-            }
-            // Blocks of rows in parallel into `rows` (row-major, `mm`
-            // orders per row), then transposed into the intermediate layout.
-            let mut rows = take(all * mm);
-            grid.par_chunks(fft::LANES * nphi)
-                .zip(rows.par_chunks_mut(fft::LANES * mm))
-                .for_each_init(fft::Work::default, |work, (block, out)| {
-                    let n = block.len() / nphi;
-                    lanes.r2c(simd, work, block, n, mm, scale, |m, v| {
-                        for (r, x) in v.iter().enumerate() {
-                            out[r * mm + m] = *x;
-                        }
-                    });
+        if let (Some(lanes), Parallelism::None) = (&self.lanes, par) {
+            // `LANES` rows at a time, each order's values of the rows
+            // straight into their place (neighbours there).
+            let (all, nphi) = (nf * nt, self.nphi);
+            let mut work = fft::Work::default();
+            for (b, block) in grid.chunks(fft::LANES * nphi).enumerate() {
+                let (row0, rows) = (b * fft::LANES, block.len() / nphi);
+                lanes.r2c(self.simd, &mut work, block, rows, mm, scale, |m, v| {
+                    spec[m * all + row0..m * all + row0 + rows].copy_from_slice(v)
                 });
-            for m in 0..mm {
-                for (r, s) in spec[m * all..(m + 1) * all].iter_mut().enumerate() {
-                    *s = rows[r * mm + m];
-                }
             }
-            give(rows);
             return Ok(());
         }
         let scratch_len = self.r2c.get_scratch_len();
@@ -646,8 +624,9 @@ impl Sht {
             }
             return Ok(());
         }
-        // Row by row into `rows` (row-major, `mm` orders per row), then
-        // transposed into the intermediate layout.
+        // In parallel into `rows` (row-major, `mm` orders per row): blocks
+        // of `LANES` rows, or row by row; then transposed into the
+        // intermediate layout.
         let mut rows = take(nf * nt * mm);
         #[allow(clippy::type_complexity)]
         let one = |(inp, buf, scratch): &mut (Vec<f64>, Vec<Complex64>, Vec<Complex64>),
@@ -662,9 +641,17 @@ impl Sht {
             }
             Ok(())
         };
-        grid.par_chunks(self.nphi)
-            .zip(rows.par_chunks_mut(mm))
-            .try_for_each_init(init, one)?;
+        let filled = match &self.lanes {
+            Some(lanes) => {
+                lanes.r2c_rows_par(self.simd, grid, &mut rows, mm, scale);
+                Ok(())
+            }
+            None => grid
+                .par_chunks(self.nphi)
+                .zip(rows.par_chunks_mut(mm))
+                .try_for_each_init(init, one),
+        };
+        filled?;
         for m in 0..mm {
             for (r, s) in spec[m * nf * nt..(m + 1) * nf * nt].iter_mut().enumerate() {
                 *s = rows[r * mm + m];
