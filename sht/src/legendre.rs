@@ -727,7 +727,25 @@ fn first_base(nn: usize, lanes: usize) -> isize {
 /// Loads `NV` vectors from `s` (`NV * W` values).
 #[inline(always)]
 fn load_lanes<V: Vf, const NV: usize>(s: &[f64]) -> [V; NV] {
-    std::array::from_fn(|k| V::load(&s[k * V::W..]))
+    // A loop, not `array::from_fn`: a closure does not take the target
+    // features of the kernel around it, and its vector loads were left
+    // as calls.
+    let mut v = [V::splat(0.0); NV];
+    for (k, vk) in v.iter_mut().enumerate() {
+        *vk = V::load(&s[k * V::W..]);
+    }
+    v
+}
+
+/// `x` doubled, vector by vector (exact: `x * 2` is `x + x`).
+#[inline(always)]
+fn doubled<V: Vf, const NV: usize>(x: [V; NV]) -> [V; NV] {
+    let mut v = x;
+    let two = V::splat(2.0);
+    for vk in v.iter_mut() {
+        *vk = vk.mul(two);
+    }
+    v
 }
 
 /// Stores `NV` vectors to an array of lanes.
@@ -943,11 +961,7 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
         done = base.max(0) as usize;
         let x = load_lanes::<V, NV>(&blk.x);
         // The two-operation form takes 2x (exact, so `x * 2` is `x + x`).
-        let x = if Q {
-            x.map(|v| v.mul(V::splat(2.0)))
-        } else {
-            x
-        };
+        let x = if Q { doubled(x) } else { x };
         let i0 = ev(0).0;
         // All lanes together from the first start, two degrees per turn so
         // that the parity of each accumulator is fixed (`a` the parity of
@@ -1136,11 +1150,7 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
         prefetch_starts(o, next, lanes);
         let x = load_lanes::<V, NV>(&blk.x);
         // The two-operation form takes 2x (exact, so `x * 2` is `x + x`).
-        let x = if Q {
-            x.map(|v| v.mul(V::splat(2.0)))
-        } else {
-            x
-        };
+        let x = if Q { doubled(x) } else { x };
         let i0 = ev(0).0;
         // Weighted sums (even i) and differences (odd i) of the two
         // hemispheres, [parity][field][re, im][lane].
@@ -1163,14 +1173,15 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
                 sdl[1][g][1][q] = d.im;
             }
         }
-        let par = |k: usize| -> [[[V; NV]; 2]; G] {
-            std::array::from_fn(|g| std::array::from_fn(|c| load_lanes::<V, NV>(&sdl[k][g][c])))
-        };
-        let (sa, sb) = if i0 & 1 == 0 {
-            (par(0), par(1))
-        } else {
-            (par(1), par(0))
-        };
+        let (ka, kb) = if i0 & 1 == 0 { (0, 1) } else { (1, 0) };
+        let mut sa = [[[V::splat(0.0); NV]; 2]; G];
+        let mut sb = sa;
+        for g in 0..G {
+            for c in 0..2 {
+                sa[g][c] = load_lanes::<V, NV>(&sdl[ka][g][c]);
+                sb[g][c] = load_lanes::<V, NV>(&sdl[kb][g][c]);
+            }
+        }
         // All lanes together from the first start (see `synth_group`).
         let mut p0 = load_lanes::<V, NV>(&blk.p0);
         let mut p1 = load_lanes::<V, NV>(&blk.p1);
