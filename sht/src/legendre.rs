@@ -338,6 +338,48 @@ trait Vf: Copy {
     fn fma(self, b: Self, c: Self) -> Self;
     /// `self` with element `lane < W` replaced by `v`.
     fn with_lane(self, lane: usize, v: f64) -> Self;
+
+    /// The weighted sums and differences of the two hemispheres for `W`
+    /// rows (analysis): lane `i` of `((sre, sim), (dre, dim))` is `(a + b)
+    /// w[i]` and `(a - b) w[i]` with `a = north[i]`, `b = south[W - 1 - i]`
+    /// (the southern rows run the other way), as `Complex64` computes them.
+    #[inline(always)]
+    fn hemi(north: &[Complex64], south: &[Complex64], w: &[f64]) -> ((Self, Self), (Self, Self)) {
+        let mut t = [[0.0; 8]; 4];
+        for i in 0..Self::W {
+            let (a, b) = (north[i], south[Self::W - 1 - i]);
+            let (sv, dv) = ((a + b) * w[i], (a - b) * w[i]);
+            (t[0][i], t[1][i], t[2][i], t[3][i]) = (sv.re, sv.im, dv.re, dv.im);
+        }
+        (
+            (Self::load(&t[0]), Self::load(&t[1])),
+            (Self::load(&t[2]), Self::load(&t[3])),
+        )
+    }
+
+    /// The two hemispheres of `W` rows (synthesis): `north[i] = e + d` and
+    /// `south[W - 1 - i] = e - d` of lane `i`, as `Complex64` computes them.
+    #[inline(always)]
+    fn store_hemi(
+        e: (Self, Self),
+        d: (Self, Self),
+        north: &mut [Complex64],
+        south: &mut [Complex64],
+    ) {
+        let mut t = [[0.0; 8]; 4];
+        e.0.store(&mut t[0]);
+        e.1.store(&mut t[1]);
+        d.0.store(&mut t[2]);
+        d.1.store(&mut t[3]);
+        for i in 0..Self::W {
+            let (e, d) = (
+                Complex64::new(t[0][i], t[1][i]),
+                Complex64::new(t[2][i], t[3][i]),
+            );
+            north[i] = e + d;
+            south[Self::W - 1 - i] = e - d;
+        }
+    }
 }
 
 /// One double (the portable kernels).
@@ -375,6 +417,7 @@ impl Vf for S1 {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::Vf;
+    use num_complex::Complex64;
     use std::arch::x86_64::*;
 
     /// Four doubles in an AVX register. Only used inside functions compiled
@@ -462,6 +505,74 @@ mod x86 {
         fn with_lane(self, lane: usize, v: f64) -> Self {
             // SAFETY: AVX-512F present.
             V8(unsafe { _mm512_mask_blend_pd(1 << lane, self.0, _mm512_set1_pd(v)) })
+        }
+        #[inline(always)]
+        fn hemi(
+            north: &[Complex64],
+            south: &[Complex64],
+            w: &[f64],
+        ) -> ((Self, Self), (Self, Self)) {
+            assert!(north.len() >= 8 && south.len() >= 8 && w.len() >= 8);
+            // SAFETY: AVX-512F present; sixteen readable doubles in each of
+            // `north` and `south` (eight `Complex64`), eight in `w`.
+            unsafe {
+                let (n, s) = (north.as_ptr() as *const f64, south.as_ptr() as *const f64);
+                let (n0, n1) = (_mm512_loadu_pd(n), _mm512_loadu_pd(n.add(8)));
+                let (s0, s1) = (_mm512_loadu_pd(s), _mm512_loadu_pd(s.add(8)));
+                // Real parts at even places, imaginary at odd ones; the
+                // southern rows reversed.
+                let re = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
+                let im = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
+                let re_rev = _mm512_setr_epi64(14, 12, 10, 8, 6, 4, 2, 0);
+                let im_rev = _mm512_setr_epi64(15, 13, 11, 9, 7, 5, 3, 1);
+                let (ar, ai) = (
+                    _mm512_permutex2var_pd(n0, re, n1),
+                    _mm512_permutex2var_pd(n0, im, n1),
+                );
+                let (br, bi) = (
+                    _mm512_permutex2var_pd(s0, re_rev, s1),
+                    _mm512_permutex2var_pd(s0, im_rev, s1),
+                );
+                let wv = _mm512_loadu_pd(w.as_ptr());
+                (
+                    (
+                        V8(_mm512_mul_pd(_mm512_add_pd(ar, br), wv)),
+                        V8(_mm512_mul_pd(_mm512_add_pd(ai, bi), wv)),
+                    ),
+                    (
+                        V8(_mm512_mul_pd(_mm512_sub_pd(ar, br), wv)),
+                        V8(_mm512_mul_pd(_mm512_sub_pd(ai, bi), wv)),
+                    ),
+                )
+            }
+        }
+        #[inline(always)]
+        fn store_hemi(
+            e: (Self, Self),
+            d: (Self, Self),
+            north: &mut [Complex64],
+            south: &mut [Complex64],
+        ) {
+            assert!(north.len() >= 8 && south.len() >= 8);
+            // SAFETY: AVX-512F present; sixteen writable doubles in each of
+            // `north` and `south`.
+            unsafe {
+                let (sr, si) = (_mm512_add_pd(e.0 .0, d.0 .0), _mm512_add_pd(e.1 .0, d.1 .0));
+                let (dr, di) = (_mm512_sub_pd(e.0 .0, d.0 .0), _mm512_sub_pd(e.1 .0, d.1 .0));
+                // (re, im) pairs of lanes 0-3 and 4-7; reversed for the south.
+                let lo = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
+                let hi = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
+                let lo_rev = _mm512_setr_epi64(7, 15, 6, 14, 5, 13, 4, 12);
+                let hi_rev = _mm512_setr_epi64(3, 11, 2, 10, 1, 9, 0, 8);
+                let (n, s) = (
+                    north.as_mut_ptr() as *mut f64,
+                    south.as_mut_ptr() as *mut f64,
+                );
+                _mm512_storeu_pd(n, _mm512_permutex2var_pd(sr, lo, si));
+                _mm512_storeu_pd(n.add(8), _mm512_permutex2var_pd(sr, hi, si));
+                _mm512_storeu_pd(s, _mm512_permutex2var_pd(dr, lo_rev, di));
+                _mm512_storeu_pd(s.add(8), _mm512_permutex2var_pd(dr, hi_rev, di));
+            }
         }
     }
 }
@@ -748,6 +859,15 @@ fn doubled<V: Vf, const NV: usize>(x: [V; NV]) -> [V; NV] {
     v
 }
 
+/// Whether lanes `qa..qb` (one vector) all hold rows of the block and
+/// none of them is the equator row of an odd `nt` (whose mirror is itself):
+/// then rows `row(qa)..row(qb)` and their mirrors `nt - row(qb)..nt -
+/// row(qa)` are two separate runs.
+#[inline(always)]
+fn whole_vector(blk: &Block, qa: usize, qb: usize, nt: usize) -> bool {
+    qa >= blk.q0 && qb <= blk.q1 && 2 * blk.row(qb - 1) + 1 < nt
+}
+
 /// Stores `NV` vectors to an array of lanes.
 #[inline(always)]
 fn store_lanes<V: Vf, const NV: usize>(v: &[V; NV]) -> [f64; LMAX_LANES] {
@@ -1016,16 +1136,39 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
         }
         let (even, odd) = if i0 & 1 == 0 { (a, b) } else { (b, a) };
         for g in 0..G {
-            let (er, ei) = (store_lanes(&even[g][0]), store_lanes(&even[g][1]));
-            let (or, oi) = (store_lanes(&odd[g][0]), store_lanes(&odd[g][1]));
-            for q in blk.q0..blk.q1 {
-                let j = blk.row(q);
-                let js = nt - 1 - j;
-                let e = Complex64::new(er[q], ei[q]);
-                let d = Complex64::new(or[q], oi[q]);
-                out[g * nt + j] = e + d;
-                if js != j {
-                    out[g * nt + js] = e - d;
+            let og = &mut out[g * nt..(g + 1) * nt];
+            let mut lanes_of: Option<[[f64; LMAX_LANES]; 4]> = None;
+            for k in 0..NV {
+                let (qa, qb) = (k * V::W, (k + 1) * V::W);
+                if whole_vector(&blk, qa, qb, nt) {
+                    // Rows j0.. north and their mirror rows south, apart.
+                    let j0 = blk.row(qa);
+                    let (north, south) = og.split_at_mut(nt - j0 - V::W);
+                    V::store_hemi(
+                        (even[g][0][k], even[g][1][k]),
+                        (odd[g][0][k], odd[g][1][k]),
+                        &mut north[j0..j0 + V::W],
+                        &mut south[..V::W],
+                    );
+                    continue;
+                }
+                let l = lanes_of.get_or_insert_with(|| {
+                    [
+                        store_lanes(&even[g][0]),
+                        store_lanes(&even[g][1]),
+                        store_lanes(&odd[g][0]),
+                        store_lanes(&odd[g][1]),
+                    ]
+                });
+                for q in qa.max(blk.q0)..qb.min(blk.q1) {
+                    let j = blk.row(q);
+                    let js = nt - 1 - j;
+                    let e = Complex64::new(l[0][q], l[1][q]);
+                    let d = Complex64::new(l[2][q], l[3][q]);
+                    og[j] = e + d;
+                    if js != j {
+                        og[js] = e - d;
+                    }
                 }
             }
         }
@@ -1153,35 +1296,59 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
         let x = if Q { doubled(x) } else { x };
         let i0 = ev(0).0;
         // Weighted sums (even i) and differences (odd i) of the two
-        // hemispheres, [parity][field][re, im][lane].
-        let mut sdl = [[[[0.0; LMAX_LANES]; 2]; G]; 2];
-        for q in blk.q0..blk.q1 {
-            let j = blk.row(q);
-            let js = nt - 1 - j;
-            let wj = o.w2pi[j];
-            for g in 0..G {
-                let a = input[g * nt + j];
-                let (s, d) = if js != j {
-                    let b = input[g * nt + js];
-                    ((a + b) * wj, (a - b) * wj)
-                } else {
-                    (a * wj, Complex64::new(0.0, 0.0))
-                };
-                sdl[0][g][0][q] = s.re;
-                sdl[0][g][1][q] = s.im;
-                sdl[1][g][0][q] = d.re;
-                sdl[1][g][1][q] = d.im;
+        // hemispheres, [parity][field][re, im][vector]: whole vectors of
+        // rows at once, the others (partial, or holding the equator row)
+        // lane by lane.
+        let mut hv = [[[[V::splat(0.0); NV]; 2]; G]; 2];
+        for k in 0..NV {
+            let (qa, qb) = (k * V::W, (k + 1) * V::W);
+            if whole_vector(&blk, qa, qb, nt) {
+                let j0 = blk.row(qa);
+                let js = nt - j0 - V::W;
+                for g in 0..G {
+                    let (sv, dv) = V::hemi(
+                        &input[g * nt + j0..g * nt + j0 + V::W],
+                        &input[g * nt + js..g * nt + js + V::W],
+                        &o.w2pi[j0..j0 + V::W],
+                    );
+                    (hv[0][g][0][k], hv[0][g][1][k]) = sv;
+                    (hv[1][g][0][k], hv[1][g][1][k]) = dv;
+                }
+                continue;
+            }
+            let mut sdl = [[[[0.0; 8]; 2]; G]; 2];
+            for q in qa.max(blk.q0)..qb.min(blk.q1) {
+                let j = blk.row(q);
+                let js = nt - 1 - j;
+                let wj = o.w2pi[j];
+                for g in 0..G {
+                    let a = input[g * nt + j];
+                    let (s, d) = if js != j {
+                        let b = input[g * nt + js];
+                        ((a + b) * wj, (a - b) * wj)
+                    } else {
+                        (a * wj, Complex64::new(0.0, 0.0))
+                    };
+                    let i = q - qa;
+                    sdl[0][g][0][i] = s.re;
+                    sdl[0][g][1][i] = s.im;
+                    sdl[1][g][0][i] = d.re;
+                    sdl[1][g][1][i] = d.im;
+                }
+            }
+            for (h, sh) in hv.iter_mut().zip(&sdl) {
+                for (hg, sg) in h.iter_mut().zip(sh) {
+                    for (hc, sc) in hg.iter_mut().zip(sg) {
+                        hc[k] = V::load(sc);
+                    }
+                }
             }
         }
-        let (ka, kb) = if i0 & 1 == 0 { (0, 1) } else { (1, 0) };
-        let mut sa = [[[V::splat(0.0); NV]; 2]; G];
-        let mut sb = sa;
-        for g in 0..G {
-            for c in 0..2 {
-                sa[g][c] = load_lanes::<V, NV>(&sdl[ka][g][c]);
-                sb[g][c] = load_lanes::<V, NV>(&sdl[kb][g][c]);
-            }
-        }
+        let (sa, sb) = if i0 & 1 == 0 {
+            (hv[0], hv[1])
+        } else {
+            (hv[1], hv[0])
+        };
         // All lanes together from the first start (see `synth_group`).
         let mut p0 = load_lanes::<V, NV>(&blk.p0);
         let mut p1 = load_lanes::<V, NV>(&blk.p1);
