@@ -248,7 +248,7 @@ fn rows_out(simd: Simd, z: &[C], out: &mut [f64], n: usize, rows: usize) {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx512 {
+pub(crate) mod avx512 {
     use super::{C, LANES};
     use std::arch::x86_64::*;
 
@@ -256,7 +256,7 @@ mod avx512 {
     /// of every input row).
     #[inline]
     #[target_feature(enable = "avx512f")]
-    fn transpose(r: &[__m512d; 8]) -> [__m512d; 8] {
+    pub(crate) fn transpose(r: &[__m512d; 8]) -> [__m512d; 8] {
         // Pairs of rows, interleaved: elements (2 q, 2 q + 1) of rows i, i + 1.
         let t = [
             _mm512_unpacklo_pd(r[0], r[1]),

@@ -357,6 +357,21 @@ trait Vf: Copy {
         )
     }
 
+    /// The analysis results of eight degrees: `out[i] = (sum_r p[i][r],
+    /// sum_r p[i][PART + r]) * scale[i]`, each sum from `+0` in the order
+    /// `r = 0..PART`, as `Complex64` multiplies.
+    #[inline(always)]
+    fn reduce8(p: &[[f64; 2 * PART]], scale: &[f64], out: &mut [Complex64]) {
+        for i in 0..8 {
+            let (mut sr, mut si) = (0.0, 0.0);
+            for r in 0..PART {
+                sr += p[i][r];
+                si += p[i][PART + r];
+            }
+            out[i] = Complex64::new(sr, si) * scale[i];
+        }
+    }
+
     /// The two hemispheres of `W` rows (synthesis): `north[i] = e + d` and
     /// `south[W - 1 - i] = e - d` of lane `i`, as `Complex64` computes them.
     #[inline(always)]
@@ -416,7 +431,7 @@ impl Vf for S1 {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::Vf;
+    use super::{Vf, PART};
     use num_complex::Complex64;
     use std::arch::x86_64::*;
 
@@ -544,6 +559,35 @@ mod x86 {
                         V8(_mm512_mul_pd(_mm512_sub_pd(ai, bi), wv)),
                     ),
                 )
+            }
+        }
+        #[inline(always)]
+        fn reduce8(p: &[[f64; 2 * PART]], scale: &[f64], out: &mut [Complex64]) {
+            assert!(p.len() >= 8 && scale.len() >= 8 && out.len() >= 8);
+            // SAFETY: AVX-512F present; `p` holds eight rows of sixteen
+            // doubles, `scale` eight, `out` sixteen writable doubles.
+            unsafe {
+                let mut re = [_mm512_setzero_pd(); 8];
+                let mut im = [_mm512_setzero_pd(); 8];
+                for i in 0..8 {
+                    re[i] = _mm512_loadu_pd(p[i].as_ptr());
+                    im[i] = _mm512_loadu_pd(p[i].as_ptr().add(PART));
+                }
+                // Row r of the transposes: partial r of the eight degrees.
+                let tr = crate::fft::avx512::transpose(&re);
+                let ti = crate::fft::avx512::transpose(&im);
+                let (mut sr, mut si) = (_mm512_setzero_pd(), _mm512_setzero_pd());
+                for r in 0..PART {
+                    sr = _mm512_add_pd(sr, tr[r]);
+                    si = _mm512_add_pd(si, ti[r]);
+                }
+                let sc = _mm512_loadu_pd(scale.as_ptr());
+                let (sr, si) = (_mm512_mul_pd(sr, sc), _mm512_mul_pd(si, sc));
+                let lo = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
+                let hi = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
+                let o = out.as_mut_ptr() as *mut f64;
+                _mm512_storeu_pd(o, _mm512_permutex2var_pd(sr, lo, si));
+                _mm512_storeu_pd(o.add(8), _mm512_permutex2var_pd(sr, hi, si));
             }
         }
         #[inline(always)]
@@ -1211,15 +1255,25 @@ fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
             (_, true) => anal_group::<V, NV, 1, true>(o, ig, &mut part),
             (_, false) => anal_group::<V, NV, 1, false>(o, ig, &mut part),
         }
-        for (k, p) in part[..g * nd].iter().enumerate() {
+        // The partial sums of each degree added up, eight degrees at a
+        // time; in the two-operation form the sums take the factors s_i.
+        let scale = |k: usize| o.q.map_or(1.0, |q| q.s[k % nd]);
+        let mut k = 0;
+        while k + 8 <= g * nd {
+            let mut sc = [0.0; 8];
+            for (i, v) in sc.iter_mut().enumerate() {
+                *v = scale(k + i);
+            }
+            V::reduce8(&part[k..k + 8], &sc, &mut out[f * nd + k..f * nd + k + 8]);
+            k += 8;
+        }
+        for (k, p) in part[..g * nd].iter().enumerate().skip(k) {
             let (mut sr, mut si) = (0.0, 0.0);
             for r in 0..PART {
                 sr += p[r];
                 si += p[PART + r];
             }
-            // In the two-operation form the sums take the factors s_i.
-            let scale = o.q.map_or(1.0, |q| q.s[k % nd]);
-            out[f * nd + k] = Complex64::new(sr, si) * scale;
+            out[f * nd + k] = Complex64::new(sr, si) * scale(k);
         }
         f += g;
     }
