@@ -1113,10 +1113,8 @@ impl DistSht {
             let (b, slot) = (&mut self.b, &self.slot);
             for (blk, block) in grid.chunks(fft::LANES * nphi).enumerate() {
                 let (row0, rows) = (blk * fft::LANES, block.len() / nphi);
-                lanes.r2c(simd, &mut self.lane_work, block, rows, mm, scale, |m, v| {
-                    let at = (slot[m] * nb + b0) * ntl + row0;
-                    b[at..at + rows].copy_from_slice(v);
-                });
+                let at = |m: usize| (slot[m] * nb + b0) * ntl + row0;
+                lanes.r2c_to(simd, &mut self.lane_work, block, rows, scale, mm, b, at);
             }
             return Ok(());
         }

@@ -184,6 +184,21 @@ impl<X: Vx> Cx<X> {
     }
 }
 
+/// The values of `d.len()` rows (at most [`LANES`]) as complex numbers.
+#[inline(always)]
+fn store_rows<X: Vx>(x: Cx<X>, d: &mut [Complex64]) {
+    match <&mut [Complex64; LANES]>::try_from(&mut *d) {
+        Ok(whole) => X::join(x.re, x.im, whole),
+        Err(_) => {
+            let mut xm = ZC;
+            x.st(&mut xm);
+            for (r, v) in d.iter_mut().enumerate() {
+                *v = Complex64::new(xm.re[r], xm.im[r]);
+            }
+        }
+    }
+}
+
 /// The scalar `(c, s)` as vectors.
 #[inline(always)]
 fn splat2<X: Vx>((c, s): (f64, f64)) -> (X, X) {
@@ -631,6 +646,68 @@ impl LaneFft {
         }
     }
 
+    /// [`r2c`](Self::r2c) with the values of order `m` (for `m < nm`)
+    /// stored straight to `dst[at(m)..][..rows]` instead of handed to a
+    /// callback (`dst` is a plain argument, so the compiler knows the stores
+    /// cannot touch the transform's buffers: through a callback's copy or a
+    /// slice inside an enum the loop measured slower).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn r2c_to(
+        &self,
+        simd: Simd,
+        work: &mut Work,
+        inp: &[f64],
+        rows: usize,
+        scale: f64,
+        nm: usize,
+        dst: &mut [Complex64],
+        at: impl Fn(usize) -> usize,
+    ) {
+        assert!(nm <= self.h && rows <= LANES && inp.len() >= rows * self.n);
+        work.ready(self.h);
+        match simd {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in `c2r`.
+            Simd::Avx512 => unsafe { self.r2c_to_avx512(work, inp, rows, scale, nm, dst, &at) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in `c2r`.
+            Simd::Avx2 => unsafe { self.r2c_to_avx2(work, inp, rows, scale, nm, dst, &at) },
+            _ => self.r2c_to_body::<V, _>(Simd::Generic, work, inp, rows, scale, nm, dst, &at),
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn r2c_to_avx512<F: Fn(usize) -> usize>(
+        &self,
+        work: &mut Work,
+        inp: &[f64],
+        rows: usize,
+        scale: f64,
+        nm: usize,
+        dst: &mut [Complex64],
+        at: &F,
+    ) {
+        self.r2c_to_body::<vx::Z, F>(Simd::Avx512, work, inp, rows, scale, nm, dst, at)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn r2c_to_avx2<F: Fn(usize) -> usize>(
+        &self,
+        work: &mut Work,
+        inp: &[f64],
+        rows: usize,
+        scale: f64,
+        nm: usize,
+        dst: &mut [Complex64],
+        at: &F,
+    ) {
+        self.r2c_to_body::<vx::Y, F>(Simd::Avx2, work, inp, rows, scale, nm, dst, at)
+    }
+
     /// [`r2c`](Self::r2c) of every row of `grid` (rows of `n` values),
     /// blocks of [`LANES`] rows in parallel, into `out` row by row (`nm`
     /// orders a row).
@@ -777,23 +854,50 @@ impl LaneFft {
         // O_m = (Z_m - conj Z_{h-m}) / (2 i).
         let half_scale = X::splat(0.5 * scale);
         let mut vals = [Complex64::new(0.0, 0.0); LANES];
-        let mut xm = ZC;
         for m in 0..nm {
-            let a = Cx::<X>::ld(&res[m]);
-            let b = Cx::<X>::ld(&res[if m == 0 { 0 } else { h - m }]).conj();
-            let e = a.add(b);
-            let o = a.sub(b).rot(false);
-            let x = e.add(o.mul(splat2(self.half[m]))).scale(half_scale);
-            if rows == LANES {
-                X::join(x.re, x.im, &mut vals);
-            } else {
-                x.st(&mut xm);
-                for (r, v) in vals[..rows].iter_mut().enumerate() {
-                    *v = Complex64::new(xm.re[r], xm.im[r]);
-                }
-            }
+            let x = self.order(res, h, m, half_scale);
+            store_rows(x, &mut vals[..rows]);
             put(m, &vals[..rows]);
         }
+    }
+
+    /// [`r2c_body`](Self::r2c_body) storing order `m`'s values straight to
+    /// `dst[at(m)..][..rows]`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn r2c_to_body<X: Vx, F: Fn(usize) -> usize>(
+        &self,
+        simd: Simd,
+        work: &mut Work,
+        inp: &[f64],
+        rows: usize,
+        scale: f64,
+        nm: usize,
+        dst: &mut [Complex64],
+        at: &F,
+    ) {
+        let (h, n) = (self.h, self.n);
+        let (z, tmp) = (&mut work.a, &mut work.b);
+        rows_in(simd, inp, n, rows, z);
+        let res = self.complex::<X>(z, tmp, false);
+        let half_scale = X::splat(0.5 * scale);
+        for m in 0..nm {
+            let x = self.order(res, h, m, half_scale);
+            let o = at(m);
+            store_rows(x, &mut dst[o..o + rows]);
+        }
+    }
+
+    /// `X_m = E_m + e^{-2 pi i m / n} O_m` times `2 half_scale`, with
+    /// `E_m = (Z_m + conj Z_{h-m}) / 2`, `O_m = (Z_m - conj Z_{h-m}) / (2
+    /// i)`, from the complex transform `res` of the even and odd samples.
+    #[inline(always)]
+    fn order<X: Vx>(&self, res: &[C], h: usize, m: usize, half_scale: X) -> Cx<X> {
+        let a = Cx::<X>::ld(&res[m]);
+        let b = Cx::<X>::ld(&res[if m == 0 { 0 } else { h - m }]).conj();
+        let e = a.add(b);
+        let o = a.sub(b).rot(false);
+        e.add(o.mul(splat2(self.half[m]))).scale(half_scale)
     }
 
     /// The complex transform of `a` (sign `+` when `inverse`), using `b` as
@@ -1087,6 +1191,21 @@ mod tests {
                             err < 1.5e-15 * n as f64,
                             "n {n} rows {rows} {simd:?} value {i}: {g} against {w:?}"
                         );
+                    }
+                    // Stored straight to their places (order m's rows at
+                    // 3 + 2 m rows + 1..): the same values.
+                    let mut to = vec![Complex64::new(f64::NAN, f64::NAN); 2 * rows * nm + 4];
+                    let at = |m: usize| 4 + 2 * m * rows;
+                    plan.r2c_to(simd, &mut work, &inp, rows, 1.0, nm, &mut to, at);
+                    for r in 0..rows {
+                        for m in 0..nm {
+                            let (a, b) = (to[at(m) + r], got[r * nm + m]);
+                            assert_eq!(
+                                (a.re.to_bits(), a.im.to_bits()),
+                                (b.re.to_bits(), b.im.to_bits()),
+                                "n {n} rows {rows} {simd:?}: r2c_to differs from r2c"
+                            );
+                        }
                     }
                     let bits: Vec<u64> = got
                         .iter()

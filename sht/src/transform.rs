@@ -580,9 +580,8 @@ impl Sht {
             let mut work = fft::Work::default();
             for (b, block) in grid.chunks(fft::LANES * nphi).enumerate() {
                 let (row0, rows) = (b * fft::LANES, block.len() / nphi);
-                lanes.r2c(self.simd, &mut work, block, rows, mm, scale, |m, v| {
-                    spec[m * all + row0..m * all + row0 + rows].copy_from_slice(v)
-                });
+                let at = |m: usize| m * all + row0;
+                lanes.r2c_to(self.simd, &mut work, block, rows, scale, mm, spec, at);
             }
             return Ok(());
         }
