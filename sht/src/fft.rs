@@ -614,7 +614,7 @@ impl LaneFft {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `Simd::Avx2` is only made after AVX2 was found.
             Simd::Avx2 => unsafe { self.c2r_avx2(work, nm, &spec, out, rows) },
-            _ => self.c2r_body::<V>(Simd::Generic, work, nm, &spec, out, rows),
+            _ => self.c2r_body::<V, _>(Simd::Generic, work, nm, &spec, out, rows),
         }
     }
 
@@ -733,28 +733,28 @@ impl LaneFft {
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
-    unsafe fn c2r_avx512<'s>(
+    unsafe fn c2r_avx512<'s, F: Fn(usize) -> &'s [Complex64]>(
         &self,
         work: &mut Work,
         nm: usize,
-        spec: &dyn Fn(usize) -> &'s [Complex64],
+        spec: &F,
         out: &mut [f64],
         rows: usize,
     ) {
-        self.c2r_body::<vx::Z>(Simd::Avx512, work, nm, spec, out, rows)
+        self.c2r_body::<vx::Z, F>(Simd::Avx512, work, nm, spec, out, rows)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn c2r_avx2<'s>(
+    unsafe fn c2r_avx2<'s, F: Fn(usize) -> &'s [Complex64]>(
         &self,
         work: &mut Work,
         nm: usize,
-        spec: &dyn Fn(usize) -> &'s [Complex64],
+        spec: &F,
         out: &mut [f64],
         rows: usize,
     ) {
-        self.c2r_body::<vx::Y>(Simd::Avx2, work, nm, spec, out, rows)
+        self.c2r_body::<vx::Y, F>(Simd::Avx2, work, nm, spec, out, rows)
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -786,12 +786,12 @@ impl LaneFft {
     }
 
     #[inline(always)]
-    fn c2r_body<'s, X: Vx>(
+    fn c2r_body<'s, X: Vx, F: Fn(usize) -> &'s [Complex64]>(
         &self,
         simd: Simd,
         work: &mut Work,
         nm: usize,
-        spec: &dyn Fn(usize) -> &'s [Complex64],
+        spec: &F,
         out: &mut [f64],
         rows: usize,
     ) {
