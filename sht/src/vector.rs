@@ -365,8 +365,11 @@ impl Sht {
                 out_p[f * nt + j] = tmp[(nf + f) * nt + j] * inv_sin[j];
             }
         }
-        give(c);
+        // The larger buffer first: the next order takes the smaller one
+        // back first (at most as long as now, so `take` fills nothing),
+        // then this one at its full length.
         give(tmp);
+        give(c);
     }
 
     /// One order of vector analysis (lengths checked by the callers).
@@ -419,7 +422,9 @@ impl Sht {
                 t[f * nl + i] = tv;
             }
         }
-        give(v);
+        // As in `vector_synth_m`, in the order of the next order's takes
+        // reversed: it takes the larger buffer first.
         give(qr);
+        give(v);
     }
 }
