@@ -306,6 +306,62 @@ pub(crate) mod avx512 {
         ]
     }
 
+    /// The eight complex values at `p` (sixteen doubles) as their real and
+    /// imaginary parts, lane `i` holding value `i` (`reversed`: value
+    /// `7 - i`).
+    ///
+    /// # Safety
+    /// AVX-512F present; sixteen readable doubles at `p`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) unsafe fn split8(p: *const f64, reversed: bool) -> (__m512d, __m512d) {
+        // SAFETY: sixteen readable doubles (contract).
+        let (a, b) = unsafe { (_mm512_loadu_pd(p), _mm512_loadu_pd(p.add(8))) };
+        // Real parts at even places, imaginary ones at odd places.
+        let (re, im) = if reversed {
+            (
+                _mm512_setr_epi64(14, 12, 10, 8, 6, 4, 2, 0),
+                _mm512_setr_epi64(15, 13, 11, 9, 7, 5, 3, 1),
+            )
+        } else {
+            (
+                _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14),
+                _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15),
+            )
+        };
+        (
+            _mm512_permutex2var_pd(a, re, b),
+            _mm512_permutex2var_pd(a, im, b),
+        )
+    }
+
+    /// The inverse of [`split8`]: eight complex values from their real and
+    /// imaginary parts stored to `p`, value `i` from lane `i` (`reversed`:
+    /// lane `7 - i`).
+    ///
+    /// # Safety
+    /// AVX-512F present; sixteen writable doubles at `p`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) unsafe fn join8(re: __m512d, im: __m512d, p: *mut f64, reversed: bool) {
+        let (lo, hi) = if reversed {
+            (
+                _mm512_setr_epi64(7, 15, 6, 14, 5, 13, 4, 12),
+                _mm512_setr_epi64(3, 11, 2, 10, 1, 9, 0, 8),
+            )
+        } else {
+            (
+                _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11),
+                _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15),
+            )
+        };
+        // SAFETY: sixteen writable doubles (contract).
+        unsafe {
+            _mm512_storeu_pd(p, _mm512_permutex2var_pd(re, lo, im));
+            _mm512_storeu_pd(p.add(8), _mm512_permutex2var_pd(re, hi, im));
+        }
+    }
+
     /// [`super::rows_in`] of 8 whole rows for `k < k_end`.
     ///
     /// # Safety
@@ -415,29 +471,14 @@ mod vx {
         #[inline(always)]
         fn split(v: &[Complex64; LANES]) -> (Self, Self) {
             // SAFETY: sixteen readable doubles (a `Complex64` is two);
-            // AVX-512F present. Even places are real parts, odd ones
-            // imaginary.
-            unsafe {
-                let p = v.as_ptr() as *const f64;
-                let (a, b) = (_mm512_loadu_pd(p), _mm512_loadu_pd(p.add(8)));
-                let even = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
-                let odd = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
-                (
-                    Z(_mm512_permutex2var_pd(a, even, b)),
-                    Z(_mm512_permutex2var_pd(a, odd, b)),
-                )
-            }
+            // AVX-512F present.
+            let (re, im) = unsafe { crate::fft::avx512::split8(v.as_ptr() as *const f64, false) };
+            (Z(re), Z(im))
         }
         #[inline(always)]
         fn join(re: Self, im: Self, out: &mut [Complex64; LANES]) {
             // SAFETY: sixteen writable doubles; AVX-512F present.
-            unsafe {
-                let p = out.as_mut_ptr() as *mut f64;
-                let lo = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
-                let hi = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
-                _mm512_storeu_pd(p, _mm512_permutex2var_pd(re.0, lo, im.0));
-                _mm512_storeu_pd(p.add(8), _mm512_permutex2var_pd(re.0, hi, im.0));
-            }
+            unsafe { crate::fft::avx512::join8(re.0, im.0, out.as_mut_ptr() as *mut f64, false) }
         }
     }
 

@@ -531,23 +531,10 @@ mod x86 {
             // SAFETY: AVX-512F present; sixteen readable doubles in each of
             // `north` and `south` (eight `Complex64`), eight in `w`.
             unsafe {
-                let (n, s) = (north.as_ptr() as *const f64, south.as_ptr() as *const f64);
-                let (n0, n1) = (_mm512_loadu_pd(n), _mm512_loadu_pd(n.add(8)));
-                let (s0, s1) = (_mm512_loadu_pd(s), _mm512_loadu_pd(s.add(8)));
-                // Real parts at even places, imaginary at odd ones; the
-                // southern rows reversed.
-                let re = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
-                let im = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
-                let re_rev = _mm512_setr_epi64(14, 12, 10, 8, 6, 4, 2, 0);
-                let im_rev = _mm512_setr_epi64(15, 13, 11, 9, 7, 5, 3, 1);
-                let (ar, ai) = (
-                    _mm512_permutex2var_pd(n0, re, n1),
-                    _mm512_permutex2var_pd(n0, im, n1),
-                );
-                let (br, bi) = (
-                    _mm512_permutex2var_pd(s0, re_rev, s1),
-                    _mm512_permutex2var_pd(s0, im_rev, s1),
-                );
+                use crate::fft::avx512::split8;
+                // The southern rows run the other way.
+                let (ar, ai) = split8(north.as_ptr() as *const f64, false);
+                let (br, bi) = split8(south.as_ptr() as *const f64, true);
                 let wv = _mm512_loadu_pd(w.as_ptr());
                 (
                     (
@@ -583,11 +570,7 @@ mod x86 {
                 }
                 let sc = _mm512_loadu_pd(scale.as_ptr());
                 let (sr, si) = (_mm512_mul_pd(sr, sc), _mm512_mul_pd(si, sc));
-                let lo = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
-                let hi = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
-                let o = out.as_mut_ptr() as *mut f64;
-                _mm512_storeu_pd(o, _mm512_permutex2var_pd(sr, lo, si));
-                _mm512_storeu_pd(o.add(8), _mm512_permutex2var_pd(sr, hi, si));
+                crate::fft::avx512::join8(sr, si, out.as_mut_ptr() as *mut f64, false);
             }
         }
         #[inline(always)]
@@ -603,19 +586,10 @@ mod x86 {
             unsafe {
                 let (sr, si) = (_mm512_add_pd(e.0 .0, d.0 .0), _mm512_add_pd(e.1 .0, d.1 .0));
                 let (dr, di) = (_mm512_sub_pd(e.0 .0, d.0 .0), _mm512_sub_pd(e.1 .0, d.1 .0));
-                // (re, im) pairs of lanes 0-3 and 4-7; reversed for the south.
-                let lo = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
-                let hi = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
-                let lo_rev = _mm512_setr_epi64(7, 15, 6, 14, 5, 13, 4, 12);
-                let hi_rev = _mm512_setr_epi64(3, 11, 2, 10, 1, 9, 0, 8);
-                let (n, s) = (
-                    north.as_mut_ptr() as *mut f64,
-                    south.as_mut_ptr() as *mut f64,
-                );
-                _mm512_storeu_pd(n, _mm512_permutex2var_pd(sr, lo, si));
-                _mm512_storeu_pd(n.add(8), _mm512_permutex2var_pd(sr, hi, si));
-                _mm512_storeu_pd(s, _mm512_permutex2var_pd(dr, lo_rev, di));
-                _mm512_storeu_pd(s.add(8), _mm512_permutex2var_pd(dr, hi_rev, di));
+                // The southern rows run the other way.
+                use crate::fft::avx512::join8;
+                join8(sr, si, north.as_mut_ptr() as *mut f64, false);
+                join8(dr, di, south.as_mut_ptr() as *mut f64, true);
             }
         }
     }
