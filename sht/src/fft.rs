@@ -184,6 +184,28 @@ impl<X: Vx> Cx<X> {
     }
 }
 
+/// `X_m` of the rows from `spec(m)` (0 from `nm` on, and in lanes from
+/// `rows` on).
+#[inline(always)]
+fn spec_at<'s, X: Vx, F: Fn(usize) -> &'s [Complex64]>(
+    spec: &F,
+    m: usize,
+    nm: usize,
+    rows: usize,
+) -> Cx<X> {
+    if m >= nm {
+        return Cx::ld(&ZC);
+    }
+    let v = spec(m);
+    match <&[Complex64; LANES]>::try_from(&v[..rows.min(v.len())]) {
+        Ok(whole) => {
+            let (re, im) = X::split(whole);
+            Cx { re, im }
+        }
+        Err(_) => Cx::ld(&load(v, rows)),
+    }
+}
+
 /// The values of `d.len()` rows (at most [`LANES`]) as complex numbers.
 #[inline(always)]
 fn store_rows<X: Vx>(x: Cx<X>, d: &mut [Complex64]) {
@@ -838,41 +860,37 @@ impl LaneFft {
     ) {
         let (h, n) = (self.h, self.n);
         let (z, tmp) = (&mut work.a, &mut work.b);
-        // X_m of the rows into `tmp`, 0 from nm on (and in lanes from
-        // `rows` on), `X_0` real.
-        for (m, t) in tmp.iter_mut().enumerate() {
-            if m >= nm {
-                *t = ZC;
-                continue;
-            }
-            let v = spec(m);
-            match <&[Complex64; LANES]>::try_from(&v[..rows.min(v.len())]) {
-                Ok(whole) => {
-                    let (re, im) = X::split(whole);
-                    Cx { re, im }.st(t);
-                }
-                Err(_) => *t = load(v, rows),
-            }
-        }
-        tmp[0].im = ZV;
         // Z_m = (X_m + conj X_{h-m}) + i (X_m - conj X_{h-m}) e^{2 pi i m / n}:
         // the even samples' transform plus i times the odd samples'. X_h
-        // (the Nyquist term, beyond `nm`) is 0.
-        for m in 0..h {
-            let a = Cx::<X>::ld(&tmp[m]);
-            let b = if m == 0 {
-                Cx::ld(&ZC)
-            } else {
-                Cx::<X>::ld(&tmp[h - m]).conj()
-            };
-            let (c, s) = self.half[m];
-            let e = a.add(b);
-            let o = a.sub(b).mul(splat2((c, -s)));
-            e.add(o.rot(true)).st(&mut z[m]);
+        // (the Nyquist term, beyond `nm`) is 0, `X_0` is taken as real.
+        // Orders m and h - m need the same two values: both at once, each
+        // read from the spectrum once.
+        let zero = Cx::<X>::ld(&ZC);
+        let mut x0 = spec_at::<X, F>(spec, 0, nm, rows);
+        x0.im = X::splat(0.0);
+        self.pre(x0, zero, 0).st(&mut z[0]);
+        for m in 1..=h / 2 {
+            let (xm, xh) = (
+                spec_at::<X, F>(spec, m, nm, rows),
+                spec_at::<X, F>(spec, h - m, nm, rows),
+            );
+            self.pre(xm, xh.conj(), m).st(&mut z[m]);
+            if h - m != m {
+                self.pre(xh, xm.conj(), h - m).st(&mut z[h - m]);
+            }
         }
         let res = self.complex::<X>(z, tmp, true);
         // z_k = x_{2k} + i x_{2k+1}.
         rows_out(simd, res, out, n, rows);
+    }
+
+    /// `Z_m` of the synthesis from `a = X_m` and `b = conj X_{h-m}`.
+    #[inline(always)]
+    fn pre<X: Vx>(&self, a: Cx<X>, b: Cx<X>, m: usize) -> Cx<X> {
+        let (c, s) = self.half[m];
+        let e = a.add(b);
+        let o = a.sub(b).mul(splat2((c, -s)));
+        e.add(o.rot(true))
     }
 
     #[inline(always)]
