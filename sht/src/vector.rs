@@ -36,6 +36,7 @@
 //! of degree `l + l' <= 2 lmax` in `cos theta` that the Gauss rule integrates
 //! exactly.
 
+use crate::legendre::Simd;
 use num_complex::Complex64;
 use rayon::prelude::*;
 
@@ -67,6 +68,39 @@ fn dtheta(m: usize, c: &[Complex64], eps: &[f64], k: usize) -> Complex64 {
         v -= c[i + 1] * ((k as f64 + 2.0) * eps[i + 1]);
     }
     v
+}
+
+/// `dst[f nt + j] = src[f nt + j] * s[j]` for every field `f` (`nt =
+/// s.len()`), with the widest vectors the CPU has (the same operation on
+/// each value whatever the width).
+fn scale_rows(simd: Simd, src: &[Complex64], s: &[f64], dst: &mut [Complex64]) {
+    #[inline(always)]
+    fn body(src: &[Complex64], s: &[f64], dst: &mut [Complex64]) {
+        for (d, x) in dst.chunks_mut(s.len()).zip(src.chunks(s.len())) {
+            for ((d, x), s) in d.iter_mut().zip(x).zip(s) {
+                *d = x * s;
+            }
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn avx512(src: &[Complex64], s: &[f64], dst: &mut [Complex64]) {
+        body(src, s, dst)
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn avx2(src: &[Complex64], s: &[f64], dst: &mut [Complex64]) {
+        body(src, s, dst)
+    }
+    match simd {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Simd::Avx512` is only made after AVX-512F was found.
+        Simd::Avx512 => unsafe { avx512(src, s, dst) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Simd::Avx2` is only made after AVX2 was found.
+        Simd::Avx2 => unsafe { avx2(src, s, dst) },
+        _ => body(src, s, dst),
+    }
 }
 
 impl Sht {
@@ -359,12 +393,9 @@ impl Sht {
         let mut tmp = take(2 * nf * nt);
         self.synth_kernel(m, lmax + 1, 2 * nf, &c, &mut tmp);
         let inv_sin = self.inv_sin_theta();
-        for f in 0..nf {
-            for j in 0..nt {
-                out_t[f * nt + j] = tmp[f * nt + j] * inv_sin[j];
-                out_p[f * nt + j] = tmp[(nf + f) * nt + j] * inv_sin[j];
-            }
-        }
+        let (tt, tp) = tmp.split_at(nf * nt);
+        scale_rows(self.simd(), tt, inv_sin, &mut out_t[..nf * nt]);
+        scale_rows(self.simd(), tp, inv_sin, &mut out_p[..nf * nt]);
         // The larger buffer first: the next order takes the smaller one
         // back first (at most as long as now, so `take` fills nothing),
         // then this one at its full length.
@@ -388,12 +419,9 @@ impl Sht {
         let inv_sin = self.inv_sin_theta();
         let (eps, inv_ll) = (self.eps_m(m), self.inv_ll());
         let mut v = take(2 * nf * nt);
-        for f in 0..nf {
-            for j in 0..nt {
-                v[f * nt + j] = in_t[f * nt + j] * inv_sin[j];
-                v[(nf + f) * nt + j] = in_p[f * nt + j] * inv_sin[j];
-            }
-        }
+        let (vt, vp) = v.split_at_mut(nf * nt);
+        scale_rows(self.simd(), in_t, inv_sin, vt);
+        scale_rows(self.simd(), in_p, inv_sin, vp);
         // Fields 0..nf: Q; nf..2nf: R; degrees m..=lmax+1.
         let mut qr = take(2 * nf * nd);
         self.anal_kernel(m, lmax + 1, 2 * nf, &v, &mut qr);
