@@ -1158,6 +1158,9 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
             let mut lanes_of: Option<[[f64; LMAX_LANES]; 4]> = None;
             for k in 0..NV {
                 let (qa, qb) = (k * V::W, (k + 1) * V::W);
+                if qb <= blk.q0 || qa >= blk.q1 {
+                    continue; // no row of the block
+                }
                 if whole_vector(&blk, qa, qb, nt) {
                     // Rows j0.. north and their mirror rows south, apart.
                     let j0 = blk.row(qa);
@@ -1170,14 +1173,19 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
                     );
                     continue;
                 }
-                let l = lanes_of.get_or_insert_with(|| {
-                    [
+                // (No closure: it would not take the kernel's target
+                // features, and the vector stores would become calls.)
+                if lanes_of.is_none() {
+                    lanes_of = Some([
                         store_lanes(&even[g][0]),
                         store_lanes(&even[g][1]),
                         store_lanes(&odd[g][0]),
                         store_lanes(&odd[g][1]),
-                    ]
-                });
+                    ]);
+                }
+                let Some(l) = &lanes_of else {
+                    unreachable!("set just above")
+                };
                 for q in qa.max(blk.q0)..qb.min(blk.q1) {
                     let j = blk.row(q);
                     let js = nt - 1 - j;
@@ -1330,6 +1338,9 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
         let mut hv = [[[[V::splat(0.0); NV]; 2]; G]; 2];
         for k in 0..NV {
             let (qa, qb) = (k * V::W, (k + 1) * V::W);
+            if qb <= blk.q0 || qa >= blk.q1 {
+                continue; // no row of the block: zeros
+            }
             if whole_vector(&blk, qa, qb, nt) {
                 let j0 = blk.row(qa);
                 let js = nt - j0 - V::W;
