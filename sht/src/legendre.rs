@@ -165,8 +165,8 @@ pub(crate) struct Order<'a> {
     /// Northern nodes `x_j = cos theta_j`, `j < ceil(ntheta / 2)`.
     pub x: &'a [f64],
     /// Where each northern node's recurrence leaves the scaled range
-    /// (see [`Start`]), computed once per plan up to `l = lmax + 1`.
-    pub start: &'a [Start],
+    /// (see [`Starts`]), computed once per plan up to `l = lmax + 1`.
+    pub start: StartsRef<'a>,
     /// Gauss weights of the northern nodes times `2 pi`.
     pub w2pi: &'a [f64],
     /// Number of latitudes (both hemispheres).
@@ -180,7 +180,7 @@ impl Order<'_> {
     /// index `i`, scaled by `1 / s` in the two-operation form.
     #[inline(always)]
     fn start_values(&self, j: usize, i: usize) -> [f64; 2] {
-        let p = self.start[j].p;
+        let p = [self.start.p0[j], self.start.p1[j]];
         match self.q {
             Some(q) => [
                 if i == 0 { 0.0 } else { p[0] * q.inv[i - 1] },
@@ -256,6 +256,42 @@ impl Start {
         i: u32::MAX,
         p: [0.0; 2],
     };
+}
+
+/// The [`Start`]s of a plan as three arrays (the degree indices and the two
+/// values), so that a block's set-up reads each as one contiguous run.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Starts {
+    pub i: Vec<u32>,
+    pub p0: Vec<f64>,
+    pub p1: Vec<f64>,
+}
+
+impl Starts {
+    fn of(v: &[Start]) -> Self {
+        Starts {
+            i: v.iter().map(|s| s.i).collect(),
+            p0: v.iter().map(|s| s.p[0]).collect(),
+            p1: v.iter().map(|s| s.p[1]).collect(),
+        }
+    }
+
+    /// Entries `r`.
+    pub(crate) fn slice(&self, r: std::ops::Range<usize>) -> StartsRef<'_> {
+        StartsRef {
+            i: &self.i[r.clone()],
+            p0: &self.p0[r.clone()],
+            p1: &self.p1[r],
+        }
+    }
+}
+
+/// A range of [`Starts`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StartsRef<'a> {
+    pub i: &'a [u32],
+    pub p0: &'a [f64],
+    pub p1: &'a [f64],
 }
 
 /// Width of the per-lane partial sums of analysis: fixed, so that the
@@ -669,10 +705,16 @@ struct Block {
     /// The lanes with a non-negligible value up to `l = m + ab.len()`,
     /// sorted by the degree index of their start: `(i, lane)`.
     ev: [(u32, u32); LMAX_LANES],
-    /// How many lanes are in `ev`.
+    /// How many lanes are in `ev` (in a block whose lanes all start at one
+    /// degree, `ev` is not written: only the entries from `ne0` on are
+    /// read).
     ne: usize,
-    /// How many of them start at the first degree `ev[0].0`.
+    /// How many of them start at the first degree `i0`.
     ne0: usize,
+    /// The first degree index at which a lane starts.
+    i0: usize,
+    /// The lowest lane that starts at `i0`.
+    qmin: usize,
     /// `Pbar_{i0-1}` of the lanes that start at `i0 = ev[0].0`, zero in
     /// the others.
     p0: [f64; LMAX_LANES],
@@ -689,6 +731,8 @@ impl Block {
         ev: [(u32::MAX, 0); LMAX_LANES],
         ne: 0,
         ne0: 0,
+        i0: 0,
+        qmin: 0,
         p0: [0.0; LMAX_LANES],
         p1: [0.0; LMAX_LANES],
     };
@@ -712,33 +756,39 @@ impl Block {
         self.p1[..lanes].fill(0.0);
         self.ne = 0;
         self.ne0 = 0;
-        let starts = &o.start[r0..r0 + nq];
-        let i0 = starts[0].i;
-        if i0 as usize <= n && starts.iter().all(|st| st.i == i0) {
+        let (si, sp0, sp1) = (
+            &o.start.i[r0..r0 + nq],
+            &o.start.p0[r0..r0 + nq],
+            &o.start.p1[r0..r0 + nq],
+        );
+        let i0 = si[0];
+        if i0 as usize <= n && si.iter().all(|&i| i == i0) {
             // Every lane starts at the same degree (most blocks): no
-            // sorting, and the start values with the factors of that degree.
+            // sorting, no events, and the start values with the factors of
+            // that degree, run by run.
             let i0 = i0 as usize;
             let (f0, f1) = match o.q {
                 Some(q) => (if i0 == 0 { 0.0 } else { q.inv[i0 - 1] }, q.inv[i0]),
                 None => (1.0, 1.0),
             };
-            for (k, st) in starts.iter().enumerate() {
-                // As `Order::start_values`: `p * 1` is `p`, and `p * 0` is
-                // the zero it puts below degree 0.
-                let q = q0 + k;
-                self.p0[q] = if i0 == 0 { 0.0 } else { st.p[0] * f0 };
-                self.p1[q] = st.p[1] * f1;
-                self.ev[nq - 1 - k] = (i0 as u32, q as u32);
+            // As `Order::start_values`: `p * 1` is `p`, and `p * 0` is
+            // the zero it puts below degree 0.
+            if i0 != 0 {
+                for (d, &v) in self.p0[q0..q1].iter_mut().zip(sp0) {
+                    *d = v * f0;
+                }
             }
-            self.ne = nq;
-            self.ne0 = nq;
+            for (d, &v) in self.p1[q0..q1].iter_mut().zip(sp1) {
+                *d = v * f1;
+            }
+            (self.ne, self.ne0, self.i0, self.qmin) = (nq, nq, i0, q0);
             return;
         }
         // From the equator side: the starts do not decrease towards the
         // pole, so that the insertion appends. (The order of the lanes of
         // one degree does not matter: they join together.)
-        for (k, st) in starts.iter().enumerate().rev() {
-            let (i, q) = (st.i, q0 + k);
+        for (k, &i) in si.iter().enumerate().rev() {
+            let q = q0 + k;
             if i as usize <= n {
                 // Insertion by degree.
                 let mut k = self.ne;
@@ -752,13 +802,16 @@ impl Block {
         }
         if self.ne > 0 {
             let i0 = self.ev[0].0;
+            self.qmin = usize::MAX;
             while self.ne0 < self.ne && self.ev[self.ne0].0 == i0 {
                 let q = self.ev[self.ne0].1 as usize;
                 let st = o.start_values(self.row(q), i0 as usize);
                 self.p0[q] = st[0];
                 self.p1[q] = st[1];
+                self.qmin = self.qmin.min(q);
                 self.ne0 += 1;
             }
+            self.i0 = i0 as usize;
         }
     }
 
@@ -828,7 +881,9 @@ fn prefetch_rows<T>(v: &[T], g: usize, nt: usize, nn: usize, base: isize, lanes:
 #[inline(always)]
 fn prefetch_starts(o: &Order<'_>, base: isize, lanes: usize) {
     let (lo, hi) = rows_of(base, lanes, o.x.len());
-    prefetch(&o.start[lo..hi]);
+    prefetch(&o.start.i[lo..hi]);
+    prefetch(&o.start.p0[lo..hi]);
+    prefetch(&o.start.p1[lo..hi]);
 }
 
 /// The rows `0..nn` among `base..base + lanes` (an empty range if none).
@@ -1100,7 +1155,7 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
         let x = load_lanes::<V, NV>(&blk.x);
         // The two-operation form takes 2x (exact, so `x * 2` is `x + x`).
         let x = if Q { doubled(x) } else { x };
-        let i0 = ev(0).0;
+        let i0 = blk.i0;
         // All lanes together from the first start, two degrees per turn so
         // that the parity of each accumulator is fixed (`a` the parity of
         // i0, `b` the other); a lane joins at its own start (before, its
@@ -1112,7 +1167,7 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
         let mut p1 = load_lanes::<V, NV>(&blk.p1);
         let mut i = i0;
         let mut e = blk.ne0;
-        let mut qmin = (0..e).map(|k| ev(k).1).min().unwrap_or(0);
+        let mut qmin = blk.qmin;
         loop {
             while e < ne && ev(e).0 == i {
                 let st = o.start_values(blk.row(ev(e).1), i);
@@ -1330,7 +1385,7 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
         let x = load_lanes::<V, NV>(&blk.x);
         // The two-operation form takes 2x (exact, so `x * 2` is `x + x`).
         let x = if Q { doubled(x) } else { x };
-        let i0 = ev(0).0;
+        let i0 = blk.i0;
         // Weighted sums (even i) and differences (odd i) of the two
         // hemispheres, [parity][field][re, im][vector]: whole vectors of
         // rows at once, the others (partial, or holding the equator row)
@@ -1393,7 +1448,7 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
         let mut p1 = load_lanes::<V, NV>(&blk.p1);
         let mut i = i0;
         let mut e = blk.ne0;
-        let mut qmin = (0..e).map(|k| ev(k).1).min().unwrap_or(0);
+        let mut qmin = blk.qmin;
         loop {
             while e < ne && ev(e).0 == i {
                 let st = o.start_values(blk.row(ev(e).1), i);
@@ -1455,13 +1510,13 @@ pub(crate) fn starts(
     rec: &[[f64; 2]],
     rec_off: &[usize],
     eps: f64,
-) -> Vec<Start> {
-    match simd {
+) -> Starts {
+    Starts::of(&match simd {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Simd::detect` found FMA on this CPU.
         Simd::Avx512 | Simd::Avx2 => unsafe { starts_fma(x, sin_theta, mmax, rec, rec_off, eps) },
         _ => starts_impl(x, sin_theta, mmax, rec, rec_off, eps),
-    }
+    })
 }
 
 #[cfg(target_arch = "x86_64")]

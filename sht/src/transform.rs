@@ -9,7 +9,7 @@ use num_complex::Complex64;
 use rayon::prelude::*;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 
-use crate::legendre::{anal, coefficients, starts, synth, Order, QForm, Simd, Start};
+use crate::legendre::{anal, coefficients, starts, synth, Order, QForm, Simd, Starts};
 use crate::{batch, check_len, gauss_legendre, Kernel, Parallelism, ShtError};
 
 const ZERO: Complex64 = Complex64::new(0.0, 0.0);
@@ -70,7 +70,7 @@ pub struct Sht {
     theta: Vec<f64>,
     x: Vec<f64>,
     w: Vec<f64>,
-    start: Vec<Start>,
+    start: Starts,
     w2pi: Vec<f64>,
     sin_theta: Vec<f64>,
     inv_sin: Vec<f64>,
@@ -667,7 +667,7 @@ impl Sht {
         Order {
             ab: &self.rec[off..off + lend - m],
             x: &self.x[..nn],
-            start: &self.start[m * nn..(m + 1) * nn],
+            start: self.start.slice(m * nn..(m + 1) * nn),
             w2pi: &self.w2pi,
             nt: self.ntheta,
             q: self.qform[m].as_ref(),
