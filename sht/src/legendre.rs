@@ -1037,13 +1037,14 @@ impl Pairs<'_, ()> {
         part: &mut [[f64; 2 * PART]],
         sa: &[[[V; NV]; 2]; G],
         sb: &[[[V; NV]; 2]; G],
+        first: bool,
     ) {
         let (nd, ab) = (self.nd, self.ab);
         while *i + 2 <= self.stop {
             let j = *i;
-            deposit::<V, NV, G, K>(part, sa, nd, j, p1);
+            deposit::<V, NV, G, K>(part, sa, nd, j, p1, first);
             step_lanes::<V, NV, Q, K>(ab[j], x, p1, p0);
-            deposit::<V, NV, G, K>(part, sb, nd, j + 1, p0);
+            deposit::<V, NV, G, K>(part, sb, nd, j + 1, p0, first);
             step_lanes::<V, NV, Q, K>(ab[j + 1], x, p0, p1);
             *i += 2;
         }
@@ -1284,7 +1285,6 @@ fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
     let mut f = 0;
     while f < nf {
         let g = if nf - f >= 2 { 2 } else { 1 };
-        part[..g * nd].iter_mut().for_each(|p| *p = [0.0; 2 * PART]);
         let ig = &input[f * nt..(f + g) * nt];
         match (g, o.q.is_some()) {
             (2, true) => anal_group::<V, NV2, 2, true>(o, ig, &mut part),
@@ -1322,7 +1322,8 @@ thread_local! {
     static PARTS: std::cell::RefCell<Vec<[f64; 2 * PART]>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Adds `sd * p` of the lanes to the `PART` partial sums: lane
+/// Adds `sd * p` of the lanes to the `PART` partial sums (to zero instead,
+/// when `first`): lane
 /// `r + PART h` of the block into partial `r`, highest `h` first (the
 /// order that blocks of `PART` lanes, going from the equator, would give);
 /// vectors below `K` hold zeros and are skipped (adding exact zeros to sums
@@ -1334,6 +1335,7 @@ fn deposit<V: Vf, const NV: usize, const G: usize, const K: usize>(
     nd: usize,
     i: usize,
     p: &[V; NV],
+    first: bool,
 ) {
     let pw = PART / V::W; // vectors per partial-sum group
     for g in 0..G {
@@ -1341,7 +1343,10 @@ fn deposit<V: Vf, const NV: usize, const G: usize, const K: usize>(
         for c in 0..2 {
             for k in 0..pw {
                 let s = &mut d[c * PART + k * V::W..];
-                let mut v = V::load(s);
+                // The first block to reach a degree starts its sums from
+                // zero in a register (the same bits as from zeros in
+                // memory, which then need not be written first).
+                let mut v = if first { V::splat(0.0) } else { V::load(s) };
                 for h in (0..NV / pw).rev() {
                     if h * pw + k >= K {
                         v = sd[g][c][h * pw + k].fma(p[h * pw + k], v);
@@ -1373,11 +1378,20 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
     let nd = n + 1;
     let mut blk = Block::EMPTY;
     let mut base = first_base(nn, lanes);
+    // The first block (at the equator) starts every degree from its first
+    // start on; the degrees below it, and all of them when no block has a
+    // lane, are zero (the partial sums are not cleared beforehand).
+    let mut first = true;
     while base + (lanes as isize) > 0 {
         blk.fill(o, base, lanes);
         let (ev, ne) = (|e: usize| blk.event(e), blk.ne);
         if ne == 0 {
             break;
+        }
+        if first {
+            for g in 0..G {
+                part[g * nd..g * nd + blk.i0].fill([0.0; 2 * PART]);
+            }
         }
         let next = base - lanes as isize;
         prefetch_rows(input, G, nt, nn, next, lanes);
@@ -1457,7 +1471,7 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
                 qmin = qmin.min(ev(e).1);
                 e += 1;
             }
-            deposit::<V, NV, G, 0>(part, &sa, nd, i, &p1);
+            deposit::<V, NV, G, 0>(part, &sa, nd, i, &p1, first);
             if i == n {
                 break;
             }
@@ -1470,7 +1484,7 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
                 qmin = qmin.min(ev(e).1);
                 e += 1;
             }
-            deposit::<V, NV, G, 0>(part, &sb, nd, i, &p0);
+            deposit::<V, NV, G, 0>(part, &sb, nd, i, &p0, first);
             if i == n {
                 break;
             }
@@ -1487,13 +1501,21 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
                 stop,
             };
             match first_active::<V, NV>(qmin) {
-                0 => pairs.anal::<V, NV, G, Q, 0>(&mut i, &x, &mut p0, &mut p1, part, &sa, &sb),
-                1 => pairs.anal::<V, NV, G, Q, 1>(&mut i, &x, &mut p0, &mut p1, part, &sa, &sb),
-                2 => pairs.anal::<V, NV, G, Q, 2>(&mut i, &x, &mut p0, &mut p1, part, &sa, &sb),
-                _ => pairs.anal::<V, NV, G, Q, 3>(&mut i, &x, &mut p0, &mut p1, part, &sa, &sb),
+                0 => pairs
+                    .anal::<V, NV, G, Q, 0>(&mut i, &x, &mut p0, &mut p1, part, &sa, &sb, first),
+                1 => pairs
+                    .anal::<V, NV, G, Q, 1>(&mut i, &x, &mut p0, &mut p1, part, &sa, &sb, first),
+                2 => pairs
+                    .anal::<V, NV, G, Q, 2>(&mut i, &x, &mut p0, &mut p1, part, &sa, &sb, first),
+                _ => pairs
+                    .anal::<V, NV, G, Q, 3>(&mut i, &x, &mut p0, &mut p1, part, &sa, &sb, first),
             }
         }
+        first = false;
         base -= lanes as isize;
+    }
+    if first {
+        part[..G * nd].fill([0.0; 2 * PART]);
     }
 }
 
