@@ -1033,14 +1033,10 @@ fn radix4<X: Vx>(st: &Stage, src: &[C], dst: &mut [C], inverse: bool) {
                 a2 = a2.mul(w[1]);
                 a3 = a3.mul(w[2]);
             }
-            let s02 = a0.add(a2);
-            let d02 = a0.sub(a2);
-            let s13 = a1.add(a3);
-            let d13 = a1.sub(a3).rot(inverse);
-            s02.add(s13).st(&mut dst[f * r + j]);
-            d02.add(d13).st(&mut dst[(f + l) * r + j]);
-            s02.sub(s13).st(&mut dst[(f + 2 * l) * r + j]);
-            d02.sub(d13).st(&mut dst[(f + 3 * l) * r + j]);
+            let y = four(a0, a1, a2, a3, inverse);
+            for (g, yg) in y.into_iter().enumerate() {
+                yg.st(&mut dst[(f + g * l) * r + j]);
+            }
         }
     }
 }
@@ -1066,8 +1062,8 @@ fn w8<X: Vx>(v: Cx<X>, k: usize, inverse: bool, r: X) -> Cx<X> {
     }
 }
 
-/// The 4-point transform of `b` (sign `+` when `inverse`), as in
-/// [`radix4`].
+/// The 4-point transform of `b` (sign `+` when `inverse`): the butterfly
+/// of [`radix4`] and the two halves of [`radix8`].
 #[inline(always)]
 fn four<X: Vx>(b0: Cx<X>, b1: Cx<X>, b2: Cx<X>, b3: Cx<X>, inverse: bool) -> [Cx<X>; 4] {
     let (s02, d02) = (b0.add(b2), b0.sub(b2));
@@ -1252,7 +1248,7 @@ mod tests {
                         );
                     }
                     // Stored straight to their places (order m's rows at
-                    // 3 + 2 m rows + 1..): the same values.
+                    // 4 + 2 m rows..): the same values.
                     let mut to = vec![Complex64::new(f64::NAN, f64::NAN); 2 * rows * nm + 4];
                     let at = |m: usize| 4 + 2 * m * rows;
                     plan.r2c_to(simd, &mut work, &inp, rows, 1.0, nm, &mut to, at);

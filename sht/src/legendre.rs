@@ -238,41 +238,27 @@ impl QForm {
     }
 }
 
-/// The unscaled start of the recurrence of one order at one node:
-/// `Pbar_{m+i-1,m} = p[0]`, `Pbar_{m+i,m} = p[1]` with `i = i`; all lower
-/// degrees are negligible (below `2^-280`). `i = u32::MAX`: negligible for
-/// every degree of the plan.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Start {
-    /// First degree index `l - m` in the unscaled range.
-    pub i: u32,
-    /// The two values there.
-    pub p: [f64; 2],
-}
-
-impl Start {
-    /// No unscaled value up to the plan's last degree.
-    pub(crate) const NONE: Start = Start {
-        i: u32::MAX,
-        p: [0.0; 2],
-    };
-}
-
-/// The [`Start`]s of a plan as three arrays (the degree indices and the two
-/// values), so that a block's set-up reads each as one contiguous run.
+/// The unscaled starts of the recurrence of a plan, one entry per order
+/// and northern node: `Pbar_{m+i-1,m} = p0`, `Pbar_{m+i,m} = p1` with `i =
+/// i`; all lower degrees are negligible (below `2^-280`). `i = u32::MAX`:
+/// negligible for every degree of the plan. Three arrays, so that a block's
+/// set-up reads each as one contiguous run.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Starts {
+    /// First degree index `l - m` in the unscaled range.
     pub i: Vec<u32>,
+    /// The two values there.
     pub p0: Vec<f64>,
     pub p1: Vec<f64>,
 }
 
 impl Starts {
-    fn of(v: &[Start]) -> Self {
+    /// `len` entries, all negligible for every degree.
+    fn none(len: usize) -> Self {
         Starts {
-            i: v.iter().map(|s| s.i).collect(),
-            p0: v.iter().map(|s| s.p[0]).collect(),
-            p1: v.iter().map(|s| s.p[1]).collect(),
+            i: vec![u32::MAX; len],
+            p0: vec![0.0; len],
+            p1: vec![0.0; len],
         }
     }
 
@@ -715,8 +701,7 @@ struct Block {
     i0: usize,
     /// The lowest lane that starts at `i0`.
     qmin: usize,
-    /// `Pbar_{i0-1}` of the lanes that start at `i0 = ev[0].0`, zero in
-    /// the others.
+    /// `Pbar_{i0-1}` of the lanes that start at `i0`, zero in the others.
     p0: [f64; LMAX_LANES],
     /// `Pbar_{i0}` likewise.
     p1: [f64; LMAX_LANES],
@@ -1519,7 +1504,7 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
     }
 }
 
-/// The [`Start`] of every order `m <= mmax` at every northern node, index
+/// The [`Starts`] of every order `m <= mmax` at every northern node, index
 /// `m * x.len() + j`, for degrees up to `lend`; `rec`/`rec_off` hold the
 /// recurrence coefficients of each order (up to `lend`). From the equator
 /// to the pole: once a node is negligible for every degree, so are the
@@ -1533,12 +1518,12 @@ pub(crate) fn starts(
     rec_off: &[usize],
     eps: f64,
 ) -> Starts {
-    Starts::of(&match simd {
+    match simd {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Simd::detect` found FMA on this CPU.
         Simd::Avx512 | Simd::Avx2 => unsafe { starts_fma(x, sin_theta, mmax, rec, rec_off, eps) },
         _ => starts_impl(x, sin_theta, mmax, rec, rec_off, eps),
-    })
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -1550,7 +1535,7 @@ unsafe fn starts_fma(
     rec: &[[f64; 2]],
     rec_off: &[usize],
     eps: f64,
-) -> Vec<Start> {
+) -> Starts {
     starts_impl(x, sin_theta, mmax, rec, rec_off, eps)
 }
 
@@ -1562,7 +1547,7 @@ fn starts_impl(
     rec: &[[f64; 2]],
     rec_off: &[usize],
     eps: f64,
-) -> Vec<Start> {
+) -> Starts {
     let nn = x.len();
     let mut pv = vec![0.0; (mmax + 1) * nn];
     let mut pk = vec![0; (mmax + 1) * nn];
@@ -1574,7 +1559,7 @@ fn starts_impl(
             m += 1;
         });
     }
-    let mut out = vec![Start::NONE; (mmax + 1) * nn];
+    let mut out = Starts::none((mmax + 1) * nn);
     for m in 0..=mmax {
         let ab = &rec[rec_off[m]..rec_off[m + 1]];
         for j in (0..nn).rev() {
@@ -1583,10 +1568,7 @@ fn starts_impl(
                 .and_then(|st| above_threshold(x[j], st, ab, eps))
             {
                 Some((i, p0, p1)) => {
-                    out[k] = Start {
-                        i: i as u32,
-                        p: [p0, p1],
-                    }
+                    (out.i[k], out.p0[k], out.p1[k]) = (i as u32, p0, p1);
                 }
                 None => break,
             }

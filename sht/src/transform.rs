@@ -30,8 +30,21 @@ const PHI_ROWS: usize = 8;
 
 /// A work buffer of `len` values from this thread's pool. Its contents are
 /// unspecified: every caller writes all of it before reading.
+///
+/// The shortest buffer at least `len` long is taken where the pool has one
+/// (it is cut, not filled), else the longest, so that buffers given back in
+/// any order are not zero-filled again on every call.
 pub(crate) fn take(len: usize) -> Vec<Complex64> {
-    let mut v = POOL.with(|p| p.borrow_mut().pop()).unwrap_or_default();
+    let mut v = POOL
+        .with(|p| {
+            let mut p = p.borrow_mut();
+            let fits = (0..p.len())
+                .filter(|&k| p[k].len() >= len)
+                .min_by_key(|&k| p[k].len());
+            let k = fits.or_else(|| (0..p.len()).max_by_key(|&k| p[k].len()))?;
+            Some(p.swap_remove(k))
+        })
+        .unwrap_or_default();
     v.resize(len, ZERO);
     v
 }

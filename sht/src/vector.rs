@@ -396,11 +396,8 @@ impl Sht {
         let (tt, tp) = tmp.split_at(nf * nt);
         scale_rows(self.simd(), tt, inv_sin, &mut out_t[..nf * nt]);
         scale_rows(self.simd(), tp, inv_sin, &mut out_p[..nf * nt]);
-        // The larger buffer first: the next order takes the smaller one
-        // back first (at most as long as now, so `take` fills nothing),
-        // then this one at its full length.
-        give(tmp);
         give(c);
+        give(tmp);
     }
 
     /// One order of vector analysis (lengths checked by the callers).
@@ -450,9 +447,7 @@ impl Sht {
                 t[f * nl + i] = tv;
             }
         }
-        // As in `vector_synth_m`, in the order of the next order's takes
-        // reversed: it takes the larger buffer first.
-        give(qr);
         give(v);
+        give(qr);
     }
 }
