@@ -173,6 +173,10 @@ pub(crate) struct Order<'a> {
     pub nt: usize,
     /// The two-operation form of the recurrence, where available.
     pub q: Option<&'a QForm>,
+    /// A factor per row (all `nt`), if any: synthesis multiplies each
+    /// output row by it, analysis each input row before the weights (the
+    /// `1 / sin theta` of the vector transforms, applied in passing).
+    pub row_scale: Option<&'a [f64]>,
 }
 
 impl Order<'_> {
@@ -364,12 +368,22 @@ trait Vf: Copy {
     /// The weighted sums and differences of the two hemispheres for `W`
     /// rows (analysis): lane `i` of `((sre, sim), (dre, dim))` is `(a + b)
     /// w[i]` and `(a - b) w[i]` with `a = north[i]`, `b = south[W - 1 - i]`
-    /// (the southern rows run the other way), as `Complex64` computes them.
+    /// (the southern rows run the other way), as `Complex64` computes them;
+    /// with `scale = Some((sn, ss))`, `a = north[i] * sn[i]` and `b =
+    /// south[W - 1 - i] * ss[W - 1 - i]`.
     #[inline(always)]
-    fn hemi(north: &[Complex64], south: &[Complex64], w: &[f64]) -> ((Self, Self), (Self, Self)) {
+    fn hemi(
+        north: &[Complex64],
+        south: &[Complex64],
+        w: &[f64],
+        scale: Option<(&[f64], &[f64])>,
+    ) -> ((Self, Self), (Self, Self)) {
         let mut t = [[0.0; 8]; 4];
         for i in 0..Self::W {
-            let (a, b) = (north[i], south[Self::W - 1 - i]);
+            let (mut a, mut b) = (north[i], south[Self::W - 1 - i]);
+            if let Some((sn, ss)) = scale {
+                (a, b) = (a * sn[i], b * ss[Self::W - 1 - i]);
+            }
             let (sv, dv) = ((a + b) * w[i], (a - b) * w[i]);
             (t[0][i], t[1][i], t[2][i], t[3][i]) = (sv.re, sv.im, dv.re, dv.im);
         }
@@ -395,13 +409,15 @@ trait Vf: Copy {
     }
 
     /// The two hemispheres of `W` rows (synthesis): `north[i] = e + d` and
-    /// `south[W - 1 - i] = e - d` of lane `i`, as `Complex64` computes them.
+    /// `south[W - 1 - i] = e - d` of lane `i`, as `Complex64` computes them;
+    /// with `scale = Some((sn, ss))` times `sn[i]` and `ss[W - 1 - i]`.
     #[inline(always)]
     fn store_hemi(
         e: (Self, Self),
         d: (Self, Self),
         north: &mut [Complex64],
         south: &mut [Complex64],
+        scale: Option<(&[f64], &[f64])>,
     ) {
         let mut t = [[0.0; 8]; 4];
         e.0.store(&mut t[0]);
@@ -413,8 +429,11 @@ trait Vf: Copy {
                 Complex64::new(t[0][i], t[1][i]),
                 Complex64::new(t[2][i], t[3][i]),
             );
-            north[i] = e + d;
-            south[Self::W - 1 - i] = e - d;
+            let (n, so) = (e + d, e - d);
+            (north[i], south[Self::W - 1 - i]) = match scale {
+                Some((sn, ss)) => (n * sn[i], so * ss[Self::W - 1 - i]),
+                None => (n, so),
+            };
         }
     }
 }
@@ -548,15 +567,22 @@ mod x86 {
             north: &[Complex64],
             south: &[Complex64],
             w: &[f64],
+            scale: Option<(&[f64], &[f64])>,
         ) -> ((Self, Self), (Self, Self)) {
             assert!(north.len() >= 8 && south.len() >= 8 && w.len() >= 8);
             // SAFETY: AVX-512F present; sixteen readable doubles in each of
-            // `north` and `south` (eight `Complex64`), eight in `w`.
+            // `north` and `south` (eight `Complex64`), eight in `w` (and in
+            // each scale, checked by `scales`).
             unsafe {
                 use crate::fft::avx512::split8;
                 // The southern rows run the other way.
-                let (ar, ai) = split8(north.as_ptr() as *const f64, false);
-                let (br, bi) = split8(south.as_ptr() as *const f64, true);
+                let (mut ar, mut ai) = split8(north.as_ptr() as *const f64, false);
+                let (mut br, mut bi) = split8(south.as_ptr() as *const f64, true);
+                if let Some(sc) = scale {
+                    let (sn, ss) = scales(sc);
+                    (ar, ai) = (_mm512_mul_pd(ar, sn), _mm512_mul_pd(ai, sn));
+                    (br, bi) = (_mm512_mul_pd(br, ss), _mm512_mul_pd(bi, ss));
+                }
                 let wv = _mm512_loadu_pd(w.as_ptr());
                 (
                     (
@@ -601,18 +627,46 @@ mod x86 {
             d: (Self, Self),
             north: &mut [Complex64],
             south: &mut [Complex64],
+            scale: Option<(&[f64], &[f64])>,
         ) {
             assert!(north.len() >= 8 && south.len() >= 8);
             // SAFETY: AVX-512F present; sixteen writable doubles in each of
-            // `north` and `south`.
+            // `north` and `south` (eight readable in each scale, checked by
+            // `scales`).
             unsafe {
-                let (sr, si) = (_mm512_add_pd(e.0 .0, d.0 .0), _mm512_add_pd(e.1 .0, d.1 .0));
-                let (dr, di) = (_mm512_sub_pd(e.0 .0, d.0 .0), _mm512_sub_pd(e.1 .0, d.1 .0));
+                let (mut sr, mut si) =
+                    (_mm512_add_pd(e.0 .0, d.0 .0), _mm512_add_pd(e.1 .0, d.1 .0));
+                let (mut dr, mut di) =
+                    (_mm512_sub_pd(e.0 .0, d.0 .0), _mm512_sub_pd(e.1 .0, d.1 .0));
+                if let Some(sc) = scale {
+                    let (sn, ss) = scales(sc);
+                    (sr, si) = (_mm512_mul_pd(sr, sn), _mm512_mul_pd(si, sn));
+                    (dr, di) = (_mm512_mul_pd(dr, ss), _mm512_mul_pd(di, ss));
+                }
                 // The southern rows run the other way.
                 use crate::fft::avx512::join8;
                 join8(sr, si, north.as_mut_ptr() as *mut f64, false);
                 join8(dr, di, south.as_mut_ptr() as *mut f64, true);
             }
+        }
+    }
+
+    /// The row factors of eight lanes: `sn[i]` for lane `i` and, for the
+    /// southern rows (which run the other way), `ss[7 - i]`.
+    ///
+    /// # Safety
+    /// AVX-512F must be present.
+    #[inline(always)]
+    unsafe fn scales((sn, ss): (&[f64], &[f64])) -> (__m512d, __m512d) {
+        assert!(sn.len() >= 8 && ss.len() >= 8);
+        // SAFETY: eight readable doubles in each (checked); AVX-512F by the
+        // contract.
+        unsafe {
+            let rev = _mm512_setr_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+            (
+                _mm512_loadu_pd(sn.as_ptr()),
+                _mm512_permutexvar_pd(rev, _mm512_loadu_pd(ss.as_ptr())),
+            )
         }
     }
 }
@@ -622,8 +676,16 @@ const LMAX_LANES: usize = 32;
 
 /// Legendre synthesis for one order: for each of the `nf` fields,
 /// `out[f * nt + j] = sum_{i} c[f * nd + i] Pbar_{m+i,m}(x_j)` over the
-/// `nd = ab.len() + 1` degrees, both hemispheres (parity).
-pub(crate) fn synth(simd: Simd, o: &Order<'_>, nf: usize, c: &[Complex64], out: &mut [Complex64]) {
+/// `nd = ab.len() + 1` degrees, both hemispheres (parity), times
+/// `o.row_scale[j]` if given. `out` is the two slices `out[0]` and
+/// `out[1]` one after the other: whole fields of `nt` rows each, `nf` in all.
+pub(crate) fn synth(
+    simd: Simd,
+    o: &Order<'_>,
+    nf: usize,
+    c: &[Complex64],
+    out: [&mut [Complex64]; 2],
+) {
     match simd {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Simd::detect` found AVX-512F and FMA on this CPU.
@@ -636,12 +698,14 @@ pub(crate) fn synth(simd: Simd, o: &Order<'_>, nf: usize, c: &[Complex64], out: 
 }
 
 /// Legendre analysis for one order: for each of the `nf` fields,
-/// `out[f * nd + i] = sum_j 2 pi w_j F[f * nt + j] Pbar_{m+i,m}(x_j)`.
+/// `out[f * nd + i] = sum_j 2 pi w_j F[f * nt + j] Pbar_{m+i,m}(x_j)`,
+/// `F[f * nt + j]` times `o.row_scale[j]` if given. `input` is the two
+/// slices one after the other (as `out` of [`synth`]).
 pub(crate) fn anal(
     simd: Simd,
     o: &Order<'_>,
     nf: usize,
-    input: &[Complex64],
+    input: [&[Complex64]; 2],
     out: &mut [Complex64],
 ) {
     match simd {
@@ -657,22 +721,22 @@ pub(crate) fn anal(
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn synth_avx512(o: &Order<'_>, nf: usize, c: &[Complex64], out: &mut [Complex64]) {
+unsafe fn synth_avx512(o: &Order<'_>, nf: usize, c: &[Complex64], out: [&mut [Complex64]; 2]) {
     synth_impl::<x86::V8, 4, 2>(o, nf, c, out)
 }
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn synth_avx2(o: &Order<'_>, nf: usize, c: &[Complex64], out: &mut [Complex64]) {
+unsafe fn synth_avx2(o: &Order<'_>, nf: usize, c: &[Complex64], out: [&mut [Complex64]; 2]) {
     synth_impl::<x86::V4, 2, 2>(o, nf, c, out)
 }
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn anal_avx512(o: &Order<'_>, nf: usize, input: &[Complex64], out: &mut [Complex64]) {
+unsafe fn anal_avx512(o: &Order<'_>, nf: usize, input: [&[Complex64]; 2], out: &mut [Complex64]) {
     anal_impl::<x86::V8, 4, 4>(o, nf, input, out)
 }
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn anal_avx2(o: &Order<'_>, nf: usize, input: &[Complex64], out: &mut [Complex64]) {
+unsafe fn anal_avx2(o: &Order<'_>, nf: usize, input: [&[Complex64]; 2], out: &mut [Complex64]) {
     anal_impl::<x86::V4, 2, 2>(o, nf, input, out)
 }
 
@@ -851,15 +915,14 @@ pub(crate) fn prefetch<T>(s: &[T]) {
 }
 
 /// The rows of the block whose lane 0 is row `base`, `lanes` northern
-/// latitudes clipped to the `nn` northern rows, for each of the `g` fields
-/// of `nt` rows: the northern range and its southern mirror.
+/// latitudes clipped to the `nn` northern rows, of one field `v` (all its
+/// rows): the northern range and its southern mirror.
 #[inline(always)]
-fn prefetch_rows<T>(v: &[T], g: usize, nt: usize, nn: usize, base: isize, lanes: usize) {
+fn prefetch_rows<T>(v: &[T], nn: usize, base: isize, lanes: usize) {
     let (lo, hi) = rows_of(base, lanes, nn);
-    for f in 0..g {
-        prefetch(&v[f * nt + lo..f * nt + hi]);
-        prefetch(&v[f * nt + nt - hi..f * nt + nt - lo]);
-    }
+    let nt = v.len();
+    prefetch(&v[lo..hi]);
+    prefetch(&v[nt - hi..nt - lo]);
 }
 
 /// The starts of the block at `base` (see [`prefetch_rows`]).
@@ -1044,7 +1107,7 @@ fn synth_impl<V: Vf, const NV: usize, const NV2: usize>(
     o: &Order<'_>,
     nf: usize,
     c: &[Complex64],
-    out: &mut [Complex64],
+    out: [&mut [Complex64]; 2],
 ) {
     let nd = o.ab.len() + 1;
     let nt = o.nt;
@@ -1063,15 +1126,29 @@ fn synth_impl<V: Vf, const NV: usize, const NV2: usize>(
         }
         None => c,
     };
+    let [o0, o1] = out;
+    assert_eq!(o0.len() + o1.len(), nf * nt, "whole fields");
+    let mut rows = o0.chunks_exact_mut(nt).chain(o1.chunks_exact_mut(nt));
     let mut f = 0;
     while f < nf {
         let g = if nf - f >= 2 { 2 } else { 1 };
-        let (cg, og) = (&c[f * nd..(f + g) * nd], &mut out[f * nt..(f + g) * nt]);
-        match (g, o.q.is_some()) {
-            (2, true) => synth_group::<V, NV2, 2, true>(o, cg, og),
-            (2, false) => synth_group::<V, NV2, 2, false>(o, cg, og),
-            (_, true) => synth_group::<V, NV, 1, true>(o, cg, og),
-            (_, false) => synth_group::<V, NV, 1, false>(o, cg, og),
+        let cg = &c[f * nd..(f + g) * nd];
+        let Some(r0) = rows.next() else {
+            unreachable!("nf fields (asserted above)")
+        };
+        if g == 2 {
+            let Some(r1) = rows.next() else {
+                unreachable!("nf fields (asserted above)")
+            };
+            match o.q.is_some() {
+                true => synth_group::<V, NV2, 2, true>(o, cg, [r0, r1]),
+                false => synth_group::<V, NV2, 2, false>(o, cg, [r0, r1]),
+            }
+        } else {
+            match o.q.is_some() {
+                true => synth_group::<V, NV, 1, true>(o, cg, [r0]),
+                false => synth_group::<V, NV, 1, false>(o, cg, [r0]),
+            }
         }
         f += g;
     }
@@ -1104,7 +1181,7 @@ fn accumulate<V: Vf, const NV: usize, const G: usize, const K: usize>(
     }
 }
 
-/// Synthesis of `G` fields (`c`: `G * nd`, `out`: `G * nt`, zeroed) over
+/// Synthesis of `G` fields (`c`: `G * nd`, `out`: `G` fields of `nt` rows) over
 /// blocks of `NV * W` northern latitudes, from the equator to the pole; the
 /// recurrence is shared by the `G` fields. Every lane sees the same
 /// operations whatever the block width and `G` (the results do not depend
@@ -1113,7 +1190,7 @@ fn accumulate<V: Vf, const NV: usize, const G: usize, const K: usize>(
 fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
     o: &Order<'_>,
     c: &[Complex64],
-    out: &mut [Complex64],
+    mut out: [&mut [Complex64]; G],
 ) {
     let lanes = NV * V::W;
     let (nn, nt) = (o.x.len(), o.nt);
@@ -1129,7 +1206,9 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
     let mut base = first_base(nn, lanes);
     while base + (lanes as isize) > 0 {
         blk.fill(o, base, lanes);
-        prefetch_rows(out, G, nt, nn, base, lanes);
+        for og in out.iter() {
+            prefetch_rows(og, nn, base, lanes);
+        }
         prefetch_starts(o, base - lanes as isize, lanes);
         let (ev, ne) = (|e: usize| blk.event(e), blk.ne);
         // Once a whole block is negligible, so are all blocks nearer the
@@ -1194,8 +1273,8 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
             }
         }
         let (even, odd) = if i0 & 1 == 0 { (a, b) } else { (b, a) };
-        for g in 0..G {
-            let og = &mut out[g * nt..(g + 1) * nt];
+        for (g, og) in out.iter_mut().enumerate() {
+            let og = &mut **og;
             let mut lanes_of: Option<[[f64; LMAX_LANES]; 4]> = None;
             for k in 0..NV {
                 let (qa, qb) = (k * V::W, (k + 1) * V::W);
@@ -1205,12 +1284,14 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
                 if whole_vector(&blk, qa, qb, nt) {
                     // Rows j0.. north and their mirror rows south, apart.
                     let j0 = blk.row(qa);
-                    let (north, south) = og.split_at_mut(nt - j0 - V::W);
+                    let js = nt - j0 - V::W;
+                    let (north, south) = og.split_at_mut(js);
                     V::store_hemi(
                         (even[g][0][k], even[g][1][k]),
                         (odd[g][0][k], odd[g][1][k]),
                         &mut north[j0..j0 + V::W],
                         &mut south[..V::W],
+                        o.row_scale.map(|s| (&s[j0..j0 + V::W], &s[js..js + V::W])),
                     );
                     continue;
                 }
@@ -1232,18 +1313,24 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
                     let js = nt - 1 - j;
                     let e = Complex64::new(l[0][q], l[1][q]);
                     let d = Complex64::new(l[2][q], l[3][q]);
-                    og[j] = e + d;
+                    og[j] = match o.row_scale {
+                        Some(s) => (e + d) * s[j],
+                        None => e + d,
+                    };
                     if js != j {
-                        og[js] = e - d;
+                        og[js] = match o.row_scale {
+                            Some(s) => (e - d) * s[js],
+                            None => e - d,
+                        };
                     }
                 }
             }
         }
         base -= lanes as isize;
     }
-    // The rows nearer the poles than the first negligible block.
-    for g in 0..G {
-        let o = &mut out[g * nt..(g + 1) * nt];
+    // The rows nearer the poles than the first negligible block (zero,
+    // scaled or not).
+    for o in out.iter_mut() {
         o[..done]
             .iter_mut()
             .for_each(|v| *v = Complex64::new(0.0, 0.0));
@@ -1258,7 +1345,7 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
 fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
     o: &Order<'_>,
     nf: usize,
-    input: &[Complex64],
+    input: [&[Complex64]; 2],
     out: &mut [Complex64],
 ) {
     let nd = o.ab.len() + 1;
@@ -1267,15 +1354,28 @@ fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
     // PART imaginary parts; kept per thread between calls.
     let mut part = PARTS.with(|p| std::mem::take(&mut *p.borrow_mut()));
     part.resize(2 * nd, [0.0; 2 * PART]);
+    let [i0, i1] = input;
+    assert_eq!(i0.len() + i1.len(), nf * nt, "whole fields");
+    let mut rows = i0.chunks_exact(nt).chain(i1.chunks_exact(nt));
     let mut f = 0;
     while f < nf {
         let g = if nf - f >= 2 { 2 } else { 1 };
-        let ig = &input[f * nt..(f + g) * nt];
-        match (g, o.q.is_some()) {
-            (2, true) => anal_group::<V, NV2, 2, true>(o, ig, &mut part),
-            (2, false) => anal_group::<V, NV2, 2, false>(o, ig, &mut part),
-            (_, true) => anal_group::<V, NV, 1, true>(o, ig, &mut part),
-            (_, false) => anal_group::<V, NV, 1, false>(o, ig, &mut part),
+        let Some(r0) = rows.next() else {
+            unreachable!("nf fields (asserted above)")
+        };
+        if g == 2 {
+            let Some(r1) = rows.next() else {
+                unreachable!("nf fields (asserted above)")
+            };
+            match o.q.is_some() {
+                true => anal_group::<V, NV2, 2, true>(o, [r0, r1], &mut part),
+                false => anal_group::<V, NV2, 2, false>(o, [r0, r1], &mut part),
+            }
+        } else {
+            match o.q.is_some() {
+                true => anal_group::<V, NV, 1, true>(o, [r0], &mut part),
+                false => anal_group::<V, NV, 1, false>(o, [r0], &mut part),
+            }
         }
         // The partial sums of each degree added up, eight degrees at a
         // time; in the two-operation form the sums take the factors s_i.
@@ -1343,14 +1443,14 @@ fn deposit<V: Vf, const NV: usize, const G: usize, const K: usize>(
     }
 }
 
-/// Analysis of `G` fields (`input`: `G * nt`) into the partial sums
+/// Analysis of `G` fields (`input`: `G` fields of `nt` rows) into the partial sums
 /// `part[g * nd + i]`, over blocks of `NV * W` northern latitudes from the
 /// equator to the pole. The partial sum `r` receives the rows
 /// `j = r mod PART` in decreasing `j`, whatever the block width.
 #[inline(always)]
 fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
     o: &Order<'_>,
-    input: &[Complex64],
+    input: [&[Complex64]; G],
     part: &mut [[f64; 2 * PART]],
 ) {
     let lanes = NV * V::W;
@@ -1379,7 +1479,9 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
             }
         }
         let next = base - lanes as isize;
-        prefetch_rows(input, G, nt, nn, next, lanes);
+        for ig in input {
+            prefetch_rows(ig, nn, next, lanes);
+        }
         prefetch_starts(o, next, lanes);
         let x = load_lanes::<V, NV>(&blk.x);
         // The two-operation form takes 2x (exact, so `x * 2` is `x + x`).
@@ -1398,11 +1500,12 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
             if whole_vector(&blk, qa, qb, nt) {
                 let j0 = blk.row(qa);
                 let js = nt - j0 - V::W;
-                for g in 0..G {
+                for (g, ig) in input.iter().enumerate() {
                     let (sv, dv) = V::hemi(
-                        &input[g * nt + j0..g * nt + j0 + V::W],
-                        &input[g * nt + js..g * nt + js + V::W],
+                        &ig[j0..j0 + V::W],
+                        &ig[js..js + V::W],
                         &o.w2pi[j0..j0 + V::W],
+                        o.row_scale.map(|s| (&s[j0..j0 + V::W], &s[js..js + V::W])),
                     );
                     (hv[0][g][0][k], hv[0][g][1][k]) = sv;
                     (hv[1][g][0][k], hv[1][g][1][k]) = dv;
@@ -1414,10 +1517,12 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
                 let j = blk.row(q);
                 let js = nt - 1 - j;
                 let wj = o.w2pi[j];
-                for g in 0..G {
-                    let a = input[g * nt + j];
+                for (g, ig) in input.iter().enumerate() {
+                    let (mut a, mut b) = (ig[j], ig[js]);
+                    if let Some(s) = o.row_scale {
+                        (a, b) = (a * s[j], b * s[js]);
+                    }
                     let (s, d) = if js != j {
-                        let b = input[g * nt + js];
                         ((a + b) * wj, (a - b) * wj)
                     } else {
                         (a * wj, Complex64::new(0.0, 0.0))

@@ -684,6 +684,7 @@ impl Sht {
             w2pi: &self.w2pi,
             nt: self.ntheta,
             q: self.qform[m].as_ref(),
+            row_scale: None,
         }
     }
 
@@ -695,11 +696,6 @@ impl Sht {
     /// The vector instruction set of the kernels.
     pub(crate) fn simd(&self) -> Simd {
         self.simd
-    }
-
-    /// `1 / sin theta_j` of all latitudes.
-    pub(crate) fn inv_sin_theta(&self) -> &[f64] {
-        &self.inv_sin
     }
 
     /// `1 / (l (l + 1))` for `l = 0..=lmax` (0 at `l = 0`).
@@ -722,7 +718,43 @@ impl Sht {
         cm: &[Complex64],
         out: &mut [Complex64],
     ) {
-        synth(self.simd, &self.order(m, lend), nf, cm, out);
+        synth(self.simd, &self.order(m, lend), nf, cm, [out, &mut []]);
+    }
+
+    /// The Legendre synthesis of the vector transforms, over `l =
+    /// m..=lmax + 1` for `2 nf` fields: the first `nf` to `out_t`, the
+    /// others to `out_p`, each row `j` times `1 / sin theta_j`.
+    pub(crate) fn synth_kernel_vector(
+        &self,
+        m: usize,
+        nf: usize,
+        cm: &[Complex64],
+        out_t: &mut [Complex64],
+        out_p: &mut [Complex64],
+    ) {
+        let o = Order {
+            row_scale: Some(&self.inv_sin),
+            ..self.order(m, self.lmax + 1)
+        };
+        synth(self.simd, &o, 2 * nf, cm, [out_t, out_p]);
+    }
+
+    /// The Legendre analysis of the vector transforms, over `l =
+    /// m..=lmax + 1` for `2 nf` fields (`nf` in `in_t`, then `nf` in
+    /// `in_p`), each row `j` taken times `1 / sin theta_j`.
+    pub(crate) fn anal_kernel_vector(
+        &self,
+        m: usize,
+        nf: usize,
+        in_t: &[Complex64],
+        in_p: &[Complex64],
+        out: &mut [Complex64],
+    ) {
+        let o = Order {
+            row_scale: Some(&self.inv_sin),
+            ..self.order(m, self.lmax + 1)
+        };
+        anal(self.simd, &o, 2 * nf, [in_t, in_p], out);
     }
 
     /// Legendre analysis of order `m` over `l = m..=lend` for `nf` fields:
@@ -735,6 +767,6 @@ impl Sht {
         input: &[Complex64],
         out: &mut [Complex64],
     ) {
-        anal(self.simd, &self.order(m, lend), nf, input, out);
+        anal(self.simd, &self.order(m, lend), nf, [input, &[]], out);
     }
 }

@@ -36,7 +36,6 @@
 //! of degree `l + l' <= 2 lmax` in `cos theta` that the Gauss rule integrates
 //! exactly.
 
-use crate::legendre::Simd;
 use num_complex::Complex64;
 use rayon::prelude::*;
 
@@ -52,54 +51,63 @@ pub(crate) fn eps(l: usize, m: usize) -> f64 {
     ((lf - mf) * (lf + mf) / (4.0 * lf * lf - 1.0)).sqrt()
 }
 
-/// The coefficients of `sin theta dPbar/dtheta` on the neighbours:
+/// The coefficients of `sin theta dPbar/dtheta` on the neighbours, plus
+/// `i m` times `w` (the other potential, if any):
 /// `sum_l c_l sin dP_l = sum_k P_k [(k-1) eps_k c_{k-1} - (k+2) eps_{k+1} c_{k+1}]`
-/// for `k = m..=lmax+1`, `c` given for `l = m..=lmax` (`nl` values);
-/// `eps[i] = eps_{m+i,m}`.
-#[inline]
-fn dtheta(m: usize, c: &[Complex64], eps: &[f64], k: usize) -> Complex64 {
-    let nl = c.len();
-    let i = k - m;
-    let mut v = ZERO;
-    if i >= 1 && i - 1 < nl {
-        v += c[i - 1] * ((k as f64 - 1.0) * eps[i]);
-    }
-    if i + 1 < nl {
-        v -= c[i + 1] * ((k as f64 + 2.0) * eps[i + 1]);
-    }
-    v
-}
-
-/// `dst[f nt + j] = src[f nt + j] * s[j]` for every field `f` (`nt =
-/// s.len()`), with the widest vectors the CPU has (the same operation on
-/// each value whatever the width).
-fn scale_rows(simd: Simd, src: &[Complex64], s: &[f64], dst: &mut [Complex64]) {
-    #[inline(always)]
-    fn body(src: &[Complex64], s: &[f64], dst: &mut [Complex64]) {
-        for (d, x) in dst.chunks_mut(s.len()).zip(src.chunks(s.len())) {
-            for ((d, x), s) in d.iter_mut().zip(x).zip(s) {
-                *d = x * s;
-            }
+/// for `k = m..=lmax+1`, `c` given for `l = m..=lmax` (`nl` values, at
+/// `c[..nl]`), `eps[i] = eps_{m+i,m}`; `out[i]` for `k = m + i`, `sign`
+/// +1 or -1 on the derivative term. Each value is formed as the sum
+/// `0 + (k-1) eps_k c_{k-1} - (k+2) eps_{k+1} c_{k+1}` with the terms
+/// outside `m..=lmax` left out, then `out = sign d + i m w` (`i m w` first
+/// when `sign` is -1: `i m w - d`).
+#[inline(always)]
+fn dtheta_plus(
+    m: usize,
+    c: &[Complex64],
+    w: Option<&[Complex64]>,
+    eps: &[f64],
+    sign: f64,
+    out: &mut [Complex64],
+) {
+    let nl = out.len() - 1;
+    let (c, eps) = (&c[..nl], &eps[..nl + 2]);
+    let im = Complex64::new(0.0, m as f64);
+    let lo = |i: usize| ((m + i) as f64 - 1.0) * eps[i];
+    let hi = |i: usize| ((m + i) as f64 + 2.0) * eps[i + 1];
+    let mw = |i: usize| match w {
+        Some(w) if i < nl => im * w[i],
+        _ => im * ZERO,
+    };
+    let put = |d: Complex64, i: usize| {
+        if sign > 0.0 {
+            d + mw(i)
+        } else {
+            mw(i) - d
         }
+    };
+    // The two ends (the terms outside m..=lmax left out) ...
+    let ends = |i: usize| {
+        let mut v = ZERO;
+        if i >= 1 {
+            v += c[i - 1] * lo(i);
+        }
+        if i + 1 < nl {
+            v -= c[i + 1] * hi(i);
+        }
+        put(v, i)
+    };
+    out[0] = ends(0);
+    for i in nl.saturating_sub(1).max(1)..=nl {
+        out[i] = ends(i);
     }
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn avx512(src: &[Complex64], s: &[f64], dst: &mut [Complex64]) {
-        body(src, s, dst)
-    }
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    unsafe fn avx2(src: &[Complex64], s: &[f64], dst: &mut [Complex64]) {
-        body(src, s, dst)
-    }
-    match simd {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Simd::Avx512` is only made after AVX-512F was found.
-        Simd::Avx512 => unsafe { avx512(src, s, dst) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Simd::Avx2` is only made after AVX2 was found.
-        Simd::Avx2 => unsafe { avx2(src, s, dst) },
-        _ => body(src, s, dst),
+    // ... and the interior `1..nl - 1`, where both terms are present: the
+    // same operations without the tests.
+    if nl >= 3 {
+        let inner = &mut out[1..nl - 1];
+        for (i, o) in (1..).zip(inner) {
+            let v = (ZERO + c[i - 1] * lo(i)) - c[i + 1] * hi(i);
+            *o = put(v, i);
+        }
     }
 }
 
@@ -219,20 +227,12 @@ impl Sht {
         spec_p: &mut [Complex64],
         par: Parallelism,
     ) {
-        let (nlm, lmax, nt) = (self.nlm(), self.lmax(), self.ntheta());
+        let (nlm, nt) = (self.nlm(), self.ntheta());
+        // Order m of field f at `f * nlm + m_offset(m)`: read in place.
         let one = |(m, (ot, op)): (usize, (&mut [Complex64], &mut [Complex64]))| {
-            let nl = lmax - m + 1;
             let off = self.m_offset(m);
-            let gather = |c: &[Complex64]| {
-                let mut cm = Vec::with_capacity(nf * nl);
-                for f in 0..nf {
-                    cm.extend_from_slice(&c[f * nlm + off..f * nlm + off + nl]);
-                }
-                cm
-            };
-            let s = gather(sph);
-            let t = tor.map(gather);
-            self.vector_synth_m(m, nf, &s, t.as_deref(), ot, op);
+            let t = tor.map(|t| &t[off..]);
+            self.vector_synth_m(m, nf, &sph[off..], t, nlm, ot, op);
         };
         let chunk = nf * nt;
         match par {
@@ -265,22 +265,26 @@ impl Sht {
         check_len("spec_p", spec_p.len(), nf * self.spectral_len())?;
         check_len("sph", sph.len(), nf * self.nlm())?;
         check_len("tor", tor.len(), nf * self.nlm())?;
-        let (lmax, nt) = (self.lmax(), self.ntheta());
+        let (lmax, nt, nlm) = (self.lmax(), self.ntheta(), self.nlm());
         let chunk = nf * nt;
+        if par == Parallelism::None {
+            // In order: straight into `sph` and `tor`.
+            for (m, (it, ip)) in spec_t.chunks(chunk).zip(spec_p.chunks(chunk)).enumerate() {
+                let off = self.m_offset(m);
+                let (s, t) = (&mut sph[off..], &mut tor[off..]);
+                self.vector_anal_m(m, nf, it, ip, s, t, nlm);
+            }
+            return Ok(());
+        }
         let one = |(m, (it, ip)): (usize, (&[Complex64], &[Complex64]))| {
             let nl = lmax - m + 1;
             let mut s = vec![ZERO; nf * nl];
             let mut t = vec![ZERO; nf * nl];
-            self.vector_anal_m(m, nf, it, ip, &mut s, &mut t);
+            self.vector_anal_m(m, nf, it, ip, &mut s, &mut t, nl);
             (s, t)
         };
         let per_m: Vec<(Vec<Complex64>, Vec<Complex64>)> = match par {
-            Parallelism::None => spec_t
-                .chunks(chunk)
-                .zip(spec_p.chunks(chunk))
-                .enumerate()
-                .map(one)
-                .collect(),
+            Parallelism::None => unreachable!("handled above"),
             Parallelism::Rayon => spec_t
                 .par_chunks(chunk)
                 .zip(spec_p.par_chunks(chunk))
@@ -289,7 +293,6 @@ impl Sht {
                 .map(one)
                 .collect(),
         };
-        let nlm = self.nlm();
         for (m, (s, t)) in per_m.iter().enumerate() {
             let nl = lmax - m + 1;
             let off = self.m_offset(m);
@@ -325,7 +328,8 @@ impl Sht {
         check_len("tor_l", tor_l.len(), sph_l.len())?;
         check_len("out_t", out_t.len(), nf * self.ntheta())?;
         check_len("out_p", out_p.len(), nf * self.ntheta())?;
-        self.vector_synth_m(m, nf, sph_l, Some(tor_l), out_t, out_p);
+        let nl = self.lmax() - m + 1;
+        self.vector_synth_m(m, nf, sph_l, Some(tor_l), nl, out_t, out_p);
         Ok(())
     }
 
@@ -352,17 +356,21 @@ impl Sht {
         let nl = self.lmax() - m + 1;
         check_len("sph_l", sph_l.len(), nf * nl)?;
         check_len("tor_l", tor_l.len(), nf * nl)?;
-        self.vector_anal_m(m, nf, in_t, in_p, sph_l, tor_l);
+        self.vector_anal_m(m, nf, in_t, in_p, sph_l, tor_l, nl);
         Ok(())
     }
 
-    /// One order of vector synthesis (lengths checked by the callers).
+    /// One order of vector synthesis (lengths checked by the callers):
+    /// field `f`'s `S_lm`, `T_lm` (`l = m..=lmax`) at `s[f * stride..]`,
+    /// `t[f * stride..]`.
+    #[allow(clippy::too_many_arguments)]
     fn vector_synth_m(
         &self,
         m: usize,
         nf: usize,
         s: &[Complex64],
         t: Option<&[Complex64]>,
+        stride: usize,
         out_t: &mut [Complex64],
         out_p: &mut [Complex64],
     ) {
@@ -373,34 +381,31 @@ impl Sht {
         let eps = self.eps_m(m);
         // Fields 0..nf: sin theta U_theta; nf..2nf: sin theta U_phi.
         let mut c = take(2 * nf * nd);
+        let (ct, cp) = c.split_at_mut(nf * nd);
         for f in 0..nf {
-            let sf = &s[f * nl..(f + 1) * nl];
-            let tf = t.map(|t| &t[f * nl..(f + 1) * nl]);
-            for i in 0..nd {
-                let k = m + i;
-                let (s_k, t_k) = if i < nl {
-                    (sf[i], tf.map_or(ZERO, |t| t[i]))
-                } else {
-                    (ZERO, ZERO)
-                };
-                c[f * nd + i] = dtheta(m, sf, eps, k) + im * t_k;
-                c[(nf + f) * nd + i] = match tf {
-                    Some(tf) => im * s_k - dtheta(m, tf, eps, k),
-                    None => im * s_k,
-                };
+            let sf = &s[f * stride..f * stride + nl];
+            let tf = t.map(|t| &t[f * stride..f * stride + nl]);
+            let (ctf, cpf) = (&mut ct[f * nd..(f + 1) * nd], &mut cp[f * nd..(f + 1) * nd]);
+            // A_k + i m T_k, then i m S_k - B_k (or i m S_k alone).
+            dtheta_plus(m, sf, tf, eps, 1.0, ctf);
+            match tf {
+                Some(tf) => dtheta_plus(m, tf, Some(sf), eps, -1.0, cpf),
+                None => {
+                    for (o, &v) in cpf.iter_mut().zip(sf) {
+                        *o = im * v;
+                    }
+                    cpf[nl] = im * ZERO;
+                }
             }
         }
-        let mut tmp = take(2 * nf * nt);
-        self.synth_kernel(m, lmax + 1, 2 * nf, &c, &mut tmp);
-        let inv_sin = self.inv_sin_theta();
-        let (tt, tp) = tmp.split_at(nf * nt);
-        scale_rows(self.simd(), tt, inv_sin, &mut out_t[..nf * nt]);
-        scale_rows(self.simd(), tp, inv_sin, &mut out_p[..nf * nt]);
+        self.synth_kernel_vector(m, nf, &c, &mut out_t[..nf * nt], &mut out_p[..nf * nt]);
         give(c);
-        give(tmp);
     }
 
-    /// One order of vector analysis (lengths checked by the callers).
+    /// One order of vector analysis (lengths checked by the callers):
+    /// field `f`'s `S_lm`, `T_lm` (`l = m..=lmax`) to `s[f * stride..]`,
+    /// `t[f * stride..]`.
+    #[allow(clippy::too_many_arguments)]
     fn vector_anal_m(
         &self,
         m: usize,
@@ -409,45 +414,41 @@ impl Sht {
         in_p: &[Complex64],
         s: &mut [Complex64],
         t: &mut [Complex64],
+        stride: usize,
     ) {
         let (lmax, nt) = (self.lmax(), self.ntheta());
         let nl = lmax - m + 1;
         let nd = nl + 1;
-        let inv_sin = self.inv_sin_theta();
-        let (eps, inv_ll) = (self.eps_m(m), self.inv_ll());
-        let mut v = take(2 * nf * nt);
-        let (vt, vp) = v.split_at_mut(nf * nt);
-        scale_rows(self.simd(), in_t, inv_sin, vt);
-        scale_rows(self.simd(), in_p, inv_sin, vp);
+        let (eps, inv_ll) = (self.eps_m(m), &self.inv_ll()[m..=lmax]);
         // Fields 0..nf: Q; nf..2nf: R; degrees m..=lmax+1.
         let mut qr = take(2 * nf * nd);
-        self.anal_kernel(m, lmax + 1, 2 * nf, &v, &mut qr);
+        self.anal_kernel_vector(m, nf, &in_t[..nf * nt], &in_p[..nf * nt], &mut qr);
         let im = Complex64::new(0.0, m as f64);
+        // The transpose of `dtheta_plus`: sum_j V (sin dP_l) for l = m + i.
+        let hi = |i: usize| (m + i) as f64 * eps[i + 1];
+        let lo = |i: usize| ((m + i) as f64 + 1.0) * eps[i];
         for f in 0..nf {
             let q = &qr[f * nd..(f + 1) * nd];
             let r = &qr[(nf + f) * nd..(nf + f + 1) * nd];
-            // The transpose of `dtheta`: sum_j V (sin dP_l) for l = m + i.
-            let d = |x: &[Complex64], i: usize| {
-                let l = m + i;
-                let mut v = x[i + 1] * (l as f64 * eps[i + 1]);
-                if i >= 1 {
-                    v -= x[i - 1] * ((l as f64 + 1.0) * eps[i]);
-                }
-                v
+            let sf = &mut s[f * stride..f * stride + nl];
+            let tf = &mut t[f * stride..f * stride + nl];
+            let one = |i: usize, dq: Complex64, dr: Complex64| {
+                let inv = inv_ll[i];
+                ((dq - im * r[i]) * inv, (-(im * q[i]) - dr) * inv)
             };
-            for i in 0..nl {
-                let l = m + i;
-                let (sv, tv) = if l == 0 {
-                    (ZERO, ZERO)
-                } else {
-                    let inv = inv_ll[l];
-                    ((d(q, i) - im * r[i]) * inv, (-(im * q[i]) - d(r, i)) * inv)
-                };
-                s[f * nl + i] = sv;
-                t[f * nl + i] = tv;
+            // i = 0 (l = 0 has no potentials), then the others, where the
+            // lower neighbour is present.
+            (sf[0], tf[0]) = if m == 0 {
+                (ZERO, ZERO)
+            } else {
+                one(0, q[1] * hi(0), r[1] * hi(0))
+            };
+            for i in 1..nl {
+                let dq = q[i + 1] * hi(i) - q[i - 1] * lo(i);
+                let dr = r[i + 1] * hi(i) - r[i - 1] * lo(i);
+                (sf[i], tf[i]) = one(i, dq, dr);
             }
         }
-        give(v);
         give(qr);
     }
 }
