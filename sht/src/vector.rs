@@ -36,6 +36,7 @@
 //! of degree `l + l' <= 2 lmax` in `cos theta` that the Gauss rule integrates
 //! exactly.
 
+use crate::legendre::Simd;
 use num_complex::Complex64;
 use rayon::prelude::*;
 
@@ -101,12 +102,215 @@ fn dtheta_plus(
         out[i] = ends(i);
     }
     // ... and the interior `1..nl - 1`, where both terms are present: the
-    // same operations without the tests.
+    // same operations without the tests, on the real and imaginary parts
+    // (so that the loops vectorise), one loop per case.
     if nl >= 3 {
-        let inner = &mut out[1..nl - 1];
-        for (i, o) in (1..).zip(inner) {
-            let v = (ZERO + c[i - 1] * lo(i)) - c[i + 1] * hi(i);
-            *o = put(v, i);
+        let n = nl - 2;
+        let o = reals_mut(&mut out[1..nl - 1]);
+        let (a, b) = (reals(&c[..n]), reals(&c[2..]));
+        let (e0, e1) = (&eps[1..nl - 1], &eps[2..nl]);
+        let mf = m as f64;
+        // The derivative term of `k = m + 1 + j`, as `Complex64` forms
+        // `(0 + a lo) - b hi`.
+        let d = |j: usize| {
+            let k = (m + 1 + j) as f64;
+            let (lo, hi) = ((k - 1.0) * e0[j], (k + 2.0) * e1[j]);
+            (
+                (0.0 + a[2 * j] * lo) - b[2 * j] * hi,
+                (0.0 + a[2 * j + 1] * lo) - b[2 * j + 1] * hi,
+            )
+        };
+        // `i m w` as `Complex64` multiplies `(0, m)` by `w`.
+        let imw = |w: &[f64], j: usize| {
+            (
+                0.0 * w[2 * j] - mf * w[2 * j + 1],
+                0.0 * w[2 * j + 1] + mf * w[2 * j],
+            )
+        };
+        match w {
+            // `d + i m 0` is `d`: `d` is never -0 (it starts as `0 + x`).
+            None if sign > 0.0 => {
+                for j in 0..n {
+                    (o[2 * j], o[2 * j + 1]) = d(j);
+                }
+            }
+            Some(w) => {
+                let w = reals(&w[1..nl - 1]);
+                for j in 0..n {
+                    let ((dr, di), (wr, wi)) = (d(j), imw(w, j));
+                    (o[2 * j], o[2 * j + 1]) = if sign > 0.0 {
+                        (dr + wr, di + wi)
+                    } else {
+                        (wr - dr, wi - di)
+                    };
+                }
+            }
+            None => {
+                let z = [0.0; 2];
+                for j in 0..n {
+                    let ((dr, di), (wr, wi)) = (d(j), imw(&z, 0));
+                    (o[2 * j], o[2 * j + 1]) = (wr - dr, wi - di);
+                }
+            }
+        }
+    }
+}
+
+/// The real and imaginary parts of `c`, interleaved.
+fn reals(c: &[Complex64]) -> &[f64] {
+    // SAFETY: `Complex<f64>` is `repr(C)` with fields `re`, `im` of type
+    // `f64`: the layout of `[f64; 2]`, so `c` is `2 c.len()` contiguous,
+    // initialised, aligned doubles, borrowed for the same lifetime.
+    unsafe { std::slice::from_raw_parts(c.as_ptr() as *const f64, 2 * c.len()) }
+}
+
+/// [`reals`], writable.
+fn reals_mut(c: &mut [Complex64]) -> &mut [f64] {
+    // SAFETY: as in `reals`; the one mutable borrow of `c` becomes the one
+    // of the result.
+    unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr() as *mut f64, 2 * c.len()) }
+}
+
+/// What the per-order coefficient steps of the vector transforms share:
+/// the order, the fields, where field `f` starts (`f * stride`) and
+/// `eps[i] = eps_{m+i,m}` (`i = 0..=lmax - m + 2`).
+struct Coeffs<'a> {
+    m: usize,
+    nf: usize,
+    stride: usize,
+    eps: &'a [f64],
+}
+
+/// Runs `f(args)` compiled for the widest instruction set of `simd` (the
+/// same IEEE operations in each: no contraction into fused multiply-adds).
+macro_rules! dispatch {
+    ($simd:expr, $f:ident($($a:expr),*)) => {{
+        #[cfg(target_arch = "x86_64")]
+        {
+            match $simd {
+                // SAFETY: `Simd::Avx512` is only made after AVX-512F was found.
+                Simd::Avx512 => unsafe { $f::avx512($($a),*) },
+                // SAFETY: `Simd::Avx2` is only made after AVX2 was found.
+                Simd::Avx2 => unsafe { $f::avx2($($a),*) },
+                Simd::Generic => $f::body($($a),*),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = $simd;
+            $f::body($($a),*)
+        }
+    }};
+}
+/// Declares `name::body` (inlined) and, on x86-64, `name::avx512` and
+/// `name::avx2`: the same body compiled for those instruction sets.
+macro_rules! simd_fn {
+    ($(#[$m:meta])* fn $name:ident($($a:ident: $t:ty),*) $b:block) => {
+        $(#[$m])*
+        mod $name {
+            use super::*;
+            #[inline(always)]
+            pub(super) fn body($($a: $t),*) $b
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f,avx2")]
+            pub(super) unsafe fn avx512($($a: $t),*) {
+                body($($a),*)
+            }
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2")]
+            pub(super) unsafe fn avx2($($a: $t),*) {
+                body($($a),*)
+            }
+        }
+    };
+}
+
+simd_fn! {
+    /// The coefficients of vector synthesis for one order: `c[f nd + i]`
+    /// (field `f`, `k = m + i`, `nd = nl + 1`) `= A_k + i m T_k` (`u_theta`)
+    /// and `c[(nf + f) nd + i] = i m S_k - B_k` (`u_phi`; `i m S_k` alone
+    /// without `t`), from `s[f stride..][..nl]` and `t[f stride..][..nl]`.
+    fn synth_coeffs(cf: &Coeffs<'_>, s: &[Complex64], t: Option<&[Complex64]>, c: &mut [Complex64]) {
+        let Coeffs { m, nf, stride, eps } = *cf;
+        let nl = eps.len() - 2;
+        let nd = nl + 1;
+        let im = Complex64::new(0.0, m as f64);
+        let (ct, cp) = c.split_at_mut(nf * nd);
+        for f in 0..nf {
+            let sf = &s[f * stride..f * stride + nl];
+            let tf = t.map(|t| &t[f * stride..f * stride + nl]);
+            let (ctf, cpf) = (&mut ct[f * nd..(f + 1) * nd], &mut cp[f * nd..(f + 1) * nd]);
+            dtheta_plus(m, sf, tf, eps, 1.0, ctf);
+            match tf {
+                Some(tf) => dtheta_plus(m, tf, Some(sf), eps, -1.0, cpf),
+                None => {
+                    for (o, &v) in cpf.iter_mut().zip(sf) {
+                        *o = im * v;
+                    }
+                    cpf[nl] = im * ZERO;
+                }
+            }
+        }
+    }
+}
+
+simd_fn! {
+    /// The potentials of vector analysis for one order from the Legendre
+    /// sums `qr` (`Q` of the `nf` fields, then `R`, `nd = nl + 1` degrees
+    /// each): `S_lm` to `s[f stride + i]`, `T_lm` to `t[f stride + i]`, `l
+    /// = m + i` (see the module docs; zero at `l = 0`); `inv_ll[i] = 1 /
+    /// (l (l + 1))`.
+    fn anal_coeffs(
+        cf: &Coeffs<'_>,
+        qr: &[Complex64],
+        inv_ll: &[f64],
+        s: &mut [Complex64],
+        t: &mut [Complex64]
+    ) {
+        let Coeffs { m, nf, stride, eps } = *cf;
+        let nl = eps.len() - 2;
+        let nd = nl + 1;
+        let inv_ll = &inv_ll[..nl];
+        let im = Complex64::new(0.0, m as f64);
+        // The transpose of `dtheta_plus`: sum_j V (sin dP_l) for l = m + i.
+        let hi = |i: usize| (m + i) as f64 * eps[i + 1];
+        let lo = |i: usize| ((m + i) as f64 + 1.0) * eps[i];
+        for f in 0..nf {
+            let q = &qr[f * nd..(f + 1) * nd];
+            let r = &qr[(nf + f) * nd..(nf + f + 1) * nd];
+            let sf = &mut s[f * stride..f * stride + nl];
+            let tf = &mut t[f * stride..f * stride + nl];
+            let one = |i: usize, dq: Complex64, dr: Complex64| {
+                let inv = inv_ll[i];
+                ((dq - im * r[i]) * inv, (-(im * q[i]) - dr) * inv)
+            };
+            // i = 0 (l = 0 has no potentials), then the others, where the
+            // lower neighbour is present.
+            (sf[0], tf[0]) = if m == 0 {
+                (ZERO, ZERO)
+            } else {
+                one(0, q[1] * hi(0), r[1] * hi(0))
+            };
+            // The others on the real and imaginary parts (so that the loop
+            // vectorises), as `Complex64` computes `one(i, dq, dr)`.
+            let (qv, rv) = (reals(q), reals(r));
+            let (sv, tv) = (reals_mut(&mut sf[1..]), reals_mut(&mut tf[1..]));
+            let mf = m as f64;
+            for j in 0..nl - 1 {
+                let i = j + 1;
+                let (h, l) = (hi(i), lo(i));
+                let (a, b) = (2 * i + 2, 2 * i - 2);
+                let (dq0, dq1) = (qv[a] * h - qv[b] * l, qv[a + 1] * h - qv[b + 1] * l);
+                let (dr0, dr1) = (rv[a] * h - rv[b] * l, rv[a + 1] * h - rv[b + 1] * l);
+                let (r0, r1) = (rv[2 * i], rv[2 * i + 1]);
+                let (q0, q1) = (qv[2 * i], qv[2 * i + 1]);
+                // i m r and i m q: (0, m) times r, q.
+                let (imr0, imr1) = (0.0 * r0 - mf * r1, 0.0 * r1 + mf * r0);
+                let (imq0, imq1) = (0.0 * q0 - mf * q1, 0.0 * q1 + mf * q0);
+                let inv = inv_ll[i];
+                (sv[2 * j], sv[2 * j + 1]) = ((dq0 - imr0) * inv, (dq1 - imr1) * inv);
+                (tv[2 * j], tv[2 * j + 1]) = ((-imq0 - dr0) * inv, (-imq1 - dr1) * inv);
+            }
         }
     }
 }
@@ -377,27 +581,11 @@ impl Sht {
         let (lmax, nt) = (self.lmax(), self.ntheta());
         let nl = lmax - m + 1;
         let nd = nl + 1; // degrees m..=lmax+1
-        let im = Complex64::new(0.0, m as f64);
         let eps = self.eps_m(m);
         // Fields 0..nf: sin theta U_theta; nf..2nf: sin theta U_phi.
         let mut c = take(2 * nf * nd);
-        let (ct, cp) = c.split_at_mut(nf * nd);
-        for f in 0..nf {
-            let sf = &s[f * stride..f * stride + nl];
-            let tf = t.map(|t| &t[f * stride..f * stride + nl]);
-            let (ctf, cpf) = (&mut ct[f * nd..(f + 1) * nd], &mut cp[f * nd..(f + 1) * nd]);
-            // A_k + i m T_k, then i m S_k - B_k (or i m S_k alone).
-            dtheta_plus(m, sf, tf, eps, 1.0, ctf);
-            match tf {
-                Some(tf) => dtheta_plus(m, tf, Some(sf), eps, -1.0, cpf),
-                None => {
-                    for (o, &v) in cpf.iter_mut().zip(sf) {
-                        *o = im * v;
-                    }
-                    cpf[nl] = im * ZERO;
-                }
-            }
-        }
+        let cf = Coeffs { m, nf, stride, eps };
+        dispatch!(self.simd(), synth_coeffs(&cf, s, t, &mut c));
         self.synth_kernel_vector(m, nf, &c, &mut out_t[..nf * nt], &mut out_p[..nf * nt]);
         give(c);
     }
@@ -423,32 +611,8 @@ impl Sht {
         // Fields 0..nf: Q; nf..2nf: R; degrees m..=lmax+1.
         let mut qr = take(2 * nf * nd);
         self.anal_kernel_vector(m, nf, &in_t[..nf * nt], &in_p[..nf * nt], &mut qr);
-        let im = Complex64::new(0.0, m as f64);
-        // The transpose of `dtheta_plus`: sum_j V (sin dP_l) for l = m + i.
-        let hi = |i: usize| (m + i) as f64 * eps[i + 1];
-        let lo = |i: usize| ((m + i) as f64 + 1.0) * eps[i];
-        for f in 0..nf {
-            let q = &qr[f * nd..(f + 1) * nd];
-            let r = &qr[(nf + f) * nd..(nf + f + 1) * nd];
-            let sf = &mut s[f * stride..f * stride + nl];
-            let tf = &mut t[f * stride..f * stride + nl];
-            let one = |i: usize, dq: Complex64, dr: Complex64| {
-                let inv = inv_ll[i];
-                ((dq - im * r[i]) * inv, (-(im * q[i]) - dr) * inv)
-            };
-            // i = 0 (l = 0 has no potentials), then the others, where the
-            // lower neighbour is present.
-            (sf[0], tf[0]) = if m == 0 {
-                (ZERO, ZERO)
-            } else {
-                one(0, q[1] * hi(0), r[1] * hi(0))
-            };
-            for i in 1..nl {
-                let dq = q[i + 1] * hi(i) - q[i - 1] * lo(i);
-                let dr = r[i + 1] * hi(i) - r[i - 1] * lo(i);
-                (sf[i], tf[i]) = one(i, dq, dr);
-            }
-        }
+        let cf = Coeffs { m, nf, stride, eps };
+        dispatch!(self.simd(), anal_coeffs(&cf, &qr, inv_ll, s, t));
         give(qr);
     }
 }
