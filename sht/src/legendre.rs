@@ -181,17 +181,10 @@ pub(crate) struct Order<'a> {
 
 impl Order<'_> {
     /// The start `(Pbar_{i-1}, Pbar_{i})` of northern row `j` at its start
-    /// index `i`, scaled by `1 / s` in the two-operation form.
+    /// index, scaled by `1 / s` in the two-operation form.
     #[inline(always)]
-    fn start_values(&self, j: usize, i: usize) -> [f64; 2] {
-        let p = [self.start.p0[j], self.start.p1[j]];
-        match self.q {
-            Some(q) => [
-                if i == 0 { 0.0 } else { p[0] * q.inv[i - 1] },
-                p[1] * q.inv[i],
-            ],
-            None => p,
-        }
+    fn start_values(&self, j: usize) -> [f64; 2] {
+        [self.start.p0[j], self.start.p1[j]]
     }
 }
 
@@ -242,18 +235,24 @@ impl QForm {
     }
 }
 
-/// The unscaled starts of the recurrence of a plan, one entry per order
-/// and northern node: `Pbar_{m+i-1,m} = p0`, `Pbar_{m+i,m} = p1` with `i =
-/// i`; all lower degrees are negligible (below `2^-280`). `i = u32::MAX`:
-/// negligible for every degree of the plan. Three arrays, so that a block's
-/// set-up reads each as one contiguous run.
+/// The starts of the recurrence of a plan, one entry per order and
+/// northern node: `Pbar_{m+i-1,m} = p0`, `Pbar_{m+i,m} = p1` with `i = i`;
+/// all lower degrees are negligible (below `2^-280`). `i = u32::MAX`:
+/// negligible for every degree of the plan. Separate arrays, so that a
+/// block's set-up reads each as one contiguous run.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Starts {
     /// First degree index `l - m` in the unscaled range.
     pub i: Vec<u32>,
-    /// The two values there.
+    /// The two values there, as the kernels start from them: in the
+    /// two-operation form of the order (if it has one) divided by the
+    /// factors `s_{i-1}`, `s_i` (see [`QForm`]), and `p0 = 0` at `i = 0`.
     pub p0: Vec<f64>,
     pub p1: Vec<f64>,
+    /// The first node of the run of equal `i` that ends at this node (of
+    /// the same order, counted from the pole): nodes `j0..=j` share one
+    /// start exactly when `run[j] <= j0`.
+    pub run: Vec<u32>,
 }
 
 impl Starts {
@@ -263,6 +262,7 @@ impl Starts {
             i: vec![u32::MAX; len],
             p0: vec![0.0; len],
             p1: vec![0.0; len],
+            run: vec![0; len],
         }
     }
 
@@ -271,7 +271,42 @@ impl Starts {
         StartsRef {
             i: &self.i[r.clone()],
             p0: &self.p0[r.clone()],
-            p1: &self.p1[r],
+            p1: &self.p1[r.clone()],
+            run: &self.run[r],
+        }
+    }
+
+    /// The unscaled values of `nn` nodes per order made those the kernels
+    /// start from (see the fields), and the runs filled in.
+    fn finish(&mut self, nn: usize, qform: &[Option<QForm>]) {
+        for (m, q) in qform.iter().enumerate() {
+            let r = m * nn..(m + 1) * nn;
+            let (i, p0, p1) = (
+                &self.i[r.clone()],
+                &mut self.p0[r.clone()],
+                &mut self.p1[r.clone()],
+            );
+            for ((&i, p0), p1) in i.iter().zip(p0).zip(p1) {
+                if i == u32::MAX {
+                    continue;
+                }
+                let i = i as usize;
+                let (f0, f1) = match q {
+                    Some(q) => (if i == 0 { 0.0 } else { q.inv[i - 1] }, q.inv[i]),
+                    None => (1.0, 1.0),
+                };
+                // `p * 1` is `p`; `p0` is zero at `i = 0` either way.
+                *p0 = if i == 0 { 0.0 } else { *p0 * f0 };
+                *p1 *= f1;
+            }
+            let run = &mut self.run[r];
+            for j in 0..nn {
+                run[j] = if j > 0 && i[j] == i[j - 1] {
+                    run[j - 1]
+                } else {
+                    j as u32
+                };
+            }
         }
     }
 }
@@ -282,6 +317,7 @@ pub(crate) struct StartsRef<'a> {
     pub i: &'a [u32],
     pub p0: &'a [f64],
     pub p1: &'a [f64],
+    pub run: &'a [u32],
 }
 
 /// Width of the per-lane partial sums of analysis: fixed, so that the
@@ -811,26 +847,12 @@ impl Block {
             &o.start.p1[r0..r0 + nq],
         );
         let i0 = si[0];
-        if i0 as usize <= n && si.iter().all(|&i| i == i0) {
+        if i0 as usize <= n && o.start.run[r0 + nq - 1] as usize <= r0 {
             // Every lane starts at the same degree (most blocks): no
-            // sorting, no events, and the start values with the factors of
-            // that degree, run by run.
-            let i0 = i0 as usize;
-            let (f0, f1) = match o.q {
-                Some(q) => (if i0 == 0 { 0.0 } else { q.inv[i0 - 1] }, q.inv[i0]),
-                None => (1.0, 1.0),
-            };
-            // As `Order::start_values`: `p * 1` is `p`, and `p * 0` is
-            // the zero it puts below degree 0.
-            if i0 != 0 {
-                for (d, &v) in self.p0[q0..q1].iter_mut().zip(sp0) {
-                    *d = v * f0;
-                }
-            }
-            for (d, &v) in self.p1[q0..q1].iter_mut().zip(sp1) {
-                *d = v * f1;
-            }
-            (self.ne, self.ne0, self.i0, self.qmin) = (nq, nq, i0, q0);
+            // sorting, no events, and the start values run by run.
+            self.p0[q0..q1].copy_from_slice(sp0);
+            self.p1[q0..q1].copy_from_slice(sp1);
+            (self.ne, self.ne0, self.i0, self.qmin) = (nq, nq, i0 as usize, q0);
             return;
         }
         // From the equator side: the starts do not decrease towards the
@@ -854,7 +876,7 @@ impl Block {
             self.qmin = usize::MAX;
             while self.ne0 < self.ne && self.ev[self.ne0].0 == i0 {
                 let q = self.ev[self.ne0].1 as usize;
-                let st = o.start_values(self.row(q), i0 as usize);
+                let st = o.start_values(self.row(q));
                 self.p0[q] = st[0];
                 self.p1[q] = st[1];
                 self.qmin = self.qmin.min(q);
@@ -932,6 +954,7 @@ fn prefetch_starts(o: &Order<'_>, base: isize, lanes: usize) {
     prefetch(&o.start.i[lo..hi]);
     prefetch(&o.start.p0[lo..hi]);
     prefetch(&o.start.p1[lo..hi]);
+    prefetch(&o.start.run[hi.saturating_sub(1).max(lo)..hi]);
 }
 
 /// The rows `0..nn` among `base..base + lanes` (an empty range if none).
@@ -1235,7 +1258,7 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
         let mut qmin = blk.qmin;
         loop {
             while e < ne && ev(e).0 == i {
-                let st = o.start_values(blk.row(ev(e).1), i);
+                let st = o.start_values(blk.row(ev(e).1));
                 set_lane(&mut p0, ev(e).1, st[0]);
                 set_lane(&mut p1, ev(e).1, st[1]);
                 qmin = qmin.min(ev(e).1);
@@ -1248,7 +1271,7 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
             step_lanes::<V, NV, Q, 0>(ab[i], &x, &p1, &mut p0);
             i += 1;
             while e < ne && ev(e).0 == i {
-                let st = o.start_values(blk.row(ev(e).1), i);
+                let st = o.start_values(blk.row(ev(e).1));
                 set_lane(&mut p1, ev(e).1, st[0]);
                 set_lane(&mut p0, ev(e).1, st[1]);
                 qmin = qmin.min(ev(e).1);
@@ -1378,24 +1401,29 @@ fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
             }
         }
         // The partial sums of each degree added up, eight degrees at a
-        // time; in the two-operation form the sums take the factors s_i.
-        let scale = |k: usize| o.q.map_or(1.0, |q| q.s[k % nd]);
-        let mut k = 0;
-        while k + 8 <= g * nd {
-            let mut sc = [0.0; 8];
-            for (i, v) in sc.iter_mut().enumerate() {
-                *v = scale(k + i);
+        // time, field by field; in the two-operation form the sums take the
+        // factors s_i.
+        let ones = [1.0; 8];
+        for gi in 0..g {
+            let p = &part[gi * nd..(gi + 1) * nd];
+            let of = &mut out[(f + gi) * nd..(f + gi + 1) * nd];
+            let mut k = 0;
+            while k + 8 <= nd {
+                let sc = match o.q {
+                    Some(q) => &q.s[k..k + 8],
+                    None => &ones[..],
+                };
+                V::reduce8(&p[k..k + 8], sc, &mut of[k..k + 8]);
+                k += 8;
             }
-            V::reduce8(&part[k..k + 8], &sc, &mut out[f * nd + k..f * nd + k + 8]);
-            k += 8;
-        }
-        for (k, p) in part[..g * nd].iter().enumerate().skip(k) {
-            let (mut sr, mut si) = (0.0, 0.0);
-            for r in 0..PART {
-                sr += p[r];
-                si += p[PART + r];
+            for (k, p) in p.iter().enumerate().skip(k) {
+                let (mut sr, mut si) = (0.0, 0.0);
+                for r in 0..PART {
+                    sr += p[r];
+                    si += p[PART + r];
+                }
+                of[k] = Complex64::new(sr, si) * o.q.map_or(1.0, |q| q.s[k]);
             }
-            out[f * nd + k] = Complex64::new(sr, si) * scale(k);
         }
         f += g;
     }
@@ -1555,7 +1583,7 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
         let mut qmin = blk.qmin;
         loop {
             while e < ne && ev(e).0 == i {
-                let st = o.start_values(blk.row(ev(e).1), i);
+                let st = o.start_values(blk.row(ev(e).1));
                 set_lane(&mut p0, ev(e).1, st[0]);
                 set_lane(&mut p1, ev(e).1, st[1]);
                 qmin = qmin.min(ev(e).1);
@@ -1568,7 +1596,7 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
             step_lanes::<V, NV, Q, 0>(ab[i], &x, &p1, &mut p0);
             i += 1;
             while e < ne && ev(e).0 == i {
-                let st = o.start_values(blk.row(ev(e).1), i);
+                let st = o.start_values(blk.row(ev(e).1));
                 set_lane(&mut p1, ev(e).1, st[0]);
                 set_lane(&mut p0, ev(e).1, st[1]);
                 qmin = qmin.min(ev(e).1);
@@ -1611,9 +1639,11 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
 
 /// The [`Starts`] of every order `m <= mmax` at every northern node, index
 /// `m * x.len() + j`, for degrees up to `lend`; `rec`/`rec_off` hold the
-/// recurrence coefficients of each order (up to `lend`). From the equator
-/// to the pole: once a node is negligible for every degree, so are the
-/// nodes nearer the pole (smaller `sin^m theta`), which are not computed.
+/// recurrence coefficients of each order (up to `lend`), `qform` its
+/// two-operation form. From the equator to the pole: once a node is
+/// negligible for every degree, so are the nodes nearer the pole (smaller
+/// `sin^m theta`), which are not computed.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn starts(
     simd: Simd,
     x: &[f64],
@@ -1621,14 +1651,17 @@ pub(crate) fn starts(
     mmax: usize,
     rec: &[[f64; 2]],
     rec_off: &[usize],
+    qform: &[Option<QForm>],
     eps: f64,
 ) -> Starts {
-    match simd {
+    let mut s = match simd {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Simd::detect` found FMA on this CPU.
         Simd::Avx512 | Simd::Avx2 => unsafe { starts_fma(x, sin_theta, mmax, rec, rec_off, eps) },
         _ => starts_impl(x, sin_theta, mmax, rec, rec_off, eps),
-    }
+    };
+    s.finish(x.len(), &qform[..=mmax]);
+    s
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -150,7 +150,7 @@ impl Sht {
             rec.extend_from_slice(&ab);
         }
         rec_off.push(rec.len());
-        let qform = (0..=lmax)
+        let qform: Vec<Option<QForm>> = (0..=lmax)
             .map(|m| QForm::new(&rec[rec_off[m]..rec_off[m + 1]]))
             .collect();
         let w2pi = w[..nnorth].iter().map(|w| 2.0 * PI * w).collect();
@@ -179,6 +179,7 @@ impl Sht {
             lmax,
             &rec,
             &rec_off,
+            &qform,
             0.0,
         );
         let mut planner = RealFftPlanner::<f64>::new();
@@ -264,6 +265,7 @@ impl Sht {
             self.lmax,
             &self.rec,
             &self.rec_off,
+            &self.qform,
             eps,
         );
         self.polar = eps;
