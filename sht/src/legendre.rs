@@ -164,6 +164,9 @@ pub(crate) struct Order<'a> {
     pub ab: &'a [[f64; 2]],
     /// Northern nodes `x_j = cos theta_j`, `j < ceil(ntheta / 2)`.
     pub x: &'a [f64],
+    /// The same with [`PAD`] zeros before and after (node `j` at `PAD +
+    /// j`), so that a block copies a fixed number of lanes.
+    pub xpad: &'a [f64],
     /// Where each northern node's recurrence leaves the scaled range
     /// (see [`Starts`]), computed once per plan up to `l = lmax + 1`.
     pub start: StartsRef<'a>,
@@ -184,7 +187,7 @@ impl Order<'_> {
     /// index, scaled by `1 / s` in the two-operation form.
     #[inline(always)]
     fn start_values(&self, j: usize) -> [f64; 2] {
-        [self.start.p0[j], self.start.p1[j]]
+        [self.start.p0[PAD + j], self.start.p1[PAD + j]]
     }
 }
 
@@ -246,14 +249,24 @@ pub(crate) struct Starts {
     pub i: Vec<u32>,
     /// The two values there, as the kernels start from them: in the
     /// two-operation form of the order (if it has one) divided by the
-    /// factors `s_{i-1}`, `s_i` (see [`QForm`]), and `p0 = 0` at `i = 0`.
+    /// factors `s_{i-1}`, `s_i` (see [`QForm`]), and `p0 = 0` at `i = 0`;
+    /// zero where negligible. Each order's run of `nn` nodes has [`PAD`]
+    /// zeros before and after it (node `j` of order `m` at `m (nn + 2 PAD)
+    /// + PAD + j`), so that a block copies a fixed number of lanes.
     pub p0: Vec<f64>,
     pub p1: Vec<f64>,
     /// The first node of the run of equal `i` that ends at this node (of
     /// the same order, counted from the pole): nodes `j0..=j` share one
     /// start exactly when `run[j] <= j0`.
     pub run: Vec<u32>,
+    /// Nodes per order.
+    pub nn: usize,
 }
+
+/// The zeros around each order's values in [`Starts`] and around the nodes
+/// in [`Order::xpad`]: a block's lanes reach at most `LMAX_LANES - 1` rows
+/// before the pole's row 0 and fewer than `LMAX_LANES` past the last row.
+pub(crate) const PAD: usize = LMAX_LANES;
 
 impl Starts {
     /// `len` entries, all negligible for every degree.
@@ -263,30 +276,33 @@ impl Starts {
             p0: vec![0.0; len],
             p1: vec![0.0; len],
             run: vec![0; len],
+            nn: 0,
         }
     }
 
-    /// Entries `r`.
-    pub(crate) fn slice(&self, r: std::ops::Range<usize>) -> StartsRef<'_> {
+    /// The entries of order `m`.
+    pub(crate) fn order(&self, m: usize) -> StartsRef<'_> {
+        let (nn, w) = (self.nn, self.nn + 2 * PAD);
         StartsRef {
-            i: &self.i[r.clone()],
-            p0: &self.p0[r.clone()],
-            p1: &self.p1[r.clone()],
-            run: &self.run[r],
+            i: &self.i[m * nn..(m + 1) * nn],
+            p0: &self.p0[m * w..(m + 1) * w],
+            p1: &self.p1[m * w..(m + 1) * w],
+            run: &self.run[m * nn..(m + 1) * nn],
         }
     }
 
     /// The unscaled values of `nn` nodes per order made those the kernels
-    /// start from (see the fields), and the runs filled in.
+    /// start from, padded (see the fields), and the runs filled in.
     fn finish(&mut self, nn: usize, qform: &[Option<QForm>]) {
+        let w = nn + 2 * PAD;
+        let mut p0 = vec![0.0; qform.len() * w];
+        let mut p1 = vec![0.0; qform.len() * w];
         for (m, q) in qform.iter().enumerate() {
             let r = m * nn..(m + 1) * nn;
-            let (i, p0, p1) = (
-                &self.i[r.clone()],
-                &mut self.p0[r.clone()],
-                &mut self.p1[r.clone()],
-            );
-            for ((&i, p0), p1) in i.iter().zip(p0).zip(p1) {
+            let (i, u0, u1) = (&self.i[r.clone()], &self.p0[r.clone()], &self.p1[r.clone()]);
+            let d0 = &mut p0[m * w + PAD..m * w + PAD + nn];
+            let d1 = &mut p1[m * w + PAD..m * w + PAD + nn];
+            for (j, &i) in i.iter().enumerate() {
                 if i == u32::MAX {
                     continue;
                 }
@@ -296,8 +312,8 @@ impl Starts {
                     None => (1.0, 1.0),
                 };
                 // `p * 1` is `p`; `p0` is zero at `i = 0` either way.
-                *p0 = if i == 0 { 0.0 } else { *p0 * f0 };
-                *p1 *= f1;
+                d0[j] = if i == 0 { 0.0 } else { u0[j] * f0 };
+                d1[j] = u1[j] * f1;
             }
             let run = &mut self.run[r];
             for j in 0..nn {
@@ -308,6 +324,7 @@ impl Starts {
                 };
             }
         }
+        (self.p0, self.p1, self.nn) = (p0, p1, nn);
     }
 }
 
@@ -834,27 +851,30 @@ impl Block {
         let q1 = (nn - base).min(lanes as isize) as usize;
         let (r0, nq) = ((base + q0 as isize) as usize, q1 - q0);
         (self.base, self.q0, self.q1) = (base, q0, q1);
-        self.x[..q0].fill(0.0);
-        self.x[q0..q1].copy_from_slice(&o.x[r0..r0 + nq]);
-        self.x[q1..lanes].fill(0.0);
-        self.p0[..lanes].fill(0.0);
-        self.p1[..lanes].fill(0.0);
+        // All LMAX_LANES lanes from the padded arrays (a copy of a fixed
+        // size, no call): zeros outside rows 0..nn.
+        let at = (PAD as isize + base) as usize;
+        let lanes_at = |v: &[f64]| -> [f64; LMAX_LANES] {
+            match v[at..at + LMAX_LANES].try_into() {
+                Ok(a) => a,
+                Err(_) => unreachable!("a slice of LMAX_LANES"),
+            }
+        };
+        self.x = lanes_at(o.xpad);
         self.ne = 0;
         self.ne0 = 0;
-        let (si, sp0, sp1) = (
-            &o.start.i[r0..r0 + nq],
-            &o.start.p0[r0..r0 + nq],
-            &o.start.p1[r0..r0 + nq],
-        );
+        let si = &o.start.i[r0..r0 + nq];
         let i0 = si[0];
         if i0 as usize <= n && o.start.run[r0 + nq - 1] as usize <= r0 {
             // Every lane starts at the same degree (most blocks): no
-            // sorting, no events, and the start values run by run.
-            self.p0[q0..q1].copy_from_slice(sp0);
-            self.p1[q0..q1].copy_from_slice(sp1);
+            // sorting, no events, and the start values as they are.
+            self.p0 = lanes_at(o.start.p0);
+            self.p1 = lanes_at(o.start.p1);
             (self.ne, self.ne0, self.i0, self.qmin) = (nq, nq, i0 as usize, q0);
             return;
         }
+        self.p0 = [0.0; LMAX_LANES];
+        self.p1 = [0.0; LMAX_LANES];
         // From the equator side: the starts do not decrease towards the
         // pole, so that the insertion appends. (The order of the lanes of
         // one degree does not matter: they join together.)
@@ -952,8 +972,8 @@ fn prefetch_rows<T>(v: &[T], nn: usize, base: isize, lanes: usize) {
 fn prefetch_starts(o: &Order<'_>, base: isize, lanes: usize) {
     let (lo, hi) = rows_of(base, lanes, o.x.len());
     prefetch(&o.start.i[lo..hi]);
-    prefetch(&o.start.p0[lo..hi]);
-    prefetch(&o.start.p1[lo..hi]);
+    prefetch(&o.start.p0[PAD + lo..PAD + hi]);
+    prefetch(&o.start.p1[PAD + lo..PAD + hi]);
     prefetch(&o.start.run[hi.saturating_sub(1).max(lo)..hi]);
 }
 

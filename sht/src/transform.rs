@@ -9,7 +9,7 @@ use num_complex::Complex64;
 use rayon::prelude::*;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 
-use crate::legendre::{anal, coefficients, starts, synth, Order, QForm, Simd, Starts};
+use crate::legendre::{anal, coefficients, starts, synth, Order, QForm, Simd, Starts, PAD};
 use crate::{batch, check_len, gauss_legendre, Kernel, Parallelism, ShtError};
 
 const ZERO: Complex64 = Complex64::new(0.0, 0.0);
@@ -87,6 +87,8 @@ pub struct Sht {
     w2pi: Vec<f64>,
     sin_theta: Vec<f64>,
     inv_sin: Vec<f64>,
+    /// The northern nodes with `legendre::PAD` zeros before and after.
+    xpad: Vec<f64>,
     eps: Vec<f64>,
     inv_ll: Vec<f64>,
     rec: Vec<[f64; 2]>,
@@ -154,6 +156,8 @@ impl Sht {
             .map(|m| QForm::new(&rec[rec_off[m]..rec_off[m + 1]]))
             .collect();
         let w2pi = w[..nnorth].iter().map(|w| 2.0 * PI * w).collect();
+        let mut xpad = vec![0.0; nnorth + 2 * PAD];
+        xpad[PAD..PAD + nnorth].copy_from_slice(&x[..nnorth]);
         let sin_theta: Vec<f64> = theta.iter().map(|t| t.sin()).collect();
         let inv_sin = sin_theta.iter().map(|s| 1.0 / s).collect();
         // `1 / (l (l + 1))` for l = 1..=lmax (index l; 0 at l = 0).
@@ -197,6 +201,7 @@ impl Sht {
             w2pi,
             sin_theta,
             inv_sin,
+            xpad,
             eps,
             inv_ll,
             rec,
@@ -682,7 +687,8 @@ impl Sht {
         Order {
             ab: &self.rec[off..off + lend - m],
             x: &self.x[..nn],
-            start: self.start.slice(m * nn..(m + 1) * nn),
+            xpad: &self.xpad,
+            start: self.start.order(m),
             w2pi: &self.w2pi,
             nt: self.ntheta,
             q: self.qform[m].as_ref(),
