@@ -830,7 +830,7 @@ impl Block {
         q0: 0,
         q1: 0,
         x: [0.0; LMAX_LANES],
-        ev: [(u32::MAX, 0); LMAX_LANES],
+        ev: [(0, 0); LMAX_LANES],
         ne: 0,
         ne0: 0,
         i0: 0,
