@@ -1119,7 +1119,14 @@ impl Pairs<'_, &[Complex64]> {
 impl Pairs<'_, ()> {
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn anal<V: Vf, const NV: usize, const G: usize, const Q: bool, const K: usize>(
+    fn anal<
+        V: Vf,
+        const NV: usize,
+        const G: usize,
+        const Q: bool,
+        const K: usize,
+        const FIRST: bool,
+    >(
         &self,
         i: &mut usize,
         x: &[V; NV],
@@ -1128,14 +1135,14 @@ impl Pairs<'_, ()> {
         part: &mut [[f64; 2 * PART]],
         sa: &[[[V; NV]; 2]; G],
         sb: &[[[V; NV]; 2]; G],
-        first: bool,
     ) {
         let (nd, ab) = (self.nd, self.ab);
+        // `FIRST` a constant, so that the loop has no test on it.
         while *i + 2 <= self.stop {
             let j = *i;
-            deposit::<V, NV, G, K>(part, sa, nd, j, p1, first);
+            deposit::<V, NV, G, K>(part, sa, nd, j, p1, FIRST);
             step_lanes::<V, NV, Q, K>(ab[j], x, p1, p0);
-            deposit::<V, NV, G, K>(part, sb, nd, j + 1, p0, first);
+            deposit::<V, NV, G, K>(part, sb, nd, j + 1, p0, FIRST);
             step_lanes::<V, NV, Q, K>(ab[j + 1], x, p0, p1);
             *i += 2;
         }
@@ -1638,15 +1645,16 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
                 ab,
                 stop,
             };
-            match first_active::<V, NV>(qmin) {
-                0 => pairs
-                    .anal::<V, NV, G, Q, 0>(&mut i, &x, &mut p0, &mut p1, part, &sa, &sb, first),
-                1 => pairs
-                    .anal::<V, NV, G, Q, 1>(&mut i, &x, &mut p0, &mut p1, part, &sa, &sb, first),
-                2 => pairs
-                    .anal::<V, NV, G, Q, 2>(&mut i, &x, &mut p0, &mut p1, part, &sa, &sb, first),
-                _ => pairs
-                    .anal::<V, NV, G, Q, 3>(&mut i, &x, &mut p0, &mut p1, part, &sa, &sb, first),
+            let (i, x, p0, p1) = (&mut i, &x, &mut p0, &mut p1);
+            match (first, first_active::<V, NV>(qmin)) {
+                (true, 0) => pairs.anal::<V, NV, G, Q, 0, true>(i, x, p0, p1, part, &sa, &sb),
+                (true, 1) => pairs.anal::<V, NV, G, Q, 1, true>(i, x, p0, p1, part, &sa, &sb),
+                (true, 2) => pairs.anal::<V, NV, G, Q, 2, true>(i, x, p0, p1, part, &sa, &sb),
+                (true, _) => pairs.anal::<V, NV, G, Q, 3, true>(i, x, p0, p1, part, &sa, &sb),
+                (false, 0) => pairs.anal::<V, NV, G, Q, 0, false>(i, x, p0, p1, part, &sa, &sb),
+                (false, 1) => pairs.anal::<V, NV, G, Q, 1, false>(i, x, p0, p1, part, &sa, &sb),
+                (false, 2) => pairs.anal::<V, NV, G, Q, 2, false>(i, x, p0, p1, part, &sa, &sb),
+                (false, _) => pairs.anal::<V, NV, G, Q, 3, false>(i, x, p0, p1, part, &sa, &sb),
             }
         }
         first = false;
