@@ -1178,31 +1178,45 @@ fn synth_impl<V: Vf, const NV: usize, const NV2: usize>(
     };
     let [o0, o1] = out;
     assert_eq!(o0.len() + o1.len(), nf * nt, "whole fields");
-    let mut rows = o0.chunks_exact_mut(nt).chain(o1.chunks_exact_mut(nt));
-    let mut f = 0;
-    while f < nf {
-        let g = if nf - f >= 2 { 2 } else { 1 };
-        let cg = &c[f * nd..(f + g) * nd];
-        let Some(r0) = rows.next() else {
-            unreachable!("nf fields (asserted above)")
-        };
-        if g == 2 {
-            let Some(r1) = rows.next() else {
-                unreachable!("nf fields (asserted above)")
-            };
-            match o.q.is_some() {
-                true => synth_group::<V, NV2, 2, true>(o, cg, [r0, r1]),
-                false => synth_group::<V, NV2, 2, false>(o, cg, [r0, r1]),
-            }
-        } else {
-            match o.q.is_some() {
-                true => synth_group::<V, NV, 1, true>(o, cg, [r0]),
-                false => synth_group::<V, NV, 1, false>(o, cg, [r0]),
-            }
+    let rows = o0.chunks_exact_mut(nt).chain(o1.chunks_exact_mut(nt));
+    for (k, grp) in in_pairs(rows).enumerate() {
+        let cg = &c[2 * k * nd..(2 * k + grp.len()) * nd];
+        match (grp, o.q.is_some()) {
+            (Group::Two(r), true) => synth_group::<V, NV2, 2, true>(o, cg, r),
+            (Group::Two(r), false) => synth_group::<V, NV2, 2, false>(o, cg, r),
+            (Group::One(r), true) => synth_group::<V, NV, 1, true>(o, cg, r),
+            (Group::One(r), false) => synth_group::<V, NV, 1, false>(o, cg, r),
         }
-        f += g;
     }
     SCALED.with(|p| *p.borrow_mut() = scaled);
+}
+
+/// The fields of a kernel call in the groups the kernels take: pairs (one
+/// recurrence for both), the last one alone when their number is odd.
+enum Group<T> {
+    One([T; 1]),
+    Two([T; 2]),
+}
+
+impl<T> Group<T> {
+    fn len(&self) -> usize {
+        match self {
+            Group::One(_) => 1,
+            Group::Two(_) => 2,
+        }
+    }
+}
+
+/// `rows` (one item per field) in [`Group`]s.
+#[inline(always)]
+fn in_pairs<T>(mut rows: impl Iterator<Item = T>) -> impl Iterator<Item = Group<T>> {
+    std::iter::from_fn(move || {
+        let a = rows.next()?;
+        Some(match rows.next() {
+            Some(b) => Group::Two([a, b]),
+            None => Group::One([a]),
+        })
+    })
 }
 
 thread_local! {
@@ -1406,26 +1420,14 @@ fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
     part.resize(2 * nd, [0.0; 2 * PART]);
     let [i0, i1] = input;
     assert_eq!(i0.len() + i1.len(), nf * nt, "whole fields");
-    let mut rows = i0.chunks_exact(nt).chain(i1.chunks_exact(nt));
-    let mut f = 0;
-    while f < nf {
-        let g = if nf - f >= 2 { 2 } else { 1 };
-        let Some(r0) = rows.next() else {
-            unreachable!("nf fields (asserted above)")
-        };
-        if g == 2 {
-            let Some(r1) = rows.next() else {
-                unreachable!("nf fields (asserted above)")
-            };
-            match o.q.is_some() {
-                true => anal_group::<V, NV2, 2, true>(o, [r0, r1], &mut part),
-                false => anal_group::<V, NV2, 2, false>(o, [r0, r1], &mut part),
-            }
-        } else {
-            match o.q.is_some() {
-                true => anal_group::<V, NV, 1, true>(o, [r0], &mut part),
-                false => anal_group::<V, NV, 1, false>(o, [r0], &mut part),
-            }
+    let rows = i0.chunks_exact(nt).chain(i1.chunks_exact(nt));
+    for (k, grp) in in_pairs(rows).enumerate() {
+        let (f, g) = (2 * k, grp.len());
+        match (grp, o.q.is_some()) {
+            (Group::Two(r), true) => anal_group::<V, NV2, 2, true>(o, r, &mut part),
+            (Group::Two(r), false) => anal_group::<V, NV2, 2, false>(o, r, &mut part),
+            (Group::One(r), true) => anal_group::<V, NV, 1, true>(o, r, &mut part),
+            (Group::One(r), false) => anal_group::<V, NV, 1, false>(o, r, &mut part),
         }
         // The partial sums of each degree added up, eight degrees at a
         // time, field by field; in the two-operation form the sums take the
@@ -1452,7 +1454,6 @@ fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
                 of[k] = Complex64::new(sr, si) * o.q.map_or(1.0, |q| q.s[k]);
             }
         }
-        f += g;
     }
     PARTS.with(|p| *p.borrow_mut() = part);
 }
