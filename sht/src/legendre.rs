@@ -341,6 +341,13 @@ pub(crate) struct StartsRef<'a> {
 /// summation order (and so the bits) does not depend on the block width.
 const PART: usize = 8;
 
+/// The sum of a degree's `PART` partial sums, in the grouping every kernel
+/// uses: `((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))`.
+#[inline(always)]
+fn tree8(p: &[f64]) -> f64 {
+    ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]))
+}
+
 /// The SIMD instruction set the kernels were compiled for, chosen once at
 /// run time. Every variant computes every value by the same sequence of
 /// IEEE operations (fused multiply-adds included: without hardware FMA
@@ -446,17 +453,12 @@ trait Vf: Copy {
         )
     }
 
-    /// The analysis results of eight degrees: `out[i] = (sum_r p[i][r],
-    /// sum_r p[i][PART + r]) * scale[i]`, each sum from `+0` in the order
-    /// `r = 0..PART`, as `Complex64` multiplies.
+    /// The analysis results of eight degrees: `out[i] = (tree8(p[i][..PART]),
+    /// tree8(p[i][PART..])) * scale[i]`, as `Complex64` multiplies.
     #[inline(always)]
     fn reduce8(p: &[[f64; 2 * PART]], scale: &[f64], out: &mut [Complex64]) {
         for i in 0..8 {
-            let (mut sr, mut si) = (0.0, 0.0);
-            for r in 0..PART {
-                sr += p[i][r];
-                si += p[i][PART + r];
-            }
+            let (sr, si) = (tree8(&p[i][..PART]), tree8(&p[i][PART..]));
             out[i] = Complex64::new(sr, si) * scale[i];
         }
     }
@@ -661,14 +663,7 @@ mod x86 {
                     re[i] = _mm512_loadu_pd(p[i].as_ptr());
                     im[i] = _mm512_loadu_pd(p[i].as_ptr().add(PART));
                 }
-                // Row r of the transposes: partial r of the eight degrees.
-                let tr = crate::fft::avx512::transpose(&re);
-                let ti = crate::fft::avx512::transpose(&im);
-                let (mut sr, mut si) = (_mm512_setzero_pd(), _mm512_setzero_pd());
-                for r in 0..PART {
-                    sr = _mm512_add_pd(sr, tr[r]);
-                    si = _mm512_add_pd(si, ti[r]);
-                }
+                let (sr, si) = (hsum8(&re), hsum8(&im));
                 let sc = _mm512_loadu_pd(scale.as_ptr());
                 let (sr, si) = (_mm512_mul_pd(sr, sc), _mm512_mul_pd(si, sc));
                 crate::fft::avx512::join8(sr, si, out.as_mut_ptr() as *mut f64, false);
@@ -701,6 +696,48 @@ mod x86 {
                 join8(sr, si, north.as_mut_ptr() as *mut f64, false);
                 join8(dr, di, south.as_mut_ptr() as *mut f64, true);
             }
+        }
+    }
+
+    /// Lane `i`: [`super::tree8`] of `v[i]`'s eight lanes, the same
+    /// additions in the same grouping: pairs of neighbours, then pairs of
+    /// those, then the two halves.
+    ///
+    /// # Safety
+    /// AVX-512F must be present.
+    #[inline(always)]
+    unsafe fn hsum8(v: &[__m512d; 8]) -> __m512d {
+        // (Functions, not closures: a closure would not take the kernel's
+        // target features, and the intrinsics would become calls.)
+        /// Lanes (a elements 2j + 2j+1, b the same), j = 0..4.
+        #[inline(always)]
+        unsafe fn pair(a: __m512d, b: __m512d) -> __m512d {
+            // SAFETY: AVX-512F by the contract of `hsum8`.
+            unsafe { _mm512_add_pd(_mm512_unpacklo_pd(a, b), _mm512_unpackhi_pd(a, b)) }
+        }
+        /// 128-bit lanes 0 + 1 and 2 + 3 of `a`, then of `b`.
+        #[inline(always)]
+        unsafe fn quad(a: __m512d, b: __m512d) -> __m512d {
+            // SAFETY: as in `pair`.
+            unsafe {
+                _mm512_add_pd(
+                    _mm512_shuffle_f64x2::<0x88>(a, b),
+                    _mm512_shuffle_f64x2::<0xdd>(a, b),
+                )
+            }
+        }
+        // SAFETY: AVX-512F by the contract.
+        unsafe {
+            let a = [
+                pair(v[0], v[1]),
+                pair(v[2], v[3]),
+                pair(v[4], v[5]),
+                pair(v[6], v[7]),
+            ];
+            // 128-bit lanes: (v[4k], v[4k+1]) first half, then second half,
+            // then (v[4k+2], v[4k+3]) the same; then the halves added: lane
+            // i the whole sum of v[i].
+            quad(quad(a[0], a[1]), quad(a[2], a[3]))
         }
     }
 
@@ -1446,11 +1483,7 @@ fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
                 k += 8;
             }
             for (k, p) in p.iter().enumerate().skip(k) {
-                let (mut sr, mut si) = (0.0, 0.0);
-                for r in 0..PART {
-                    sr += p[r];
-                    si += p[PART + r];
-                }
+                let (sr, si) = (tree8(&p[..PART]), tree8(&p[PART..]));
                 of[k] = Complex64::new(sr, si) * o.q.map_or(1.0, |q| q.s[k]);
             }
         }
