@@ -69,9 +69,10 @@ fn eps_offset(lmax: usize, m: usize) -> usize {
 /// latitudes and `nphi` longitudes, and the truncation `lmax = mmax`.
 ///
 /// Holds the grid, for every order and northern latitude the degree where
-/// the recurrence leaves the negligible range and its two values there
-/// (`(mmax+1) * ceil(ntheta/2)` entries of 24 bytes: 7 MB at
-/// `ntheta = 768`, 134 MB at `ntheta = 4096`), the recurrence
+/// the recurrence leaves the negligible range, its two values there and
+/// the run of equal starts it belongs to (`(mmax+1) * ceil(ntheta/2)`
+/// entries of 24 bytes and 1 KiB of padding per order: 7.9 MB at `ntheta =
+/// 768`, `mmax = 767`, 137 MB at `ntheta = 4096`, `mmax = 2730`), the recurrence
 /// coefficients of every order up to `l = lmax + 1` (`~ lmax^2 / 2` pairs,
 /// no table over the latitudes) and the phi FFT plans. See the crate docs
 /// for the convention and the layouts.
