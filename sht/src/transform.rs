@@ -779,3 +779,51 @@ impl Sht {
         anal(self.simd, &self.order(m, lend), nf, [input, &[]], out);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plan's runs of equal starts against a direct comparison, and
+    /// its padded start values against the unpadded ones scaled as the
+    /// kernels take them (`Order::start_values`): every pair of nodes of
+    /// every order, with and without a polar threshold (which spreads the
+    /// starts over more degrees).
+    #[test]
+    fn runs_and_padded_starts_match_a_direct_check() {
+        // Windows of eight nodes with one start, and all windows.
+        let mut uniform_blocks = (0, 0);
+        for (nt, lmax, eps) in [(48, 31, 0.0), (97, 80, 1e-8), (192, 127, 1e-10)] {
+            let mut sht = Sht::new(nt, Some(lmax)).unwrap();
+            sht.set_polar_threshold(eps).unwrap();
+            let nn = sht.nnorth;
+            for m in 0..=lmax {
+                let s = sht.start.order(m);
+                assert_eq!((s.i.len(), s.p0.len()), (nn, nn + 2 * PAD));
+                assert!(s.p0[..PAD]
+                    .iter()
+                    .chain(&s.p0[PAD + nn..])
+                    .all(|&v| v == 0.0));
+                assert!(s.p1[..PAD]
+                    .iter()
+                    .chain(&s.p1[PAD + nn..])
+                    .all(|&v| v == 0.0));
+                for j in 0..nn {
+                    for j0 in 0..=j {
+                        let same = s.i[j0..=j].iter().all(|&i| i == s.i[j]);
+                        assert_eq!(s.run[j] as usize <= j0, same, "m {m} nodes {j0}..={j}");
+                        if j - j0 == 7 {
+                            uniform_blocks.0 += same as usize;
+                            uniform_blocks.1 += 1;
+                        }
+                    }
+                    if s.i[j] == u32::MAX {
+                        assert_eq!((s.p0[PAD + j], s.p1[PAD + j]), (0.0, 0.0));
+                    }
+                }
+            }
+        }
+        // Both kinds of windows occur, so both answers were checked.
+        assert!(uniform_blocks.0 > 0 && uniform_blocks.0 < uniform_blocks.1);
+    }
+}
