@@ -784,11 +784,12 @@ impl Sht {
 mod tests {
     use super::*;
 
-    /// The plan's runs of equal starts against a direct comparison, and
-    /// its padded start values against the unpadded ones scaled as the
-    /// kernels take them (`Order::start_values`): every pair of nodes of
-    /// every order, with and without a polar threshold (which spreads the
-    /// starts over more degrees).
+    /// The plan's runs of equal starts against a direct comparison over
+    /// every pair of nodes of every order; its padded start values, times
+    /// the two-operation factors, against `Pbar_lm` from
+    /// [`crate::normalized_legendre`] at the start degree and the one
+    /// before, and zero around them and where negligible. With and without
+    /// a polar threshold (which spreads the starts over more degrees).
     #[test]
     fn runs_and_padded_starts_match_a_direct_check() {
         // Windows of eight nodes with one start, and all windows.
@@ -817,8 +818,21 @@ mod tests {
                             uniform_blocks.1 += 1;
                         }
                     }
+                    let (p0, p1) = (s.p0[PAD + j], s.p1[PAD + j]);
                     if s.i[j] == u32::MAX {
-                        assert_eq!((s.p0[PAD + j], s.p1[PAD + j]), (0.0, 0.0));
+                        assert_eq!((p0, p1), (0.0, 0.0));
+                        continue;
+                    }
+                    let i = s.i[j] as usize;
+                    let mut pb = vec![0.0; lmax + 2 - m];
+                    crate::normalized_legendre(lmax + 1, m, sht.theta[j], &mut pb).unwrap();
+                    let f = |k: usize| sht.qform[m].as_ref().map_or(1.0, |q| q.s[k]);
+                    let close = |a: f64, b: f64| (a - b).abs() <= 1e-13 * b.abs();
+                    assert!(close(p1 * f(i), pb[i]), "m {m} node {j}: {p1} vs {}", pb[i]);
+                    if i == 0 {
+                        assert_eq!(p0, 0.0);
+                    } else {
+                        assert!(close(p0 * f(i - 1), pb[i - 1]), "m {m} node {j}");
                     }
                 }
             }
