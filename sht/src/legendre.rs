@@ -162,10 +162,9 @@ pub(crate) struct Order<'a> {
     /// Recurrence coefficients for `l = m + 1..=lend` (see [`coefficients`]);
     /// the kernels cover `l = m..=lend`, `ab.len() + 1` degrees.
     pub ab: &'a [[f64; 2]],
-    /// Northern nodes `x_j = cos theta_j`, `j < ceil(ntheta / 2)`.
-    pub x: &'a [f64],
-    /// The same with [`PAD`] zeros before and after (node `j` at `PAD +
-    /// j`), so that a block copies a fixed number of lanes.
+    /// Northern nodes `x_j = cos theta_j`, `j < nn = ceil(ntheta / 2)`,
+    /// with [`PAD`] zeros before and after (node `j` at `PAD + j`), so that
+    /// a block copies a fixed number of lanes.
     pub xpad: &'a [f64],
     /// Where each northern node's recurrence leaves the scaled range
     /// (see [`Starts`]), computed once per plan up to `l = lmax + 1`.
@@ -183,6 +182,12 @@ pub(crate) struct Order<'a> {
 }
 
 impl Order<'_> {
+    /// The number of northern nodes.
+    #[inline(always)]
+    fn nn(&self) -> usize {
+        self.xpad.len() - 2 * PAD
+    }
+
     /// The start `(Pbar_{i-1}, Pbar_{i})` of northern row `j` at its start
     /// index, scaled by `1 / s` in the two-operation form.
     #[inline(always)]
@@ -876,14 +881,13 @@ impl Block {
         p1: [0.0; LMAX_LANES],
     };
 
-    /// The block whose lane 0 is row `base`: the first `lanes` entries of
-    /// `x`, `p0` and `p1` and the first `ne` of `ev` are set, as a fresh
-    /// block would have them; lanes outside rows `0..nn` stay empty (never
-    /// started).
+    /// The block whose lane 0 is row `base` (`lanes` lanes): `x`, `p0`,
+    /// `p1` and the first `ne` of `ev` are set, as a fresh block would have
+    /// them; lanes outside rows `0..nn` stay empty (never started).
     #[inline(always)]
     fn fill(&mut self, o: &Order<'_>, base: isize, lanes: usize) {
         let n = o.ab.len();
-        let nn = o.x.len() as isize;
+        let nn = o.nn() as isize;
         let q0 = (-base).max(0) as usize;
         let q1 = (nn - base).min(lanes as isize) as usize;
         let (r0, nq) = ((base + q0 as isize) as usize, q1 - q0);
@@ -1007,7 +1011,7 @@ fn prefetch_rows<T>(v: &[T], nn: usize, base: isize, lanes: usize) {
 /// The starts of the block at `base` (see [`prefetch_rows`]).
 #[inline(always)]
 fn prefetch_starts(o: &Order<'_>, base: isize, lanes: usize) {
-    let (lo, hi) = rows_of(base, lanes, o.x.len());
+    let (lo, hi) = rows_of(base, lanes, o.nn());
     prefetch(&o.start.i[lo..hi]);
     prefetch(&o.start.p0[PAD + lo..PAD + hi]);
     prefetch(&o.start.p1[PAD + lo..PAD + hi]);
@@ -1294,7 +1298,7 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
     mut out: [&mut [Complex64]; G],
 ) {
     let lanes = NV * V::W;
-    let (nn, nt) = (o.x.len(), o.nt);
+    let (nn, nt) = (o.nn(), o.nt);
     let ab = match o.q {
         Some(q) if Q => &q.ab[..o.ab.len()],
         _ => o.ab,
@@ -1543,7 +1547,7 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
     part: &mut [[f64; 2 * PART]],
 ) {
     let lanes = NV * V::W;
-    let (nn, nt) = (o.x.len(), o.nt);
+    let (nn, nt) = (o.nn(), o.nt);
     let ab = match o.q {
         Some(q) if Q => &q.ab[..o.ab.len()],
         _ => o.ab,

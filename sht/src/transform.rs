@@ -683,11 +683,9 @@ impl Sht {
 
     /// The kernels' view of order `m`, degrees `l = m..=lend` (`lend <= lmax + 1`).
     fn order(&self, m: usize, lend: usize) -> Order<'_> {
-        let nn = self.nnorth;
         let off = self.rec_off[m];
         Order {
             ab: &self.rec[off..off + lend - m],
-            x: &self.x[..nn],
             xpad: &self.xpad,
             start: self.start.order(m),
             w2pi: &self.w2pi,

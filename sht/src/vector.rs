@@ -52,39 +52,36 @@ pub(crate) fn eps(l: usize, m: usize) -> f64 {
     ((lf - mf) * (lf + mf) / (4.0 * lf * lf - 1.0)).sqrt()
 }
 
-/// The coefficients of `sin theta dPbar/dtheta` on the neighbours, plus
-/// `i m` times `w` (the other potential, if any):
+/// What [`dtheta`] adds to the derivative term `d`: nothing (`d + i m 0`,
+/// as the transforms without a second potential form it), `d + i m w`, or
+/// `i m w - d`.
+#[derive(Clone, Copy)]
+enum Plus<'a> {
+    Nothing,
+    Imw(&'a [Complex64]),
+    ImwMinus(&'a [Complex64]),
+}
+
+/// The coefficients of `sin theta dPbar/dtheta` on the neighbours, with
+/// `i m` times the other potential `w` as `plus` says:
 /// `sum_l c_l sin dP_l = sum_k P_k [(k-1) eps_k c_{k-1} - (k+2) eps_{k+1} c_{k+1}]`
-/// for `k = m..=lmax+1`, `c` given for `l = m..=lmax` (`nl` values, at
-/// `c[..nl]`), `eps[i] = eps_{m+i,m}`; `out[i]` for `k = m + i`, `sign`
-/// +1 or -1 on the derivative term. Each value is formed as the sum
-/// `0 + (k-1) eps_k c_{k-1} - (k+2) eps_{k+1} c_{k+1}` with the terms
-/// outside `m..=lmax` left out, then `out = sign d + i m w` (`i m w` first
-/// when `sign` is -1: `i m w - d`).
+/// for `k = m..=lmax+1`, `c` (and `w`) given for `l = m..=lmax` (`nl`
+/// values, at `c[..nl]`), `eps[i] = eps_{m+i,m}`; `out[i]` for `k = m + i`.
+/// Each value is formed as `0 + (k-1) eps_k c_{k-1} - (k+2) eps_{k+1}
+/// c_{k+1}` with the terms outside `m..=lmax` left out (`d`), then
+/// combined as [`Plus`] says, as `Complex64` computes it.
 #[inline(always)]
-fn dtheta_plus(
-    m: usize,
-    c: &[Complex64],
-    w: Option<&[Complex64]>,
-    eps: &[f64],
-    sign: f64,
-    out: &mut [Complex64],
-) {
+fn dtheta(m: usize, c: &[Complex64], plus: Plus<'_>, eps: &[f64], out: &mut [Complex64]) {
     let nl = out.len() - 1;
     let (c, eps) = (&c[..nl], &eps[..nl + 2]);
     let im = Complex64::new(0.0, m as f64);
     let lo = |i: usize| ((m + i) as f64 - 1.0) * eps[i];
     let hi = |i: usize| ((m + i) as f64 + 2.0) * eps[i + 1];
-    let mw = |i: usize| match w {
-        Some(w) if i < nl => im * w[i],
-        _ => im * ZERO,
-    };
-    let put = |d: Complex64, i: usize| {
-        if sign > 0.0 {
-            d + mw(i)
-        } else {
-            mw(i) - d
-        }
+    let imw = |w: &[Complex64], i: usize| im * if i < nl { w[i] } else { ZERO };
+    let put = |d: Complex64, i: usize| match plus {
+        Plus::Nothing => d + im * ZERO,
+        Plus::Imw(w) => d + imw(w, i),
+        Plus::ImwMinus(w) => imw(w, i) - d,
     };
     // The two ends (the terms outside m..=lmax left out) ...
     let ends = |i: usize| {
@@ -127,28 +124,24 @@ fn dtheta_plus(
                 0.0 * w[2 * j + 1] + mf * w[2 * j],
             )
         };
-        match w {
+        match plus {
             // `d + i m 0` is `d`: `d` is never -0 (it starts as `0 + x`).
-            None if sign > 0.0 => {
+            Plus::Nothing => {
                 for j in 0..n {
                     (o[2 * j], o[2 * j + 1]) = d(j);
                 }
             }
-            Some(w) => {
+            Plus::Imw(w) => {
                 let w = reals(&w[1..nl - 1]);
                 for j in 0..n {
                     let ((dr, di), (wr, wi)) = (d(j), imw(w, j));
-                    (o[2 * j], o[2 * j + 1]) = if sign > 0.0 {
-                        (dr + wr, di + wi)
-                    } else {
-                        (wr - dr, wi - di)
-                    };
+                    (o[2 * j], o[2 * j + 1]) = (dr + wr, di + wi);
                 }
             }
-            None => {
-                let z = [0.0; 2];
+            Plus::ImwMinus(w) => {
+                let w = reals(&w[1..nl - 1]);
                 for j in 0..n {
-                    let ((dr, di), (wr, wi)) = (d(j), imw(&z, 0));
+                    let ((dr, di), (wr, wi)) = (d(j), imw(w, j));
                     (o[2 * j], o[2 * j + 1]) = (wr - dr, wi - di);
                 }
             }
@@ -240,9 +233,9 @@ simd_fn! {
             let sf = &s[f * stride..f * stride + nl];
             let tf = t.map(|t| &t[f * stride..f * stride + nl]);
             let (ctf, cpf) = (&mut ct[f * nd..(f + 1) * nd], &mut cp[f * nd..(f + 1) * nd]);
-            dtheta_plus(m, sf, tf, eps, 1.0, ctf);
+            dtheta(m, sf, tf.map_or(Plus::Nothing, Plus::Imw), eps, ctf);
             match tf {
-                Some(tf) => dtheta_plus(m, tf, Some(sf), eps, -1.0, cpf),
+                Some(tf) => dtheta(m, tf, Plus::ImwMinus(sf), eps, cpf),
                 None => {
                     for (o, &v) in cpf.iter_mut().zip(sf) {
                         *o = im * v;
@@ -272,7 +265,7 @@ simd_fn! {
         let nd = nl + 1;
         let inv_ll = &inv_ll[..nl];
         let im = Complex64::new(0.0, m as f64);
-        // The transpose of `dtheta_plus`: sum_j V (sin dP_l) for l = m + i.
+        // The transpose of `dtheta`: sum_j V (sin dP_l) for l = m + i.
         let hi = |i: usize| (m + i) as f64 * eps[i + 1];
         let lo = |i: usize| ((m + i) as f64 + 1.0) * eps[i];
         for f in 0..nf {
@@ -487,16 +480,15 @@ impl Sht {
             self.vector_anal_m(m, nf, it, ip, &mut s, &mut t, nl);
             (s, t)
         };
-        let per_m: Vec<(Vec<Complex64>, Vec<Complex64>)> = match par {
-            Parallelism::None => unreachable!("handled above"),
-            Parallelism::Rayon => spec_t
-                .par_chunks(chunk)
-                .zip(spec_p.par_chunks(chunk))
-                .enumerate()
-                .with_max_len(1)
-                .map(one)
-                .collect(),
-        };
+        // Rayon (the serial case returned above): each order into buffers
+        // of its own, copied into place after.
+        let per_m: Vec<(Vec<Complex64>, Vec<Complex64>)> = spec_t
+            .par_chunks(chunk)
+            .zip(spec_p.par_chunks(chunk))
+            .enumerate()
+            .with_max_len(1)
+            .map(one)
+            .collect();
         for (m, (s, t)) in per_m.iter().enumerate() {
             let nl = lmax - m + 1;
             let off = self.m_offset(m);
