@@ -223,9 +223,17 @@ pub struct Config {
     /// finite-difference step; on a GPU also order 2 and `gpu_periodic` not
     /// `copy`. The default takes 4, else 2, on the host where the pass
     /// computes at most 1.1 times the owned cells (on 128^3 and 256^3
-    /// boxes: 4 at orders 2 and 4, 2 at 6 to 12, 1 from 14), and 2 on a GPU
-    /// from 2^24 owned cells, where each measured faster. Changes no bit.
+    /// boxes with rings in 7 MiB of L3: 4 at orders 2 and 4, 2 at 6 to 12,
+    /// 1 from 14; in 1.5 MiB of L2: 4 at 2, 2 at 4 and 6, 1 from 8; see
+    /// `tile_rows`), and 2 on a GPU from 2^24 owned cells, where each
+    /// measured faster. Changes no bit.
     pub steps_per_pass: usize,
+    /// Rows of axis 1 a tile of the host's multi-step pass holds (0: the
+    /// default, the widest tile whose rings of planes fit
+    /// `wavefront::budget`: 3/4 of an L2 of 2 MiB or more, else 7/32 of
+    /// the last-level cache). Narrower tiles keep the rings in a smaller
+    /// cache and compute more rows twice. Changes no bit.
+    pub tile_rows: usize,
     /// Output files.
     pub output: Output,
 }
@@ -260,6 +268,7 @@ impl Default for Config {
             gpu_exchange: GpuExchange::Auto,
             gpu_periodic: GpuPeriodic::Auto,
             steps_per_pass: 0,
+            tile_rows: 0,
             output: Output::default(),
         }
     }

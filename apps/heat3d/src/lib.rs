@@ -307,7 +307,10 @@ impl<'c> Solver<'c> {
         } else {
             host_steps_per_pass(cfg, comm.size(), &layout)?
         };
-        let wave = (host_per_pass > 1).then(|| Wavefront::new(&layout, host_per_pass));
+        let wave = (host_per_pass > 1).then(|| match cfg.tile_rows {
+            0 => Wavefront::new(&layout, host_per_pass),
+            rows => Wavefront::with_tile(&layout, host_per_pass, rows),
+        });
         Ok(Solver {
             comm,
             cfg: cfg.clone(),
@@ -815,7 +818,15 @@ const HOST_AUTO_REDUNDANCY: f64 = 1.10;
 /// FD-20 120 / 142 / 688. The rule takes 4 at FD-2 and FD-4 at both
 /// sizes, 2 at FD-6 and FD-8 (10 and 5 % slower than 4 at 256^3, 26 and
 /// 37 % faster at 128^3), FD-10 and FD-12, and 1 from FD-14 (FD-10 and
-/// FD-14 to FD-18 untimed).
+/// FD-14 to FD-18 untimed). Those rings held 7 MiB (in the L3); with the
+/// 1.5 MiB of a 2 MiB L2 (an Intel Xeon, see [`wavefront::budget`]) the
+/// tiles are narrower and the rule takes 4 at FD-2, 2 at FD-4 and FD-6,
+/// 1 from FD-8: `heat3d --n 256` took 14.2-15.6 / 25.1-25.2 / 43.6-45.3
+/// ms a step at FD-2 / FD-4 / FD-8, against 14.0-14.3 (4 steps, tiles of
+/// 32 rows), 23.6-24.3 (4 steps, 32 rows) and 42.8-44.4 (2 steps, 24
+/// rows) for the best other choices timed, and 20.0 (2 steps), 29.1-30.1
+/// (1 step) and 46.4-47.0 (2 steps, 48 rows) for worse ones (2026-12-04,
+/// two rounds).
 fn host_auto_steps(layout: &FieldLayout) -> usize {
     auto_steps_within(layout, wavefront::budget())
 }
@@ -823,11 +834,15 @@ fn host_auto_steps(layout: &FieldLayout) -> usize {
 /// [`host_auto_steps`] with rings of about `bytes` (see
 /// [`wavefront::budget`]).
 fn auto_steps_within(layout: &FieldLayout, bytes: usize) -> usize {
+    auto_steps_with_tile(layout, |k| wavefront::tile_within(layout, k, bytes))
+}
+
+/// [`host_auto_steps`] with tiles of `tile(k)` rows for `k` steps a pass.
+fn auto_steps_with_tile(layout: &FieldLayout, tile: impl Fn(usize) -> usize) -> usize {
     [MAX_HOST_STEPS_PER_PASS, 2]
         .into_iter()
         .find(|&k| {
-            let tile = wavefront::tile_within(layout, k, bytes);
-            wavefront::redundancy(layout.owned, layout.ghost[0], tile, k) <= HOST_AUTO_REDUNDANCY
+            wavefront::redundancy(layout.owned, layout.ghost[0], tile(k), k) <= HOST_AUTO_REDUNDANCY
         })
         .unwrap_or(1)
 }
@@ -850,7 +865,10 @@ fn host_steps_per_pass(cfg: &Config, ranks: usize, layout: &FieldLayout) -> Resu
         );
     }
     let auto = if unmet.is_empty() && cfg.steps_per_pass == 0 {
-        host_auto_steps(layout)
+        match cfg.tile_rows {
+            0 => host_auto_steps(layout),
+            rows => auto_steps_with_tile(layout, |_| rows),
+        }
     } else {
         1
     };
@@ -1169,6 +1187,20 @@ mod tests {
         ] {
             let got = auto_steps_within(&cube(n, order), wavefront::BUDGET);
             assert_eq!(got, want, "{n}^3, order {order}");
+        }
+        // With the 1.5 MiB of rings of a 2 MiB L2 (see `wavefront::budget`;
+        // FD-2, FD-4 and FD-8 at 256^3 measured): 4 at FD-2, 2 at FD-4 and
+        // FD-6, 1 from FD-8.
+        for n in [128, 256] {
+            for order in (2..=20).step_by(2) {
+                let want = match order {
+                    2 => 4,
+                    4 | 6 => 2,
+                    _ => 1,
+                };
+                let got = auto_steps_within(&cube(n, order), 3 << 19);
+                assert_eq!(got, want, "{n}^3, order {order}, L2 rings");
+            }
         }
         let one = |c: &Config, ranks| host_steps_per_pass(c, ranks, &layout(1)).unwrap();
         assert_eq!(one(&cfg(2, Mode::Overlap, 0), 1), 1);

@@ -91,6 +91,9 @@ struct Cli {
     /// Euler steps one pass over the box advances: 1 to 4 on the host, 1 or 2 on a GPU (one rank, blocking, Euler finite differences; on a GPU order 2 only: the intermediate values stay in cache or on the chip; same bits); 0: the default, several where possible and faster (host: 4, else 2, where the pass computes at most 1.1 times the owned cells; GPU: 2 from 2^24 cells).
     #[arg(long)]
     steps_per_pass: Option<usize>,
+    /// Rows of axis 1 a tile of the host's multi-step pass holds; 0: the default (the widest whose rings fit 3/4 of an L2 of 2 MiB or more, else 7/32 of the last-level cache); same bits.
+    #[arg(long)]
+    tile_rows: Option<usize>,
     /// Output folder for diagnostics.csv and the VTK files.
     #[arg(short, long)]
     output: Option<PathBuf>,
@@ -133,7 +136,8 @@ fn config(cli: &Cli) -> Result<Config> {
         gpu_stencil,
         gpu_exchange,
         gpu_periodic,
-        steps_per_pass
+        steps_per_pass,
+        tile_rows
     );
     if cli.device.is_some() {
         c.device = cli.device;

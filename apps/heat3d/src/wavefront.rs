@@ -11,9 +11,9 @@
 //! into level 0 (periodic indices on every axis), then computes plane
 //! `t - s R` of each level `s = 1..k` from the `2R + 1` planes of level
 //! `s - 1` around it, the last level straight into the output field. The
-//! rings of a tile stay in the last-level cache (about [`budget`]), so a
-//! pass reads the field from memory about once and writes it once for `k`
-//! steps,
+//! rings of a tile stay in a cache (about [`budget`]: the L2 where it holds
+//! 2 MiB or more, else the last-level cache), so a pass reads the field
+//! from memory about once and writes it once for `k` steps,
 //! where `k` single steps move it `k` times. The price is the rows computed
 //! twice (`(k - 1) R` on each side of a tile, every level but the last) and
 //! the planes past the ends of axis 0, which are the periodic images of
@@ -26,30 +26,67 @@
 use crate::stencil::Sweep;
 use halo::FieldLayout;
 
-/// The bytes of ring planes a tile aims at where the last-level cache
-/// cannot be read: 7/32 of the 32 MiB of the development machine's AMD
-/// EPYC. Rings sized for its 1 MiB L2 measured slower: at 256^3, FD-2,
+/// The bytes of ring planes a tile aims at where no cache size can be
+/// read: 7/32 of the 32 MiB L3 of an AMD EPYC. Rings sized for its 1 MiB L2 measured slower: at 256^3, FD-2,
 /// four steps a pass took 20.6 ms a step with tiles of 23 rows (0.77 MiB
 /// of rings), 16.5 with 64 and 14.5-15.6 with the whole axis (6.2 MiB); at
 /// 512^3 99 ms with 128 rows (6.4 MiB), 109 with 64, 171 with 256 and 211
 /// with the whole axis, against 178 for one step a pass.
 pub const BUDGET: usize = 7 << 20;
 
-/// The bytes of ring planes a tile aims at on this machine: 7/32 of the
-/// last-level cache of CPU 0 as Linux reports it
-/// (`/sys/devices/system/cpu/cpu0/cache/index*/size`), or [`BUDGET`] where
-/// that cannot be read. Read once.
+/// The smallest private L2 cache whose rings [`budget`] takes instead of
+/// the last-level cache's share.
+pub const L2_RINGS_FROM: usize = 2 << 20;
+
+/// The bytes of ring planes a tile aims at on this machine, from the caches
+/// of CPU 0 as Linux reports them
+/// (`/sys/devices/system/cpu/cpu0/cache/index*/{level,type,size}`), read
+/// once:
+///
+/// - 3/4 of the L2 where the L2 holds at least [`L2_RINGS_FROM`] (2 MiB);
+/// - else 7/32 of the last-level cache;
+/// - [`BUDGET`] where neither can be read.
+///
+/// The two kinds of machine this was measured on want different levels.
+/// On one core of an Intel Xeon with 2 MiB of L2 and a mesh L3 shared by
+/// the whole chip (Linux reports 480 MiB), FD-2 at 256^3 with four steps
+/// a pass took 14.3-14.5 ms a step with 1.5 MiB of rings (3/4 of the L2,
+/// tiles of 51 rows), 19.1-19.5 with 0.75 MiB and 22.1-22.3 with the
+/// whole axis in the L3 (6.2 MiB), against a copy of the field in 14.8
+/// ms; FD-4 25.7-26.1 against 33.8-34.1 ms and FD-8 45.3-46.3 against
+/// 59.4-59.5 ms (`heat3d --n 256 --steps 24 --ranks 1 --mode blocking`,
+/// two rounds, 2026-12-04). On the AMD EPYC (1 MiB of L2, a 32 MiB L3
+/// per core complex) the whole axis in the L3 was fastest (see
+/// [`BUDGET`]). A tile can also be set outright: [`tile_for_rows`].
 pub fn budget() -> usize {
     static BYTES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *BYTES.get_or_init(|| last_level_cache().map_or(BUDGET, |b| b / 32 * 7))
+    *BYTES.get_or_init(|| {
+        let caches = caches();
+        budget_for(
+            caches.iter().find(|&&(l, _)| l == 2).map(|&(_, b)| b),
+            caches.iter().max_by_key(|&&(l, _)| l).map(|&(_, b)| b),
+        )
+    })
 }
 
-/// The size in bytes of CPU 0's unified cache of the highest level, from
-/// sysfs (`32768K`, `1M` or plain bytes).
-fn last_level_cache() -> Option<usize> {
+/// [`budget`]'s rule for an L2 of `l2` bytes and a last-level cache of
+/// `llc` bytes, either unknown.
+fn budget_for(l2: Option<usize>, llc: Option<usize>) -> usize {
+    match (l2, llc) {
+        (Some(l2), _) if l2 >= L2_RINGS_FROM => l2 / 4 * 3,
+        (_, Some(llc)) => llc / 32 * 7,
+        _ => BUDGET,
+    }
+}
+
+/// The data and unified caches of CPU 0 from sysfs, `(level, bytes)`.
+fn caches() -> Vec<(u32, usize)> {
     let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
-    let mut best: Option<(u32, usize)> = None;
-    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries.flatten() {
         let read = |f: &str| std::fs::read_to_string(entry.path().join(f)).ok();
         let (Some(level), Some(kind), Some(size)) = (read("level"), read("type"), read("size"))
         else {
@@ -59,11 +96,11 @@ fn last_level_cache() -> Option<usize> {
         else {
             continue;
         };
-        if kind.trim() != "Instruction" && best.is_none_or(|(l, _)| level > l) {
-            best = Some((level, bytes));
+        if kind.trim() != "Instruction" && bytes > 0 {
+            out.push((level, bytes));
         }
     }
-    best.map(|(_, b)| b).filter(|&b| b > 0)
+    out
 }
 
 /// `32768K`, `1M`, `2G` or a number of bytes.
@@ -471,6 +508,18 @@ mod tests {
         assert_eq!(tile_within(&l(64, 1), 4, 1), 8);
         // The machine's budget is a positive fraction of a cache.
         assert!(budget() > 0);
+    }
+
+    #[test]
+    fn the_budget_takes_the_l2_from_2_mib() {
+        // The two machines measured (see `budget`): an Intel Xeon's 2 MiB
+        // L2 and 480 MiB L3, an AMD EPYC's 1 MiB L2 and 32 MiB L3.
+        assert_eq!(budget_for(Some(2 << 20), Some(480 << 20)), 3 << 19);
+        assert_eq!(budget_for(Some(1 << 20), Some(32 << 20)), 7 << 20);
+        assert_eq!(budget_for(Some(2 << 20), None), 3 << 19);
+        assert_eq!(budget_for(Some(1 << 20), None), BUDGET);
+        assert_eq!(budget_for(None, Some(32 << 20)), 7 << 20);
+        assert_eq!(budget_for(None, None), BUDGET);
     }
 
     #[test]

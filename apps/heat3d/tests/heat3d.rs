@@ -149,6 +149,22 @@ fn several_steps_a_pass_give_the_bits_of_one() {
                     "order {order}, {n:?}, {steps} steps, {k} a pass"
                 );
             }
+            // Tiles set outright (`tile_rows`), narrower and wider than
+            // the axis: the same bits.
+            for tile_rows in [1, 3, 40] {
+                let tiled = run(
+                    &Config {
+                        steps_per_pass: heat3d::MAX_HOST_STEPS_PER_PASS,
+                        tile_rows,
+                        ..base.clone()
+                    },
+                    1,
+                );
+                assert_eq!(
+                    one.hash, tiled.hash,
+                    "order {order}, {n:?}, {steps} steps, tiles of {tile_rows} rows"
+                );
+            }
         }
     }
     // A non-finite value in the first step of a pass is reported there.
