@@ -641,6 +641,16 @@ mod avx512 {
         let up = u.as_mut_ptr();
         let fp = f.as_ptr();
         let wp = c.wall2.as_ptr();
+        // The cells `clear_lo..clear_hi` (within `lo..hi`) have no wall term
+        // of the fast axis (`wall2` is zero there; non-zero only next to a
+        // wall, at the ends of the rows): the same in every row.
+        let w2 = &c.wall2[lo..hi];
+        let clear_lo = lo + w2.iter().position(|&v| v == 0.0).unwrap_or(w2.len());
+        let clear_hi = clear_lo
+            + c.wall2[clear_lo..hi]
+                .iter()
+                .position(|&v| v != 0.0)
+                .unwrap_or(hi - clear_lo);
         // The inverse diagonal changes only next to walls of the first two
         // axes: divide only when the diagonal changes (the same quotient).
         let mut last = (f64::NAN, 0.0);
@@ -660,8 +670,13 @@ mod avx512 {
             // SAFETY: `k0 - 1` is the left neighbour of cell `k0` (contract).
             let mut prev = unsafe { _mm512_set1_pd(*up.add(row + k0 - 1)) };
             while k < hi {
+                // A whole step inside the wall-free cells: the row's common
+                // inverse diagonal, every colour lane written (the same
+                // operations as the general step, without its mask and
+                // wall tests).
+                let clear = k >= clear_lo && k + 8 <= clear_hi;
                 // Lanes below `hi`, and of those the colour's.
-                let live: __mmask8 = if hi - k >= 8 {
+                let live: __mmask8 = if clear || hi - k >= 8 {
                     0xff
                 } else {
                     (1u8 << (hi - k)) - 1
@@ -672,11 +687,15 @@ mod avx512 {
                 unsafe {
                     let p = up.add(row + k);
                     let old = _mm512_loadu_pd(p);
-                    let walls = _mm512_maskz_loadu_pd(live, wp.add(k));
-                    let inv = if _mm512_cmpneq_pd_mask(walls, _mm512_setzero_pd()) == 0 {
+                    let inv = if clear {
                         inv_mid
                     } else {
-                        _mm512_div_pd(one, _mm512_add_pd(vd, walls))
+                        let walls = _mm512_maskz_loadu_pd(live, wp.add(k));
+                        if _mm512_cmpneq_pd_mask(walls, _mm512_setzero_pd()) == 0 {
+                            inv_mid
+                        } else {
+                            _mm512_div_pd(one, _mm512_add_pd(vd, walls))
+                        }
                     };
                     let left = _mm512_permutex2var_pd(old, to_left, prev);
                     let right = _mm512_permutexvar_pd(to_right, old);
