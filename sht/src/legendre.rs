@@ -1,5 +1,7 @@
-//! The normalised associated Legendre recurrence, with extended exponent
-//! for the sectoral start so that high orders do not underflow at the poles.
+//! The normalised associated Legendre functions: the recurrence in `l`
+//! ([`normalized_legendre`]) and the kernels' recurrence over pairs of
+//! degrees ([`ZForm`]), both with an extended exponent for the sectoral
+//! start so that high orders do not underflow at the poles.
 
 use std::f64::consts::PI;
 
@@ -134,34 +136,15 @@ pub(crate) fn unscaled_start(
     Some((i, p0, p1))
 }
 
-/// The polar threshold: from the unscaled start `(i, p0, p1)`, the first
-/// index where `|Pbar| >= eps` with its two values, `None` if the values
-/// stay below `eps` up to the last degree. `eps = 0` keeps the start.
-#[inline(always)]
-fn above_threshold(
-    x: f64,
-    (mut i, mut p0, mut p1): (usize, f64, f64),
-    ab: &[[f64; 2]],
-    eps: f64,
-) -> Option<(usize, f64, f64)> {
-    while p1.abs() < eps {
-        if i == ab.len() {
-            return None;
-        }
-        let p2 = step(ab[i], x, p1, p0);
-        p0 = p1;
-        p1 = p2;
-        i += 1;
-    }
-    Some((i, p0, p1))
-}
-
 /// What the Legendre kernels need for one order `m`.
 #[derive(Clone, Copy)]
 pub(crate) struct Order<'a> {
-    /// Recurrence coefficients for `l = m + 1..=lend` (see [`coefficients`]);
-    /// the kernels cover `l = m..=lend`, `ab.len() + 1` degrees.
-    pub ab: &'a [[f64; 2]],
+    /// Degrees `l = m..=lend` the call covers: `nd = lend - m + 1`.
+    pub nd: usize,
+    /// The pair recurrence of the order (see [`ZForm`]), built up to
+    /// `l = lmax + 1`; the call uses pairs `k = 0..=kmax`,
+    /// `kmax = (lend - m) / 2`.
+    pub z: &'a ZForm,
     /// Northern nodes `x_j = cos theta_j`, `j < nn = ceil(ntheta / 2)`,
     /// with [`PAD`] zeros before and after (node `j` at `PAD + j`), so that
     /// a block copies a fixed number of lanes.
@@ -173,8 +156,6 @@ pub(crate) struct Order<'a> {
     pub w2pi: &'a [f64],
     /// Number of latitudes (both hemispheres).
     pub nt: usize,
-    /// The two-operation form of the recurrence, where available.
-    pub q: Option<&'a QForm>,
     /// A factor per row (all `nt`), if any: synthesis multiplies each
     /// output row by it, analysis each input row before the weights (the
     /// `1 / sin theta` of the vector transforms, applied in passing).
@@ -188,74 +169,166 @@ impl Order<'_> {
         self.xpad.len() - 2 * PAD
     }
 
-    /// The start `(Pbar_{i-1}, Pbar_{i})` of northern row `j` at its start
-    /// index, scaled by `1 / s` in the two-operation form.
+    /// The last pair index of the call.
+    #[inline(always)]
+    fn kmax(&self) -> usize {
+        (self.nd - 1) / 2
+    }
+
+    /// The start `(z_{k-1}, z_k)` of northern row `j` at its start pair `k`.
     #[inline(always)]
     fn start_values(&self, j: usize) -> [f64; 2] {
         [self.start.p0[PAD + j], self.start.p1[PAD + j]]
     }
 }
 
-/// The recurrence of one order in two operations per degree: with
-/// `Pbar_{m+i,m} = s_i q_i`, `s_0 = 1`, `s_{i+1} = alpha_{m+i+1,m} s_i / 2`,
-/// the scaled values follow `q_{i+1} = (2x) q_i + beta'_i q_{i-1}`,
-/// `beta'_i = beta_{m+i+1,m} s_{i-1} / s_{i+1}` (one multiply and one fused
-/// multiply-add). The factors `s_i` go into the coefficients (synthesis)
-/// and the results (analysis). Used for the orders whose `s_i` stay within
-/// `2^-300..2^300` (all orders up to lmax ~ 1000; the others keep the
-/// three-operation form).
-#[derive(Clone, Debug)]
-pub(crate) struct QForm {
-    /// `[2, beta'_i]` for the step from degree index `i` to `i + 1`.
-    pub ab: Vec<[f64; 2]>,
-    /// `s_i` for degree index `i`.
-    pub s: Vec<f64>,
-    /// `1 / s_i`.
-    pub inv: Vec<f64>,
+/// `e_lm = sqrt((l^2 - m^2) / (4 l^2 - 1))` (0 at `l = m`): `x Pbar_l =
+/// e_{l+1} Pbar_{l+1} + e_l Pbar_{l-1}`.
+fn e_lm(l: usize, m: usize) -> f64 {
+    let (lf, mf) = (l as f64, m as f64);
+    ((lf - mf) * (lf + mf) / ((2.0 * lf - 1.0) * (2.0 * lf + 1.0))).sqrt()
 }
 
-impl QForm {
-    /// The scaled form of the recurrence `ab` (see [`coefficients`]), if
-    /// its factors stay in range.
-    pub(crate) fn new(ab: &[[f64; 2]]) -> Option<Self> {
-        let lim = 2f64.powi(300);
-        let mut s = Vec::with_capacity(ab.len() + 1);
-        s.push(1.0);
-        for (i, c) in ab.iter().enumerate() {
-            let next = c[0] * s[i] / 2.0;
-            if !(1.0 / lim..=lim).contains(&next) {
-                return None;
-            }
+/// The recurrence of one order in pairs of degrees, in `y = x^2` (the
+/// form of Ishioka, J. Meteor. Soc. Japan 96, 2018): one step costs two
+/// fused multiply-adds and serves two degrees, where the recurrence in `l`
+/// costs two operations a degree.
+///
+/// With `t_k = Pbar_{m+2k+1} / x` (a polynomial in `y` times `sin^m
+/// theta`; `t_{-1} = 0`, `t_0 = Pbar_mm / e_{m+1}`) the relation `x Pbar_l
+/// = e_{l+1} Pbar_{l+1} + e_l Pbar_{l-1}` gives
+///
+/// - `Pbar_{m+2k+1} = x t_k` and `Pbar_{m+2k} = e_{m+2k+1} t_k + e_{m+2k}
+///   t_{k-1}`;
+/// - applied twice, `e_{l+1} e_{l+2} t_{k+1} = (y - e_{l+1}^2 - e_l^2) t_k -
+///   e_l e_{l-1} t_{k-1}` with `l = m + 2k + 1`.
+///
+/// The kernels run `z_k = t_k / s_k`, with `s_0 = s_1 = 1` and `s_{k+1} =
+/// -s_{k-1} e_l e_{l-1} / (e_{l+1} e_{l+2})` chosen so that the step is
+/// `z_{k+1} = (A_k y + B_k) z_k + z_{k-1}` (`s` stays within a factor of
+/// about `m` of 1: no overflow at any degree). A synthesis sums `E = sum_k
+/// a_k z_k` and `O = sum_k b_k z_k` with `a_k = u_k c_{m+2k} + v_k
+/// c_{m+2k+2}`, `b_k = s_k c_{m+2k+1}` (`u_k = s_k e_{m+2k+1}`, `v_k = s_k
+/// e_{m+2k+2}`); the northern value is `E + x O`, the southern `E - x O`.
+/// An analysis sums `E_k` and `O_k` over the nodes and takes `c_{m+2k} =
+/// u_k E_k + v_{k-1} E_{k-1}`, `c_{m+2k+1} = s_k O_k`.
+#[derive(Clone, Debug)]
+pub(crate) struct ZForm {
+    /// `[A_k, B_k]` for the step from pair `k` to `k + 1`.
+    pub ab: Vec<[f64; 2]>,
+    /// `u_k`, `v_k` and `s_k` for `k = 0..=kmax`.
+    pub u: Vec<f64>,
+    pub v: Vec<f64>,
+    pub s: Vec<f64>,
+}
+
+impl ZForm {
+    /// The pair recurrence of order `m` for degrees up to `lend >= m`
+    /// (pairs `k = 0..=(lend - m) / 2`).
+    pub(crate) fn new(m: usize, lend: usize) -> Self {
+        let kmax = (lend - m) / 2;
+        let e = |l: usize| e_lm(l, m);
+        let mut s = Vec::with_capacity(kmax + 2);
+        s.extend([1.0, 1.0]);
+        for k in 1..=kmax {
+            let l = m + 2 * k + 1;
+            let next = -s[k - 1] * (e(l) * e(l - 1)) / (e(l + 1) * e(l + 2));
             s.push(next);
         }
-        let qab = (0..ab.len())
-            .map(|i| {
-                let b = if i == 0 {
-                    0.0
-                } else {
-                    ab[i][1] * s[i - 1] / s[i + 1]
-                };
-                [2.0, b]
+        let ab = (0..kmax)
+            .map(|k| {
+                let l = m + 2 * k + 1;
+                let a = s[k] / (s[k + 1] * (e(l + 1) * e(l + 2)));
+                let d = e(l + 1) * e(l + 1) + e(l) * e(l);
+                [a, -a * d]
             })
             .collect();
-        let inv = s.iter().map(|v| 1.0 / v).collect();
-        Some(QForm { ab: qab, s, inv })
+        let u = (0..=kmax).map(|k| s[k] * e(m + 2 * k + 1)).collect();
+        let v = (0..=kmax).map(|k| s[k] * e(m + 2 * k + 2)).collect();
+        s.truncate(kmax + 1);
+        ZForm { ab, u, v, s }
+    }
+
+    /// `z_0 = Pbar_mm / e_{m+1}` from `Pbar_mm` (`1 / e_{m+1} =
+    /// sqrt(2m + 3)`).
+    fn z0(m: usize, pmm: f64) -> f64 {
+        pmm * (2.0 * m as f64 + 3.0).sqrt()
     }
 }
 
-/// The starts of the recurrence of a plan, one entry per order and
-/// northern node: `Pbar_{m+i-1,m} = p0`, `Pbar_{m+i,m} = p1` with `i = i`;
-/// all lower degrees are negligible (below `2^-280`). `i = u32::MAX`:
-/// negligible for every degree of the plan. Separate arrays, so that a
-/// block's set-up reads each as one contiguous run.
+/// One step of the pair recurrence at one node: `z_{k+1}` from `z1 =
+/// z_k`, `z0 = z_{k-1}` and `y = x^2`. The kernels' operations.
+#[inline(always)]
+fn zstep(ab: [f64; 2], y: f64, z1: f64, z0: f64) -> f64 {
+    ab[0].mul_add(y, ab[1]).mul_add(z1, z0)
+}
+
+/// The pair index `k` at which the scaled pair recurrence from the
+/// sectoral value `p_start * BIG^-k_start` reaches the unscaled range, with
+/// `(z_{k-1}, z_k)` there; `None` if it does not within `z`. While scaled
+/// the values are below `2^-280` (times at most `s_k`, a factor of about
+/// `m`), negligible.
+#[inline(always)]
+fn unscaled_zstart(
+    m: usize,
+    y: f64,
+    p_start: f64,
+    k_start: i32,
+    z: &ZForm,
+) -> Option<(usize, f64, f64)> {
+    let (mut z0, mut z1, mut e, mut k) = (0.0, ZForm::z0(m, p_start), k_start, 0usize);
+    while e > 0 {
+        if k == z.ab.len() {
+            return None;
+        }
+        let z2 = zstep(z.ab[k], y, z1, z0);
+        z0 = z1;
+        z1 = z2;
+        k += 1;
+        if z1.abs() > 1.0 {
+            z0 *= INV_BIG;
+            z1 *= INV_BIG;
+            e -= 1;
+        }
+    }
+    Some((k, z0, z1))
+}
+
+/// The polar threshold: from the unscaled start `(k, z0, z1)`, the first
+/// pair index where `|Pbar_{m+2k+1} / x| = |s_k z_k| >= eps`, with its two
+/// values; `None` if the values stay below `eps` up to the last pair.
+/// `eps = 0` keeps the start.
+#[inline(always)]
+fn zabove_threshold(
+    y: f64,
+    (mut k, mut z0, mut z1): (usize, f64, f64),
+    z: &ZForm,
+    eps: f64,
+) -> Option<(usize, f64, f64)> {
+    while (z.s[k] * z1).abs() < eps {
+        if k == z.ab.len() {
+            return None;
+        }
+        let z2 = zstep(z.ab[k], y, z1, z0);
+        z0 = z1;
+        z1 = z2;
+        k += 1;
+    }
+    Some((k, z0, z1))
+}
+
+/// The starts of the pair recurrence of a plan (see [`ZForm`]), one entry
+/// per order and northern node: `z_{i-1} = p0`, `z_i = p1` at the pair
+/// index `i`; all lower pairs are negligible (below `2^-280`, or the polar
+/// threshold). `i = u32::MAX`: negligible for every degree of the plan.
+/// Separate arrays, so that a block's set-up reads each as one contiguous
+/// run.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Starts {
-    /// First degree index `l - m` in the unscaled range.
+    /// First pair index `k` in the unscaled range.
     pub i: Vec<u32>,
-    /// The two values there, as the kernels start from them: in the
-    /// two-operation form of the order (if it has one) divided by the
-    /// factors `s_{i-1}`, `s_i` (see [`QForm`]), and `p0 = 0` at `i = 0`;
-    /// zero where negligible. Each order's run of `nn` nodes has [`PAD`]
+    /// The two values there (`p0 = 0` at `i = 0`); zero where negligible.
+    /// Each order's run of `nn` nodes has [`PAD`]
     /// zeros before and after it (node `j` of order `m` at `m (nn + 2 PAD)
     /// + PAD + j`), so that a block copies a fixed number of lanes.
     pub p0: Vec<f64>,
@@ -296,31 +369,17 @@ impl Starts {
         }
     }
 
-    /// The unscaled values of `nn` nodes per order made those the kernels
-    /// start from, padded (see the fields), and the runs filled in.
-    fn finish(&mut self, nn: usize, qform: &[Option<QForm>]) {
+    /// The values of `nn` nodes per order of `orders` orders padded (see
+    /// the fields), and the runs filled in.
+    fn finish(&mut self, nn: usize, orders: usize) {
         let w = nn + 2 * PAD;
-        let mut p0 = vec![0.0; qform.len() * w];
-        let mut p1 = vec![0.0; qform.len() * w];
-        for (m, q) in qform.iter().enumerate() {
+        let mut p0 = vec![0.0; orders * w];
+        let mut p1 = vec![0.0; orders * w];
+        for m in 0..orders {
             let r = m * nn..(m + 1) * nn;
-            let (i, u0, u1) = (&self.i[r.clone()], &self.p0[r.clone()], &self.p1[r.clone()]);
-            let d0 = &mut p0[m * w + PAD..m * w + PAD + nn];
-            let d1 = &mut p1[m * w + PAD..m * w + PAD + nn];
-            for (j, &i) in i.iter().enumerate() {
-                if i == u32::MAX {
-                    continue;
-                }
-                let i = i as usize;
-                let (f0, f1) = match q {
-                    Some(q) => (if i == 0 { 0.0 } else { q.inv[i - 1] }, q.inv[i]),
-                    None => (1.0, 1.0),
-                };
-                // `p * 1` is `p`; `p0` is zero at `i = 0` either way.
-                d0[j] = if i == 0 { 0.0 } else { u0[j] * f0 };
-                d1[j] = u1[j] * f1;
-            }
-            let run = &mut self.run[r];
+            p0[m * w + PAD..m * w + PAD + nn].copy_from_slice(&self.p0[r.clone()]);
+            p1[m * w + PAD..m * w + PAD + nn].copy_from_slice(&self.p1[r.clone()]);
+            let (i, run) = (&self.i[r.clone()], &mut self.run[r]);
             for j in 0..nn {
                 run[j] = if j > 0 && i[j] == i[j - 1] {
                     run[j - 1]
@@ -771,7 +830,8 @@ const LMAX_LANES: usize = 32;
 
 /// Legendre synthesis for one order: for each of the `nf` fields,
 /// `out[f * nt + j] = sum_{i} c[f * nd + i] Pbar_{m+i,m}(x_j)` over the
-/// `nd = ab.len() + 1` degrees, both hemispheres (parity), times
+/// `nd = o.nd` degrees (by the pair recurrence, [`ZForm`]), both
+/// hemispheres (parity), times
 /// `o.row_scale[j]` if given. `out` is the two slices `out[0]` and
 /// `out[1]` one after the other: whole fields of `nt` rows each, `nf` in all.
 pub(crate) fn synth(
@@ -847,22 +907,22 @@ struct Block {
     q1: usize,
     /// Nodes (zero in the empty lanes).
     x: [f64; LMAX_LANES],
-    /// The lanes with a non-negligible value up to `l = m + ab.len()`,
-    /// sorted by the degree index of their start: `(i, lane)`.
+    /// The lanes with a non-negligible value up to the last pair,
+    /// sorted by the pair index of their start: `(i, lane)`.
     ev: [(u32, u32); LMAX_LANES],
     /// How many lanes are in `ev` (in a block whose lanes all start at one
-    /// degree, `ev` is not written: only the entries from `ne0` on are
+    /// pair, `ev` is not written: only the entries from `ne0` on are
     /// read).
     ne: usize,
-    /// How many of them start at the first degree `i0`.
+    /// How many of them start at the first pair `i0`.
     ne0: usize,
-    /// The first degree index at which a lane starts.
+    /// The first pair index at which a lane starts.
     i0: usize,
     /// The lowest lane that starts at `i0`.
     qmin: usize,
-    /// `Pbar_{i0-1}` of the lanes that start at `i0`, zero in the others.
+    /// `z_{i0-1}` of the lanes that start at `i0`, zero in the others.
     p0: [f64; LMAX_LANES],
-    /// `Pbar_{i0}` likewise.
+    /// `z_{i0}` likewise.
     p1: [f64; LMAX_LANES],
 }
 
@@ -886,7 +946,7 @@ impl Block {
     /// them; lanes outside rows `0..nn` stay empty (never started).
     #[inline(always)]
     fn fill(&mut self, o: &Order<'_>, base: isize, lanes: usize) {
-        let n = o.ab.len();
+        let n = o.kmax();
         let nn = o.nn() as isize;
         let q0 = (-base).max(0) as usize;
         let q1 = (nn - base).min(lanes as isize) as usize;
@@ -907,7 +967,7 @@ impl Block {
         let si = &o.start.i[r0..r0 + nq];
         let i0 = si[0];
         if i0 as usize <= n && o.start.run[r0 + nq - 1] as usize <= r0 {
-            // Every lane starts at the same degree (most blocks): no
+            // Every lane starts at the same pair (most blocks): no
             // sorting, no events, and the start values as they are.
             self.p0 = lanes_at(o.start.p0);
             self.p1 = lanes_at(o.start.p1);
@@ -918,11 +978,11 @@ impl Block {
         self.p1 = [0.0; LMAX_LANES];
         // From the equator side: the starts do not decrease towards the
         // pole, so that the insertion appends. (The order of the lanes of
-        // one degree does not matter: they join together.)
+        // one pair does not matter: they join together.)
         for (k, &i) in si.iter().enumerate().rev() {
             let q = q0 + k;
             if i as usize <= n {
-                // Insertion by degree.
+                // Insertion by pair index.
                 let mut k = self.ne;
                 while k > 0 && self.ev[k - 1].0 > i {
                     self.ev[k] = self.ev[k - 1];
@@ -953,7 +1013,7 @@ impl Block {
         (self.base + q as isize) as usize
     }
 
-    /// Entry `e` of the sorted starts as `(degree index, lane)`.
+    /// Entry `e` of the sorted starts as `(pair index, lane)`.
     #[inline(always)]
     fn event(&self, e: usize) -> (usize, usize) {
         let (i, q) = self.ev[e];
@@ -1053,13 +1113,12 @@ fn load_lanes<V: Vf, const NV: usize>(s: &[f64]) -> [V; NV] {
     v
 }
 
-/// `x` doubled, vector by vector (exact: `x * 2` is `x + x`).
+/// `x * x`, vector by vector (the `y` of the pair recurrence).
 #[inline(always)]
-fn doubled<V: Vf, const NV: usize>(x: [V; NV]) -> [V; NV] {
-    let mut v = x;
-    let two = V::splat(2.0);
+fn squared<V: Vf, const NV: usize>(x: &[V; NV]) -> [V; NV] {
+    let mut v = *x;
     for vk in v.iter_mut() {
-        *vk = vk.mul(two);
+        *vk = vk.mul(*vk);
     }
     v
 }
@@ -1094,24 +1153,20 @@ fn set_lane<V: Vf, const NV: usize>(p: &mut [V; NV], q: usize, val: f64) {
     }
 }
 
-/// Advances the lanes one degree: `p0 <- (alpha x) p1 + beta p0` (the
-/// caller swaps the roles of the two arrays every other degree); vectors
-/// below `K` are left alone (all their lanes are zero and stay zero).
+/// Advances the lanes one pair: `p0 <- (A y + B) p1 + p0` (the caller
+/// swaps the roles of the two arrays every other pair; see [`ZForm`]);
+/// vectors below `K` are left alone (all their lanes are zero and stay
+/// zero).
 #[inline(always)]
-fn step_lanes<V: Vf, const NV: usize, const Q: bool, const K: usize>(
+fn step_lanes<V: Vf, const NV: usize, const K: usize>(
     ab: [f64; 2],
-    x: &[V; NV],
+    y: &[V; NV],
     p1: &[V; NV],
     p0: &mut [V; NV],
 ) {
     let (a, b) = (V::splat(ab[0]), V::splat(ab[1]));
     for k in K..NV {
-        p0[k] = if Q {
-            // Two-operation form: `x` holds 2x, `ab[1]` is beta'.
-            x[k].fma(p1[k], b.mul(p0[k]))
-        } else {
-            a.mul(x[k]).fma(p1[k], b.mul(p0[k]))
-        };
+        p0[k] = a.fma(y[k], b).fma(p1[k], p0[k]);
     }
 }
 
@@ -1123,35 +1178,36 @@ fn first_active<V: Vf, const NV: usize>(qmin: usize) -> usize {
     (qmin / V::W).min(NV - 1).min(3)
 }
 
-/// The loop over pairs of degrees between two starts of a block.
+/// The loop over pair indices between two starts of a block.
 struct Pairs<'a, C> {
-    /// Synthesis: the coefficients.
+    /// Synthesis: the pair coefficients (`a_k`, `b_k` at `2k`, `2k + 1`).
     c: C,
-    nd: usize,
+    /// Pair coefficients a field (`2 (kmax + 1)`).
+    nv: usize,
     ab: &'a [[f64; 2]],
-    /// The loop ends before `i + 2 > stop`.
+    /// The loop ends before `k + 2 > stop`.
     stop: usize,
 }
 
 impl Pairs<'_, &[Complex64]> {
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn synth<V: Vf, const NV: usize, const G: usize, const Q: bool, const K: usize>(
+    fn synth<V: Vf, const NV: usize, const G: usize, const K: usize>(
         &self,
         i: &mut usize,
-        x: &[V; NV],
+        y: &[V; NV],
         p0: &mut [V; NV],
         p1: &mut [V; NV],
-        a: &mut [[[V; NV]; 2]; G],
-        b: &mut [[[V; NV]; 2]; G],
+        e: &mut [[[V; NV]; 2]; G],
+        o: &mut [[[V; NV]; 2]; G],
     ) {
-        let (c, nd, ab) = (self.c, self.nd, self.ab);
+        let (c, nv, ab) = (self.c, self.nv, self.ab);
         while *i + 2 <= self.stop {
             let j = *i;
-            accumulate::<V, NV, G, K>(a, c, nd, j, p1);
-            step_lanes::<V, NV, Q, K>(ab[j], x, p1, p0);
-            accumulate::<V, NV, G, K>(b, c, nd, j + 1, p0);
-            step_lanes::<V, NV, Q, K>(ab[j + 1], x, p0, p1);
+            accumulate::<V, NV, G, K>(e, o, c, nv, j, p1);
+            step_lanes::<V, NV, K>(ab[j], y, p1, p0);
+            accumulate::<V, NV, G, K>(e, o, c, nv, j + 1, p0);
+            step_lanes::<V, NV, K>(ab[j + 1], y, p0, p1);
             *i += 2;
         }
     }
@@ -1160,31 +1216,24 @@ impl Pairs<'_, &[Complex64]> {
 impl Pairs<'_, ()> {
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn anal<
-        V: Vf,
-        const NV: usize,
-        const G: usize,
-        const Q: bool,
-        const K: usize,
-        const FIRST: bool,
-    >(
+    fn anal<V: Vf, const NV: usize, const G: usize, const K: usize, const FIRST: bool>(
         &self,
         i: &mut usize,
-        x: &[V; NV],
+        y: &[V; NV],
         p0: &mut [V; NV],
         p1: &mut [V; NV],
         part: &mut [[f64; 2 * PART]],
-        sa: &[[[V; NV]; 2]; G],
-        sb: &[[[V; NV]; 2]; G],
+        se: &[[[V; NV]; 2]; G],
+        so: &[[[V; NV]; 2]; G],
     ) {
-        let (nd, ab) = (self.nd, self.ab);
+        let (nv, ab) = (self.nv, self.ab);
         // `FIRST` a constant, so that the loop has no test on it.
         while *i + 2 <= self.stop {
             let j = *i;
-            deposit::<V, NV, G, K>(part, sa, nd, j, p1, FIRST);
-            step_lanes::<V, NV, Q, K>(ab[j], x, p1, p0);
-            deposit::<V, NV, G, K>(part, sb, nd, j + 1, p0, FIRST);
-            step_lanes::<V, NV, Q, K>(ab[j + 1], x, p0, p1);
+            deposit::<V, NV, G, K>(part, se, so, nv, j, p1, FIRST);
+            step_lanes::<V, NV, K>(ab[j], y, p1, p0);
+            deposit::<V, NV, G, K>(part, se, so, nv, j + 1, p0, FIRST);
+            step_lanes::<V, NV, K>(ab[j + 1], y, p0, p1);
             *i += 2;
         }
     }
@@ -1200,36 +1249,34 @@ fn synth_impl<V: Vf, const NV: usize, const NV2: usize>(
     c: &[Complex64],
     out: [&mut [Complex64]; 2],
 ) {
-    let nd = o.ab.len() + 1;
-    let nt = o.nt;
-    // In the two-operation form the coefficients take the factors s_i
-    // (in a buffer kept per thread between calls).
-    let mut scaled = SCALED.with(|p| std::mem::take(&mut *p.borrow_mut()));
-    let c = match o.q {
-        Some(q) => {
-            scaled.resize(c.len(), Complex64::new(0.0, 0.0));
-            for (dst, src) in scaled.chunks_mut(nd).zip(c.chunks(nd)) {
-                for ((d, v), s) in dst.iter_mut().zip(src).zip(&q.s) {
-                    *d = v * s;
-                }
-            }
-            &scaled[..]
+    let (nd, nt) = (o.nd, o.nt);
+    let kmax = o.kmax();
+    let nv = 2 * (kmax + 1);
+    // The pair coefficients `a_k = u_k c_{2k} + v_k c_{2k+2}`, `b_k = s_k
+    // c_{2k+1}` (degree indices; zero from `nd` on), in a buffer kept per
+    // thread between calls.
+    let mut pc = SCALED.with(|p| std::mem::take(&mut *p.borrow_mut()));
+    pc.clear();
+    pc.resize(nf * nv, Complex64::new(0.0, 0.0));
+    let z = o.z;
+    for (dst, src) in pc.chunks_exact_mut(nv).zip(c.chunks_exact(nd)) {
+        let at = |i: usize| src.get(i).copied().unwrap_or_default();
+        for k in 0..=kmax {
+            dst[2 * k] = at(2 * k) * z.u[k] + at(2 * k + 2) * z.v[k];
+            dst[2 * k + 1] = at(2 * k + 1) * z.s[k];
         }
-        None => c,
-    };
+    }
     let [o0, o1] = out;
     assert_eq!(o0.len() + o1.len(), nf * nt, "whole fields");
     let rows = o0.chunks_exact_mut(nt).chain(o1.chunks_exact_mut(nt));
     for (k, grp) in in_pairs(rows).enumerate() {
-        let cg = &c[2 * k * nd..(2 * k + grp.len()) * nd];
-        match (grp, o.q.is_some()) {
-            (Group::Two(r), true) => synth_group::<V, NV2, 2, true>(o, cg, r),
-            (Group::Two(r), false) => synth_group::<V, NV2, 2, false>(o, cg, r),
-            (Group::One(r), true) => synth_group::<V, NV, 1, true>(o, cg, r),
-            (Group::One(r), false) => synth_group::<V, NV, 1, false>(o, cg, r),
+        let cg = &pc[2 * k * nv..(2 * k + grp.len()) * nv];
+        match grp {
+            Group::Two(r) => synth_group::<V, NV2, 2>(o, cg, r),
+            Group::One(r) => synth_group::<V, NV, 1>(o, cg, r),
         }
     }
-    SCALED.with(|p| *p.borrow_mut() = scaled);
+    SCALED.with(|p| *p.borrow_mut() = pc);
 }
 
 /// The fields of a kernel call in the groups the kernels take: pairs (one
@@ -1265,46 +1312,48 @@ thread_local! {
     static SCALED: std::cell::RefCell<Vec<Complex64>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Accumulates `acc[g] += c[g][i] * p` (real and imaginary parts) for the
-/// `G` fields, vectors `K..NV` (the others hold zeros: adding their
-/// products, exact zeros, to sums that start at +0 changes no bit).
+/// Accumulates `e[g] += c[g][2k] * p` and `o[g] += c[g][2k + 1] * p`
+/// (real and imaginary parts) for the `G` fields, vectors `K..NV` (the
+/// others hold zeros: adding their products, exact zeros, to sums that
+/// start at +0 changes no bit).
 #[inline(always)]
 fn accumulate<V: Vf, const NV: usize, const G: usize, const K: usize>(
-    acc: &mut [[[V; NV]; 2]; G],
+    e: &mut [[[V; NV]; 2]; G],
+    o: &mut [[[V; NV]; 2]; G],
     c: &[Complex64],
-    nd: usize,
-    i: usize,
+    nv: usize,
+    k: usize,
     p: &[V; NV],
 ) {
     for g in 0..G {
-        let cc = c[g * nd + i];
-        let (re, im) = (V::splat(cc.re), V::splat(cc.im));
-        for k in K..NV {
-            acc[g][0][k] = re.fma(p[k], acc[g][0][k]);
-            acc[g][1][k] = im.fma(p[k], acc[g][1][k]);
+        let (ce, co) = (c[g * nv + 2 * k], c[g * nv + 2 * k + 1]);
+        let (er, ei) = (V::splat(ce.re), V::splat(ce.im));
+        let (or, oi) = (V::splat(co.re), V::splat(co.im));
+        for q in K..NV {
+            e[g][0][q] = er.fma(p[q], e[g][0][q]);
+            e[g][1][q] = ei.fma(p[q], e[g][1][q]);
+            o[g][0][q] = or.fma(p[q], o[g][0][q]);
+            o[g][1][q] = oi.fma(p[q], o[g][1][q]);
         }
     }
 }
 
-/// Synthesis of `G` fields (`c`: `G * nd`, `out`: `G` fields of `nt` rows) over
-/// blocks of `NV * W` northern latitudes, from the equator to the pole; the
-/// recurrence is shared by the `G` fields. Every lane sees the same
-/// operations whatever the block width and `G` (the results do not depend
-/// on them).
+/// Synthesis of `G` fields (`c`: `G` fields of pair coefficients, see
+/// [`ZForm`]; `out`: `G` fields of `nt` rows) over blocks of `NV * W`
+/// northern latitudes, from the equator to the pole; the recurrence is
+/// shared by the `G` fields. Every lane sees the same operations whatever
+/// the block width and `G` (the results do not depend on them).
 #[inline(always)]
-fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
+fn synth_group<V: Vf, const NV: usize, const G: usize>(
     o: &Order<'_>,
     c: &[Complex64],
     mut out: [&mut [Complex64]; G],
 ) {
     let lanes = NV * V::W;
     let (nn, nt) = (o.nn(), o.nt);
-    let ab = match o.q {
-        Some(q) if Q => &q.ab[..o.ab.len()],
-        _ => o.ab,
-    };
-    let n = ab.len();
-    let nd = n + 1;
+    let n = o.kmax();
+    let ab = &o.z.ab[..n];
+    let nv = 2 * (n + 1);
     // The blocks write rows `done..nt - done`; the others are zero.
     let mut done = nn;
     let mut blk = Block::EMPTY;
@@ -1323,19 +1372,17 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
         }
         done = base.max(0) as usize;
         let x = load_lanes::<V, NV>(&blk.x);
-        // The two-operation form takes 2x (exact, so `x * 2` is `x + x`).
-        let x = if Q { doubled(x) } else { x };
-        let i0 = blk.i0;
-        // All lanes together from the first start, two degrees per turn so
-        // that the parity of each accumulator is fixed (`a` the parity of
-        // i0, `b` the other); a lane joins at its own start (before, its
-        // values are zero and add exact zeros).
+        let y = squared(&x);
+        // All lanes together from the first start, two pairs per turn (so
+        // that the roles of `p0` and `p1` alternate without moves); a lane
+        // joins at its own start (before, its values are zero and add exact
+        // zeros). `ea` sums the even degrees, `oa` the odd ones over `x`.
         let zero = [V::splat(0.0); NV];
-        let mut a = [[zero; 2]; G];
-        let mut b = [[zero; 2]; G];
+        let mut ea = [[zero; 2]; G];
+        let mut oa = [[zero; 2]; G];
         let mut p0 = load_lanes::<V, NV>(&blk.p0);
         let mut p1 = load_lanes::<V, NV>(&blk.p1);
-        let mut i = i0;
+        let mut i = blk.i0;
         let mut e = blk.ne0;
         let mut qmin = blk.qmin;
         loop {
@@ -1346,11 +1393,11 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
                 qmin = qmin.min(ev(e).1);
                 e += 1;
             }
-            accumulate::<V, NV, G, 0>(&mut a, c, nd, i, &p1);
+            accumulate::<V, NV, G, 0>(&mut ea, &mut oa, c, nv, i, &p1);
             if i == n {
                 break;
             }
-            step_lanes::<V, NV, Q, 0>(ab[i], &x, &p1, &mut p0);
+            step_lanes::<V, NV, 0>(ab[i], &y, &p1, &mut p0);
             i += 1;
             while e < ne && ev(e).0 == i {
                 let st = o.start_values(blk.row(ev(e).1));
@@ -1359,25 +1406,35 @@ fn synth_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
                 qmin = qmin.min(ev(e).1);
                 e += 1;
             }
-            accumulate::<V, NV, G, 0>(&mut b, c, nd, i, &p0);
+            accumulate::<V, NV, G, 0>(&mut ea, &mut oa, c, nv, i, &p0);
             if i == n {
                 break;
             }
-            step_lanes::<V, NV, Q, 0>(ab[i], &x, &p0, &mut p1);
+            step_lanes::<V, NV, 0>(ab[i], &y, &p0, &mut p1);
             i += 1;
-            // Pairs of degrees before the next start and the last degree:
-            // the same operations without the checks, on the vectors
-            // holding a started lane only.
+            // Pairs before the next start and the last pair: the same
+            // operations without the checks, on the vectors holding a
+            // started lane only.
             let stop = if e < ne { ev(e).0.min(n) } else { n };
-            let pairs = Pairs { c, nd, ab, stop };
+            let pairs = Pairs { c, nv, ab, stop };
+            let (i, y, p0, p1, ea, oa) = (&mut i, &y, &mut p0, &mut p1, &mut ea, &mut oa);
             match first_active::<V, NV>(qmin) {
-                0 => pairs.synth::<V, NV, G, Q, 0>(&mut i, &x, &mut p0, &mut p1, &mut a, &mut b),
-                1 => pairs.synth::<V, NV, G, Q, 1>(&mut i, &x, &mut p0, &mut p1, &mut a, &mut b),
-                2 => pairs.synth::<V, NV, G, Q, 2>(&mut i, &x, &mut p0, &mut p1, &mut a, &mut b),
-                _ => pairs.synth::<V, NV, G, Q, 3>(&mut i, &x, &mut p0, &mut p1, &mut a, &mut b),
+                0 => pairs.synth::<V, NV, G, 0>(i, y, p0, p1, ea, oa),
+                1 => pairs.synth::<V, NV, G, 1>(i, y, p0, p1, ea, oa),
+                2 => pairs.synth::<V, NV, G, 2>(i, y, p0, p1, ea, oa),
+                _ => pairs.synth::<V, NV, G, 3>(i, y, p0, p1, ea, oa),
             }
         }
-        let (even, odd) = if i0 & 1 == 0 { (a, b) } else { (b, a) };
+        // The odd degrees are `x` times their sum.
+        let even = ea;
+        let mut odd = oa;
+        for og in odd.iter_mut() {
+            for part in og.iter_mut() {
+                for (v, xv) in part.iter_mut().zip(&x) {
+                    *v = v.mul(*xv);
+                }
+            }
+        }
         for (g, og) in out.iter_mut().enumerate() {
             let og = &mut **og;
             let mut lanes_of: Option<[[f64; LMAX_LANES]; 4]> = None;
@@ -1453,46 +1510,60 @@ fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
     input: [&[Complex64]; 2],
     out: &mut [Complex64],
 ) {
-    let nd = o.ab.len() + 1;
-    let nt = o.nt;
-    // Per-lane partial sums, index (field * nd + i): PART real parts, then
-    // PART imaginary parts; kept per thread between calls.
+    let (nd, nt) = (o.nd, o.nt);
+    let kmax = o.kmax();
+    let nv = 2 * (kmax + 1);
+    let z = o.z;
+    // Per-lane partial sums, index (field * nv + 2k or 2k + 1, the even and
+    // the odd sums of pair k): PART real parts, then PART imaginary parts;
+    // kept per thread between calls, as the pair sums.
     let mut part = PARTS.with(|p| std::mem::take(&mut *p.borrow_mut()));
-    part.resize(2 * nd, [0.0; 2 * PART]);
+    part.resize(2 * nv, [0.0; 2 * PART]);
+    let mut sums = SUMS.with(|p| std::mem::take(&mut *p.borrow_mut()));
+    sums.resize(nv, Complex64::new(0.0, 0.0));
     let [i0, i1] = input;
     assert_eq!(i0.len() + i1.len(), nf * nt, "whole fields");
     let rows = i0.chunks_exact(nt).chain(i1.chunks_exact(nt));
+    let ones = [1.0; 8];
     for (k, grp) in in_pairs(rows).enumerate() {
         let (f, g) = (2 * k, grp.len());
-        match (grp, o.q.is_some()) {
-            (Group::Two(r), true) => anal_group::<V, NV2, 2, true>(o, r, &mut part),
-            (Group::Two(r), false) => anal_group::<V, NV2, 2, false>(o, r, &mut part),
-            (Group::One(r), true) => anal_group::<V, NV, 1, true>(o, r, &mut part),
-            (Group::One(r), false) => anal_group::<V, NV, 1, false>(o, r, &mut part),
+        match grp {
+            Group::Two(r) => anal_group::<V, NV2, 2>(o, r, &mut part),
+            Group::One(r) => anal_group::<V, NV, 1>(o, r, &mut part),
         }
-        // The partial sums of each degree added up, eight degrees at a
-        // time, field by field; in the two-operation form the sums take the
-        // factors s_i.
-        let ones = [1.0; 8];
+        // The partial sums of each pair added up, eight at a time, field by
+        // field; then the degrees: `c_{2k} = u_k E_k + v_{k-1} E_{k-1}`,
+        // `c_{2k+1} = s_k O_k` (see [`ZForm`]).
         for gi in 0..g {
-            let p = &part[gi * nd..(gi + 1) * nd];
-            let of = &mut out[(f + gi) * nd..(f + gi + 1) * nd];
-            let mut k = 0;
-            while k + 8 <= nd {
-                let sc = match o.q {
-                    Some(q) => &q.s[k..k + 8],
-                    None => &ones[..],
-                };
-                V::reduce8(&p[k..k + 8], sc, &mut of[k..k + 8]);
-                k += 8;
+            let p = &part[gi * nv..(gi + 1) * nv];
+            let mut q = 0;
+            while q + 8 <= nv {
+                V::reduce8(&p[q..q + 8], &ones, &mut sums[q..q + 8]);
+                q += 8;
             }
-            for (k, p) in p.iter().enumerate().skip(k) {
-                let (sr, si) = (tree8(&p[..PART]), tree8(&p[PART..]));
-                of[k] = Complex64::new(sr, si) * o.q.map_or(1.0, |q| q.s[k]);
+            for (q, p) in p.iter().enumerate().skip(q) {
+                sums[q] = Complex64::new(tree8(&p[..PART]), tree8(&p[PART..]));
+            }
+            let of = &mut out[(f + gi) * nd..(f + gi + 1) * nd];
+            for (i, c) in of.iter_mut().enumerate() {
+                let k = i / 2;
+                *c = if i % 2 == 1 {
+                    sums[i] * z.s[k]
+                } else if k == 0 {
+                    sums[0] * z.u[0]
+                } else {
+                    sums[i] * z.u[k] + sums[i - 2] * z.v[k - 1]
+                };
             }
         }
     }
     PARTS.with(|p| *p.borrow_mut() = part);
+    SUMS.with(|p| *p.borrow_mut() = sums);
+}
+
+thread_local! {
+    /// The pair sums of analysis, kept between calls on this thread.
+    static SUMS: std::cell::RefCell<Vec<Complex64>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 thread_local! {
@@ -1500,64 +1571,67 @@ thread_local! {
     static PARTS: std::cell::RefCell<Vec<[f64; 2 * PART]>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Adds `sd * p` of the lanes to the `PART` partial sums (to zero instead,
-/// when `first`): lane
-/// `r + PART h` of the block into partial `r`, highest `h` first (the
-/// order that blocks of `PART` lanes, going from the equator, would give);
+/// Adds `se * p` of the lanes to the `PART` partial sums of the even sum
+/// of pair `k` (`part[g * nv + 2k]`) and `so * p` to those of its odd sum
+/// (`part[g * nv + 2k + 1]`), to zero instead when `first`: lane `r +
+/// PART h` of the block into partial `r`, highest `h` first (the order
+/// that blocks of `PART` lanes, going from the equator, would give);
 /// vectors below `K` hold zeros and are skipped (adding exact zeros to sums
 /// that start at +0 changes no bit).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn deposit<V: Vf, const NV: usize, const G: usize, const K: usize>(
     part: &mut [[f64; 2 * PART]],
-    sd: &[[[V; NV]; 2]; G],
-    nd: usize,
-    i: usize,
+    se: &[[[V; NV]; 2]; G],
+    so: &[[[V; NV]; 2]; G],
+    nv: usize,
+    k: usize,
     p: &[V; NV],
     first: bool,
 ) {
     let pw = PART / V::W; // vectors per partial-sum group
     for g in 0..G {
-        let d = &mut part[g * nd + i];
-        for c in 0..2 {
-            for k in 0..pw {
-                let s = &mut d[c * PART + k * V::W..];
-                // The first block to reach a degree starts its sums from
-                // zero in a register (the same bits as from zeros in
-                // memory, which then need not be written first).
-                let mut v = if first { V::splat(0.0) } else { V::load(s) };
-                for h in (0..NV / pw).rev() {
-                    if h * pw + k >= K {
-                        v = sd[g][c][h * pw + k].fma(p[h * pw + k], v);
+        for (par, sd) in [se, so].into_iter().enumerate() {
+            let d = &mut part[g * nv + 2 * k + par];
+            for c in 0..2 {
+                for q in 0..pw {
+                    let s = &mut d[c * PART + q * V::W..];
+                    // The first block to reach a pair starts its sums from
+                    // zero in a register (the same bits as from zeros in
+                    // memory, which then need not be written first).
+                    let mut v = if first { V::splat(0.0) } else { V::load(s) };
+                    for h in (0..NV / pw).rev() {
+                        if h * pw + q >= K {
+                            v = sd[g][c][h * pw + q].fma(p[h * pw + q], v);
+                        }
                     }
+                    v.store(s);
                 }
-                v.store(s);
             }
         }
     }
 }
 
 /// Analysis of `G` fields (`input`: `G` fields of `nt` rows) into the partial sums
-/// `part[g * nd + i]`, over blocks of `NV * W` northern latitudes from the
+/// `part[g * nv + 2k]` (even) and `part[g * nv + 2k + 1]` (odd) of the
+/// pairs `k` (see [`ZForm`]), over blocks of `NV * W` northern latitudes from the
 /// equator to the pole. The partial sum `r` receives the rows
 /// `j = r mod PART` in decreasing `j`, whatever the block width.
 #[inline(always)]
-fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
+fn anal_group<V: Vf, const NV: usize, const G: usize>(
     o: &Order<'_>,
     input: [&[Complex64]; G],
     part: &mut [[f64; 2 * PART]],
 ) {
     let lanes = NV * V::W;
     let (nn, nt) = (o.nn(), o.nt);
-    let ab = match o.q {
-        Some(q) if Q => &q.ab[..o.ab.len()],
-        _ => o.ab,
-    };
-    let n = ab.len();
-    let nd = n + 1;
+    let n = o.kmax();
+    let ab = &o.z.ab[..n];
+    let nv = 2 * (n + 1);
     let mut blk = Block::EMPTY;
     let mut base = first_base(nn, lanes);
-    // The first block (at the equator) starts every degree from its first
-    // start on; the degrees below it, and all of them when no block has a
+    // The first block (at the equator) starts every pair from its first
+    // start on; the pairs below it, and all of them when no block has a
     // lane, are zero (the partial sums are not cleared beforehand).
     let mut first = true;
     while base + (lanes as isize) > 0 {
@@ -1568,7 +1642,7 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
         }
         if first {
             for g in 0..G {
-                part[g * nd..g * nd + blk.i0].fill([0.0; 2 * PART]);
+                part[g * nv..g * nv + 2 * blk.i0].fill([0.0; 2 * PART]);
             }
         }
         let next = base - lanes as isize;
@@ -1577,8 +1651,7 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
         }
         prefetch_starts(o, next, lanes);
         let x = load_lanes::<V, NV>(&blk.x);
-        // The two-operation form takes 2x (exact, so `x * 2` is `x + x`).
-        let x = if Q { doubled(x) } else { x };
+        let y = squared(&x);
         let i0 = blk.i0;
         // Weighted sums (even i) and differences (odd i) of the two
         // hemispheres, [parity][field][re, im][vector]: whole vectors of
@@ -1635,11 +1708,17 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
                 }
             }
         }
-        let (sa, sb) = if i0 & 1 == 0 {
-            (hv[0], hv[1])
-        } else {
-            (hv[1], hv[0])
-        };
+        // The even sums take the weighted sums, the odd ones `x` times the
+        // weighted differences (see [`ZForm`]).
+        let se = hv[0];
+        let mut so = hv[1];
+        for sg in so.iter_mut() {
+            for sc in sg.iter_mut() {
+                for (v, xv) in sc.iter_mut().zip(&x) {
+                    *v = v.mul(*xv);
+                }
+            }
+        }
         // All lanes together from the first start (see `synth_group`).
         let mut p0 = load_lanes::<V, NV>(&blk.p0);
         let mut p1 = load_lanes::<V, NV>(&blk.p1);
@@ -1654,11 +1733,11 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
                 qmin = qmin.min(ev(e).1);
                 e += 1;
             }
-            deposit::<V, NV, G, 0>(part, &sa, nd, i, &p1, first);
+            deposit::<V, NV, G, 0>(part, &se, &so, nv, i, &p1, first);
             if i == n {
                 break;
             }
-            step_lanes::<V, NV, Q, 0>(ab[i], &x, &p1, &mut p0);
+            step_lanes::<V, NV, 0>(ab[i], &y, &p1, &mut p0);
             i += 1;
             while e < ne && ev(e).0 == i {
                 let st = o.start_values(blk.row(ev(e).1));
@@ -1667,92 +1746,74 @@ fn anal_group<V: Vf, const NV: usize, const G: usize, const Q: bool>(
                 qmin = qmin.min(ev(e).1);
                 e += 1;
             }
-            deposit::<V, NV, G, 0>(part, &sb, nd, i, &p0, first);
+            deposit::<V, NV, G, 0>(part, &se, &so, nv, i, &p0, first);
             if i == n {
                 break;
             }
-            step_lanes::<V, NV, Q, 0>(ab[i], &x, &p0, &mut p1);
+            step_lanes::<V, NV, 0>(ab[i], &y, &p0, &mut p1);
             i += 1;
-            // Pairs of degrees before the next start and the last degree:
-            // the same operations without the checks, on the vectors
-            // holding a started lane only.
+            // Pairs before the next start and the last pair: the same
+            // operations without the checks, on the vectors holding a
+            // started lane only.
             let stop = if e < ne { ev(e).0.min(n) } else { n };
             let pairs = Pairs {
                 c: (),
-                nd,
+                nv,
                 ab,
                 stop,
             };
-            let (i, x, p0, p1) = (&mut i, &x, &mut p0, &mut p1);
+            let (i, y, p0, p1) = (&mut i, &y, &mut p0, &mut p1);
             match (first, first_active::<V, NV>(qmin)) {
-                (true, 0) => pairs.anal::<V, NV, G, Q, 0, true>(i, x, p0, p1, part, &sa, &sb),
-                (true, 1) => pairs.anal::<V, NV, G, Q, 1, true>(i, x, p0, p1, part, &sa, &sb),
-                (true, 2) => pairs.anal::<V, NV, G, Q, 2, true>(i, x, p0, p1, part, &sa, &sb),
-                (true, _) => pairs.anal::<V, NV, G, Q, 3, true>(i, x, p0, p1, part, &sa, &sb),
-                (false, 0) => pairs.anal::<V, NV, G, Q, 0, false>(i, x, p0, p1, part, &sa, &sb),
-                (false, 1) => pairs.anal::<V, NV, G, Q, 1, false>(i, x, p0, p1, part, &sa, &sb),
-                (false, 2) => pairs.anal::<V, NV, G, Q, 2, false>(i, x, p0, p1, part, &sa, &sb),
-                (false, _) => pairs.anal::<V, NV, G, Q, 3, false>(i, x, p0, p1, part, &sa, &sb),
+                (true, 0) => pairs.anal::<V, NV, G, 0, true>(i, y, p0, p1, part, &se, &so),
+                (true, 1) => pairs.anal::<V, NV, G, 1, true>(i, y, p0, p1, part, &se, &so),
+                (true, 2) => pairs.anal::<V, NV, G, 2, true>(i, y, p0, p1, part, &se, &so),
+                (true, _) => pairs.anal::<V, NV, G, 3, true>(i, y, p0, p1, part, &se, &so),
+                (false, 0) => pairs.anal::<V, NV, G, 0, false>(i, y, p0, p1, part, &se, &so),
+                (false, 1) => pairs.anal::<V, NV, G, 1, false>(i, y, p0, p1, part, &se, &so),
+                (false, 2) => pairs.anal::<V, NV, G, 2, false>(i, y, p0, p1, part, &se, &so),
+                (false, _) => pairs.anal::<V, NV, G, 3, false>(i, y, p0, p1, part, &se, &so),
             }
         }
         first = false;
         base -= lanes as isize;
     }
     if first {
-        part[..G * nd].fill([0.0; 2 * PART]);
+        part[..G * nv].fill([0.0; 2 * PART]);
     }
 }
 
 /// The [`Starts`] of every order `m <= mmax` at every northern node, index
-/// `m * x.len() + j`, for degrees up to `lend`; `rec`/`rec_off` hold the
-/// recurrence coefficients of each order (up to `lend`), `qform` its
-/// two-operation form. From the equator to the pole: once a node is
-/// negligible for every degree, so are the nodes nearer the pole (smaller
-/// `sin^m theta`), which are not computed.
-#[allow(clippy::too_many_arguments)]
+/// `m * x.len() + j`, for the pairs of `zform[m]` (up to `l = lmax + 1`).
+/// From the equator to the pole: once a node is negligible for every
+/// degree, so are the nodes nearer the pole (smaller `sin^m theta`), which
+/// are not computed.
 pub(crate) fn starts(
     simd: Simd,
     x: &[f64],
     sin_theta: &[f64],
-    mmax: usize,
-    rec: &[[f64; 2]],
-    rec_off: &[usize],
-    qform: &[Option<QForm>],
+    zform: &[ZForm],
     eps: f64,
 ) -> Starts {
     let mut s = match simd {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Simd::detect` found FMA on this CPU.
-        Simd::Avx512 | Simd::Avx2 => unsafe { starts_fma(x, sin_theta, mmax, rec, rec_off, eps) },
-        _ => starts_impl(x, sin_theta, mmax, rec, rec_off, eps),
+        Simd::Avx512 | Simd::Avx2 => unsafe { starts_fma(x, sin_theta, zform, eps) },
+        _ => starts_impl(x, sin_theta, zform, eps),
     };
-    s.finish(x.len(), &qform[..=mmax]);
+    s.finish(x.len(), zform.len());
     s
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "fma")]
-unsafe fn starts_fma(
-    x: &[f64],
-    sin_theta: &[f64],
-    mmax: usize,
-    rec: &[[f64; 2]],
-    rec_off: &[usize],
-    eps: f64,
-) -> Starts {
-    starts_impl(x, sin_theta, mmax, rec, rec_off, eps)
+unsafe fn starts_fma(x: &[f64], sin_theta: &[f64], zform: &[ZForm], eps: f64) -> Starts {
+    starts_impl(x, sin_theta, zform, eps)
 }
 
 #[inline(always)]
-fn starts_impl(
-    x: &[f64],
-    sin_theta: &[f64],
-    mmax: usize,
-    rec: &[[f64; 2]],
-    rec_off: &[usize],
-    eps: f64,
-) -> Starts {
+fn starts_impl(x: &[f64], sin_theta: &[f64], zform: &[ZForm], eps: f64) -> Starts {
     let nn = x.len();
+    let mmax = zform.len() - 1;
     let mut pv = vec![0.0; (mmax + 1) * nn];
     let mut pk = vec![0; (mmax + 1) * nn];
     for j in 0..nn {
@@ -1764,12 +1825,12 @@ fn starts_impl(
         });
     }
     let mut out = Starts::none((mmax + 1) * nn);
-    for m in 0..=mmax {
-        let ab = &rec[rec_off[m]..rec_off[m + 1]];
+    for (m, z) in zform.iter().enumerate() {
         for j in (0..nn).rev() {
             let k = m * nn + j;
-            match unscaled_start(x[j], pv[k], pk[k], ab)
-                .and_then(|st| above_threshold(x[j], st, ab, eps))
+            let y = x[j] * x[j];
+            match unscaled_zstart(m, y, pv[k], pk[k], z)
+                .and_then(|st| zabove_threshold(y, st, z, eps))
             {
                 Some((i, p0, p1)) => {
                     (out.i[k], out.p0[k], out.p1[k]) = (i as u32, p0, p1);

@@ -9,7 +9,7 @@ use num_complex::Complex64;
 use rayon::prelude::*;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 
-use crate::legendre::{anal, coefficients, starts, synth, Order, QForm, Simd, Starts, PAD};
+use crate::legendre::{anal, starts, synth, Order, Simd, Starts, ZForm, PAD};
 use crate::{batch, check_len, gauss_legendre, Kernel, Parallelism, ShtError};
 
 const ZERO: Complex64 = Complex64::new(0.0, 0.0);
@@ -92,9 +92,8 @@ pub struct Sht {
     xpad: Vec<f64>,
     eps: Vec<f64>,
     inv_ll: Vec<f64>,
-    rec: Vec<[f64; 2]>,
-    rec_off: Vec<usize>,
-    qform: Vec<Option<QForm>>,
+    /// The pair recurrence of every order, up to `l = lmax + 1`.
+    zform: Vec<ZForm>,
     simd: Simd,
     polar: f64,
     r2c: Arc<dyn RealToComplex<f64>>,
@@ -142,20 +141,9 @@ impl Sht {
         }
         let (theta, x, w) = gauss_legendre(ntheta);
         let nnorth = ntheta.div_ceil(2);
-        // Recurrence coefficients of each order, up to lmax + 1 (the vector
+        // The recurrence of each order, up to lmax + 1 (the vector
         // transforms need one degree more).
-        let mut rec = Vec::new();
-        let mut rec_off = Vec::with_capacity(lmax + 2);
-        let mut ab = Vec::new();
-        for m in 0..=lmax {
-            rec_off.push(rec.len());
-            coefficients(lmax + 1, m, &mut ab);
-            rec.extend_from_slice(&ab);
-        }
-        rec_off.push(rec.len());
-        let qform: Vec<Option<QForm>> = (0..=lmax)
-            .map(|m| QForm::new(&rec[rec_off[m]..rec_off[m + 1]]))
-            .collect();
+        let zform: Vec<ZForm> = (0..=lmax).map(|m| ZForm::new(m, lmax + 1)).collect();
         let w2pi = w[..nnorth].iter().map(|w| 2.0 * PI * w).collect();
         let mut xpad = vec![0.0; nnorth + 2 * PAD];
         xpad[PAD..PAD + nnorth].copy_from_slice(&x[..nnorth]);
@@ -177,16 +165,7 @@ impl Sht {
             eps.extend((m..=lmax + 2).map(|l| crate::vector::eps(l, m)));
         }
         let simd = Simd::detect();
-        let start = starts(
-            simd,
-            &x[..nnorth],
-            &sin_theta[..nnorth],
-            lmax,
-            &rec,
-            &rec_off,
-            &qform,
-            0.0,
-        );
+        let start = starts(simd, &x[..nnorth], &sin_theta[..nnorth], &zform, 0.0);
         let mut planner = RealFftPlanner::<f64>::new();
         let r2c = planner.plan_fft_forward(nphi);
         let c2r = planner.plan_fft_inverse(nphi);
@@ -205,9 +184,7 @@ impl Sht {
             xpad,
             eps,
             inv_ll,
-            rec,
-            rec_off,
-            qform,
+            zform,
             simd,
             polar: 0.0,
             r2c,
@@ -244,10 +221,11 @@ impl Sht {
     }
 
     /// Opt-in polar threshold (default 0, off): the Legendre kernels skip,
-    /// for each order and latitude, the leading degrees where
-    /// `|Pbar_lm(cos theta_j)| < eps` (near the poles the values of high
-    /// orders grow with `l` from far below `eps`; from the first degree at
-    /// or above it on, every degree is kept). Those values are taken as
+    /// for each order and latitude, the leading pairs of degrees `(m + 2k,
+    /// m + 2k + 1)` where `|Pbar_{m+2k+1,m}(x_j) / x_j| < eps` (`x_j = cos
+    /// theta_j`; near the poles the values of high orders grow with `l`
+    /// from far below `eps`; from the first pair at or above it on, every
+    /// degree is kept). Those values are taken as
     /// zero, which saves work at high orders and costs accuracy: measured
     /// round-trip errors (synthesis then analysis, random coefficients) in
     /// the crate README. With `eps = 0` only the values below `2^-280` are
@@ -268,10 +246,7 @@ impl Sht {
             self.simd,
             &self.x[..nn],
             &self.sin_theta[..nn],
-            self.lmax,
-            &self.rec,
-            &self.rec_off,
-            &self.qform,
+            &self.zform,
             eps,
         );
         self.polar = eps;
@@ -683,14 +658,13 @@ impl Sht {
 
     /// The kernels' view of order `m`, degrees `l = m..=lend` (`lend <= lmax + 1`).
     fn order(&self, m: usize, lend: usize) -> Order<'_> {
-        let off = self.rec_off[m];
         Order {
-            ab: &self.rec[off..off + lend - m],
+            nd: lend - m + 1,
+            z: &self.zform[m],
             xpad: &self.xpad,
             start: self.start.order(m),
             w2pi: &self.w2pi,
             nt: self.ntheta,
-            q: self.qform[m].as_ref(),
             row_scale: None,
         }
     }
@@ -783,11 +757,12 @@ mod tests {
     use super::*;
 
     /// The plan's runs of equal starts against a direct comparison over
-    /// every pair of nodes of every order; its padded start values, times
-    /// the two-operation factors, against `Pbar_lm` from
-    /// [`crate::normalized_legendre`] at the start degree and the one
-    /// before, and zero around them and where negligible. With and without
-    /// a polar threshold (which spreads the starts over more degrees).
+    /// every pair of nodes of every order; its padded start values `(z_{k-1},
+    /// z_k)`, times the pair factors `s`, against `t_k = Pbar_{m+2k+1} / x`
+    /// from [`crate::normalized_legendre`] (see `legendre::ZForm`), and zero
+    /// around them and where negligible. With and without a polar threshold
+    /// (which spreads the starts over more pairs), and an odd `ntheta` (a
+    /// node at the equator, `x = 0`, where `t_0 = Pbar_mm sqrt(2m + 3)`).
     #[test]
     fn runs_and_padded_starts_match_a_direct_check() {
         // Windows of eight nodes with one start, and all windows.
@@ -821,16 +796,30 @@ mod tests {
                         assert_eq!((p0, p1), (0.0, 0.0));
                         continue;
                     }
-                    let i = s.i[j] as usize;
-                    let mut pb = vec![0.0; lmax + 2 - m];
-                    crate::normalized_legendre(lmax + 1, m, sht.theta[j], &mut pb).unwrap();
-                    let f = |k: usize| sht.qform[m].as_ref().map_or(1.0, |q| q.s[k]);
-                    let close = |a: f64, b: f64| (a - b).abs() <= 1e-13 * b.abs();
-                    assert!(close(p1 * f(i), pb[i]), "m {m} node {j}: {p1} vs {}", pb[i]);
-                    if i == 0 {
+                    let k = s.i[j] as usize;
+                    // Degrees up to lmax + 2: the last pair's odd degree.
+                    let mut pb = vec![0.0; lmax + 3 - m];
+                    crate::normalized_legendre(lmax + 2, m, sht.theta[j], &mut pb).unwrap();
+                    let x = sht.x[j];
+                    // t_k from the recurrence in l (at the equator node, t_0
+                    // only: every start there is at k = 0).
+                    let t = |k: usize| {
+                        if x == 0.0 {
+                            assert_eq!(k, 0, "m {m}: the equator starts at once");
+                            pb[0] * (2.0 * m as f64 + 3.0).sqrt()
+                        } else {
+                            pb[2 * k + 1] / x
+                        }
+                    };
+                    let z = &sht.zform[m];
+                    // The pair recurrence and the one in l round differently:
+                    // a few hundred steps of rounding at most (lmax 127).
+                    let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs();
+                    assert!(close(p1 * z.s[k], t(k)), "m {m} node {j}: {p1} vs {}", t(k));
+                    if k == 0 {
                         assert_eq!(p0, 0.0);
                     } else {
-                        assert!(close(p0 * f(i - 1), pb[i - 1]), "m {m} node {j}");
+                        assert!(close(p0 * z.s[k - 1], t(k - 1)), "m {m} node {j}");
                     }
                 }
             }
