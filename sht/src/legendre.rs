@@ -118,12 +118,64 @@ pub(crate) fn unscaled_start(
     k_start: i32,
     ab: &[[f64; 2]],
 ) -> Option<(usize, f64, f64)> {
+    leave_scaled(&InL { ab, x }, p_start, k_start)
+}
+
+/// A three-term recurrence at one node: `step(i, p1, p0)` is the value
+/// after `p1` (index `i`) and `p0` (index `i - 1`), for `i < len()`.
+trait Recurrence {
+    fn len(&self) -> usize;
+    fn step(&self, i: usize, p1: f64, p0: f64) -> f64;
+}
+
+/// The recurrence in `l` ([`step`]) at `x`.
+struct InL<'a> {
+    ab: &'a [[f64; 2]],
+    x: f64,
+}
+
+impl Recurrence for InL<'_> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.ab.len()
+    }
+    #[inline(always)]
+    fn step(&self, i: usize, p1: f64, p0: f64) -> f64 {
+        step(self.ab[i], self.x, p1, p0)
+    }
+}
+
+/// The pair recurrence ([`zstep`]) at `y = x^2`.
+struct InPairs<'a> {
+    z: &'a ZForm,
+    y: f64,
+}
+
+impl Recurrence for InPairs<'_> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.z.ab.len()
+    }
+    #[inline(always)]
+    fn step(&self, k: usize, z1: f64, z0: f64) -> f64 {
+        zstep(self.z.ab[k], self.y, z1, z0)
+    }
+}
+
+/// Runs `rec` from `(0, p_start)` scaled by `BIG^-k_start` (the stored
+/// values are the true ones times `BIG^k`) until the values are back in
+/// the unscaled range: the index there and its two values, `None` if that
+/// is not reached within `rec.len()` steps. While scaled (`k >= 1`) a
+/// stored value stays below 1 in magnitude, so the true value is below
+/// `2^-280`.
+#[inline(always)]
+fn leave_scaled(rec: &impl Recurrence, p_start: f64, k_start: i32) -> Option<(usize, f64, f64)> {
     let (mut p0, mut p1, mut k, mut i) = (0.0, p_start, k_start, 0usize);
     while k > 0 {
-        if i == ab.len() {
+        if i == rec.len() {
             return None;
         }
-        let p2 = step(ab[i], x, p1, p0);
+        let p2 = rec.step(i, p1, p0);
         p0 = p1;
         p1 = p2;
         i += 1;
@@ -276,22 +328,7 @@ fn unscaled_zstart(
     k_start: i32,
     z: &ZForm,
 ) -> Option<(usize, f64, f64)> {
-    let (mut z0, mut z1, mut e, mut k) = (0.0, ZForm::z0(m, p_start), k_start, 0usize);
-    while e > 0 {
-        if k == z.ab.len() {
-            return None;
-        }
-        let z2 = zstep(z.ab[k], y, z1, z0);
-        z0 = z1;
-        z1 = z2;
-        k += 1;
-        if z1.abs() > 1.0 {
-            z0 *= INV_BIG;
-            z1 *= INV_BIG;
-            e -= 1;
-        }
-    }
-    Some((k, z0, z1))
+    leave_scaled(&InPairs { z, y }, ZForm::z0(m, p_start), k_start)
 }
 
 /// The polar threshold: from the unscaled start `(k, z0, z1)`, the first
