@@ -57,7 +57,8 @@ pub const L2_RINGS_FROM: usize = 2 << 20;
 /// 59.4-59.5 ms (`heat3d --n 256 --steps 24 --ranks 1 --mode blocking`,
 /// two rounds, 2026-12-04). On the AMD EPYC (1 MiB of L2, a 32 MiB L3
 /// per core complex) the whole axis in the L3 was fastest (see
-/// [`BUDGET`]). A tile can also be set outright: [`tile_for_rows`].
+/// [`BUDGET`]). A tile can also be set outright: [`Wavefront::with_tile`]
+/// (heat3d's `tile_rows`).
 pub fn budget() -> usize {
     static BYTES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *BYTES.get_or_init(|| {
