@@ -1878,3 +1878,60 @@ fn starts_impl(x: &[f64], sin_theta: &[f64], zform: &[ZForm], eps: f64) -> Start
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pair recurrence against the recurrence in `l`
+    /// ([`normalized_legendre`]): from `z_0`, `x s_k z_k` is
+    /// `Pbar_{m+2k+1}` and `u_k z_k + v_{k-1} z_{k-1}` is `Pbar_{m+2k}` at
+    /// every degree up to `lmax`, for low, middle and the highest orders,
+    /// at nodes from next to the equator to near the pole (where the
+    /// sectoral value needs no extended exponent). Fails if a factor of
+    /// [`ZForm`] is off (an `e_l` for the wrong degree, a sign of `s`).
+    #[test]
+    fn pair_recurrence_gives_the_legendre_functions() {
+        let lmax = 200;
+        let mut checked = 0;
+        for m in [0, 1, 2, 17, 100, 199, 200] {
+            let z = ZForm::new(m, lmax);
+            for theta in [1.55f64, 1.2, 0.7, 0.3] {
+                let (x, st) = (theta.cos(), theta.sin());
+                let mut pmm = (0.0, 0);
+                sectoral(m, st, |v, k| pmm = (v, k));
+                if pmm.1 != 0 {
+                    continue; // the scaled range: the plan's starts cover it
+                }
+                let mut p = vec![0.0; lmax - m + 1];
+                normalized_legendre(lmax, m, theta, &mut p).unwrap();
+                let y = x * x;
+                let mut zs = vec![ZForm::z0(m, pmm.0)];
+                for (k, &ab) in z.ab.iter().enumerate() {
+                    let prev = if k == 0 { 0.0 } else { zs[k - 1] };
+                    zs.push(zstep(ab, y, zs[k], prev));
+                }
+                let big = p.iter().fold(0.0f64, |a, v| a.max(v.abs()));
+                for (i, &want) in p.iter().enumerate() {
+                    let k = i / 2;
+                    let got = if i % 2 == 1 {
+                        x * (z.s[k] * zs[k])
+                    } else if k == 0 {
+                        z.u[0] * zs[0]
+                    } else {
+                        z.u[k] * zs[k] + z.v[k - 1] * zs[k - 1]
+                    };
+                    // Two recurrences of up to 200 steps, each rounding
+                    // differently: 1e-12 of the largest value.
+                    assert!(
+                        (got - want).abs() <= 1e-12 * big,
+                        "m {m} theta {theta} l {}: {got} vs {want}",
+                        m + i
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 2000, "{checked} values checked");
+    }
+}
