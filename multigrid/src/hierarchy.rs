@@ -579,11 +579,18 @@ impl Hierarchy {
         self.check("u", u)?;
         self.check("f", f)?;
         let t = Instant::now();
-        {
-            let w = self.levels[0].work.as_mut().expect("fine level");
-            std::mem::swap(&mut w.u, u);
-            w.f.as_mut_slice().copy_from_slice(f.as_slice());
-        }
+        let w = self.levels[0].work.as_mut().expect("fine level");
+        w.f.as_mut_slice().copy_from_slice(f.as_slice());
+        self.vcycle_s += t.elapsed().as_secs_f64();
+        self.vcycle_in_place(comm, u)
+    }
+
+    /// One V-cycle improving `u` for the right-hand side the fine level
+    /// holds (the cycle reads it and may refresh its ghosts, which are
+    /// functions of its owned values), timed into the V-cycle seconds.
+    fn vcycle_in_place(&mut self, comm: &dyn Communicator, u: &mut Field) -> Result<(), MgError> {
+        let t = Instant::now();
+        std::mem::swap(&mut self.levels[0].work.as_mut().expect("fine level").u, u);
         let res = self.run_cycle(comm, false, None);
         std::mem::swap(&mut self.levels[0].work.as_mut().expect("fine level").u, u);
         self.vcycle_s += t.elapsed().as_secs_f64();
@@ -875,9 +882,13 @@ impl Hierarchy {
         let scale = if bn > 0.0 { bn } else { 1.0 };
         let mut r = self.take_field();
         let mut res = vec![self.fine_residual(comm, u, b, &mut r)?.sqrt() / scale];
+        // The right-hand side goes into the fine level once, not once a
+        // cycle as `vcycle` copies it (it does not change between cycles).
+        let w = self.levels[0].work.as_mut().expect("fine level");
+        w.f.as_mut_slice().copy_from_slice(b.as_slice());
         let mut it = 0;
         while res[it] > self.opts.tol && it < self.opts.max_iter {
-            self.vcycle(comm, u, b)?;
+            self.vcycle_in_place(comm, u)?;
             if self.problem.is_singular() {
                 self.remove_mean(comm, u)?;
             }
