@@ -68,13 +68,14 @@ fn eps_offset(lmax: usize, m: usize) -> usize {
 /// A spherical harmonic transform plan: a Gauss-Legendre grid of `ntheta`
 /// latitudes and `nphi` longitudes, and the truncation `lmax = mmax`.
 ///
-/// Holds the grid, for every order and northern latitude the degree where
-/// the recurrence leaves the negligible range, its two values there and
-/// the run of equal starts it belongs to (`(mmax+1) * ceil(ntheta/2)`
-/// entries of 24 bytes and 1 KiB of padding per order: 7.9 MB at `ntheta =
-/// 768`, `mmax = 767`, 137 MB at `ntheta = 4096`, `mmax = 2730`), the recurrence
-/// coefficients of every order up to `l = lmax + 1` (`~ lmax^2 / 2` pairs,
-/// no table over the latitudes) and the phi FFT plans. See the crate docs
+/// Holds the grid, for every order and northern latitude the pair of
+/// degrees where the recurrence leaves the negligible range, its two values
+/// there and the run of equal starts it belongs to (`(mmax+1) *
+/// ceil(ntheta/2)` entries of 24 bytes and 1 KiB of padding per order: 7.9
+/// MB at `ntheta = 768`, `mmax = 767`, 137 MB at `ntheta = 4096`, `mmax =
+/// 2730`), the pair recurrence of every order up to `l = lmax + 1` (five
+/// factors a pair of degrees, `~ 5 lmax^2 / 4` values; no table over the
+/// latitudes) and the phi FFT plans. See the crate docs
 /// for the convention and the layouts.
 pub struct Sht {
     ntheta: usize,

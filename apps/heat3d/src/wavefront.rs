@@ -51,11 +51,11 @@ pub const L2_RINGS_FROM: usize = 2 << 20;
 /// On one core of an Intel Xeon with 2 MiB of L2 and a mesh L3 shared by
 /// the whole chip (Linux reports 480 MiB), FD-2 at 256^3 with four steps
 /// a pass took 14.3-14.5 ms a step with 1.5 MiB of rings (3/4 of the L2,
-/// tiles of 51 rows), 19.1-19.5 with 0.75 MiB and 22.1-22.3 with the
+/// tiles of 52 rows), 15.0-19.5 with 0.75 MiB and 21.8-22.3 with the
 /// whole axis in the L3 (6.2 MiB), against a copy of the field in 14.8
 /// ms; FD-4 25.7-26.1 against 33.8-34.1 ms and FD-8 45.3-46.3 against
 /// 59.4-59.5 ms (`heat3d --n 256 --steps 24 --ranks 1 --mode blocking`,
-/// two rounds, 2026-12-04). On the AMD EPYC (1 MiB of L2, a 32 MiB L3
+/// two or three runs each, 2026-12-04). On the AMD EPYC (1 MiB of L2, a 32 MiB L3
 /// per core complex) the whole axis in the L3 was fastest (see
 /// [`BUDGET`]). A tile can also be set outright: [`Wavefront::with_tile`]
 /// (heat3d's `tile_rows`).
