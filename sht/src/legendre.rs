@@ -227,6 +227,15 @@ impl Order<'_> {
         (self.nd - 1) / 2
     }
 
+    /// The factors `u_k`, `v_k`, `s_k` of [`ZForm`] for the call's pairs
+    /// `k = 0..=kmax` (slices of exactly that length, so that loops zipped
+    /// over them cover every pair).
+    #[inline(always)]
+    fn factors(&self) -> (&[f64], &[f64], &[f64]) {
+        let k = self.kmax();
+        (&self.z.u[..=k], &self.z.v[..=k], &self.z.s[..=k])
+    }
+
     /// The start `(z_{k-1}, z_k)` of northern row `j` at its start pair `k`.
     #[inline(always)]
     fn start_values(&self, j: usize) -> [f64; 2] {
@@ -1295,23 +1304,20 @@ fn synth_impl<V: Vf, const NV: usize, const NV2: usize>(
     if pc.len() < nf * nv {
         pc.resize(nf * nv, Complex64::new(0.0, 0.0));
     }
-    let z = o.z;
-    // The zipped loop below stops at the shortest of its inputs: the
-    // factors must cover every pair.
-    assert!(z.u.len() > kmax && z.v.len() > kmax && z.s.len() > kmax);
+    let (u, v, s) = o.factors();
     for (dst, src) in pc[..nf * nv].chunks_exact_mut(nv).zip(c.chunks_exact(nd)) {
         // Pairs `k < kmax` read degrees `2k..=2k + 2`, all below `nd`
         // (`kmax = (nd - 1) / 2`): a loop without index checks. The last
         // pair reads past `nd`, where the coefficients are zero.
         let pairs = dst.chunks_exact_mut(2).zip(src.windows(3).step_by(2));
-        for ((d, w), ((u, v), s)) in pairs.zip(z.u.iter().zip(&z.v).zip(&z.s)) {
+        for ((d, w), ((u, v), s)) in pairs.zip(u.iter().zip(v).zip(s)) {
             d[0] = w[0] * *u + w[2] * *v;
             d[1] = w[1] * *s;
         }
         let at = |i: usize| src.get(i).copied().unwrap_or_default();
         let k = kmax;
-        dst[2 * k] = at(2 * k) * z.u[k] + at(2 * k + 2) * z.v[k];
-        dst[2 * k + 1] = at(2 * k + 1) * z.s[k];
+        dst[2 * k] = at(2 * k) * u[k] + at(2 * k + 2) * v[k];
+        dst[2 * k + 1] = at(2 * k + 1) * s[k];
     }
     let [o0, o1] = out;
     assert_eq!(o0.len() + o1.len(), nf * nt, "whole fields");
@@ -1560,7 +1566,7 @@ fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
     let (nd, nt) = (o.nd, o.nt);
     let kmax = o.kmax();
     let nv = 2 * (kmax + 1);
-    let z = o.z;
+    let (u, v, s) = o.factors();
     // Per-lane partial sums, index (field * nv + 2k or 2k + 1, the even and
     // the odd sums of pair k): PART real parts, then PART imaginary parts;
     // kept per thread between calls, as the pair sums.
@@ -1570,7 +1576,6 @@ fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
     sums.resize(nv, Complex64::new(0.0, 0.0));
     let [i0, i1] = input;
     assert_eq!(i0.len() + i1.len(), nf * nt, "whole fields");
-    assert!(z.u.len() > kmax && z.v.len() > kmax && z.s.len() > kmax);
     let rows = i0.chunks_exact(nt).chain(i1.chunks_exact(nt));
     for (k, grp) in in_pairs(rows).enumerate() {
         let (f, g) = (2 * k, grp.len());
@@ -1592,19 +1597,17 @@ fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
                 sums[q] = Complex64::new(tree8(&p[..PART]), tree8(&p[PART..]));
             }
             let of = &mut out[(f + gi) * nd..(f + gi + 1) * nd];
-            // (The zipped loop stops at the shortest input: the sums and
-            // factors cover every pair, checked above the loop over groups.)
             // Degree 0 of the order, then pairs `(2k, 2k + 1)` for `k >= 1`
             // reading the even sums `2k - 2` and `2k` (one loop without
             // index checks), and an odd last degree alone.
-            of[0] = sums[0] * z.u[0];
+            of[0] = sums[0] * u[0];
             if nd > 1 {
-                of[1] = sums[1] * z.s[0];
+                of[1] = sums[1] * s[0];
             }
             let tail = of.len() % 2;
             let (body, last) = of.split_at_mut(nd - tail);
             let sums_k = sums.chunks_exact(2).zip(sums[2..].chunks_exact(2));
-            let factors = z.u[1..].iter().zip(&z.v).zip(&z.s[1..]);
+            let factors = u[1..].iter().zip(v).zip(&s[1..]);
             for ((c, (prev, cur)), ((u, v), s)) in
                 body.chunks_exact_mut(2).skip(1).zip(sums_k).zip(factors)
             {
@@ -1614,7 +1617,7 @@ fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
             if tail == 1 && nd > 1 {
                 let i = nd - 1;
                 let k = i / 2;
-                last[0] = sums[i] * z.u[k] + sums[i - 2] * z.v[k - 1];
+                last[0] = sums[i] * u[k] + sums[i - 2] * v[k - 1];
             }
         }
     }
