@@ -409,7 +409,8 @@ impl Fft3d {
         }
         work_len = work_len
             .max(input.local_len(rank) * batch)
-            .max(cur.local_len(rank) * batch);
+            .max(cur.local_len(rank) * batch)
+            .next_multiple_of(LINE_VALUES);
         let mut plan = Fft3d {
             kind,
             options,
@@ -474,8 +475,15 @@ impl Fft3d {
         self.output.local_len(self.rank) * self.options.batch
     }
 
-    /// Complex elements of the scratch buffer both directions need.
+    /// Complex elements of the scratch buffer both directions need
+    /// (including up to three elements of slack, by which the plan moves
+    /// its buffers onto a 64-byte boundary).
     pub fn scratch_len(&self) -> usize {
+        self.used_scratch() + LINE_VALUES - 1
+    }
+
+    /// The part of the scratch the buffers take (its start aligned).
+    fn used_scratch(&self) -> usize {
         2 * self.work_len + self.line_scratch + 2 * BLOCK * (self.max_line.max(1) + PAD)
     }
 
@@ -602,8 +610,13 @@ impl Fft3d {
         scale: f64,
     ) -> Result<(), FftError> {
         self.check("scratch", self.scratch_len(), scratch.len())?;
+        let used = self.used_scratch();
+        let scratch = aligned(scratch, used);
+        // Both work buffers and the line scratch start on 64-byte
+        // boundaries where the scratch does (`work_len` is a multiple of
+        // `LINE_VALUES`).
         let w = self.work_len;
-        let (bufs, line) = scratch.split_at_mut(2 * w);
+        let (bufs, line) = scratch[..used].split_at_mut(2 * w);
         let (a, b) = bufs.split_at_mut(w);
         let mut io = Io {
             input,
@@ -906,6 +919,25 @@ fn reborrow<'b>(d: &'b mut Dst<'_>) -> Dst<'b> {
 /// sets.
 const PAD: usize = 4;
 
+/// Complex values in a 64-byte cache line.
+const LINE_VALUES: usize = 4;
+
+/// `s` from its first element on a 64-byte boundary, if that leaves at
+/// least `need` elements and the slice's elements can reach one (they are
+/// 16 bytes long, so only a slice at an address that is a multiple of 16
+/// can); else `s` itself. Vector loads and stores that straddle two cache
+/// lines cost about twice those within one, and a large allocation
+/// usually starts 16 bytes past a page.
+fn aligned(s: &mut [Complex64], need: usize) -> &mut [Complex64] {
+    let addr = s.as_ptr() as usize;
+    let skip = (64 - addr % 64) % 64 / 16;
+    if addr.is_multiple_of(16) && s.len() >= skip + need {
+        &mut s[skip..]
+    } else {
+        s
+    }
+}
+
 /// Lines of one strided transform gathered into one block.
 const BLOCK: usize = 64;
 
@@ -1124,6 +1156,7 @@ fn c2c_lines(
         return;
     }
     let (fft_scratch, rest) = line.split_at_mut(plan.get_inplace_scratch_len());
+    let rest = aligned(rest, n);
     let stride = g.strides[g.axis];
     if stride == 1 || g.len() == n {
         let block = block.min(rest.len() / n).max(1);
@@ -1161,11 +1194,20 @@ fn real_split(
     m: usize,
 ) -> (&mut [Complex64], &mut [f64], &mut [Complex64]) {
     let (sh, rest) = line.split_at_mut(need);
-    let (r, c) = rest.split_at_mut((BLOCK * (n + 2 * PAD)).div_ceil(2));
+    // Each block on a 64-byte boundary where the room allows.
+    let r_len = (BLOCK * (n + 2 * PAD)).div_ceil(2);
+    let c_len = BLOCK * (m + PAD);
+    let rest = aligned(rest, r_len.next_multiple_of(LINE_VALUES) + c_len);
+    let r_len = if rest.len() >= r_len.next_multiple_of(LINE_VALUES) + c_len {
+        r_len.next_multiple_of(LINE_VALUES)
+    } else {
+        r_len
+    };
+    let (r, c) = rest.split_at_mut(r_len);
     (
         sh,
         &mut flat_mut(r)[..BLOCK * (n + 2 * PAD)],
-        &mut c[..BLOCK * (m + PAD)],
+        &mut c[..c_len],
     )
 }
 

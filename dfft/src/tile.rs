@@ -12,22 +12,46 @@
 
 use num_complex::Complex64;
 
-/// A register-tile gather: moves rows `..k0` of lines `..t0` (whole tiles)
-/// and returns `(k0, t0)`. Arguments as [`Moves::gather`]'s.
+/// The part of a block a register-tile path moved: rows `..k` of lines
+/// `lo..hi` (whole tiles). The lines start at `lo` so that the strided
+/// rows' tile loads or stores fall on 64-byte boundaries (a load or store
+/// across two cache lines costs about twice one within a line).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Done {
+    k: usize,
+    lo: usize,
+    hi: usize,
+}
+
+/// A register-tile gather: moves whole tiles and returns what it moved.
+/// Arguments as [`Moves::gather`]'s.
 ///
 /// # Safety
 /// AVX-512F must be present.
 #[cfg(target_arch = "x86_64")]
-type GatherTiles<T> =
-    unsafe fn(&[T], usize, usize, (usize, usize), usize, &mut [T]) -> (usize, usize);
+type GatherTiles<T> = unsafe fn(&[T], usize, usize, (usize, usize), usize, &mut [T]) -> Done;
 
 /// A register-tile scatter, as [`GatherTiles`] for [`Moves::scatter`].
 ///
 /// # Safety
 /// AVX-512F must be present.
 #[cfg(target_arch = "x86_64")]
-type ScatterTiles<T> =
-    unsafe fn(&[T], (usize, usize), usize, &mut [T], usize, usize, f64) -> (usize, usize);
+type ScatterTiles<T> = unsafe fn(&[T], (usize, usize), usize, &mut [T], usize, usize, f64) -> Done;
+
+/// The first line `lo` of a row starting at `row` whose tiles of `per` values of
+/// `T` begin on a 64-byte boundary (at most `per - 1`, and not past `bl`), and
+/// the end `hi` of the whole tiles from there. Rows `stride` apart share it
+/// when `stride` is a multiple of `per`; otherwise the row at `row` sets it.
+#[cfg(target_arch = "x86_64")]
+fn tile_lines<T>(row: *const T, per: usize, bl: usize) -> (usize, usize) {
+    let (addr, size) = (row as usize, std::mem::size_of::<T>());
+    let lo = if addr.is_multiple_of(size) {
+        ((64 - addr % 64) % 64 / size).min(bl)
+    } else {
+        0
+    };
+    (lo, lo + (bl - lo) / per * per)
+}
 
 /// A value type the strided transforms move.
 pub(crate) trait Moves: Copy + std::ops::Mul<f64, Output = Self> {
@@ -50,11 +74,11 @@ pub(crate) trait Moves: Copy + std::ops::Mul<f64, Output = Self> {
             // SAFETY: AVX-512F is present (checked just above).
             unsafe { (Self::TILES.0)(src, base, stride, np, bl, block) }
         } else {
-            (0, 0)
+            Done::default()
         };
         #[cfg(not(target_arch = "x86_64"))]
-        let done = (0, 0);
-        gather_scalar(src, base, stride, np, bl, block, done.0, done.1);
+        let done = Done::default();
+        gather_scalar(src, base, stride, np, bl, block, done);
     }
 
     /// `dst[base + k * stride + t] = block[t * pitch + k] * scale` (no
@@ -73,11 +97,11 @@ pub(crate) trait Moves: Copy + std::ops::Mul<f64, Output = Self> {
             // SAFETY: AVX-512F is present (checked just above).
             unsafe { (Self::TILES.1)(block, np, bl, dst, base, stride, scale) }
         } else {
-            (0, 0)
+            Done::default()
         };
         #[cfg(not(target_arch = "x86_64"))]
-        let done = (0, 0);
-        scatter_scalar(block, np, bl, dst, base, stride, scale, done.0, done.1);
+        let done = Done::default();
+        scatter_scalar(block, np, bl, dst, base, stride, scale, done);
     }
 }
 
@@ -108,9 +132,19 @@ pub(crate) fn flat_mut(c: &mut [Complex64]) -> &mut [f64] {
 /// Rows of the scalar path moved together.
 const TILE: usize = 4;
 
-/// The part of a gather outside the `k < k0` rows and `t < t0` columns
-/// that a tiled path already did (`k0` rows for every line, `t0` lines for
-/// the remaining rows), a value at a time.
+/// The parts of a block outside `done` (rows `..done.k` of lines
+/// `done.lo..done.hi`, which a tiled path already moved): the rows from
+/// `done.k` on for every line, and the rows before it for the lines
+/// before `done.lo` and from `done.hi` on.
+fn rest(done: Done, n: usize, bl: usize) -> [(std::ops::Range<usize>, std::ops::Range<usize>); 3] {
+    [
+        (0..bl, done.k..n),
+        (0..done.lo, 0..done.k),
+        (done.hi..bl, 0..done.k),
+    ]
+}
+
+/// The part of a gather outside `done`, a value at a time.
 #[allow(clippy::too_many_arguments)]
 fn gather_scalar<T: Copy>(
     src: &[T],
@@ -119,12 +153,13 @@ fn gather_scalar<T: Copy>(
     (n, pitch): (usize, usize),
     bl: usize,
     block: &mut [T],
-    k0: usize,
-    t0: usize,
+    done: Done,
 ) {
     let block = &mut block[..bl * pitch];
-    // Rows k0.. for every line; rows ..k0 for the lines t0..
-    for (lines, rows) in [(0..bl, k0..n), (t0..bl, 0..k0)] {
+    for (lines, rows) in rest(done, n, bl) {
+        if lines.is_empty() {
+            continue;
+        }
         let mut k = rows.start;
         while k + TILE <= rows.end {
             let r: [&[T]; TILE] = std::array::from_fn(|q| &src[base + (k + q) * stride..][..bl]);
@@ -157,12 +192,14 @@ fn scatter_scalar<T: Copy + std::ops::Mul<f64, Output = T>>(
     base: usize,
     stride: usize,
     scale: f64,
-    k0: usize,
-    t0: usize,
+    done: Done,
 ) {
     let block = &block[..bl * pitch];
     let f = |v: T| if scale == 1.0 { v } else { v * scale };
-    for (lines, rows) in [(0..bl, k0..n), (t0..bl, 0..k0)] {
+    for (lines, rows) in rest(done, n, bl) {
+        if lines.is_empty() {
+            continue;
+        }
         for k in rows {
             let row = &mut dst[base + k * stride..][..bl];
             for t in lines.clone() {
@@ -172,11 +209,11 @@ fn scatter_scalar<T: Copy + std::ops::Mul<f64, Output = T>>(
     }
 }
 
-/// The register-tile paths. Each returns `(k0, t0)`: it moved rows `..k0`
-/// of lines `..t0` (whole tiles), and the caller moves the rest.
+/// The register-tile paths. Each returns the part it moved ([`Done`]), and
+/// the caller moves the rest.
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{flat, flat_mut};
+    use super::{flat, flat_mut, tile_lines, Done};
     use num_complex::Complex64;
     use std::arch::x86_64::*;
 
@@ -190,30 +227,6 @@ mod avx512 {
         // SAFETY: prefetching has no architectural effect and never faults,
         // whatever the address; SSE is part of x86-64.
         unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) }
-    }
-
-    /// Eight values from `s[..8]`.
-    ///
-    /// # Safety
-    /// AVX-512F must be present.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn load(s: &[f64]) -> __m512d {
-        let s = &s[..8];
-        // SAFETY: `s` holds eight values (an unaligned load).
-        unsafe { _mm512_loadu_pd(s.as_ptr()) }
-    }
-
-    /// Eight values into `d[..8]`.
-    ///
-    /// # Safety
-    /// AVX-512F must be present.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn store(d: &mut [f64], v: __m512d) {
-        let d = &mut d[..8];
-        // SAFETY: `d` holds eight values (an unaligned store).
-        unsafe { _mm512_storeu_pd(d.as_mut_ptr(), v) }
     }
 
     /// Transposes four rows of four 128-bit elements (complex values).
@@ -266,6 +279,11 @@ mod avx512 {
 
     /// Complex gather in 4 x 4 tiles.
     ///
+    /// The bounds of every tile are checked once up front; the loops then
+    /// address rows through raw pointers (slices of the four rows kept the
+    /// compiler short of registers: it reloaded them from the stack at
+    /// every tile).
+    ///
     /// # Safety
     /// AVX-512F must be present.
     #[target_feature(enable = "avx512f")]
@@ -276,40 +294,48 @@ mod avx512 {
         (n, pitch): (usize, usize),
         bl: usize,
         block: &mut [Complex64],
-    ) -> (usize, usize) {
-        let (k0, t0) = (n / 4 * 4, bl / 4 * 4);
+    ) -> Done {
+        let k0 = n / 4 * 4;
+        let (lo, hi) = tile_lines(src[base..].as_ptr(), 4, bl);
+        let done = Done { k: k0, lo, hi };
+        if k0 == 0 || lo == hi {
+            return done;
+        }
+        // The last value a tile reads and the last it writes.
+        assert!(base + (k0 - 1) * stride + hi <= src.len() && n <= pitch);
         let block = &mut block[..bl * pitch];
+        let (sp, bp) = (flat(src).as_ptr(), flat_mut(block).as_mut_ptr());
         for k in (0..k0).step_by(4) {
-            let rows: [&[f64]; 4] =
-                std::array::from_fn(|q| flat(&src[base + (k + q) * stride..][..bl]));
+            // Row k + q of the tiles starts at value `2 (base + (k + q)
+            // stride)` of the flat source.
+            let row = 2 * (base + k * stride);
             // The rows PF ahead, fetched while these move: rows far apart
             // are short streams the hardware prefetcher does not follow.
-            let ahead = (k + PF + 4 <= n).then(|| src[base + (k + PF) * stride..].as_ptr());
-            for t in (0..t0).step_by(4) {
-                if let Some(p) = ahead {
+            let ahead = (k + PF + 4 <= n).then_some(2 * (base + (k + PF) * stride));
+            for t in (lo..hi).step_by(4) {
+                if let Some(a) = ahead {
                     for q in 0..4 {
-                        prefetch(p.wrapping_add(q * stride + t));
+                        prefetch(sp.wrapping_add(a + 2 * (q * stride + t)));
                     }
                 }
-                // SAFETY: AVX-512F is present (this function's contract).
-                let r = unsafe {
-                    [
-                        load(&rows[0][2 * t..]),
-                        load(&rows[1][2 * t..]),
-                        load(&rows[2][2 * t..]),
-                        load(&rows[3][2 * t..]),
-                    ]
-                };
+                // SAFETY: AVX-512F is present (this function's contract);
+                // rows k..k + 4 < k0 and values t..t + 4 <= hi of each are
+                // inside `src` (asserted above).
+                let r: [__m512d; 4] = std::array::from_fn(|q| unsafe {
+                    _mm512_loadu_pd(sp.add(row + 2 * (q * stride + t)))
+                });
                 for (j, c) in t4(r).into_iter().enumerate() {
-                    // SAFETY: as above.
-                    unsafe { store(flat_mut(&mut block[(t + j) * pitch + k..][..4]), c) };
+                    // SAFETY: line t + j < bl, values k..k + 4 <= n <=
+                    // pitch of it: inside `block`.
+                    unsafe { _mm512_storeu_pd(bp.add(2 * ((t + j) * pitch + k)), c) };
                 }
             }
         }
-        (k0, t0)
+        done
     }
 
-    /// Complex scatter in 4 x 4 tiles.
+    /// Complex scatter in 4 x 4 tiles (raw pointers after one bounds
+    /// check, as [`gather_c`]).
     ///
     /// # Safety
     /// AVX-512F must be present.
@@ -322,40 +348,45 @@ mod avx512 {
         base: usize,
         stride: usize,
         scale: f64,
-    ) -> (usize, usize) {
-        let (k0, t0) = (n / 4 * 4, bl / 4 * 4);
+    ) -> Done {
+        let k0 = n / 4 * 4;
+        let (lo, hi) = tile_lines(dst[base..].as_ptr(), 4, bl);
+        let done = Done { k: k0, lo, hi };
+        if k0 == 0 || lo == hi {
+            return done;
+        }
+        assert!(base + (k0 - 1) * stride + hi <= dst.len() && n <= pitch);
         let block = &block[..bl * pitch];
+        let (bp, dp) = (flat(block).as_ptr(), flat_mut(dst).as_mut_ptr());
         let s = _mm512_set1_pd(scale);
         let one = scale == 1.0;
         for k in (0..k0).step_by(4) {
-            let ahead = (k + PF + 4 <= n).then(|| dst[base + (k + PF) * stride..].as_ptr());
-            for t in (0..t0).step_by(4) {
-                if let Some(p) = ahead {
+            let row = 2 * (base + k * stride);
+            let ahead = (k + PF + 4 <= n).then_some(2 * (base + (k + PF) * stride));
+            for t in (lo..hi).step_by(4) {
+                if let Some(a) = ahead {
                     for q in 0..4 {
-                        prefetch(p.wrapping_add(q * stride + t));
+                        prefetch(dp.wrapping_add(a + 2 * (q * stride + t)));
                     }
                 }
-                // SAFETY: AVX-512F is present (this function's contract).
-                let c = unsafe {
-                    [
-                        load(flat(&block[t * pitch + k..][..4])),
-                        load(flat(&block[(t + 1) * pitch + k..][..4])),
-                        load(flat(&block[(t + 2) * pitch + k..][..4])),
-                        load(flat(&block[(t + 3) * pitch + k..][..4])),
-                    ]
-                };
+                // SAFETY: AVX-512F is present (this function's contract);
+                // line t + j < bl, values k..k + 4 <= pitch: inside `block`.
+                let c: [__m512d; 4] = std::array::from_fn(|j| unsafe {
+                    _mm512_loadu_pd(bp.add(2 * ((t + j) * pitch + k)))
+                });
                 for (q, r) in t4(c).into_iter().enumerate() {
                     let r = if one { r } else { _mm512_mul_pd(r, s) };
-                    let row = &mut dst[base + (k + q) * stride + t..][..4];
-                    // SAFETY: as above.
-                    unsafe { store(flat_mut(row), r) };
+                    // SAFETY: row k + q < k0, values t..t + 4 <= hi: inside
+                    // `dst` (asserted above).
+                    unsafe { _mm512_storeu_pd(dp.add(row + 2 * (q * stride + t)), r) };
                 }
             }
         }
-        (k0, t0)
+        done
     }
 
-    /// Real gather in 8 x 8 tiles.
+    /// Real gather in 8 x 8 tiles (raw pointers after one bounds check,
+    /// as [`gather_c`]).
     ///
     /// # Safety
     /// AVX-512F must be present.
@@ -367,27 +398,37 @@ mod avx512 {
         (n, pitch): (usize, usize),
         bl: usize,
         block: &mut [f64],
-    ) -> (usize, usize) {
-        let (k0, t0) = (n / 8 * 8, bl / 8 * 8);
+    ) -> Done {
+        let k0 = n / 8 * 8;
+        let (lo, hi) = tile_lines(src[base..].as_ptr(), 8, bl);
+        let done = Done { k: k0, lo, hi };
+        if k0 == 0 || lo == hi {
+            return done;
+        }
+        assert!(base + (k0 - 1) * stride + hi <= src.len() && n <= pitch);
         let block = &mut block[..bl * pitch];
+        let (sp, bp) = (src.as_ptr(), block.as_mut_ptr());
         for k in (0..k0).step_by(8) {
-            let rows: [&[f64]; 8] = std::array::from_fn(|q| &src[base + (k + q) * stride..][..bl]);
-            for t in (0..t0).step_by(8) {
-                let mut r = [_mm512_setzero_pd(); 8];
-                for q in 0..8 {
-                    // SAFETY: AVX-512F is present (this function's contract).
-                    r[q] = unsafe { load(&rows[q][t..]) };
-                }
+            let row = base + k * stride;
+            for t in (lo..hi).step_by(8) {
+                // SAFETY: AVX-512F is present (this function's contract);
+                // rows k..k + 8 <= k0 and values t..t + 8 <= hi of each
+                // are inside `src` (asserted above).
+                let r: [__m512d; 8] = std::array::from_fn(|q| unsafe {
+                    _mm512_loadu_pd(sp.add(row + q * stride + t))
+                });
                 for (j, c) in t8(r).into_iter().enumerate() {
-                    // SAFETY: as above.
-                    unsafe { store(&mut block[(t + j) * pitch + k..], c) };
+                    // SAFETY: line t + j < bl, values k..k + 8 <= n <=
+                    // pitch of it: inside `block`.
+                    unsafe { _mm512_storeu_pd(bp.add((t + j) * pitch + k), c) };
                 }
             }
         }
-        (k0, t0)
+        done
     }
 
-    /// Real scatter in 8 x 8 tiles.
+    /// Real scatter in 8 x 8 tiles (raw pointers after one bounds check,
+    /// as [`gather_c`]).
     ///
     /// # Safety
     /// AVX-512F must be present.
@@ -400,26 +441,35 @@ mod avx512 {
         base: usize,
         stride: usize,
         scale: f64,
-    ) -> (usize, usize) {
-        let (k0, t0) = (n / 8 * 8, bl / 8 * 8);
+    ) -> Done {
+        let k0 = n / 8 * 8;
+        let (lo, hi) = tile_lines(dst[base..].as_ptr(), 8, bl);
+        let done = Done { k: k0, lo, hi };
+        if k0 == 0 || lo == hi {
+            return done;
+        }
+        assert!(base + (k0 - 1) * stride + hi <= dst.len() && n <= pitch);
         let block = &block[..bl * pitch];
+        let (bp, dp) = (block.as_ptr(), dst.as_mut_ptr());
         let s = _mm512_set1_pd(scale);
         let one = scale == 1.0;
         for k in (0..k0).step_by(8) {
-            for t in (0..t0).step_by(8) {
-                let mut c = [_mm512_setzero_pd(); 8];
-                for j in 0..8 {
-                    // SAFETY: AVX-512F is present (this function's contract).
-                    c[j] = unsafe { load(&block[(t + j) * pitch + k..]) };
-                }
+            let row = base + k * stride;
+            for t in (lo..hi).step_by(8) {
+                // SAFETY: AVX-512F is present (this function's contract);
+                // line t + j < bl, values k..k + 8 <= pitch: inside `block`.
+                let c: [__m512d; 8] = std::array::from_fn(|j| unsafe {
+                    _mm512_loadu_pd(bp.add((t + j) * pitch + k))
+                });
                 for (q, r) in t8(c).into_iter().enumerate() {
                     let r = if one { r } else { _mm512_mul_pd(r, s) };
-                    // SAFETY: as above.
-                    unsafe { store(&mut dst[base + (k + q) * stride + t..], r) };
+                    // SAFETY: row k + q < k0, values t..t + 8 <= hi: inside
+                    // `dst` (asserted above).
+                    unsafe { _mm512_storeu_pd(dp.add(row + q * stride + t), r) };
                 }
             }
         }
-        (k0, t0)
+        done
     }
 }
 
@@ -434,15 +484,38 @@ mod tests {
     /// Gathers and scatters against the definitions, on sizes with and
     /// without edges beyond whole tiles.
     fn check<T: Moves + PartialEq + std::fmt::Debug>(make: impl Fn(usize) -> T) {
-        for (n, bl) in [(16, 8), (13, 7), (9, 11), (32, 64), (3, 2), (8, 4), (5, 17)] {
-            let stride = bl + 5;
+        // Every offset of the rows within a cache line (`base`), with
+        // strides that keep it row to row (`stride` a multiple of 8) and
+        // strides that do not.
+        let cases = [
+            (16, 8),
+            (13, 7),
+            (9, 11),
+            (32, 64),
+            (3, 2),
+            (8, 4),
+            (5, 17),
+            (12, 20),
+        ];
+        for ((n, bl), base, extra) in cases
+            .into_iter()
+            .flat_map(|c| (0..8).flat_map(move |b| [(c, b, 5), (c, b, 64 - c.1 % 8)]))
+        {
+            let stride = bl + extra;
             let pitch = n + 3;
-            let base = 2;
             let src: Vec<T> = (0..base + n * stride).map(&make).collect();
             // The value-at-a-time path alone (what CPUs without AVX-512F
             // run) must give what the tiled path gives.
             let mut scalar = vec![make(999_999); bl * pitch];
-            gather_scalar(&src, base, stride, (n, pitch), bl, &mut scalar, 0, 0);
+            gather_scalar(
+                &src,
+                base,
+                stride,
+                (n, pitch),
+                bl,
+                &mut scalar,
+                Done::default(),
+            );
             let mut block = vec![make(999_999); bl * pitch];
             T::gather(&src, base, stride, (n, pitch), bl, &mut block);
             assert_eq!(block, scalar, "gather paths differ, n {n} bl {bl}");
@@ -467,8 +540,7 @@ mod tests {
                     base,
                     stride,
                     scale,
-                    0,
-                    0,
+                    Done::default(),
                 );
                 T::scatter(&block, (n, pitch), bl, &mut dst, base, stride, scale);
                 assert_eq!(dst, scalar, "scatter paths differ, n {n} bl {bl}");
