@@ -1398,7 +1398,9 @@ mod tests {
                 let spec: Vec<Vec<Complex64>> = (0..nm)
                     .map(|m| {
                         (0..rows)
-                            .map(|r| Complex64::new(raw[2 * (r * nm + m)], raw[2 * (r * nm + m) + 1]))
+                            .map(|r| {
+                                Complex64::new(raw[2 * (r * nm + m)], raw[2 * (r * nm + m) + 1])
+                            })
                             .collect()
                     })
                     .collect();
@@ -1417,7 +1419,9 @@ mod tests {
                         );
                         let outside = buf[..off].iter().chain(&buf[off + rows * n..]);
                         assert!(
-                            outside.into_iter().all(|v| v.to_bits() == sentinel.to_bits()),
+                            outside
+                                .into_iter()
+                                .all(|v| v.to_bits() == sentinel.to_bits()),
                             "n {n} rows {rows} {simd:?} offset {off}: written outside the rows"
                         );
                         match &want {

@@ -40,7 +40,7 @@ use crate::legendre::Simd;
 use num_complex::Complex64;
 use rayon::prelude::*;
 
-use crate::transform::{give, take};
+use crate::transform::{give, give_aligned, take, take_aligned};
 use crate::{batch, check_len, Parallelism, Sht, ShtError};
 
 const ZERO: Complex64 = Complex64::new(0.0, 0.0);
@@ -354,14 +354,14 @@ impl Sht {
         let ng = self.ntheta() * self.nphi();
         check_len("vt", vt.len(), nf * ng)?;
         check_len("vp", vp.len(), nf * ng)?;
-        let mut st = take(nf * self.spectral_len());
-        let mut sp = take(nf * self.spectral_len());
+        let mut st = take_aligned(nf * self.spectral_len());
+        let mut sp = take_aligned(nf * self.spectral_len());
         self.vector_legendre_synthesis_impl(nf, sph, tor, &mut st, &mut sp, par);
         let r = self
             .phi_synthesis(&st, vt, par)
             .and_then(|()| self.phi_synthesis(&sp, vp, par));
-        give(st);
-        give(sp);
+        give_aligned(st);
+        give_aligned(sp);
         r
     }
 
@@ -383,14 +383,14 @@ impl Sht {
         check_len("vp", vp.len(), nf * ng)?;
         check_len("sph", sph.len(), nf * self.nlm())?;
         check_len("tor", tor.len(), nf * self.nlm())?;
-        let mut st = take(nf * self.spectral_len());
-        let mut sp = take(nf * self.spectral_len());
+        let mut st = take_aligned(nf * self.spectral_len());
+        let mut sp = take_aligned(nf * self.spectral_len());
         let r = self
             .phi_analysis(vt, &mut st, par)
             .and_then(|()| self.phi_analysis(vp, &mut sp, par))
             .and_then(|()| self.vector_legendre_analysis(&st, &sp, sph, tor, par));
-        give(st);
-        give(sp);
+        give_aligned(st);
+        give_aligned(sp);
         r
     }
 
