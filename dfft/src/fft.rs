@@ -1598,6 +1598,97 @@ mod tests {
         }
     }
 
+    /// `len` values of `v` from `off` on, the rest of `v` (three values of
+    /// slack either side) left at a sentinel.
+    fn placed<T: Copy>(v: &mut Vec<T>, len: usize, off: usize, sentinel: T) -> &mut [T] {
+        *v = vec![sentinel; len + 8];
+        &mut v[off..off + len]
+    }
+
+    /// The plan aligns its buffers inside the scratch and its tiles to the
+    /// caller's rows: the bits must not depend on where the caller's input,
+    /// output and scratch start within a cache line, and nothing outside
+    /// them may be written.
+    #[test]
+    fn buffers_at_any_offset_give_the_same_bits() {
+        const SENTINEL: f64 = 1.0e300;
+        let c_sentinel = Complex64::new(SENTINEL, SENTINEL);
+        let intact = |v: &[Complex64], off: usize, len: usize| {
+            v[..off]
+                .iter()
+                .chain(&v[off + len..])
+                .all(|c| *c == c_sentinel)
+        };
+        for (g, order) in [([12, 16, 20], [0, 1, 2]), ([16, 9, 12], [1, 2, 0])] {
+            let layout = Layout::new(g, [1, 1, 1], order).unwrap();
+            let mut want_c: Option<Vec<(u64, u64)>> = None;
+            // The spectrum's bits and the real round trip's.
+            type RealBits = (Vec<(u64, u64)>, Vec<u64>);
+            let mut want_r: Option<RealBits> = None;
+            for (io, so) in (0..4).flat_map(|a| (0..4).map(move |b| (a, b))) {
+                let res = local::run(1, |c| {
+                    let mut p = Fft3d::new(c, &layout, Kind::C2C, Options::default())?;
+                    let (ni, no, ns) = (p.input_len(), p.output_len(), p.scratch_len());
+                    let (mut xv, mut yv, mut zv, mut sv) = (vec![], vec![], vec![], vec![]);
+                    let x = placed(&mut xv, ni, io, c_sentinel);
+                    x.iter_mut().enumerate().for_each(|(i, v)| *v = value(i));
+                    let x = &*x;
+                    let y = placed(&mut yv, no, io, c_sentinel);
+                    let z = placed(&mut zv, ni, io, c_sentinel);
+                    let s = placed(&mut sv, ns, so, c_sentinel);
+                    p.forward(c, x, y, s)?;
+                    p.backward(c, y, z, s)?;
+                    let mut out = bits(y);
+                    out.extend(bits(z));
+                    let ok = intact(&yv, io, no) && intact(&zv, io, ni) && intact(&sv, so, ns);
+                    Ok::<_, FftError>((out, ok))
+                })
+                .unwrap();
+                let (got, ok) = &res[0];
+                assert!(ok, "{g:?} c2c offsets {io}, {so}: written outside a buffer");
+                match &want_c {
+                    Some(w) => assert!(w == got, "{g:?} c2c offsets {io}, {so}: other bits"),
+                    None => want_c = Some(got.clone()),
+                }
+                // Real input and output at every offset of a double.
+                let ro = 2 * io + so % 2;
+                let res = local::run(1, |c| {
+                    let mut p =
+                        Fft3d::new(c, &layout, Kind::R2C { halved: 1 }, Options::default())?;
+                    let (ni, no, ns) = (p.input_len(), p.output_len(), p.scratch_len());
+                    let (mut xv, mut yv, mut zv, mut sv) = (vec![], vec![], vec![], vec![]);
+                    let x = placed(&mut xv, ni, ro, SENTINEL);
+                    x.iter_mut().enumerate().for_each(|(i, v)| *v = value(i).re);
+                    let x = &*x;
+                    let y = placed(&mut yv, no, io, c_sentinel);
+                    let z = placed(&mut zv, ni, ro, SENTINEL);
+                    let s = placed(&mut sv, ns, so, c_sentinel);
+                    p.forward_r2c(c, x, y, s)?;
+                    p.backward_c2r(c, y, z, s)?;
+                    let zb: Vec<u64> = z.iter().map(|v| v.to_bits()).collect();
+                    let yb = bits(y);
+                    let ok = intact(&yv, io, no)
+                        && intact(&sv, so, ns)
+                        && zv[..ro]
+                            .iter()
+                            .chain(&zv[ro + ni..])
+                            .all(|v| *v == SENTINEL);
+                    Ok::<_, FftError>(((yb, zb), ok))
+                })
+                .unwrap();
+                let (got, ok) = &res[0];
+                assert!(
+                    ok,
+                    "{g:?} r2c offsets {ro}, {io}, {so}: written outside a buffer"
+                );
+                match &want_r {
+                    Some(w) => assert!(w == got, "{g:?} r2c offsets {ro}, {io}, {so}: other bits"),
+                    None => want_r = Some(got.clone()),
+                }
+            }
+        }
+    }
+
     #[test]
     fn strided_blocks_cover_every_line_once() {
         // A counting "transform" through the block machinery: each value
