@@ -7,9 +7,10 @@
 //! adds (no fused multiply-add), so every cell has the scalar bits whatever
 //! the vector width, the unrolling or the position of the cell in its row.
 //!
-//! A row of the region is cut into vectors: with plain stores, a first
-//! vector at the row's start when the input there is not on a boundary of
-//! the vector's size, then vectors from the first cell that is (so that
+//! A row of the region is cut into vectors: with plain stores and vectors
+//! of a whole cache line (AVX-512), a first vector at the row's start when
+//! the input there is not on a line boundary, then vectors from the first
+//! cell that is (so that
 //! the centre loads, and the stores into an output with the input's
 //! layout, do not straddle cache lines; the cells the first vector shares
 //! with the next are computed and stored twice, with the same bits); `U` vectors at
@@ -336,9 +337,14 @@ pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
             // vector are computed and stored twice, with the same bits.
             // (On an Intel Xeon core, order 20 on 252^3 rows: 78 ms a
             // sweep with the rows on line boundaries against 92-97 ms 16
-            // or 32 bytes off.)
+            // or 32 bytes off.) Only for vectors of a whole cache line
+            // (AVX-512): with 32-byte vectors, which straddle a line at
+            // only some offsets, the aligned start measured slower at
+            // some orders on the same core (order 10 on 256^3: 81 ms a
+            // sweep against 54 from the row's first cell).
             let lead = (w - (u as usize / 8) % w) % w;
-            if lead > 0 && (u as usize).is_multiple_of(8) && len >= lead + w {
+            let whole_lines = 8 * w == 64;
+            if whole_lines && lead > 0 && (u as usize).is_multiple_of(8) && len >= lead + w {
                 let [v] = cells::<V, R, 1>(u, x0, s1, k);
                 v.store(out);
                 *acc = acc.add(v);
