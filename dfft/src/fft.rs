@@ -3,7 +3,7 @@
 
 use crate::layout::{others, Layout};
 use crate::reshape::{Protocol, Reshape};
-use crate::tile::{flat, flat_mut, Moves};
+use crate::tile::{flat, flat_mut, to_line_boundary, Moves};
 use crate::FftError;
 use comm::Communicator;
 use num_complex::Complex64;
@@ -929,9 +929,8 @@ const LINE_VALUES: usize = 4;
 /// lines cost about twice those within one, and a large allocation
 /// usually starts 16 bytes past a page.
 fn aligned(s: &mut [Complex64], need: usize) -> &mut [Complex64] {
-    let addr = s.as_ptr() as usize;
-    let skip = (64 - addr % 64) % 64 / 16;
-    if addr.is_multiple_of(16) && s.len() >= skip + need {
+    let skip = to_line_boundary(s.as_ptr());
+    if s.len() >= skip + need {
         &mut s[skip..]
     } else {
         s
@@ -1598,8 +1597,8 @@ mod tests {
         }
     }
 
-    /// `len` values of `v` from `off` on, the rest of `v` (three values of
-    /// slack either side) left at a sentinel.
+    /// `len` values of `v` from `off` on (`off < 8`); the eight other
+    /// values of `v`, before and after them, left at a sentinel.
     fn placed<T: Copy>(v: &mut Vec<T>, len: usize, off: usize, sentinel: T) -> &mut [T] {
         *v = vec![sentinel; len + 8];
         &mut v[off..off + len]

@@ -38,18 +38,25 @@ type GatherTiles<T> = unsafe fn(&[T], usize, usize, (usize, usize), usize, &mut 
 #[cfg(target_arch = "x86_64")]
 type ScatterTiles<T> = unsafe fn(&[T], (usize, usize), usize, &mut [T], usize, usize, f64) -> Done;
 
+/// Values of `T` from `p` to the next 64-byte boundary (0 on one), or 0
+/// where no whole number of values reaches one (`p` not a multiple of the
+/// value's size).
+pub(crate) fn to_line_boundary<T>(p: *const T) -> usize {
+    let (addr, size) = (p as usize, std::mem::size_of::<T>());
+    if addr.is_multiple_of(size) {
+        (64 - addr % 64) % 64 / size
+    } else {
+        0
+    }
+}
+
 /// The first line `lo` of a row starting at `row` whose tiles of `per` values of
 /// `T` begin on a 64-byte boundary (at most `per - 1`, and not past `bl`), and
 /// the end `hi` of the whole tiles from there. Rows `stride` apart share it
 /// when `stride` is a multiple of `per`; otherwise the row at `row` sets it.
 #[cfg(target_arch = "x86_64")]
 fn tile_lines<T>(row: *const T, per: usize, bl: usize) -> (usize, usize) {
-    let (addr, size) = (row as usize, std::mem::size_of::<T>());
-    let lo = if addr.is_multiple_of(size) {
-        ((64 - addr % 64) % 64 / size).min(bl)
-    } else {
-        0
-    };
+    let lo = to_line_boundary(row).min(bl);
     (lo, lo + (bl - lo) / per * per)
 }
 
