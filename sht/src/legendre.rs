@@ -1555,6 +1555,13 @@ fn synth_group<V: Vf, const NV: usize, const G: usize>(
     }
 }
 
+/// The most bytes of partial sums for which analysis takes two fields in
+/// one sweep over the blocks (one recurrence for both); above it, each
+/// field in its own sweep. At lmax 255 one sweep over two fields keeps
+/// 64 KiB of sums in use, more than the L1 data cache, and ran slower than
+/// two sweeps that each recompute the recurrence.
+const PAIR_SUMS_BYTES: usize = 32 << 10;
+
 /// `NV` and `NV2` as in [`synth_impl`].
 #[inline(always)]
 fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
@@ -1580,6 +1587,10 @@ fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
     for (k, grp) in in_pairs(rows).enumerate() {
         let (f, g) = (2 * k, grp.len());
         match grp {
+            Group::Two([r0, r1]) if 2 * nv * size_of::<[f64; 2 * PART]>() > PAIR_SUMS_BYTES => {
+                anal_group::<V, NV, 1>(o, [r0], &mut part);
+                anal_group::<V, NV, 1>(o, [r1], &mut part[nv..]);
+            }
             Group::Two(r) => anal_group::<V, NV2, 2>(o, r, &mut part),
             Group::One(r) => anal_group::<V, NV, 1>(o, r, &mut part),
         }
