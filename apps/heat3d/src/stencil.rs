@@ -595,13 +595,23 @@ fn tile_rows(r: usize, len: usize) -> usize {
     (BUDGET.saturating_sub(2 * r * row) / ((2 * r + 1) * row)).max(4)
 }
 
-/// The SIMD sweep on vectors `V`, `U` vectors per step along a row.
+/// The SIMD sweep on vectors `V`, `U` vectors per step along a row; with
+/// plain stores, `P` planes at a time with `U2` vectors of each a step
+/// ([`simd::row_p`]), the planes left over one at a time.
 ///
 /// # Safety
 /// The CPU has the instructions of `V`; `job`'s bounds were checked.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn sweep_simd<V: simd::Vf, const R: usize, const U: usize>(job: Job<'_, R>) -> bool {
+unsafe fn sweep_simd<
+    V: simd::Vf,
+    const R: usize,
+    const U: usize,
+    const U2: usize,
+    const P: usize,
+>(
+    job: Job<'_, R>,
+) -> bool {
     let Job {
         u,
         out,
@@ -626,8 +636,27 @@ unsafe fn sweep_simd<V: simd::Vf, const R: usize, const U: usize>(job: Job<'_, R
     let mut j0 = region.lo[1];
     while j0 < region.hi[1] {
         let j1 = (j0 + tile).min(region.hi[1]);
-        for i in region.lo[0]..region.hi[0] {
+        let mut i = region.lo[0];
+        while i < region.hi[0] {
             let base = i * s[0] + j0 * s[1] + region.lo[2];
+            if !stream && i + P <= region.hi[0] {
+                // SAFETY: as below, for the rows of planes `i..i + P`.
+                unsafe {
+                    for j in 0..j1 - j0 {
+                        let at = base + j * s[1];
+                        simd::row_p::<V, R, U2, P>(
+                            up.add(at),
+                            op.add(at),
+                            s[0],
+                            len,
+                            &ctx,
+                            &mut acc,
+                        );
+                    }
+                }
+                i += P;
+                continue;
+            }
             // SAFETY: the cells of rows `j0..j1` of plane `i` lie in
             // `region`, whose cells read only inside the padded box of `u`
             // and write inside that of `out` (checked by `apply_r`), and
@@ -642,6 +671,7 @@ unsafe fn sweep_simd<V: simd::Vf, const R: usize, const U: usize>(job: Job<'_, R
                     &mut acc,
                 )
             };
+            i += 1;
         }
         j0 = j1;
     }
@@ -782,14 +812,14 @@ fn rows_finite(out: &[f64], s: [usize; 3], region: &Region) -> bool {
 #[target_feature(enable = "avx512f,avx2")]
 unsafe fn sweep_avx512<const R: usize>(job: Job<'_, R>) -> bool {
     // SAFETY: the caller checked for AVX-512F, AVX2 and the bounds.
-    unsafe { sweep_simd::<simd::x86::V8, R, 4>(job) }
+    unsafe { sweep_simd::<simd::x86::V8, R, 4, 2, 2>(job) }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn sweep_avx2<const R: usize>(job: Job<'_, R>) -> bool {
     // SAFETY: the caller checked for AVX2 and the bounds.
-    unsafe { sweep_simd::<simd::x86::V4, R, 4>(job) }
+    unsafe { sweep_simd::<simd::x86::V4, R, 4, 2, 2>(job) }
 }
 
 /// True when no value is infinite or NaN; eight independent lanes so the

@@ -24,6 +24,10 @@
 //! written by both kinds of store; the caller fences once at the end of the
 //! sweep.
 //!
+//! With plain stores the sweep takes two planes at a time ([`row_p`],
+//! [`cells_p`]): the rows of planes `i` and `i + 1` at the same position
+//! share their axis-0 neighbours, which are loaded once for both.
+//!
 //! At radius 1 the fastest-axis neighbours of a group of `U` vectors come
 //! from its centre vectors shifted by one lane (`Vf::back`, `Vf::on`) and
 //! the one value past each end, instead of two unaligned loads a vector
@@ -149,6 +153,101 @@ unsafe fn cells<V: Vf, const R: usize, const U: usize>(
             }
         } else {
             axis::<V, R, U>(&mut v, u, 1, &k.w[2]);
+        }
+        v
+    }
+}
+
+/// [`cells`] for `P` neighbouring planes at once: the `U` vectors of cells
+/// at `u + p s0` for `p < P` (`s0` the stride of axis 0), each cell with
+/// the scalar kernel's operations in its order. The planes share their
+/// axis-0 neighbours: each of the `2R + P` planes around them is loaded
+/// once for all (two loads a step, against `2P` plane by plane). In a sweep
+/// the planes around a row lie a whole tile of rows apart, so those loads
+/// are the ones that miss the L1 cache.
+///
+/// # Safety
+/// [`cells`]'s contract for every `u + p s0`, `p < P`, with `x0` the
+/// planes of stride `s0`.
+#[inline(always)]
+unsafe fn cells_p<V: Vf, const R: usize, const U: usize, const P: usize>(
+    u: *const f64,
+    s0: usize,
+    s1: usize,
+    k: &Weights<V, R>,
+) -> [[V; U]; P] {
+    // SAFETY: every address read is one the contract lists for one of the
+    // planes.
+    unsafe {
+        let row = |p: usize| u.add(p * s0);
+        let mut c = [[V::splat(0.0); U]; P];
+        for (p, cp) in c.iter_mut().enumerate() {
+            for (x, cx) in cp.iter_mut().enumerate() {
+                *cx = V::load(row(p).add(x * V::W));
+            }
+        }
+        let mut v = [[V::splat(0.0); U]; P];
+        for (vp, cp) in v.iter_mut().zip(&c) {
+            for (vx, cx) in vp.iter_mut().zip(cp) {
+                *vx = k.c.mul(*cx);
+            }
+        }
+        // At step `m` plane `p` takes planes `p + m + 1` (`hi[p]`) and `p -
+        // m - 1` (`lo[p]`), counted from `u`'s; from one step to the next
+        // the windows move by one plane, and one plane enters each.
+        let mut hi = [[V::splat(0.0); U]; P];
+        let mut lo = [[V::splat(0.0); U]; P];
+        for p in 0..P {
+            for x in 0..U {
+                let q = u.wrapping_add(x * V::W);
+                hi[p][x] = if p + 1 < P {
+                    c[p + 1][x]
+                } else {
+                    V::load(q.add(P * s0))
+                };
+                lo[p][x] = if p > 0 {
+                    c[p - 1][x]
+                } else {
+                    V::load(q.sub(s0))
+                };
+            }
+        }
+        for (m, wm) in k.w[0].iter().enumerate() {
+            for p in 0..P {
+                for x in 0..U {
+                    v[p][x] = v[p][x].add(wm.mul(hi[p][x].add(lo[p][x])));
+                }
+            }
+            if m + 1 < R {
+                for x in 0..U {
+                    let q = u.wrapping_add(x * V::W);
+                    for p in 0..P - 1 {
+                        hi[p][x] = hi[p + 1][x];
+                    }
+                    hi[P - 1][x] = V::load(q.add((P + m + 1) * s0));
+                    for p in (1..P).rev() {
+                        lo[p][x] = lo[p - 1][x];
+                    }
+                    lo[0][x] = V::load(q.sub((m + 2) * s0));
+                }
+            }
+        }
+        for (p, vp) in v.iter_mut().enumerate() {
+            axis::<V, R, U>(vp, row(p), s1, &k.w[1]);
+        }
+        for (p, vp) in v.iter_mut().enumerate() {
+            if R == 1 {
+                let before = V::splat(*row(p).sub(1));
+                let after = V::splat(*row(p).add(U * V::W));
+                let cp = &c[p];
+                for (x, vx) in vp.iter_mut().enumerate() {
+                    let b = cp[x].back(if x == 0 { before } else { cp[x - 1] });
+                    let a = cp[x].on(if x + 1 == U { after } else { cp[x + 1] });
+                    *vx = vx.add(k.w[2][0].mul(a.add(b)));
+                }
+            } else {
+                axis::<V, R, U>(vp, row(p), 1, &k.w[2]);
+            }
         }
         v
     }
@@ -371,6 +470,105 @@ pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
             let [v] = cells::<V, R, 1>(u.add(t), x0, s1, k);
             v.store_from(out.add(t), q - t);
             *acc = acc.add(v);
+        }
+    }
+}
+
+/// Stores the `N` vectors of each of `P` planes at `out + p os0` and adds
+/// them to `acc`.
+///
+/// # Safety
+/// `out + p os0 + x W..+ W` writable for every `p < P`, `x < N`.
+#[inline(always)]
+unsafe fn put<V: Vf, const N: usize, const P: usize>(
+    v: &[[V; N]; P],
+    out: *mut f64,
+    os0: usize,
+    acc: &mut V,
+) {
+    for (p, vp) in v.iter().enumerate() {
+        for (x, vx) in vp.iter().enumerate() {
+            // SAFETY: the caller's contract.
+            unsafe { vx.store(out.add(p * os0 + x * V::W)) };
+            *acc = acc.add(*vx);
+        }
+    }
+}
+
+/// [`row`] for one row of `P` neighbouring planes at once ([`cells_p`]),
+/// with plain stores: reads around `u + p s0` (`s0 = ctx.x0.plus[0]`, the
+/// planes of `ctx.x0` being strided), writes `out + p os0..out + p os0 +
+/// len`, for `p < P`; the vectors start where [`row`] starts them in the
+/// first plane.
+///
+/// # Safety
+/// [`row`]'s contract for each of the `P` rows (with `out + p os0` its
+/// output), `ctx.x0` the planes of stride `ctx.x0.plus[0]`.
+#[inline(always)]
+pub(super) unsafe fn row_p<V: Vf, const R: usize, const U: usize, const P: usize>(
+    u: *const f64,
+    out: *mut f64,
+    os0: usize,
+    len: usize,
+    ctx: &Ctx<'_, V, R>,
+    acc: &mut V,
+) {
+    let Ctx {
+        ref x0,
+        s1,
+        ref k,
+        c,
+        w: ws,
+        ..
+    } = *ctx;
+    let s0 = x0.plus[0] as usize;
+    let w = V::W;
+    // SAFETY (whole body): as in `row`, for each of the `P` rows.
+    unsafe {
+        if len < w {
+            let mut z = 0.0;
+            for p in 0..P {
+                for q in 0..len {
+                    let v = cell::<R>(u.add(p * s0 + q), x0, s1, c, ws);
+                    *out.add(p * os0 + q) = v;
+                    z += v;
+                }
+            }
+            *acc = acc.add(V::splat(z));
+            return;
+        }
+        let mut q = 0;
+        let lead = (w - (u as usize / 8) % w) % w;
+        let whole_lines = 8 * w == 64;
+        if whole_lines && lead > 0 && (u as usize).is_multiple_of(8) && len >= lead + w {
+            put(&cells_p::<V, R, 1, P>(u, s0, s1, k), out, os0, acc);
+            q = lead;
+        }
+        while q + U * w <= len {
+            put(
+                &cells_p::<V, R, U, P>(u.add(q), s0, s1, k),
+                out.add(q),
+                os0,
+                acc,
+            );
+            q += U * w;
+        }
+        while q + w <= len {
+            put(
+                &cells_p::<V, R, 1, P>(u.add(q), s0, s1, k),
+                out.add(q),
+                os0,
+                acc,
+            );
+            q += w;
+        }
+        if q < len {
+            let t = len - w;
+            let v = cells_p::<V, R, 1, P>(u.add(t), s0, s1, k);
+            for (p, [vp]) in v.iter().enumerate() {
+                vp.store_from(out.add(p * os0 + t), q - t);
+                *acc = acc.add(*vp);
+            }
         }
     }
 }
