@@ -9,7 +9,8 @@
 //! `h = n / 2` on the even and odd samples as real and imaginary parts,
 //! with one pass of pre- or post-processing (`e^{-2 pi i m / n}` twiddles).
 //! The complex transform is a self-sorting (Stockham) mixed-radix
-//! Cooley-Tukey FFT with radices 8 (4 from `h = 512` on), 4, 2, 3, 5 and
+//! Cooley-Tukey FFT with radices 8 (4 from `h = 512` on), 4, 6 (a two and
+//! a three in one stage), 2, 3, 5 and
 //! 7: each stage reads one buffer and writes the other, in natural order at
 //! the end. Lengths with a prime factor above 7 have no plan
 //! ([`LaneFft::new`] returns `None`).
@@ -672,7 +673,7 @@ impl LaneFft {
             return None;
         }
         let h = n / 2;
-        // Radices: eights first, then a four or a two, then threes, fives,
+        // Radices: eights first, then fours, a six, then twos, threes, fives,
         // sevens (fewer stages: each reads and writes every value once).
         // From h = 512 on (buffers of 64 KiB and more, past the L1 cache)
         // eights measured slower than fours (sixteen streams of loads and
@@ -684,7 +685,17 @@ impl LaneFft {
             radices.push(8);
             left /= 8;
         }
-        for p in [4, 2, 3, 5, 7] {
+        while left.is_multiple_of(4) {
+            radices.push(4);
+            left /= 4;
+        }
+        // A two and a three left over as one stage of six (one pass over
+        // the buffers fewer).
+        if left.is_multiple_of(6) {
+            radices.push(6);
+            left /= 6;
+        }
+        for p in [2, 3, 5, 7] {
             while left.is_multiple_of(p) {
                 radices.push(p);
                 left /= p;
@@ -1030,6 +1041,7 @@ impl LaneFft {
                 4 => radix4::<X>(st, src, dst, inverse),
                 2 => radix2::<X>(st, src, dst, inverse),
                 3 => radix3::<X>(st, src, dst, inverse),
+                6 => radix6::<X>(st, src, dst, inverse),
                 _ => radix_any::<X>(st, src, dst, inverse),
             }
             std::mem::swap(&mut src, &mut dst);
@@ -1203,6 +1215,50 @@ fn radix3<X: Vx>(st: &Stage, src: &[C], dst: &mut [C], inverse: bool) {
             m.sub(d).st(&mut dst[(f + 2 * l) * r + j]);
         }
     }
+}
+
+/// Radix 6 as two DFTs of three (the even and the odd inputs) joined by
+/// one of two: with `B0`, `B1` the three-point transforms of `a0, a2, a4`
+/// and `a1, a3, a5`, `y_k = B0_k + w_6^k B1_k` and `y_{k+3} = B0_k - w_6^k
+/// B1_k` for `k < 3`.
+#[inline(always)]
+fn radix6<X: Vx>(st: &Stage, src: &[C], dst: &mut [C], inverse: bool) {
+    let (l, r) = (st.l, src.len() / (6 * st.l));
+    let s3 = X::splat(0.75f64.sqrt());
+    let half = X::splat(0.5);
+    let w1 = splat2::<X>(tw(st.root[1], inverse));
+    let w2 = splat2::<X>(tw(st.root[2], inverse));
+    for f in 0..l {
+        let mut w = [w1; 5];
+        for (q, wq) in w.iter_mut().enumerate() {
+            *wq = splat2::<X>(tw(st.tw[f * 5 + q], inverse));
+        }
+        for j in 0..r {
+            let base = f * r * 6 + j;
+            let mut a = [Cx::<X>::ld(&src[base]); 6];
+            for (q, aq) in a.iter_mut().enumerate().skip(1) {
+                let v = Cx::<X>::ld(&src[base + q * r]);
+                *aq = if f == 0 { v } else { v.mul(w[q - 1]) };
+            }
+            let b0 = three(a[0], a[2], a[4], inverse, s3, half);
+            let b1 = three(a[1], a[3], a[5], inverse, s3, half);
+            let t = [b1[0], b1[1].mul(w1), b1[2].mul(w2)];
+            for k in 0..3 {
+                b0[k].add(t[k]).st(&mut dst[(f + k * l) * r + j]);
+                b0[k].sub(t[k]).st(&mut dst[(f + (k + 3) * l) * r + j]);
+            }
+        }
+    }
+}
+
+/// The three-point transform of `a0, a1, a2` with the operations of
+/// [`radix3`] (`s3 = sqrt(3) / 2`, `half = 1 / 2`).
+#[inline(always)]
+fn three<X: Vx>(a0: Cx<X>, a1: Cx<X>, a2: Cx<X>, inverse: bool, s3: X, half: X) -> [Cx<X>; 3] {
+    let s = a1.add(a2);
+    let d = a1.sub(a2).rot(inverse).scale(s3);
+    let m = a0.sub(s.scale(half));
+    [a0.add(s), m.add(d), m.sub(d)]
 }
 
 /// Radices 5 and 7: the DFT of the `p` values term by term.
