@@ -43,7 +43,6 @@ use crate::stream::{self, Stream};
 use crate::util::{self, HeatReport, Timings};
 use anyhow::{bail, Context, Result};
 use heat3d::stencil::peak::{self, fma_peak, FmaPeak};
-use heat3d::stencil::Kernel;
 use serde::Serialize;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -243,6 +242,8 @@ pub struct OrderRun {
     pub gflops: f64,
     /// `gflops` / the FMA peak measured in the same run.
     pub peak_fraction: f64,
+    /// The CPU kernel of heat3d's sweeps (its default).
+    pub kernel: String,
 }
 
 /// One order of the steps-a-pass comparison: the one-rank blocking step
@@ -518,14 +519,13 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak
         plan.sweep_steps, plan.sweep_warmup, plan.stream_reps
     );
     println!(
-        "stencil kernel {}; FMA peak before the sweep {:.1} GFLOP/s ({}, {} lanes; %peak below is of this figure)",
-        Kernel::detect().name(),
+        "stencil kernel: heat3d's default (last column); FMA peak before the sweep {:.1} GFLOP/s ({}, {} lanes; %peak below is of this figure)",
         before.gflops,
         before.isa,
         before.lanes
     );
     println!(
-        "{:>5} {:>6} {:>9} {:>9} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8} {:>7}",
+        "{:>5} {:>6} {:>9} {:>9} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8} {:>7} {:>7}",
         "order",
         "padded",
         "step ms",
@@ -536,7 +536,8 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak
         "step/strm",
         "sweep/strm",
         "GFLOP/s",
-        "%peak"
+        "%peak",
+        "kernel"
     );
     let mut runs = vec![];
     for order in ORDERS {
@@ -568,9 +569,10 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak
             flops_per_cell,
             gflops,
             peak_fraction: gflops / before.gflops,
+            kernel: r.cpu_stencil.clone(),
         };
         println!(
-            "{:>5} {:>6} {:>9.3} {:>9.3} {:>10.1} {:>10.3} {:>8.2} {:>9.2}x {:>11.2}x {:>8.2} {:>6.1}%",
+            "{:>5} {:>6} {:>9.3} {:>9.3} {:>10.1} {:>10.3} {:>8.2} {:>9.2}x {:>11.2}x {:>8.2} {:>6.1}% {:>7}",
             order,
             padded,
             ms(run.timings.step),
@@ -581,7 +583,8 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak
             run.ratio,
             run.sweep_ratio,
             run.gflops,
-            100.0 * run.peak_fraction
+            100.0 * run.peak_fraction,
+            run.kernel
         );
         runs.push(run);
     }
@@ -733,7 +736,7 @@ pub fn run(target: &Target) -> Result<()> {
             "ranks": 1,
             "mode": "blocking",
             "stream": "copy floor: per pass the faster of copy_from_slice and a non-temporal-store copy of (n + order)^3 f64, single thread, median of the passes (half just before, half just after the heat3d run); bytes = 2 * 8 * padded^3",
-            "kernel": Kernel::detect().name(),
+            "kernel": "heat3d's default, per run in runs[].kernel",
             "fma_peak": {
                 "gflops": peak.gflops,
                 "isa": peak.isa,

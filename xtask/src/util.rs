@@ -328,6 +328,8 @@ pub struct HeatReport {
     pub timed_steps: usize,
     /// Cell updates per second.
     pub cells_per_second: f64,
+    /// The CPU kernel of the sweeps (`none` off the host's sweeps).
+    pub cpu_stencil: String,
 }
 
 impl HeatReport {

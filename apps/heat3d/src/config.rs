@@ -68,6 +68,23 @@ pub enum GpuStencil {
     Shared,
 }
 
+/// Which CPU kernel runs the finite-difference sweeps. All give the same
+/// bits (each cell's operations in the same order), so the choice changes
+/// speed only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum CpuStencil {
+    /// [`crate::stencil::Kernel::detect`]'s choice: AVX2 where the CPU has
+    /// it, then AVX-512, then the portable loop.
+    Auto,
+    /// The portable loop.
+    Scalar,
+    /// Four cells a vector (x86-64 with AVX2).
+    Avx2,
+    /// Eight cells a vector (x86-64 with AVX-512F).
+    Avx512,
+}
+
 /// How the GPU stencil of one rank that is its own periodic neighbour on
 /// every axis (one rank, every axis at least the radius long) gets the
 /// values across its faces in blocking mode. All give the same bits.
@@ -234,6 +251,10 @@ pub struct Config {
     /// the last-level cache). Narrower tiles keep the rings in a smaller
     /// cache and compute more rows twice. Changes no bit.
     pub tile_rows: usize,
+    /// The CPU kernel of the finite-difference sweeps (`auto`: AVX2 where
+    /// the CPU has it, then AVX-512, then the portable loop). Changes no
+    /// bit.
+    pub cpu_stencil: CpuStencil,
     /// Output files.
     pub output: Output,
 }
@@ -269,6 +290,7 @@ impl Default for Config {
             gpu_periodic: GpuPeriodic::Auto,
             steps_per_pass: 0,
             tile_rows: 0,
+            cpu_stencil: CpuStencil::Auto,
             output: Output::default(),
         }
     }
@@ -399,6 +421,16 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("opencl") && e.contains("cpu, cuda, hip"), "{e}");
+        let e = Config::from_toml("cpu_stencil = \"avx9\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("avx9") && e.contains("avx512"), "{e}");
+        assert_eq!(
+            Config::from_toml("cpu_stencil = \"scalar\"\n")
+                .unwrap()
+                .cpu_stencil,
+            CpuStencil::Scalar
+        );
     }
 
     #[test]

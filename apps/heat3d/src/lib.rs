@@ -23,12 +23,12 @@ use appkit::progress::Progress;
 use appkit::stats::median;
 use appkit::vtk;
 use comm::{exact, BlockDecomposition, CommExt, Communicator, IndexBox, ProcessGrid, ReduceOp};
-use config::{Config, Initial, Integrator, Mode, Operator, SpectralStep};
+use config::{Config, CpuStencil, Initial, Integrator, Mode, Operator, SpectralStep};
 use halo::{Exchanger, Field, FieldLayout, HaloSpec, Neighborhood, Region, Topology};
 use num_complex::Complex64;
 use serde::Serialize;
 use std::time::Instant;
-use stencil::{all_finite, Stores, Sweep};
+use stencil::{all_finite, Kernel, Stores, Sweep};
 use wavefront::Wavefront;
 
 /// Phase names of the finite-difference step, in the order of [`PhaseTimes`].
@@ -108,6 +108,10 @@ pub struct Report {
     /// finite-difference operator and where the transform needs no reshape
     /// (one rank).
     pub reshape_protocols: Vec<String>,
+    /// The CPU kernel of the finite-difference sweeps (`scalar`, `avx2`,
+    /// `avx512`; see [`CpuStencil`]), `none` where no sweep runs on the
+    /// host (the spectral operator, a GPU).
+    pub cpu_stencil: &'static str,
     /// Order-independent hash of the global field ([`appkit::field_hash`]).
     pub hash: u64,
     /// The same hash as 16 hex digits (JSON readers that hold numbers as
@@ -311,7 +315,7 @@ impl<'c> Solver<'c> {
             0 => Wavefront::new(&layout, host_per_pass),
             rows => Wavefront::with_tile(&layout, host_per_pass, rows),
         });
-        Ok(Solver {
+        let mut solver = Solver {
             comm,
             cfg: cfg.clone(),
             host_per_pass,
@@ -336,7 +340,62 @@ impl<'c> Solver<'c> {
             dt,
             #[cfg(feature = "cuda")]
             device,
-        })
+        };
+        if !on_device && cfg.operator == Operator::Fd {
+            solver.pick_cpu_stencil()?;
+        }
+        Ok(solver)
+    }
+
+    /// Sets the kernel of the host's sweeps from `cfg.cpu_stencil`: the one
+    /// named (an error naming the available ones if this build or CPU does
+    /// not have it), or [`Kernel::detect`]'s for `auto`.
+    fn pick_cpu_stencil(&mut self) -> Result<()> {
+        let named = |k: Kernel| -> Result<Kernel> {
+            if k.available() {
+                Ok(k)
+            } else {
+                let have: Vec<&str> = Kernel::ALL
+                    .into_iter()
+                    .filter(|k| k.available())
+                    .map(|k| k.name())
+                    .collect();
+                bail!(
+                    "cpu_stencil = {} is not available on this build or CPU (valid here: auto, {})",
+                    k.name(),
+                    have.join(", ")
+                )
+            }
+        };
+        let kernel = match self.cfg.cpu_stencil {
+            CpuStencil::Scalar => named(Kernel::Scalar)?,
+            CpuStencil::Avx2 => named(Kernel::Avx2)?,
+            CpuStencil::Avx512 => named(Kernel::Avx512)?,
+            CpuStencil::Auto => Kernel::detect(),
+        };
+        self.euler = self
+            .euler
+            .clone()
+            .with_kernel(kernel)
+            .map_err(anyhow::Error::msg)?;
+        self.lap = self
+            .lap
+            .clone()
+            .with_kernel(kernel)
+            .map_err(anyhow::Error::msg)?;
+        Ok(())
+    }
+
+    /// The kernel of the host's sweeps, `none` where they do not run.
+    fn cpu_stencil(&self) -> &'static str {
+        #[cfg(feature = "cuda")]
+        if self.device.is_some() {
+            return "none";
+        }
+        match self.cfg.operator {
+            Operator::Fd => self.euler.kernel().name(),
+            Operator::Spectral => "none",
+        }
     }
 
     /// `dst = sweep(src)` on the owned cells, exchanging `src`'s halo first
@@ -1053,6 +1112,7 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
             0.0
         },
         reshape_protocols: s.reshape_protocols(),
+        cpu_stencil: s.cpu_stencil(),
         hash,
         hash_hex: appkit::hash::hex(hash),
         files,
@@ -1077,8 +1137,8 @@ impl Report {
         let (method, names) = match c.operator {
             Operator::Fd => (
                 format!(
-                    "FD order {}, {:?}, {:?} exchange ({} halo)",
-                    c.order, c.integrator, c.mode, self.halo
+                    "FD order {}, {:?}, {:?} exchange ({} halo), {} sweeps",
+                    c.order, c.integrator, c.mode, self.halo, self.cpu_stencil
                 ),
                 PHASES,
             ),

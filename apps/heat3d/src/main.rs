@@ -5,8 +5,8 @@ use anyhow::Result;
 use appkit::config::parse_triple;
 use clap::Parser;
 use heat3d::config::{
-    ByName, Config, GpuExchange, GpuPeriodic, GpuStencil, Initial, Integrator, Mode, Operator,
-    PerAxis, SpectralStep,
+    ByName, Config, CpuStencil, GpuExchange, GpuPeriodic, GpuStencil, Initial, Integrator, Mode,
+    Operator, PerAxis, SpectralStep,
 };
 use std::path::PathBuf;
 
@@ -94,6 +94,9 @@ struct Cli {
     /// Rows of axis 1 a tile of the host's multi-step pass holds; 0: the default (the widest whose rings fit 3/4 of an L2 of 2 MiB or more, else 7/32 of the last-level cache); same bits.
     #[arg(long)]
     tile_rows: Option<usize>,
+    /// The CPU kernel of the finite-difference sweeps: auto (AVX2 where the CPU has it, then AVX-512, then the portable loop), scalar, avx2 or avx512; same bits.
+    #[arg(long, value_enum)]
+    cpu_stencil: Option<CpuStencil>,
     /// Output folder for diagnostics.csv and the VTK files.
     #[arg(short, long)]
     output: Option<PathBuf>,
@@ -137,7 +140,8 @@ fn config(cli: &Cli) -> Result<Config> {
         gpu_exchange,
         gpu_periodic,
         steps_per_pass,
-        tile_rows
+        tile_rows,
+        cpu_stencil
     );
     if cli.device.is_some() {
         c.device = cli.device;

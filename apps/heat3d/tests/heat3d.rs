@@ -1,6 +1,6 @@
 //! Heat3D against the analytic solution, across modes and rank counts.
 
-use heat3d::config::{Config, Initial, Integrator, Mode, PerAxis};
+use heat3d::config::{Config, CpuStencil, Initial, Integrator, Mode, PerAxis};
 
 fn run(cfg: &Config, ranks: usize) -> heat3d::Report {
     let mut r = comm::local::run(ranks, |c| {
@@ -375,5 +375,48 @@ fn cuda_backend_gives_the_host_bits_or_a_clear_error() {
             "{}",
             e.reason
         ),
+    }
+}
+
+#[test]
+fn every_cpu_stencil_gives_the_same_field_and_is_reported() {
+    let base = Config {
+        n: PerAxis::All(20),
+        order: 6,
+        steps: 3,
+        warmup: 0,
+        diag_every: 3,
+        ..Config::default()
+    };
+    let auto = run(&base, 2);
+    assert_eq!(auto.cpu_stencil, heat3d::stencil::Kernel::detect().name());
+    for (choice, name) in [
+        (CpuStencil::Scalar, "scalar"),
+        (CpuStencil::Avx2, "avx2"),
+        (CpuStencil::Avx512, "avx512"),
+    ] {
+        let cfg = Config {
+            cpu_stencil: choice,
+            ..base.clone()
+        };
+        let available = heat3d::stencil::Kernel::ALL
+            .into_iter()
+            .any(|k| k.available() && k.name() == name);
+        let got = comm::local::run(2, |c| {
+            heat3d::run(c, &cfg, false).map_err(|e| format!("{e:#}"))
+        });
+        match (available, got) {
+            (true, Ok(mut r)) => {
+                let r = r.swap_remove(0);
+                assert_eq!(r.cpu_stencil, name);
+                assert_eq!(r.hash, auto.hash, "{name}");
+            }
+            (false, Err(e)) => {
+                let e = e.to_string();
+                assert!(e.contains(name) && e.contains("valid here"), "{e}")
+            }
+            (true, Err(e)) => panic!("{name}: {e}"),
+            (false, Ok(_)) => panic!("{name} ran although this CPU does not have it"),
+        }
     }
 }
