@@ -1207,12 +1207,10 @@ fn radix3<X: Vx>(st: &Stage, src: &[C], dst: &mut [C], inverse: bool) {
                 a1 = a1.mul(w[0]);
                 a2 = a2.mul(w[1]);
             }
-            let s = a1.add(a2);
-            let d = a1.sub(a2).rot(inverse).scale(s3);
-            let m = a0.sub(s.scale(half));
-            a0.add(s).st(&mut dst[f * r + j]);
-            m.add(d).st(&mut dst[(f + l) * r + j]);
-            m.sub(d).st(&mut dst[(f + 2 * l) * r + j]);
+            let y = three(a0, a1, a2, inverse, s3, half);
+            for (g, yg) in y.iter().enumerate() {
+                yg.st(&mut dst[(f + g * l) * r + j]);
+            }
         }
     }
 }
@@ -1251,8 +1249,8 @@ fn radix6<X: Vx>(st: &Stage, src: &[C], dst: &mut [C], inverse: bool) {
     }
 }
 
-/// The three-point transform of `a0, a1, a2` with the operations of
-/// [`radix3`] (`s3 = sqrt(3) / 2`, `half = 1 / 2`).
+/// The three-point transform of `a0, a1, a2` (`w_3 = -1/2 -+ i sqrt(3)/2`;
+/// `s3 = sqrt(3) / 2`, `half = 1 / 2`), for [`radix3`] and [`radix6`].
 #[inline(always)]
 fn three<X: Vx>(a0: Cx<X>, a1: Cx<X>, a2: Cx<X>, inverse: bool, s3: X, half: X) -> [Cx<X>; 3] {
     let s = a1.add(a2);

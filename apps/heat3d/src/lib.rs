@@ -351,38 +351,19 @@ impl<'c> Solver<'c> {
     /// named (an error naming the available ones if this build or CPU does
     /// not have it), or [`Kernel::detect`]'s for `auto`.
     fn pick_cpu_stencil(&mut self) -> Result<()> {
-        let named = |k: Kernel| -> Result<Kernel> {
-            if k.available() {
-                Ok(k)
-            } else {
-                let have: Vec<&str> = Kernel::ALL
-                    .into_iter()
-                    .filter(|k| k.available())
-                    .map(|k| k.name())
-                    .collect();
-                bail!(
-                    "cpu_stencil = {} is not available on this build or CPU (valid here: auto, {})",
-                    k.name(),
-                    have.join(", ")
-                )
-            }
-        };
         let kernel = match self.cfg.cpu_stencil {
-            CpuStencil::Scalar => named(Kernel::Scalar)?,
-            CpuStencil::Avx2 => named(Kernel::Avx2)?,
-            CpuStencil::Avx512 => named(Kernel::Avx512)?,
+            CpuStencil::Scalar => Kernel::Scalar,
+            CpuStencil::Avx2 => Kernel::Avx2,
+            CpuStencil::Avx512 => Kernel::Avx512,
             CpuStencil::Auto => Kernel::detect(),
         };
-        self.euler = self
-            .euler
-            .clone()
-            .with_kernel(kernel)
-            .map_err(anyhow::Error::msg)?;
-        self.lap = self
-            .lap
-            .clone()
-            .with_kernel(kernel)
-            .map_err(anyhow::Error::msg)?;
+        let set = |s: &Sweep| {
+            s.clone()
+                .with_kernel(kernel)
+                .map_err(|e| anyhow::anyhow!("cpu_stencil = {}: {e}", kernel.name()))
+        };
+        self.euler = set(&self.euler)?;
+        self.lap = set(&self.lap)?;
         Ok(())
     }
 

@@ -233,9 +233,15 @@ impl Sweep {
     /// it.
     pub fn with_kernel(mut self, kernel: Kernel) -> Result<Self, String> {
         if !kernel.available() {
+            let have: Vec<&str> = Kernel::ALL
+                .into_iter()
+                .filter(|k| k.available())
+                .map(|k| k.name())
+                .collect();
             return Err(format!(
-                "stencil kernel {} is not available on this build or CPU",
-                kernel.name()
+                "stencil kernel {} is not available on this build or CPU (valid here: {})",
+                kernel.name(),
+                have.join(", ")
             ));
         }
         self.kernel = kernel;

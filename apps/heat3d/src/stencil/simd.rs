@@ -141,20 +141,34 @@ unsafe fn cells<V: Vf, const R: usize, const U: usize>(
         }
         axis::<V, R, U>(&mut v, u, s1, &k.w[1]);
         if R == 1 {
-            // The fastest axis from the centre vectors, shifted by one
-            // lane, and the two values past the ends: the same operands
-            // (so the same bits) without two loads across cache lines.
-            let before = V::splat(*u.sub(1));
-            let after = V::splat(*u.add(U * V::W));
-            for (x, vx) in v.iter_mut().enumerate() {
-                let b = c[x].back(if x == 0 { before } else { c[x - 1] });
-                let a = c[x].on(if x + 1 == U { after } else { c[x + 1] });
-                *vx = vx.add(k.w[2][0].mul(a.add(b)));
-            }
+            shifted::<V, R, U>(&mut v, &c, u, k);
         } else {
             axis::<V, R, U>(&mut v, u, 1, &k.w[2]);
         }
         v
+    }
+}
+
+/// At radius 1, the fastest axis of the `U` vectors `c` centred at `u`:
+/// `v[x] = v[x] + w (u(+1) + u(-1))` from the centre vectors shifted by one
+/// lane and the two values past the ends: the same operands (so the same
+/// bits) as two loads a vector, without those loads across cache lines.
+///
+/// # Safety
+/// `u - 1` and `u + U W` must be readable.
+#[inline(always)]
+unsafe fn shifted<V: Vf, const R: usize, const U: usize>(
+    v: &mut [V; U],
+    c: &[V; U],
+    u: *const f64,
+    k: &Weights<V, R>,
+) {
+    // SAFETY: the two values the contract lists.
+    let (before, after) = unsafe { (V::splat(*u.sub(1)), V::splat(*u.add(U * V::W))) };
+    for (x, vx) in v.iter_mut().enumerate() {
+        let b = c[x].back(if x == 0 { before } else { c[x - 1] });
+        let a = c[x].on(if x + 1 == U { after } else { c[x + 1] });
+        *vx = vx.add(k.w[2][0].mul(a.add(b)));
     }
 }
 
@@ -237,14 +251,7 @@ unsafe fn cells_p<V: Vf, const R: usize, const U: usize, const P: usize>(
         }
         for (p, vp) in v.iter_mut().enumerate() {
             if R == 1 {
-                let before = V::splat(*row(p).sub(1));
-                let after = V::splat(*row(p).add(U * V::W));
-                let cp = &c[p];
-                for (x, vx) in vp.iter_mut().enumerate() {
-                    let b = cp[x].back(if x == 0 { before } else { cp[x - 1] });
-                    let a = cp[x].on(if x + 1 == U { after } else { cp[x + 1] });
-                    *vx = vx.add(k.w[2][0].mul(a.add(b)));
-                }
+                shifted::<V, R, U>(vp, &c[p], row(p), k);
             } else {
                 axis::<V, R, U>(vp, row(p), 1, &k.w[2]);
             }
@@ -332,6 +339,19 @@ pub(super) struct Ctx<'a, V, const R: usize> {
     pub w: &'a [[f64; R]; 3],
     /// Non-temporal stores for the whole lines of the output.
     pub stream: bool,
+}
+
+/// Where the vectors of a row centred at `u` (`len` cells) start with plain
+/// stores: `Some(lead)`, the first cell whose centre value lies on a cache
+/// line, when the vectors are a whole line wide (AVX-512), the row does not
+/// start on one and is long enough (a whole first vector then covers the
+/// cells before `lead`); `None` when they start at the row's first cell.
+#[inline(always)]
+fn aligned_lead<V: Vf>(u: *const f64, len: usize) -> Option<usize> {
+    let w = V::W;
+    let lead = (w - (u as usize / 8) % w) % w;
+    let whole_lines = 8 * w == 64;
+    (whole_lines && lead > 0 && (u as usize).is_multiple_of(8) && len >= lead + w).then_some(lead)
 }
 
 /// One row of `len` cells: reads around `u`, writes `out..out + len`.
@@ -441,9 +461,7 @@ pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
             // only some offsets, the aligned start measured slower at
             // some orders on the same core (order 10 on 256^3: 81 ms a
             // sweep against 54 from the row's first cell).
-            let lead = (w - (u as usize / 8) % w) % w;
-            let whole_lines = 8 * w == 64;
-            if whole_lines && lead > 0 && (u as usize).is_multiple_of(8) && len >= lead + w {
+            if let Some(lead) = aligned_lead::<V>(u, len) {
                 let [v] = cells::<V, R, 1>(u, x0, s1, k);
                 v.store(out);
                 *acc = acc.add(v);
@@ -538,9 +556,7 @@ pub(super) unsafe fn row_p<V: Vf, const R: usize, const U: usize, const P: usize
             return;
         }
         let mut q = 0;
-        let lead = (w - (u as usize / 8) % w) % w;
-        let whole_lines = 8 * w == 64;
-        if whole_lines && lead > 0 && (u as usize).is_multiple_of(8) && len >= lead + w {
+        if let Some(lead) = aligned_lead::<V>(u, len) {
             put(&cells_p::<V, R, 1, P>(u, s0, s1, k), out, os0, acc);
             q = lead;
         }
