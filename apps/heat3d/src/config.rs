@@ -74,8 +74,9 @@ pub enum GpuStencil {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum CpuStencil {
-    /// [`crate::stencil::Kernel::detect`]'s choice: AVX2 where the CPU has
-    /// it, then AVX-512, then the portable loop.
+    /// [`crate::stencil::Kernel::detect_for`]'s choice: from order 12 on
+    /// AVX-512 where the CPU has it, then AVX2; below, AVX2, then
+    /// AVX-512; the portable loop where neither exists.
     Auto,
     /// The portable loop.
     Scalar,
@@ -251,9 +252,9 @@ pub struct Config {
     /// the last-level cache). Narrower tiles keep the rings in a smaller
     /// cache and compute more rows twice. Changes no bit.
     pub tile_rows: usize,
-    /// The CPU kernel of the finite-difference sweeps (`auto`: AVX2 where
-    /// the CPU has it, then AVX-512, then the portable loop). Changes no
-    /// bit.
+    /// The CPU kernel of the finite-difference sweeps (`auto`: from order
+    /// 12 on AVX-512 where the CPU has it, then AVX2; below, AVX2 first).
+    /// Changes no bit.
     pub cpu_stencil: CpuStencil,
     /// Output files.
     pub output: Output,

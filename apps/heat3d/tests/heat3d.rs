@@ -389,7 +389,19 @@ fn every_cpu_stencil_gives_the_same_field_and_is_reported() {
         ..Config::default()
     };
     let auto = run(&base, 2);
-    assert_eq!(auto.cpu_stencil, heat3d::stencil::Kernel::detect().name());
+    assert_eq!(
+        auto.cpu_stencil,
+        heat3d::stencil::Kernel::detect_for(3).name()
+    );
+    // Order 12 is where `auto` moves to AVX-512 first.
+    let high = Config {
+        order: 12,
+        ..base.clone()
+    };
+    assert_eq!(
+        run(&high, 2).cpu_stencil,
+        heat3d::stencil::Kernel::detect_for(6).name()
+    );
     for (choice, name) in [
         (CpuStencil::Scalar, "scalar"),
         (CpuStencil::Avx2, "avx2"),
