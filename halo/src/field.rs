@@ -215,23 +215,71 @@ impl<T: Elem> Field<T> {
     }
 }
 
+/// The rows of `src` (`W` values each) to those of `dst` in `data`
+/// (strides `s`).
+#[inline]
+fn copy_rows<T: Copy, const W: usize>(data: &mut [T], s: [usize; 3], src: &Region, dst: &Region) {
+    for (i, di) in (src.lo[0]..src.hi[0]).zip(dst.lo[0]..) {
+        for (j, dj) in (src.lo[1]..src.hi[1]).zip(dst.lo[1]..) {
+            let a = i * s[0] + j * s[1] + src.lo[2];
+            let b = di * s[0] + dj * s[1] + dst.lo[2];
+            if a + W <= b {
+                let (x, y) = data.split_at_mut(b);
+                y[..W].copy_from_slice(&x[a..a + W]);
+            } else if b + W <= a {
+                let (x, y) = data.split_at_mut(a);
+                x[b..b + W].copy_from_slice(&y[..W]);
+            } else {
+                data.copy_within(a..a + W, b);
+            }
+        }
+    }
+}
+
+/// Rows `q` of `W` values at `from[q pitch..]` one after another into `to`.
+#[inline]
+fn pack_rows<T: Copy, const W: usize>(from: &[T], pitch: usize, to: &mut [T]) {
+    for (q, t) in to.chunks_exact_mut(W).enumerate() {
+        t.copy_from_slice(&from[q * pitch..q * pitch + W]);
+    }
+}
+
+/// The inverse of [`pack_rows`].
+#[inline]
+fn unpack_rows<T: Copy, const W: usize>(from: &[T], to: &mut [T], pitch: usize) {
+    for (q, f) in from.chunks_exact(W).enumerate() {
+        to[q * pitch..q * pitch + W].copy_from_slice(f);
+    }
+}
+
+/// [`copy_rows`] for rows of `w` values, any `w`.
+fn copy_rows_of<T: Copy>(data: &mut [T], s: [usize; 3], src: &Region, dst: &Region, w: usize) {
+    for (i, di) in (src.lo[0]..src.hi[0]).zip(dst.lo[0]..) {
+        for (j, dj) in (src.lo[1]..src.hi[1]).zip(dst.lo[1]..) {
+            let a = i * s[0] + j * s[1] + src.lo[2];
+            let b = di * s[0] + dj * s[1] + dst.lo[2];
+            data.copy_within(a..a + w, b);
+        }
+    }
+}
+
 impl<T: Elem> HaloData<T> for Field<T> {
     fn copy_region(&mut self, comp: usize, src: &Region, dst: &Region) -> Result<(), HaloError> {
         debug_assert_eq!(src.shape(), dst.shape());
         let s = self.layout.strides();
         let data = self.component_mut(comp);
-        let w = src.hi[2] - src.lo[2];
-        for (i, di) in (src.lo[0]..src.hi[0]).zip(dst.lo[0]..) {
-            for (j, dj) in (src.lo[1]..src.hi[1]).zip(dst.lo[1]..) {
-                let a = i * s[0] + j * s[1] + src.lo[2];
-                let b = di * s[0] + dj * s[1] + dst.lo[2];
-                if w == 1 {
-                    data[b] = data[a];
-                } else {
-                    data.copy_within(a..a + w, b);
+        // Rows as short as a ghost layer (faces normal to the last axis)
+        // are copied with a length known at compile time: a call to
+        // `memmove` per row of a few values would take most of the time.
+        macro_rules! rows {
+            ($($w:literal)*) => {
+                match src.hi[2] - src.lo[2] {
+                    $($w => copy_rows::<T, $w>(data, s, src, dst),)*
+                    w => copy_rows_of(data, s, src, dst, w),
                 }
-            }
+            };
         }
+        rows!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
         Ok(())
     }
 
@@ -256,11 +304,27 @@ impl<T: Elem> HaloData<T> for Field<T> {
                 p += rows;
                 continue;
             }
-            for j in region.lo[1]..region.hi[1] {
-                let o = plane + j * s[1];
-                out[p..p + w].copy_from_slice(&src[o..o + w]);
-                p += w;
+            let rows = region.hi[1] - region.lo[1];
+            let (from, to) = (
+                &src[plane + region.lo[1] * s[1]..],
+                &mut out[p..p + rows * w],
+            );
+            // Short rows with a length known at compile time (see
+            // `copy_region`).
+            macro_rules! rows {
+                ($($w:literal)*) => {
+                    match w {
+                        $($w => pack_rows::<T, $w>(from, s[1], to),)*
+                        _ => {
+                            for (q, t) in to.chunks_exact_mut(w).enumerate() {
+                                t.copy_from_slice(&from[q * s[1]..q * s[1] + w]);
+                            }
+                        }
+                    }
+                };
             }
+            rows!(2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+            p += rows * w;
         }
         Ok(())
     }
@@ -280,11 +344,25 @@ impl<T: Elem> HaloData<T> for Field<T> {
                 p += rows;
                 continue;
             }
-            for j in region.lo[1]..region.hi[1] {
-                let o = plane + j * s[1];
-                dst[o..o + w].copy_from_slice(&input[p..p + w]);
-                p += w;
+            let rows = region.hi[1] - region.lo[1];
+            let (from, to) = (
+                &input[p..p + rows * w],
+                &mut dst[plane + region.lo[1] * s[1]..],
+            );
+            macro_rules! rows {
+                ($($w:literal)*) => {
+                    match w {
+                        $($w => unpack_rows::<T, $w>(from, to, s[1]),)*
+                        _ => {
+                            for (q, f) in from.chunks_exact(w).enumerate() {
+                                to[q * s[1]..q * s[1] + w].copy_from_slice(f);
+                            }
+                        }
+                    }
+                };
             }
+            rows!(2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+            p += rows * w;
         }
         Ok(())
     }

@@ -424,3 +424,67 @@ fn errors_name_rank_axis_and_sizes() {
         .enumerate()
         .all(|(r, m)| r == 1 || m.as_ref().is_some_and(|m| m.contains("rank 1 failed"))));
 }
+
+/// The host field's copies, packs and unpacks take rows of a few values
+/// through lengths fixed at compile time (1 to 16) and longer ones through
+/// slices: every width from 1 to 20 must move exactly the values a plain
+/// loop over the cells moves, in both components, and nothing else.
+#[test]
+fn host_rows_of_every_width_move_like_a_plain_loop() {
+    let layout = FieldLayout {
+        owned: [5, 6, 40],
+        ghost: [2, 3, 20],
+        components: 2,
+    };
+    let s = layout.strides();
+    let at = |p: [usize; 3]| p[0] * s[0] + p[1] * s[1] + p[2];
+    let mut base = Field::<f64>::new(layout);
+    for (i, v) in base.as_mut_slice().iter_mut().enumerate() {
+        *v = i as f64 + 0.5;
+    }
+    let cells = |r: &Region| -> Vec<[usize; 3]> {
+        (r.lo[0]..r.hi[0])
+            .flat_map(|i| {
+                (r.lo[1]..r.hi[1]).flat_map(move |j| (r.lo[2]..r.hi[2]).map(move |k| [i, j, k]))
+            })
+            .collect()
+    };
+    for w in 1..=20 {
+        let src = Region {
+            lo: [1, 2, 3],
+            hi: [4, 5, 3 + w],
+        };
+        let dst = Region {
+            lo: [2, 0, 45],
+            hi: [5, 3, 45 + w],
+        };
+        for comp in 0..2 {
+            // Copy.
+            let mut got = base.clone();
+            got.copy_region(comp, &src, &dst).unwrap();
+            let mut want = base.clone();
+            for (a, b) in cells(&src).into_iter().zip(cells(&dst)) {
+                let v = want.component(comp)[at(a)];
+                want.component_mut(comp)[at(b)] = v;
+            }
+            assert_eq!(got, want, "copy, width {w}, component {comp}");
+            // Pack.
+            let mut out = vec![0.0; src.len()];
+            base.pack(comp, &src, &mut out).unwrap();
+            let plain: Vec<f64> = cells(&src)
+                .into_iter()
+                .map(|p| base.component(comp)[at(p)])
+                .collect();
+            assert_eq!(out, plain, "pack, width {w}, component {comp}");
+            // Unpack.
+            let mut got = base.clone();
+            let input: Vec<f64> = (0..dst.len()).map(|i| -(i as f64) - 1.0).collect();
+            got.unpack(comp, &dst, &input).unwrap();
+            let mut want = base.clone();
+            for (p, v) in cells(&dst).into_iter().zip(&input) {
+                want.component_mut(comp)[at(p)] = *v;
+            }
+            assert_eq!(got, want, "unpack, width {w}, component {comp}");
+        }
+    }
+}
