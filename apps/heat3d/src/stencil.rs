@@ -830,8 +830,23 @@ fn rows_finite(out: &[f64], s: [usize; 3], region: &Region) -> bool {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2")]
 unsafe fn sweep_avx512<const R: usize>(job: Job<'_, R>) -> bool {
+    // Two vectors a step on single planes at radius 7, four at the others.
+    // Single planes are few in a sweep (planes go in pairs), but the choice
+    // changes how the compiler builds the whole function: at 256^3
+    // (`heat3d --n 256 --steps 24 --ranks 1 --order 14 --cpu-stencil
+    // avx512`, the two builds alternated, eight pairs) two vectors took
+    // 66-80 ms a step against 73-83 with four, 3-16 % less in every pair;
+    // at orders 12, 16 and 20 two vectors measured within 5 % of four, at
+    // order 18 at 97-99 ms against 77 (a figure the FD-18 sweep with four
+    // also reaches in some runs).
     // SAFETY: the caller checked for AVX-512F, AVX2 and the bounds.
-    unsafe { sweep_simd::<simd::x86::V8, R, 4, 2, 2>(job) }
+    unsafe {
+        if R == 7 {
+            sweep_simd::<simd::x86::V8, R, 2, 2, 2>(job)
+        } else {
+            sweep_simd::<simd::x86::V8, R, 4, 2, 2>(job)
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
