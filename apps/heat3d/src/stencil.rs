@@ -162,10 +162,10 @@ impl Kernel {
     /// of the app with each kernel, the two alternated: at orders 12 to 20
     /// AVX-512 took up to 22 % less time in 27 of 29 pairs (the others
     /// within 1.5 %), at orders 4, 8 and 10 AVX2 4-13 % less, at order 6
-    /// either, at order 2 (bound by memory) they were within 5 %. The wider vectors pay where a cell
-    /// does the most arithmetic for its loads; at low orders half of an
-    /// AVX-512 sweep's unaligned neighbour loads cross a cache line, of
-    /// AVX2's a quarter.
+    /// either, at order 2 (bound by memory) they were within 5 %. The wider
+    /// vectors pay where a cell does the most arithmetic for its loads; at
+    /// low orders half of an AVX-512 sweep's unaligned neighbour loads
+    /// cross a cache line, of AVX2's a quarter.
     pub fn detect_for(radius: usize) -> Kernel {
         let order = if radius >= 6 {
             [Kernel::Avx512, Kernel::Avx2]
