@@ -215,51 +215,51 @@ impl<T: Elem> Field<T> {
     }
 }
 
-/// The rows of `src` (`W` values each) to those of `dst` in `data`
-/// (strides `s`).
+/// The rows of `src` to those of `dst` in `data` (strides `s`), `W`
+/// values each, or `w` each when `W` is 0: a length fixed at compile time
+/// lets the compiler copy a short row without a call.
 #[inline]
-fn copy_rows<T: Copy, const W: usize>(data: &mut [T], s: [usize; 3], src: &Region, dst: &Region) {
+fn copy_rows<T: Copy, const W: usize>(
+    data: &mut [T],
+    s: [usize; 3],
+    src: &Region,
+    dst: &Region,
+    w: usize,
+) {
+    let w = if W > 0 { W } else { w };
     for (i, di) in (src.lo[0]..src.hi[0]).zip(dst.lo[0]..) {
         for (j, dj) in (src.lo[1]..src.hi[1]).zip(dst.lo[1]..) {
             let a = i * s[0] + j * s[1] + src.lo[2];
             let b = di * s[0] + dj * s[1] + dst.lo[2];
-            if a + W <= b {
+            if a + w <= b {
                 let (x, y) = data.split_at_mut(b);
-                y[..W].copy_from_slice(&x[a..a + W]);
-            } else if b + W <= a {
+                y[..w].copy_from_slice(&x[a..a + w]);
+            } else if b + w <= a {
                 let (x, y) = data.split_at_mut(a);
-                x[b..b + W].copy_from_slice(&y[..W]);
+                x[b..b + w].copy_from_slice(&y[..w]);
             } else {
-                data.copy_within(a..a + W, b);
+                data.copy_within(a..a + w, b);
             }
         }
     }
 }
 
-/// Rows `q` of `W` values at `from[q pitch..]` one after another into `to`.
+/// Rows `q` of `W` values (`w` when `W` is 0) at `from[q pitch..]` one
+/// after another into `to`.
 #[inline]
-fn pack_rows<T: Copy, const W: usize>(from: &[T], pitch: usize, to: &mut [T]) {
-    for (q, t) in to.chunks_exact_mut(W).enumerate() {
-        t.copy_from_slice(&from[q * pitch..q * pitch + W]);
+fn pack_rows<T: Copy, const W: usize>(from: &[T], pitch: usize, to: &mut [T], w: usize) {
+    let w = if W > 0 { W } else { w };
+    for (q, t) in to.chunks_exact_mut(w).enumerate() {
+        t.copy_from_slice(&from[q * pitch..q * pitch + w]);
     }
 }
 
 /// The inverse of [`pack_rows`].
 #[inline]
-fn unpack_rows<T: Copy, const W: usize>(from: &[T], to: &mut [T], pitch: usize) {
-    for (q, f) in from.chunks_exact(W).enumerate() {
-        to[q * pitch..q * pitch + W].copy_from_slice(f);
-    }
-}
-
-/// [`copy_rows`] for rows of `w` values, any `w`.
-fn copy_rows_of<T: Copy>(data: &mut [T], s: [usize; 3], src: &Region, dst: &Region, w: usize) {
-    for (i, di) in (src.lo[0]..src.hi[0]).zip(dst.lo[0]..) {
-        for (j, dj) in (src.lo[1]..src.hi[1]).zip(dst.lo[1]..) {
-            let a = i * s[0] + j * s[1] + src.lo[2];
-            let b = di * s[0] + dj * s[1] + dst.lo[2];
-            data.copy_within(a..a + w, b);
-        }
+fn unpack_rows<T: Copy, const W: usize>(from: &[T], to: &mut [T], pitch: usize, w: usize) {
+    let w = if W > 0 { W } else { w };
+    for (q, f) in from.chunks_exact(w).enumerate() {
+        to[q * pitch..q * pitch + w].copy_from_slice(f);
     }
 }
 
@@ -274,8 +274,8 @@ impl<T: Elem> HaloData<T> for Field<T> {
         macro_rules! rows {
             ($($w:literal)*) => {
                 match src.hi[2] - src.lo[2] {
-                    $($w => copy_rows::<T, $w>(data, s, src, dst),)*
-                    w => copy_rows_of(data, s, src, dst, w),
+                    $($w => copy_rows::<T, $w>(data, s, src, dst, $w),)*
+                    w => copy_rows::<T, 0>(data, s, src, dst, w),
                 }
             };
         }
@@ -288,6 +288,9 @@ impl<T: Elem> HaloData<T> for Field<T> {
     }
 
     fn pack(&self, comp: usize, region: &Region, out: &mut [T]) -> Result<(), HaloError> {
+        if region.is_empty() {
+            return Ok(());
+        }
         let src = self.component(comp);
         let s = self.layout.strides();
         let w = region.hi[2] - region.lo[2];
@@ -314,12 +317,8 @@ impl<T: Elem> HaloData<T> for Field<T> {
             macro_rules! rows {
                 ($($w:literal)*) => {
                     match w {
-                        $($w => pack_rows::<T, $w>(from, s[1], to),)*
-                        _ => {
-                            for (q, t) in to.chunks_exact_mut(w).enumerate() {
-                                t.copy_from_slice(&from[q * s[1]..q * s[1] + w]);
-                            }
-                        }
+                        $($w => pack_rows::<T, $w>(from, s[1], to, $w),)*
+                        _ => pack_rows::<T, 0>(from, s[1], to, w),
                     }
                 };
             }
@@ -330,6 +329,9 @@ impl<T: Elem> HaloData<T> for Field<T> {
     }
 
     fn unpack(&mut self, comp: usize, region: &Region, input: &[T]) -> Result<(), HaloError> {
+        if region.is_empty() {
+            return Ok(());
+        }
         let s = self.layout.strides();
         let dst = self.component_mut(comp);
         let w = region.hi[2] - region.lo[2];
@@ -352,12 +354,8 @@ impl<T: Elem> HaloData<T> for Field<T> {
             macro_rules! rows {
                 ($($w:literal)*) => {
                     match w {
-                        $($w => unpack_rows::<T, $w>(from, to, s[1]),)*
-                        _ => {
-                            for (q, f) in from.chunks_exact(w).enumerate() {
-                                to[q * s[1]..q * s[1] + w].copy_from_slice(f);
-                            }
-                        }
+                        $($w => unpack_rows::<T, $w>(from, to, s[1], $w),)*
+                        _ => unpack_rows::<T, 0>(from, to, s[1], w),
                     }
                 };
             }

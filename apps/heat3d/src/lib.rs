@@ -349,13 +349,14 @@ impl<'c> Solver<'c> {
 
     /// Sets the kernel of the host's sweeps from `cfg.cpu_stencil`: the one
     /// named (an error naming the available ones if this build or CPU does
-    /// not have it), or [`Kernel::detect_for`]'s for `auto`.
+    /// not have it); `auto` keeps the sweeps' own default
+    /// ([`Kernel::detect_for`] their radius).
     fn pick_cpu_stencil(&mut self) -> Result<()> {
         let kernel = match self.cfg.cpu_stencil {
             CpuStencil::Scalar => Kernel::Scalar,
             CpuStencil::Avx2 => Kernel::Avx2,
             CpuStencil::Avx512 => Kernel::Avx512,
-            CpuStencil::Auto => Kernel::detect_for(self.euler.radius),
+            CpuStencil::Auto => return Ok(()),
         };
         let set = |s: &Sweep| {
             s.clone()
