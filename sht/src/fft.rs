@@ -1009,12 +1009,107 @@ impl LaneFft {
         let (h, n) = (self.h, self.n);
         let (z, tmp) = (&mut work.a, &mut work.b);
         rows_in(simd, inp, n, rows, z);
-        let res = self.complex::<X>(z, tmp, false);
         let half_scale = X::splat(0.5 * scale);
-        for m in 0..nm {
-            let x = self.order(res, h, m, half_scale);
+        let Some(last) = self.fusable_last() else {
+            let res = self.complex::<X>(z, tmp, false);
+            for m in 0..nm {
+                let x = self.order(res, h, m, half_scale);
+                let o = at(m);
+                store_rows(x, &mut dst[o..o + rows]);
+            }
+            return;
+        };
+        // The last stage's butterflies straight into the orders: butterfly
+        // `f` gives `Z_m` for `m = f + l g` (`g < p`), whose partners `Z_{h
+        // - m}` come from butterfly `l - f` (from `f` itself for `f = 0`
+        // and `f = l / 2`), so the two are done together and `Z` is never
+        // stored. The same operations as the unfused stage and `order`.
+        let stages = &self.stages[..self.stages.len() - 1];
+        let src = self.stages_of::<X>(stages, z, tmp, false);
+        match last.p {
+            3 => self.fused_post::<X, F, 3>(last, src, half_scale, nm, rows, dst, at),
+            _ => self.fused_post::<X, F, 6>(last, src, half_scale, nm, rows, dst, at),
+        }
+    }
+
+    /// The fused last stage of radix `P` and the orders (see
+    /// [`r2c_to_body`](Self::r2c_to_body)).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn fused_post<X: Vx, F: Fn(usize) -> usize, const P: usize>(
+        &self,
+        last: &Stage,
+        src: &[C],
+        half_scale: X,
+        nm: usize,
+        rows: usize,
+        dst: &mut [Complex64],
+        at: &F,
+    ) {
+        let l = last.l;
+        // (Method calls, not a closure: a closure would not take the
+        // target features of this function.)
+        for f in 0..=l / 2 {
+            let y = last_butterfly::<X, P>(last, src, f, false);
+            if f == 0 {
+                // Partner of `m = l g` is `h - l g = l (p - g)` (`Z_0` for `m = 0`).
+                self.put_order(0, y[0], y[0], half_scale, nm, rows, dst, at);
+                for g in 1..P {
+                    self.put_order(l * g, y[g], y[P - g], half_scale, nm, rows, dst, at);
+                }
+                continue;
+            }
+            let fp = l - f;
+            if fp == f {
+                for g in 0..P {
+                    self.put_order(f + l * g, y[g], y[P - 1 - g], half_scale, nm, rows, dst, at);
+                }
+                continue;
+            }
+            let yp = last_butterfly::<X, P>(last, src, fp, false);
+            for g in 0..P {
+                self.put_order(
+                    f + l * g,
+                    y[g],
+                    yp[P - 1 - g],
+                    half_scale,
+                    nm,
+                    rows,
+                    dst,
+                    at,
+                );
+                self.put_order(
+                    fp + l * g,
+                    yp[g],
+                    y[P - 1 - g],
+                    half_scale,
+                    nm,
+                    rows,
+                    dst,
+                    at,
+                );
+            }
+        }
+    }
+
+    /// Order `m`'s values from `Z_m` and `Z_{h-m}` (see
+    /// [`order_of`](Self::order_of)) to `dst[at(m)..][..rows]`, if `m < nm`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn put_order<X: Vx, F: Fn(usize) -> usize>(
+        &self,
+        m: usize,
+        a: Cx<X>,
+        zb: Cx<X>,
+        half_scale: X,
+        nm: usize,
+        rows: usize,
+        dst: &mut [Complex64],
+        at: &F,
+    ) {
+        if m < nm {
             let o = at(m);
-            store_rows(x, &mut dst[o..o + rows]);
+            store_rows(self.order_of(a, zb, m, half_scale), &mut dst[o..o + rows]);
         }
     }
 
@@ -1024,7 +1119,15 @@ impl LaneFft {
     #[inline(always)]
     fn order<X: Vx>(&self, res: &[C], h: usize, m: usize, half_scale: X) -> Cx<X> {
         let a = Cx::<X>::ld(&res[m]);
-        let b = Cx::<X>::ld(&res[if m == 0 { 0 } else { h - m }]).conj();
+        let b = Cx::<X>::ld(&res[if m == 0 { 0 } else { h - m }]);
+        self.order_of(a, b, m, half_scale)
+    }
+
+    /// [`order`](Self::order) from `a = Z_m` and `zb = Z_{h-m}` (`Z_0`
+    /// for `m = 0`).
+    #[inline(always)]
+    fn order_of<X: Vx>(&self, a: Cx<X>, zb: Cx<X>, m: usize, half_scale: X) -> Cx<X> {
+        let b = zb.conj();
         let e = a.add(b);
         let o = a.sub(b).rot(false);
         e.add(o.mul(splat2(self.half[m]))).scale(half_scale)
@@ -1034,8 +1137,29 @@ impl LaneFft {
     /// the other buffer; returns the buffer holding the result.
     #[inline(always)]
     fn complex<'w, X: Vx>(&self, a: &'w mut [C], b: &'w mut [C], inverse: bool) -> &'w [C] {
+        self.stages_of::<X>(&self.stages, a, b, inverse)
+    }
+
+    /// The last stage when it can be fused with the step after it: one
+    /// transform of length `h` left to join (`r = 1`), radix 3 or 6.
+    fn fusable_last(&self) -> Option<&Stage> {
+        self.stages
+            .last()
+            .filter(|st| st.l * st.p == self.h && matches!(st.p, 3 | 6))
+    }
+
+    /// The stages `stages` of the complex transform of `a`, as
+    /// [`complex`](Self::complex).
+    #[inline(always)]
+    fn stages_of<'w, X: Vx>(
+        &self,
+        stages: &[Stage],
+        a: &'w mut [C],
+        b: &'w mut [C],
+        inverse: bool,
+    ) -> &'w [C] {
         let (mut src, mut dst) = (a, b);
-        for st in &self.stages {
+        for st in stages {
             match st.p {
                 8 => radix8::<X>(st, src, dst, inverse),
                 4 => radix4::<X>(st, src, dst, inverse),
@@ -1170,22 +1294,34 @@ fn radix8<X: Vx>(st: &Stage, src: &[C], dst: &mut [C], inverse: bool) {
                 a6 = a6.mul(splat2(tw(tws[5], inverse)));
                 a7 = a7.mul(splat2(tw(tws[6], inverse)));
             }
-            // The 4-point transforms of the even and the odd values.
-            let e = four(a0, a2, a4, a6, inverse);
-            let o = four(a1, a3, a5, a7, inverse);
-            let o1 = w8(o[1], 1, inverse, rt);
-            let o2 = o[2].rot(inverse);
-            let o3 = w8(o[3], 3, inverse, rt);
-            e[0].add(o[0]).st(&mut dst[f * r + j]);
-            e[1].add(o1).st(&mut dst[(f + l) * r + j]);
-            e[2].add(o2).st(&mut dst[(f + 2 * l) * r + j]);
-            e[3].add(o3).st(&mut dst[(f + 3 * l) * r + j]);
-            e[0].sub(o[0]).st(&mut dst[(f + 4 * l) * r + j]);
-            e[1].sub(o1).st(&mut dst[(f + 5 * l) * r + j]);
-            e[2].sub(o2).st(&mut dst[(f + 6 * l) * r + j]);
-            e[3].sub(o3).st(&mut dst[(f + 7 * l) * r + j]);
+            let y = eight([a0, a1, a2, a3, a4, a5, a6, a7], inverse, rt);
+            for (g, yg) in y.into_iter().enumerate() {
+                yg.st(&mut dst[(f + g * l) * r + j]);
+            }
         }
     }
+}
+
+/// The 8-point transform of `a` (sign `+` when `inverse`; `rt` = `1 /
+/// sqrt 2`): the butterfly of [`radix8`].
+#[inline(always)]
+fn eight<X: Vx>(a: [Cx<X>; 8], inverse: bool, rt: X) -> [Cx<X>; 8] {
+    // The 4-point transforms of the even and the odd values.
+    let e = four(a[0], a[2], a[4], a[6], inverse);
+    let o = four(a[1], a[3], a[5], a[7], inverse);
+    let o1 = w8(o[1], 1, inverse, rt);
+    let o2 = o[2].rot(inverse);
+    let o3 = w8(o[3], 3, inverse, rt);
+    [
+        e[0].add(o[0]),
+        e[1].add(o1),
+        e[2].add(o2),
+        e[3].add(o3),
+        e[0].sub(o[0]),
+        e[1].sub(o1),
+        e[2].sub(o2),
+        e[3].sub(o3),
+    ]
 }
 
 #[inline(always)]
@@ -1213,6 +1349,47 @@ fn radix3<X: Vx>(st: &Stage, src: &[C], dst: &mut [C], inverse: bool) {
             }
         }
     }
+}
+
+/// The `p` outputs of butterfly `f` of a last stage (`r = 1`) of radix 3
+/// or 6 (`p` = `st.p`; the other entries unset): output `g` is value `f +
+/// l g` of the transform. The same operations as [`radix3`] and
+/// [`radix6`].
+#[inline(always)]
+fn last_butterfly<X: Vx, const P: usize>(
+    st: &Stage,
+    src: &[C],
+    f: usize,
+    inverse: bool,
+) -> [Cx<X>; P] {
+    let s3 = X::splat(0.75f64.sqrt());
+    let half = X::splat(0.5);
+    debug_assert_eq!(st.p, P);
+    let base = f * P;
+    let mut a = [Cx::<X>::ld(&src[base]); P];
+    for (q, aq) in a.iter_mut().enumerate().skip(1) {
+        let v = Cx::<X>::ld(&src[base + q]);
+        *aq = if f == 0 {
+            v
+        } else {
+            v.mul(splat2(tw(st.tw[f * (P - 1) + q - 1], inverse)))
+        };
+    }
+    let mut y = a;
+    if P == 3 {
+        y.copy_from_slice(&three(a[0], a[1], a[2], inverse, s3, half));
+    } else {
+        let w1 = splat2::<X>(tw(st.root[1], inverse));
+        let w2 = splat2::<X>(tw(st.root[2], inverse));
+        let b0 = three(a[0], a[2], a[4], inverse, s3, half);
+        let b1 = three(a[1], a[3], a[5], inverse, s3, half);
+        let t = [b1[0], b1[1].mul(w1), b1[2].mul(w2)];
+        for k in 0..3 {
+            y[k] = b0[k].add(t[k]);
+            y[k + 3] = b0[k].sub(t[k]);
+        }
+    }
+    y
 }
 
 /// Radix 6 as two DFTs of three (the even and the odd inputs) joined by
@@ -1362,18 +1539,29 @@ mod tests {
                         );
                     }
                     // Stored straight to their places (order m's rows at
-                    // 4 + 2 m rows..): the same values.
-                    let mut to = vec![Complex64::new(f64::NAN, f64::NAN); 2 * rows * nm + 4];
-                    let at = |m: usize| 4 + 2 * m * rows;
-                    plan.r2c_to(simd, &mut work, &inp, rows, 1.0, nm, &mut to, at);
-                    for r in 0..rows {
-                        for m in 0..nm {
-                            let (a, b) = (to[at(m) + r], got[r * nm + m]);
-                            assert_eq!(
-                                (a.re.to_bits(), a.im.to_bits()),
-                                (b.re.to_bits(), b.im.to_bits()),
-                                "n {n} rows {rows} {simd:?}: r2c_to differs from r2c"
-                            );
+                    // 4 + 2 m rows..): the same values, for all orders and
+                    // for the first two thirds (the spheres' truncation;
+                    // the others untouched).
+                    for keep in [nm, (2 * nm).div_ceil(3)] {
+                        let mut to = vec![Complex64::new(f64::NAN, f64::NAN); 2 * rows * nm + 4];
+                        let at = |m: usize| 4 + 2 * m * rows;
+                        plan.r2c_to(simd, &mut work, &inp, rows, 1.0, keep, &mut to, at);
+                        for r in 0..rows {
+                            for m in 0..nm {
+                                let (a, b) = (to[at(m) + r], got[r * nm + m]);
+                                if m >= keep {
+                                    assert!(
+                                        a.re.is_nan() && a.im.is_nan(),
+                                        "n {n}: order {m} written"
+                                    );
+                                    continue;
+                                }
+                                assert_eq!(
+                                    (a.re.to_bits(), a.im.to_bits()),
+                                    (b.re.to_bits(), b.im.to_bits()),
+                                    "n {n} rows {rows} {simd:?} keep {keep}: r2c_to differs from r2c"
+                                );
+                            }
                         }
                     }
                     let bits: Vec<u64> = got

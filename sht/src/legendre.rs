@@ -466,7 +466,7 @@ fn tree8(p: &[f64]) -> f64 {
 /// bit-identical whichever is chosen; only the speed differs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Simd {
-    /// AVX-512F + FMA: 32 latitudes per block (16 in the synthesis of pairs of fields).
+    /// AVX-512F + FMA: 32 latitudes per block (16 in the synthesis, 24 in the analysis of pairs of fields).
     Avx512,
     /// AVX2 + FMA: 8 latitudes per block.
     Avx2,
@@ -931,7 +931,7 @@ unsafe fn synth_avx2(o: &Order<'_>, nf: usize, c: &[Complex64], out: [&mut [Comp
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn anal_avx512(o: &Order<'_>, nf: usize, input: [&[Complex64]; 2], out: &mut [Complex64]) {
-    anal_impl::<x86::V8, 4, 4>(o, nf, input, out)
+    anal_impl::<x86::V8, 4, 3>(o, nf, input, out)
 }
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]

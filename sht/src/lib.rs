@@ -89,7 +89,7 @@
 //! underflow near the poles for large `m`; values below `2^-280` are
 //! skipped. The plan stores, per order and northern latitude, the degree where the recurrence leaves
 //! that negligible range and its two values there (`O(lmax Ntheta)`).
-//! Blocks of 32 (AVX-512; 16 in the synthesis of pairs of fields) or 8
+//! Blocks of 32 (AVX-512; 16 in the synthesis and 24 in the analysis of pairs of fields) or 8
 //! (AVX2, portable) latitudes advance together through the recurrence, each
 //! latitude joining at its own start (the vectors of a block holding no
 //! started latitude yet are left out), and whole blocks nearer the pole than
