@@ -452,6 +452,13 @@ pub(crate) struct StartsRef<'a> {
 /// summation order (and so the bits) does not depend on the block width.
 const PART: usize = 8;
 
+/// The partial sums of one pair entry of analysis: `PART` real parts, then
+/// `PART` imaginary parts, on cache lines of their own (a vector of eight
+/// never straddles two lines, wherever the allocator put the buffer).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+pub(crate) struct Part([f64; 2 * PART]);
+
 /// The sum of a degree's `PART` partial sums, in the grouping every kernel
 /// uses: `((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))`.
 #[inline(always)]
@@ -567,9 +574,9 @@ trait Vf: Copy {
     /// The sums of eight pair entries of analysis: `out[i] =
     /// (tree8(p[i][..PART]), tree8(p[i][PART..]))`.
     #[inline(always)]
-    fn reduce8(p: &[[f64; 2 * PART]], out: &mut [Complex64]) {
+    fn reduce8(p: &[Part], out: &mut [Complex64]) {
         for i in 0..8 {
-            out[i] = Complex64::new(tree8(&p[i][..PART]), tree8(&p[i][PART..]));
+            out[i] = Complex64::new(tree8(&p[i].0[..PART]), tree8(&p[i].0[PART..]));
         }
     }
 
@@ -637,7 +644,7 @@ impl Vf for S1 {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Vf, PART};
+    use super::{Part, Vf, PART};
     use num_complex::Complex64;
     use std::arch::x86_64::*;
 
@@ -762,7 +769,7 @@ mod x86 {
             }
         }
         #[inline(always)]
-        fn reduce8(p: &[[f64; 2 * PART]], out: &mut [Complex64]) {
+        fn reduce8(p: &[Part], out: &mut [Complex64]) {
             assert!(p.len() >= 8 && out.len() >= 8);
             // SAFETY: AVX-512F present; `p` holds eight rows of sixteen
             // doubles, `out` sixteen writable doubles.
@@ -770,8 +777,8 @@ mod x86 {
                 let mut re = [_mm512_setzero_pd(); 8];
                 let mut im = [_mm512_setzero_pd(); 8];
                 for i in 0..8 {
-                    re[i] = _mm512_loadu_pd(p[i].as_ptr());
-                    im[i] = _mm512_loadu_pd(p[i].as_ptr().add(PART));
+                    re[i] = _mm512_loadu_pd(p[i].0.as_ptr());
+                    im[i] = _mm512_loadu_pd(p[i].0.as_ptr().add(PART));
                 }
                 let (sr, si) = (hsum8(&re), hsum8(&im));
                 crate::fft::avx512::join8(sr, si, out.as_mut_ptr() as *mut f64, false);
@@ -1266,7 +1273,7 @@ impl Pairs<'_, ()> {
         y: &[V; NV],
         p0: &mut [V; NV],
         p1: &mut [V; NV],
-        part: &mut [[f64; 2 * PART]],
+        part: &mut [Part],
         se: &[[[V; NV]; 2]; G],
         so: &[[[V; NV]; 2]; G],
     ) {
@@ -1578,7 +1585,7 @@ fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
     // the odd sums of pair k): PART real parts, then PART imaginary parts;
     // kept per thread between calls, as the pair sums.
     let mut part = PARTS.with(|p| std::mem::take(&mut *p.borrow_mut()));
-    part.resize(2 * nv, [0.0; 2 * PART]);
+    part.resize(2 * nv, Part([0.0; 2 * PART]));
     let mut sums = SUMS.with(|p| std::mem::take(&mut *p.borrow_mut()));
     sums.resize(nv, Complex64::new(0.0, 0.0));
     let [i0, i1] = input;
@@ -1587,7 +1594,7 @@ fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
     for (k, grp) in in_pairs(rows).enumerate() {
         let (f, g) = (2 * k, grp.len());
         match grp {
-            Group::Two([r0, r1]) if 2 * nv * size_of::<[f64; 2 * PART]>() > PAIR_SUMS_BYTES => {
+            Group::Two([r0, r1]) if 2 * nv * size_of::<Part>() > PAIR_SUMS_BYTES => {
                 anal_group::<V, NV, 1>(o, [r0], &mut part);
                 anal_group::<V, NV, 1>(o, [r1], &mut part[nv..]);
             }
@@ -1605,7 +1612,7 @@ fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
                 q += 8;
             }
             for (q, p) in p.iter().enumerate().skip(q) {
-                sums[q] = Complex64::new(tree8(&p[..PART]), tree8(&p[PART..]));
+                sums[q] = Complex64::new(tree8(&p.0[..PART]), tree8(&p.0[PART..]));
             }
             let of = &mut out[(f + gi) * nd..(f + gi + 1) * nd];
             // Degree 0 of the order, then pairs `(2k, 2k + 1)` for `k >= 1`
@@ -1643,7 +1650,7 @@ thread_local! {
 
 thread_local! {
     /// The partial sums of analysis, kept between calls on this thread.
-    static PARTS: std::cell::RefCell<Vec<[f64; 2 * PART]>> = const { std::cell::RefCell::new(Vec::new()) };
+    static PARTS: std::cell::RefCell<Vec<Part>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Adds `se * p` of the lanes to the `PART` partial sums of the even sum
@@ -1656,7 +1663,7 @@ thread_local! {
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn deposit<V: Vf, const NV: usize, const G: usize, const K: usize>(
-    part: &mut [[f64; 2 * PART]],
+    part: &mut [Part],
     se: &[[[V; NV]; 2]; G],
     so: &[[[V; NV]; 2]; G],
     nv: usize,
@@ -1670,7 +1677,7 @@ fn deposit<V: Vf, const NV: usize, const G: usize, const K: usize>(
             let d = &mut part[g * nv + 2 * k + par];
             for c in 0..2 {
                 for q in 0..pw {
-                    let s = &mut d[c * PART + q * V::W..];
+                    let s = &mut d.0[c * PART + q * V::W..];
                     // The first block to reach a pair starts its sums from
                     // zero in a register (the same bits as from zeros in
                     // memory, which then need not be written first).
@@ -1696,7 +1703,7 @@ fn deposit<V: Vf, const NV: usize, const G: usize, const K: usize>(
 fn anal_group<V: Vf, const NV: usize, const G: usize>(
     o: &Order<'_>,
     input: [&[Complex64]; G],
-    part: &mut [[f64; 2 * PART]],
+    part: &mut [Part],
 ) {
     let lanes = NV * V::W;
     let (nn, nt) = (o.nn(), o.nt);
@@ -1717,7 +1724,7 @@ fn anal_group<V: Vf, const NV: usize, const G: usize>(
         }
         if first {
             for g in 0..G {
-                part[g * nv..g * nv + 2 * blk.i0].fill([0.0; 2 * PART]);
+                part[g * nv..g * nv + 2 * blk.i0].fill(Part([0.0; 2 * PART]));
             }
         }
         let next = base - lanes as isize;
@@ -1853,7 +1860,7 @@ fn anal_group<V: Vf, const NV: usize, const G: usize>(
         base -= lanes as isize;
     }
     if first {
-        part[..G * nv].fill([0.0; 2 * PART]);
+        part[..G * nv].fill(Part([0.0; 2 * PART]));
     }
 }
 
