@@ -74,29 +74,12 @@ enum Plus<'a> {
 fn dtheta(m: usize, c: &[Complex64], plus: Plus<'_>, eps: &[f64], out: &mut [Complex64]) {
     let nl = out.len() - 1;
     let (c, eps) = (&c[..nl], &eps[..nl + 2]);
-    let im = Complex64::new(0.0, m as f64);
-    let lo = |i: usize| ((m + i) as f64 - 1.0) * eps[i];
-    let hi = |i: usize| ((m + i) as f64 + 2.0) * eps[i + 1];
-    let imw = |w: &[Complex64], i: usize| im * if i < nl { w[i] } else { ZERO };
-    let put = |d: Complex64, i: usize| match plus {
-        Plus::Nothing => d + im * ZERO,
-        Plus::Imw(w) => d + imw(w, i),
-        Plus::ImwMinus(w) => imw(w, i) - d,
-    };
+    // (Functions and loops, no closures: a closure would not take the
+    // target features of the function this is compiled into.)
     // The two ends (the terms outside m..=lmax left out) ...
-    let ends = |i: usize| {
-        let mut v = ZERO;
-        if i >= 1 {
-            v += c[i - 1] * lo(i);
-        }
-        if i + 1 < nl {
-            v -= c[i + 1] * hi(i);
-        }
-        put(v, i)
-    };
-    out[0] = ends(0);
+    out[0] = dtheta_end(m, c, plus, eps, 0);
     for i in nl.saturating_sub(1).max(1)..=nl {
-        out[i] = ends(i);
+        out[i] = dtheta_end(m, c, plus, eps, i);
     }
     // ... and the interior `1..nl - 1`, where both terms are present: the
     // same operations without the tests, on the real and imaginary parts
@@ -107,46 +90,73 @@ fn dtheta(m: usize, c: &[Complex64], plus: Plus<'_>, eps: &[f64], out: &mut [Com
         let (a, b) = (reals(&c[..n]), reals(&c[2..]));
         let (e0, e1) = (&eps[1..nl - 1], &eps[2..nl]);
         let mf = m as f64;
-        // The derivative term of `k = m + 1 + j`, as `Complex64` forms
-        // `(0 + a lo) - b hi`.
-        let d = |j: usize| {
-            let k = (m + 1 + j) as f64;
-            let (lo, hi) = ((k - 1.0) * e0[j], (k + 2.0) * e1[j]);
-            (
-                (0.0 + a[2 * j] * lo) - b[2 * j] * hi,
-                (0.0 + a[2 * j + 1] * lo) - b[2 * j + 1] * hi,
-            )
-        };
-        // `i m w` as `Complex64` multiplies `(0, m)` by `w`.
-        let imw = |w: &[f64], j: usize| {
-            (
-                0.0 * w[2 * j] - mf * w[2 * j + 1],
-                0.0 * w[2 * j + 1] + mf * w[2 * j],
-            )
-        };
         match plus {
             // `d + i m 0` is `d`: `d` is never -0 (it starts as `0 + x`).
             Plus::Nothing => {
                 for j in 0..n {
-                    (o[2 * j], o[2 * j + 1]) = d(j);
+                    (o[2 * j], o[2 * j + 1]) = dtheta_inner(m, a, b, e0, e1, j);
                 }
             }
             Plus::Imw(w) => {
                 let w = reals(&w[1..nl - 1]);
                 for j in 0..n {
-                    let ((dr, di), (wr, wi)) = (d(j), imw(w, j));
+                    let (dr, di) = dtheta_inner(m, a, b, e0, e1, j);
+                    let (wr, wi) = times_im(mf, w[2 * j], w[2 * j + 1]);
                     (o[2 * j], o[2 * j + 1]) = (dr + wr, di + wi);
                 }
             }
             Plus::ImwMinus(w) => {
                 let w = reals(&w[1..nl - 1]);
                 for j in 0..n {
-                    let ((dr, di), (wr, wi)) = (d(j), imw(w, j));
+                    let (dr, di) = dtheta_inner(m, a, b, e0, e1, j);
+                    let (wr, wi) = times_im(mf, w[2 * j], w[2 * j + 1]);
                     (o[2 * j], o[2 * j + 1]) = (wr - dr, wi - di);
                 }
             }
         }
     }
+}
+
+/// Value `i` of [`dtheta`] at its ends (`i = 0`, `nl - 1`, `nl`), the terms
+/// outside `m..=lmax` left out, as `Complex64` computes it.
+#[inline(always)]
+fn dtheta_end(m: usize, c: &[Complex64], plus: Plus<'_>, eps: &[f64], i: usize) -> Complex64 {
+    let nl = c.len();
+    let im = Complex64::new(0.0, m as f64);
+    let mut v = ZERO;
+    if i >= 1 {
+        v += c[i - 1] * (((m + i) as f64 - 1.0) * eps[i]);
+    }
+    if i + 1 < nl {
+        v -= c[i + 1] * (((m + i) as f64 + 2.0) * eps[i + 1]);
+    }
+    let w = match plus {
+        Plus::Imw(w) | Plus::ImwMinus(w) if i < nl => w[i],
+        _ => ZERO,
+    };
+    match plus {
+        Plus::Nothing => v + im * ZERO,
+        Plus::Imw(_) => v + im * w,
+        Plus::ImwMinus(_) => im * w - v,
+    }
+}
+
+/// The derivative term of `k = m + 1 + j` in the interior of [`dtheta`],
+/// as `Complex64` forms `(0 + a lo) - b hi` on the real and imaginary parts.
+#[inline(always)]
+fn dtheta_inner(m: usize, a: &[f64], b: &[f64], e0: &[f64], e1: &[f64], j: usize) -> (f64, f64) {
+    let k = (m + 1 + j) as f64;
+    let (lo, hi) = ((k - 1.0) * e0[j], (k + 2.0) * e1[j]);
+    (
+        (0.0 + a[2 * j] * lo) - b[2 * j] * hi,
+        (0.0 + a[2 * j + 1] * lo) - b[2 * j + 1] * hi,
+    )
+}
+
+/// `i m w` as `Complex64` multiplies `(0, m)` by `w = (wr, wi)`.
+#[inline(always)]
+fn times_im(mf: f64, wr: f64, wi: f64) -> (f64, f64) {
+    (0.0 * wr - mf * wi, 0.0 * wi + mf * wr)
 }
 
 /// The real and imaginary parts of `c`, interleaved.
@@ -265,41 +275,38 @@ simd_fn! {
         let nd = nl + 1;
         let inv_ll = &inv_ll[..nl];
         let im = Complex64::new(0.0, m as f64);
-        // The transpose of `dtheta`: sum_j V (sin dP_l) for l = m + i.
-        let hi = |i: usize| (m + i) as f64 * eps[i + 1];
-        let lo = |i: usize| ((m + i) as f64 + 1.0) * eps[i];
+        // The transpose of `dtheta`: sum_j V (sin dP_l) for l = m + i, with
+        // `hi_i = (m + i) eps[i + 1]` and `lo_i = (m + i + 1) eps[i]`
+        // (written out, no closures: see `dtheta`).
         for f in 0..nf {
             let q = &qr[f * nd..(f + 1) * nd];
             let r = &qr[(nf + f) * nd..(nf + f + 1) * nd];
             let sf = &mut s[f * stride..f * stride + nl];
             let tf = &mut t[f * stride..f * stride + nl];
-            let one = |i: usize, dq: Complex64, dr: Complex64| {
-                let inv = inv_ll[i];
-                ((dq - im * r[i]) * inv, (-(im * q[i]) - dr) * inv)
-            };
             // i = 0 (l = 0 has no potentials), then the others, where the
             // lower neighbour is present.
             (sf[0], tf[0]) = if m == 0 {
                 (ZERO, ZERO)
             } else {
-                one(0, q[1] * hi(0), r[1] * hi(0))
+                let h0 = m as f64 * eps[1];
+                let (dq, dr) = (q[1] * h0, r[1] * h0);
+                let inv = inv_ll[0];
+                ((dq - im * r[0]) * inv, (-(im * q[0]) - dr) * inv)
             };
             // The others on the real and imaginary parts (so that the loop
-            // vectorises), as `Complex64` computes `one(i, dq, dr)`.
+            // vectorises), as `Complex64` computes the value at 0.
             let (qv, rv) = (reals(q), reals(r));
             let (sv, tv) = (reals_mut(&mut sf[1..]), reals_mut(&mut tf[1..]));
             let mf = m as f64;
             for j in 0..nl - 1 {
                 let i = j + 1;
-                let (h, l) = (hi(i), lo(i));
+                let (h, l) = ((m + i) as f64 * eps[i + 1], ((m + i) as f64 + 1.0) * eps[i]);
                 let (a, b) = (2 * i + 2, 2 * i - 2);
                 let (dq0, dq1) = (qv[a] * h - qv[b] * l, qv[a + 1] * h - qv[b + 1] * l);
                 let (dr0, dr1) = (rv[a] * h - rv[b] * l, rv[a + 1] * h - rv[b + 1] * l);
-                let (r0, r1) = (rv[2 * i], rv[2 * i + 1]);
-                let (q0, q1) = (qv[2 * i], qv[2 * i + 1]);
                 // i m r and i m q: (0, m) times r, q.
-                let (imr0, imr1) = (0.0 * r0 - mf * r1, 0.0 * r1 + mf * r0);
-                let (imq0, imq1) = (0.0 * q0 - mf * q1, 0.0 * q1 + mf * q0);
+                let (imr0, imr1) = times_im(mf, rv[2 * i], rv[2 * i + 1]);
+                let (imq0, imq1) = times_im(mf, qv[2 * i], qv[2 * i + 1]);
                 let inv = inv_ll[i];
                 (sv[2 * j], sv[2 * j + 1]) = ((dq0 - imr0) * inv, (dq1 - imr1) * inv);
                 (tv[2 * j], tv[2 * j + 1]) = ((-imq0 - dr0) * inv, (-imq1 - dr1) * inv);
