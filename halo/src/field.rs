@@ -123,7 +123,18 @@ pub trait HaloData<T: Elem> {
 
 /// A host field of one or more components with ghost layers; see
 /// [`FieldLayout`] for the memory layout.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// On Linux the storage of a field of 4 MiB or more is offered to the
+/// kernel for transparent huge pages (`madvise(MADV_HUGEPAGE)` on its whole
+/// 2 MiB pages, before any of them is touched; [`Field::new`] and
+/// `clone`): a stencil sweep reads many planes of a large field per row,
+/// one 4 KiB page each, and their address translations miss the TLB. With
+/// huge pages an order-18 step of heat3d at 256^3 on one core took
+/// 73.1-73.8 ms in four runs, against 84-101 ms with 4 KiB pages (the time
+/// moving from run to run with where the pages landed). Where huge pages
+/// are disabled (`/sys/kernel/mm/transparent_hugepage/enabled` at `never`)
+/// the advice changes nothing.
+#[derive(Debug, PartialEq)]
 pub struct Field<T = f64> {
     layout: FieldLayout,
     data: Vec<T>,
@@ -134,10 +145,59 @@ impl<T: Elem + Default> Field<T> {
     pub fn new(layout: FieldLayout) -> Self {
         Field {
             layout,
-            data: vec![T::default(); layout.padded_len() * layout.components],
+            data: zeroed(layout.padded_len() * layout.components),
         }
     }
 }
+
+impl<T: Elem + Default> Clone for Field<T> {
+    fn clone(&self) -> Self {
+        let mut data = zeroed(self.data.len());
+        data.copy_from_slice(&self.data);
+        Field {
+            layout: self.layout,
+            data,
+        }
+    }
+}
+
+/// `n` zeros, their whole 2 MiB pages offered for transparent huge pages
+/// when the storage spans 4 MiB or more, as a [`Field`]'s storage is: for
+/// other large arrays a sweep reads beside its fields, and for references
+/// timed against them on the same footing.
+pub fn zeroed<T: Elem + Default>(n: usize) -> Vec<T> {
+    // A zeroed allocation this large comes straight from the kernel, not
+    // yet touched, so the advice applies from the first write on.
+    let v = vec![T::default(); n];
+    advise_huge_pages(&v);
+    v
+}
+
+/// `madvise(MADV_HUGEPAGE)` on the whole 2 MiB pages of `v`'s storage, if
+/// it spans 4 MiB or more.
+#[cfg(target_os = "linux")]
+fn advise_huge_pages<T>(v: &[T]) {
+    const HUGE: usize = 2 << 20;
+    let bytes = std::mem::size_of_val(v);
+    if bytes < 2 * HUGE {
+        return;
+    }
+    let start = v.as_ptr() as usize;
+    let (a, b) = (start.next_multiple_of(HUGE), (start + bytes) / HUGE * HUGE);
+    if b > a {
+        // SAFETY: `[a, b)` is page-aligned and lies inside `v`'s
+        // allocation, which `v` keeps alive for the call. `MADV_HUGEPAGE`
+        // changes only how the kernel backs those pages, never their
+        // contents or access; its failure (e.g. a kernel without huge
+        // pages) leaves them as they were, so the result is ignored.
+        unsafe {
+            libc::madvise(a as *mut libc::c_void, b - a, libc::MADV_HUGEPAGE);
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise_huge_pages<T>(_: &[T]) {}
 
 impl<T: Elem> Field<T> {
     /// The layout.
@@ -363,5 +423,84 @@ impl<T: Elem> HaloData<T> for Field<T> {
             p += rows * w;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Kilobytes of `AnonHugePages` in the mapping of `/proc/self/smaps`
+    /// holding `addr`.
+    #[cfg(target_os = "linux")]
+    fn huge_kib_at(addr: usize) -> usize {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").expect("smaps");
+        let mut inside = false;
+        for line in smaps.lines() {
+            let first = line.split_whitespace().next().unwrap_or("");
+            if let Some((a, b)) = first.split_once('-') {
+                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+                {
+                    inside = (a..b).contains(&addr);
+                    continue;
+                }
+            }
+            if inside {
+                if let Some(v) = line.strip_prefix("AnonHugePages:") {
+                    let kib = v.trim().trim_end_matches("kB").trim();
+                    return kib.parse().expect("a number of kB");
+                }
+            }
+        }
+        panic!("no mapping holds {addr:#x}");
+    }
+
+    #[test]
+    fn zeroed_storage_is_zero_and_clones_copy() {
+        let layout = FieldLayout {
+            owned: [64, 64, 80],
+            ghost: [2, 2, 2],
+            components: 2,
+        };
+        let mut f: Field = Field::new(layout);
+        assert!(f.as_slice().iter().all(|&v| v == 0.0));
+        for (i, v) in f.as_mut_slice().iter_mut().enumerate() {
+            *v = i as f64;
+        }
+        let g = f.clone();
+        assert_eq!(g, f);
+        assert_eq!(g.layout(), layout);
+    }
+
+    /// Where the kernel hands out transparent huge pages on request only
+    /// (`madvise` mode, as on this project's machines), a large field gets
+    /// them and a plain vector of the same size does not. Skipped in the
+    /// `always` and `never` modes, where the advice cannot show.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn large_fields_ask_for_huge_pages() {
+        let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .unwrap_or_default();
+        if !mode.contains("[madvise]") {
+            eprintln!("transparent huge pages not in madvise mode ({mode:?}): skipped");
+            return;
+        }
+        let n = 16 << 20 >> 3; // 16 MiB of f64
+        let mut plain = vec![0.0f64; n];
+        let mut advised: Vec<f64> = zeroed(n);
+        plain.iter_mut().for_each(|v| *v = 1.0);
+        advised.iter_mut().for_each(|v| *v = 1.0);
+        let plain_kib = huge_kib_at(plain.as_ptr() as usize + n * 4);
+        let advised_kib = huge_kib_at(advised.as_ptr() as usize + n * 4);
+        assert_eq!(plain_kib, 0, "a plain allocation got huge pages");
+        // 16 MiB hold at least seven whole 2 MiB pages; the kernel may
+        // fall back to small pages where memory is fragmented, so one is
+        // asked for.
+        assert!(
+            advised_kib >= 2048,
+            "no huge page in an advised 16 MiB buffer ({advised_kib} kB)"
+        );
+        let small: Vec<f64> = zeroed(1000);
+        assert!(small.iter().all(|&v| v == 0.0));
     }
 }

@@ -45,10 +45,17 @@ fn copy(dst: &mut [f64], src: &[f64]) {
 }
 
 /// Two arrays of `elements` f64, touched before timing (no page faults are
-/// timed).
+/// timed), allocated as heat3d's fields are (`halo::zeroed`: transparent
+/// huge pages offered on Linux), so that the floor and the sweep see the
+/// same address translation.
 fn arrays(elements: usize) -> (Vec<f64>, Vec<f64>) {
-    let src: Vec<f64> = (0..elements).map(|i| (i % 1024) as f64 * 0.5).collect();
-    (src, vec![1.0f64; elements])
+    let mut src: Vec<f64> = halo::zeroed(elements);
+    for (i, v) in src.iter_mut().enumerate() {
+        *v = (i % 1024) as f64 * 0.5;
+    }
+    let mut dst: Vec<f64> = halo::zeroed(elements);
+    dst.fill(1.0);
+    (src, dst)
 }
 
 fn time(mut f: impl FnMut()) -> f64 {

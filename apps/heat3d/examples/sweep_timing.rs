@@ -38,10 +38,12 @@ fn main() {
         components: 1,
     };
     let len = layout.padded_len();
-    let u: Vec<f64> = (0..len)
-        .map(|i| ((i * 7919) % 1000) as f64 * 1e-3)
-        .collect();
-    let mut out = vec![0.0; len];
+    // Allocated as the solver's fields are (huge pages offered on Linux).
+    let mut u: Vec<f64> = halo::zeroed(len);
+    for (i, v) in u.iter_mut().enumerate() {
+        *v = ((i * 7919) % 1000) as f64 * 1e-3;
+    }
+    let mut out: Vec<f64> = halo::zeroed(len);
     let region = Region {
         lo: [r; 3],
         hi: [n + r; 3],
