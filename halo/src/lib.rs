@@ -67,7 +67,7 @@ pub use device::{DeviceElem, DeviceField, DeviceRegion};
 #[cfg(feature = "cuda")]
 pub use direct::{DeviceExchanger, DevicePending, Transport};
 pub use exchange::{ExchangeStats, Exchanger, Pending, MAX_CHANNEL};
-pub use field::{zeroed, Field, FieldLayout, HaloData, Region};
+pub use field::{zeroed, Field, FieldLayout, HaloData, Pages, Region};
 pub use topology::{HaloSpec, Neighbor, Neighborhood, Topology};
 
 /// What building a topology or running an exchange can report.

@@ -74,9 +74,9 @@ pub enum GpuStencil {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum CpuStencil {
-    /// [`crate::stencil::Kernel::detect_for`]'s choice: from order 12 on
-    /// AVX-512 where the CPU has it, then AVX2; below, AVX2, then
-    /// AVX-512; the portable loop where neither exists.
+    /// [`crate::stencil::Kernel::detect_for`]'s choice: AVX-512 where the
+    /// CPU has it, then AVX2, except at orders 8 and 10, AVX2 first; the
+    /// portable loop where neither exists.
     Auto,
     /// The portable loop.
     Scalar,

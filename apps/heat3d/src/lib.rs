@@ -24,7 +24,7 @@ use appkit::stats::median;
 use appkit::vtk;
 use comm::{exact, BlockDecomposition, CommExt, Communicator, IndexBox, ProcessGrid, ReduceOp};
 use config::{Config, CpuStencil, Initial, Integrator, Mode, Operator, SpectralStep};
-use halo::{Exchanger, Field, FieldLayout, HaloSpec, Neighborhood, Region, Topology};
+use halo::{Exchanger, Field, FieldLayout, HaloSpec, Neighborhood, Pages, Region, Topology};
 use num_complex::Complex64;
 use serde::Serialize;
 use std::time::Instant;
@@ -676,7 +676,8 @@ impl<'c> Solver<'c> {
 
     fn diagnostics(&self, step: usize) -> Result<Diagnostics> {
         let time = step as f64 * self.dt;
-        let mut exact_field = Field::new(self.layout);
+        // Used once: small pages (no huge-page faults for one fill).
+        let mut exact_field = Field::with_pages(self.layout, Pages::Small);
         fill_analytic(&self.cfg, time, &self.topo.owned(), &mut exact_field);
         let u = self.u.owned_values(0);
         let e = exact_field.owned_values(0);

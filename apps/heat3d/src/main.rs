@@ -94,7 +94,7 @@ struct Cli {
     /// Rows of axis 1 a tile of the host's multi-step pass holds; 0: the default (the widest whose rings fit 3/4 of an L2 of 2 MiB or more, else 7/32 of the last-level cache); same bits.
     #[arg(long)]
     tile_rows: Option<usize>,
-    /// The CPU kernel of the finite-difference sweeps: auto (from order 12 on AVX-512 where the CPU has it, then AVX2; below, AVX2 first; else the portable loop), scalar, avx2 or avx512; same bits.
+    /// The CPU kernel of the finite-difference sweeps: auto (AVX-512 where the CPU has it, then AVX2, but AVX2 first at orders 8 and 10; else the portable loop), scalar, avx2 or avx512; same bits.
     #[arg(long, value_enum)]
     cpu_stencil: Option<CpuStencil>,
     /// Output folder for diagnostics.csv and the VTK files.

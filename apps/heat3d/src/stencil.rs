@@ -154,23 +154,25 @@ impl Kernel {
         }
     }
 
-    /// The default kernel for a stencil of radius `radius`: from radius 6
-    /// (order 12) on AVX-512 where the CPU has it, then AVX2; below, AVX2,
-    /// then AVX-512; the portable loop where neither exists.
+    /// The default kernel for a stencil of radius `radius`: AVX-512 where
+    /// the CPU has it, then AVX2, except at radius 4 and 5 (orders 8 and
+    /// 10), AVX2 first; the portable loop where neither exists.
     ///
     /// Measured on an Intel Xeon core (AVX-512, 2 MiB L2) at 256^3, steps
-    /// of the app with each kernel, the two alternated: at orders 12 to 20
-    /// AVX-512 took up to 22 % less time in 27 of 29 pairs (the others
-    /// within 1.5 %), at orders 4, 8 and 10 AVX2 4-13 % less, at order 6
-    /// either, at order 2 (bound by memory) they were within 5 %. The wider
-    /// vectors pay where a cell does the most arithmetic for its loads; at
-    /// low orders half of an AVX-512 sweep's unaligned neighbour loads
-    /// cross a cache line, of AVX2's a quarter.
+    /// of the app with each kernel, the two alternated, fields on huge
+    /// pages (`halo::Field`), ms a step AVX2 / AVX-512: FD-2 15.3-15.6 /
+    /// 14.1-15.0 (three pairs), FD-4 26.3-26.6 / 24.5-24.7, FD-6 33.8-34.4 /
+    /// 30.5-31.6, FD-8 43.6-44.1 / 48.5-49.0 (three), FD-10 51.8-53.5 /
+    /// 60.5-60.7 (three); from order 12 on AVX-512 took up to 22 % less
+    /// in 27 of 29 earlier pairs (the others within 1.5 %). The 16-core
+    /// Xeon host of the GPU machine favoured AVX-512 at orders 2, 4 and 6
+    /// (8 of 9 pairs) and from 12 on (11 of 15), AVX2 at order 8 (3 of
+    /// 3). (On small pages this core had AVX2 ahead at order 4 as well.)
     pub fn detect_for(radius: usize) -> Kernel {
-        let order = if radius >= 6 {
-            [Kernel::Avx512, Kernel::Avx2]
-        } else {
+        let order = if matches!(radius, 4 | 5) {
             [Kernel::Avx2, Kernel::Avx512]
+        } else {
+            [Kernel::Avx512, Kernel::Avx2]
         };
         order
             .into_iter()
@@ -985,10 +987,14 @@ mod tests {
     }
 
     #[test]
-    fn the_default_kernel_turns_to_avx512_at_order_12() {
+    fn the_default_kernel_is_avx512_but_at_orders_8_and_10() {
         if Kernel::Avx2.available() && Kernel::Avx512.available() {
             for r in 1..=10 {
-                let want = if r >= 6 { Kernel::Avx512 } else { Kernel::Avx2 };
+                let want = if matches!(r, 4 | 5) {
+                    Kernel::Avx2
+                } else {
+                    Kernel::Avx512
+                };
                 assert_eq!(Kernel::detect_for(r), want, "radius {r}");
                 let sweep = Sweep::new(2 * r, [0.3, 0.7, 1.1], 0.01, true).unwrap();
                 assert_eq!(sweep.kernel(), want, "radius {r}");
