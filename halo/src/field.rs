@@ -148,9 +148,11 @@ pub enum Pages {
     #[default]
     Huge,
     /// The allocator's pages, no advice: for a field used once or twice,
-    /// where the cost of faulting in huge pages is not won back (on a
-    /// virtual machine whose host backs fresh memory on first touch, 2-10
-    /// ms a 2 MiB page was measured).
+    /// where the cost of faulting in huge pages may not be won back. (On
+    /// the 2-core virtual machine of the figures in [`Field`], a huge page
+    /// took 17 ms to fault in where the guest had never touched that
+    /// memory, as its host backed it then, and 0.25 ms once it had, against
+    /// 0.8 ms for the same 2 MiB in small pages.)
     Small,
 }
 
