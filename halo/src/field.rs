@@ -127,7 +127,7 @@ pub trait HaloData<T: Elem> {
 /// On Linux the storage of a field of 4 MiB or more is offered to the
 /// kernel for transparent huge pages (`madvise(MADV_HUGEPAGE)` on its whole
 /// 2 MiB pages, before any of them is touched; [`Field::new`] and
-/// `clone`): a stencil sweep reads many planes of a large field per row,
+/// `clone`; [`Field::with_pages`] can decline): a stencil sweep reads many planes of a large field per row,
 /// one 4 KiB page each, and their address translations miss the TLB. With
 /// huge pages an order-18 step of heat3d at 256^3 on one core took
 /// 73.1-73.8 ms in four runs, against 84-101 ms with 4 KiB pages (the time
@@ -191,8 +191,10 @@ impl<T: Elem + Default> Clone for Field<T> {
 /// other large arrays a sweep reads beside its fields, and for references
 /// timed against them on the same footing.
 pub fn zeroed<T: Elem + Default>(n: usize) -> Vec<T> {
-    // A zeroed allocation this large comes straight from the kernel, not
-    // yet touched, so the advice applies from the first write on.
+    // A zeroed allocation this large usually comes straight from the
+    // kernel (glibc maps it), not yet touched, so the advice applies from
+    // the first write on; one served from memory the allocator had
+    // touched before keeps its pages, and the advice changes nothing.
     let v = vec![T::default(); n];
     advise_huge_pages(&v);
     v
@@ -510,7 +512,10 @@ mod tests {
             eprintln!("transparent huge pages not in madvise mode ({mode:?}): skipped");
             return;
         }
-        let n = 16 << 20 >> 3; // 16 MiB of f64
+        // 64 MiB of f64: above glibc's largest threshold for mapping an
+        // allocation on its own (32 MiB), so both come fresh from the
+        // kernel whatever the other tests allocated and freed before.
+        let n = 64 << 20 >> 3;
         let mut plain = vec![0.0f64; n];
         let mut advised: Vec<f64> = zeroed(n);
         plain.iter_mut().for_each(|v| *v = 1.0);
@@ -518,9 +523,9 @@ mod tests {
         let plain_kib = huge_kib_at(plain.as_ptr() as usize + n * 4);
         let advised_kib = huge_kib_at(advised.as_ptr() as usize + n * 4);
         assert_eq!(plain_kib, 0, "a plain allocation got huge pages");
-        // 16 MiB hold at least seven whole 2 MiB pages; the kernel may
-        // fall back to small pages where memory is fragmented, so one is
-        // asked for.
+        // 64 MiB hold at least 31 whole 2 MiB pages; the kernel may fall
+        // back to small pages where memory is fragmented, so one is asked
+        // for.
         assert!(
             advised_kib >= 2048,
             "no huge page in an advised 16 MiB buffer ({advised_kib} kB)"

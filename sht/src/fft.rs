@@ -1351,10 +1351,9 @@ fn radix3<X: Vx>(st: &Stage, src: &[C], dst: &mut [C], inverse: bool) {
     }
 }
 
-/// The `p` outputs of butterfly `f` of a last stage (`r = 1`) of radix 3
-/// or 6 (`p` = `st.p`; the other entries unset): output `g` is value `f +
-/// l g` of the transform. The same operations as [`radix3`] and
-/// [`radix6`].
+/// The `P` outputs of butterfly `f` of a last stage (`r = 1`) of radix `P`
+/// (3 or 6, `st.p`): output `g` is value `f + l g` of the transform. The
+/// same operations as [`radix3`] and [`radix6`].
 #[inline(always)]
 fn last_butterfly<X: Vx, const P: usize>(
     st: &Stage,
