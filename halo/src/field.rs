@@ -56,16 +56,19 @@ pub struct FieldLayout {
 
 impl FieldLayout {
     /// Padded extent per axis.
+    #[inline]
     pub fn padded(&self) -> [usize; 3] {
         [0, 1, 2].map(|d| self.owned[d] + 2 * self.ghost[d])
     }
 
     /// Values per component (padded).
+    #[inline]
     pub fn padded_len(&self) -> usize {
         self.padded().iter().product()
     }
 
     /// Strides in values of the three axes within one component.
+    #[inline]
     pub fn strides(&self) -> [usize; 3] {
         let p = self.padded();
         [p[1] * p[2], p[2], 1]
@@ -272,15 +275,19 @@ impl<T: Elem> Field<T> {
     pub fn fill_owned(&mut self, c: usize, owned: &IndexBox, mut f: impl FnMut([usize; 3]) -> T) {
         let g = self.layout.ghost;
         let r = self.layout.owned_region();
+        let s = self.layout.strides();
+        let comp = self.component_mut(c);
+        // Row by row (the cells in the same order as cell by cell).
         for i in r.lo[0]..r.hi[0] {
             for j in r.lo[1]..r.hi[1] {
-                for k in r.lo[2]..r.hi[2] {
-                    let gi = [
+                let o = i * s[0] + j * s[1];
+                let row = &mut comp[o + r.lo[2]..o + r.hi[2]];
+                for (k, v) in (r.lo[2]..r.hi[2]).zip(row) {
+                    *v = f([
                         i - g[0] + owned.lo[0],
                         j - g[1] + owned.lo[1],
                         k - g[2] + owned.lo[2],
-                    ];
-                    self.set(c, [i, j, k], f(gi));
+                    ]);
                 }
             }
         }
