@@ -539,5 +539,16 @@ mod tests {
         );
         let small: Vec<f64> = zeroed(1000);
         assert!(small.iter().all(|&v| v == 0.0));
+        // A field that declines the advice gets none either.
+        let layout = FieldLayout {
+            owned: [128, 256, 256],
+            ghost: [0; 3],
+            components: 1,
+        };
+        let mut once: Field = Field::with_pages(layout, Pages::Small);
+        assert!(once.as_slice().iter().all(|&v| v == 0.0));
+        once.as_mut_slice().iter_mut().for_each(|v| *v = 1.0);
+        let mid = once.as_slice().as_ptr() as usize + n * 4;
+        assert_eq!(huge_kib_at(mid), 0, "Pages::Small got huge pages");
     }
 }
