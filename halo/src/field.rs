@@ -189,16 +189,40 @@ impl<T: Elem + Default> Clone for Field<T> {
     }
 }
 
-/// `n` zeros, their whole 2 MiB pages offered for transparent huge pages
-/// when the storage spans 4 MiB or more, as a [`Field`]'s storage is: for
-/// other large arrays a sweep reads beside its fields, and for references
-/// timed against them on the same footing.
-pub fn zeroed<T: Elem + Default>(n: usize) -> Vec<T> {
-    // A zeroed allocation this large usually comes straight from the
-    // kernel (glibc maps it), not yet touched, so the advice applies from
-    // the first write on; one served from memory the allocator had
-    // touched before keeps its pages, and the advice changes nothing.
-    let v = vec![T::default(); n];
+/// `n` values of all-zero bytes (zero for every [`Elem`] type), their
+/// whole 2 MiB pages offered for transparent huge pages when the storage
+/// spans 4 MiB or more, as a [`Field`]'s storage is: for other large arrays
+/// a sweep reads beside its fields (`Complex64` spectra too), and for
+/// references timed against them on the same footing.
+pub fn zeroed<T: Elem>(n: usize) -> Vec<T> {
+    // A zeroed allocation (never a loop of stores: `vec![v; n]` writes
+    // every value unless it knows `v`'s type to be zero bytes, and the
+    // pages would be touched before the advice) this large usually comes
+    // straight from the kernel (glibc maps it), not yet touched, so the
+    // advice applies from the first write on; one served from memory the
+    // allocator had touched before keeps its pages, and the advice changes
+    // nothing.
+    let bytes = n.saturating_mul(std::mem::size_of::<T>());
+    if bytes == 0 {
+        return Vec::new();
+    }
+    let layout = std::alloc::Layout::array::<T>(n)
+        .unwrap_or_else(|_| panic!("{n} values of {bytes} bytes do not fit the address space"));
+    // SAFETY: `layout` has a non-zero size (checked above). `alloc_zeroed`
+    // returns memory for `n` values of `T` from the global allocator with
+    // `T`'s alignment, every byte zero, which is a valid `T` (`Elem`: no
+    // padding, no invalid bit pattern); a null pointer is handed to
+    // `handle_alloc_error`, which does not return. `Vec::from_raw_parts`
+    // then owns exactly that allocation: capacity `n` gives back the same
+    // size and alignment when it frees it, and all `n` values are
+    // initialised.
+    let v = unsafe {
+        let p = std::alloc::alloc_zeroed(layout) as *mut T;
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Vec::from_raw_parts(p, n, n)
+    };
     advise_huge_pages(&v);
     v
 }
@@ -463,6 +487,7 @@ impl<T: Elem> HaloData<T> for Field<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use num_complex::Complex64;
 
     /// Kilobytes of `AnonHugePages` in the mapping of `/proc/self/smaps`
     /// holding `addr`.
@@ -539,6 +564,17 @@ mod tests {
         );
         let small: Vec<f64> = zeroed(1000);
         assert!(small.iter().all(|&v| v == 0.0));
+        assert!(zeroed::<f64>(0).is_empty());
+        // Complex spectra too (a type `vec!` would have filled value by
+        // value, touching every page before the advice).
+        let mut spec: Vec<Complex64> = zeroed(n / 2);
+        assert!(spec.iter().all(|v| v.re == 0.0 && v.im == 0.0));
+        spec.iter_mut().for_each(|v| v.re = 1.0);
+        let kib = huge_kib_at(spec.as_ptr() as usize + n * 4);
+        assert!(
+            kib >= 2048,
+            "no huge page in an advised complex buffer ({kib} kB)"
+        );
         // A field that declines the advice gets none either.
         let layout = FieldLayout {
             owned: [128, 256, 256],

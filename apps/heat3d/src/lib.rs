@@ -805,9 +805,10 @@ impl Spectral {
         // The plan scales the backward transform itself.
         let factor = spectral_factors(comm, cfg, plan.output_layout(), dt, 1.0);
         Ok(Spectral {
-            real: vec![0.0; plan.input_len()],
-            spec: vec![Complex64::default(); plan.output_len()],
-            scratch: vec![Complex64::default(); plan.scratch_len()],
+            // Swept every step: on huge pages, as the fields are.
+            real: halo::zeroed(plan.input_len()),
+            spec: halo::zeroed(plan.output_len()),
+            scratch: halo::zeroed(plan.scratch_len()),
             factor,
             plan,
         })
