@@ -129,14 +129,15 @@ pub trait HaloData<T: Elem> {
 ///
 /// On Linux the storage of a field of 4 MiB or more is offered to the
 /// kernel for transparent huge pages (`madvise(MADV_HUGEPAGE)` on its whole
-/// 2 MiB pages, before any of them is touched; [`Field::new`] and
-/// `clone`; [`Field::with_pages`] can decline): a stencil sweep reads many planes of a large field per row,
-/// one 4 KiB page each, and their address translations miss the TLB. With
-/// huge pages an order-18 step of heat3d at 256^3 on one core took
-/// 73.1-73.8 ms in four runs, against 84-101 ms with 4 KiB pages (the time
-/// moving from run to run with where the pages landed). Where huge pages
-/// are disabled (`/sys/kernel/mm/transparent_hugepage/enabled` at `never`)
-/// the advice changes nothing.
+/// 2 MiB pages, before any of them is touched; [`Field::new`] and `clone`;
+/// [`Field::with_pages`] can decline): a stencil sweep reads many planes of
+/// a large field per row, one 4 KiB page each, and their address
+/// translations miss the TLB. With huge pages an order-18 step of heat3d
+/// at 256^3 on one core took 73.0-75.1 ms in four runs, against 84-101 ms
+/// with 4 KiB pages (the time moving from run to run with where the pages
+/// landed). Where huge pages are disabled
+/// (`/sys/kernel/mm/transparent_hugepage/enabled` at `never`) the advice
+/// changes nothing.
 #[derive(Debug, PartialEq)]
 pub struct Field<T = f64> {
     layout: FieldLayout,
@@ -178,7 +179,7 @@ impl<T: Elem + Default> Field<T> {
     }
 }
 
-impl<T: Elem + Default> Clone for Field<T> {
+impl<T: Elem> Clone for Field<T> {
     fn clone(&self) -> Self {
         let mut data = zeroed(self.data.len());
         data.copy_from_slice(&self.data);

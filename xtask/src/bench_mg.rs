@@ -230,7 +230,7 @@ pub fn run(args: &Args) -> Result<()> {
     let sizes: [usize; 2] = if args.quick { [64, 128] } else { [128, 256] };
     // At least two repeats: the first solve of a process also faults in its
     // work fields (on a fresh virtual machine 17 ms a 2 MiB huge page), and
-    // the lower middle of two is the other one.
+    // the app's median of two is the faster one.
     let repeat = if args.quick { 2 } else { 3 };
     println!("bench multigrid{}: {cores} core(s), in-process ranks (threads); MG-PCG V(2,2) to 1e-10, Dirichlet", if args.quick { " --quick" } else { "" });
 
