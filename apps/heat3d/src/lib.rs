@@ -270,8 +270,9 @@ impl<'c> Solver<'c> {
         };
         let dt = cfg.dt()?;
         let h = cfg.spacing();
-        let euler =
-            Sweep::new(cfg.order, h, dt * cfg.diffusivity, true).map_err(anyhow::Error::msg)?;
+        let euler = Sweep::new(cfg.order, h, dt * cfg.diffusivity, true)
+            .map_err(anyhow::Error::msg)?
+            .with_stores(host_stores(&layout));
         let lap = Sweep::new(cfg.order, h, cfg.diffusivity, false).map_err(anyhow::Error::msg)?;
         let mut u = Field::new(layout);
         fill_analytic(cfg, 0.0, &topo.owned(), &mut u);
@@ -856,6 +857,33 @@ impl Spectral {
     }
 }
 
+/// The padded bytes of one field from which the host's Euler sweep at
+/// radius 1 stores its output with non-temporal stores.
+pub const STREAM_FROM: usize = 48 << 20;
+
+/// The store policy of the host's Euler sweep on `layout`: non-temporal
+/// stores at radius 1 (order 2) on fields of at least [`STREAM_FROM`]
+/// bytes, which the next step reads back from memory anyway, else plain
+/// ones. Changes no bit. Measured on one core of an Intel Xeon (2 MiB L2,
+/// fields on huge pages; `heat3d --order 2 --ranks 1 --mode blocking`,
+/// same hashes), ms a step plain / streaming: 256^3 (137 MB a field) four
+/// steps a pass 14.6-15.2 / 13.9-14.1, one step a pass 28.7-29.5 /
+/// 25.0-25.3, two ranks 14.9-15.8 / 13.2-13.8 (69 MB a field); 192^3 (58
+/// MB) 6.1-6.2 / 5.9-6.2; 128^3 (18 MB) 1.83-1.92 / 1.94-1.99. At order 4
+/// streaming was slower for one step a pass (26.8-27.1 / 30.6-31.0 ms at
+/// 256^3), and at orders 8 and 16 the single sweep as fast or slower
+/// (`sweep_timing 256 16`: 61 / 80 ms).
+pub fn host_stores(layout: &FieldLayout) -> Stores {
+    let bytes = layout
+        .padded_len()
+        .saturating_mul(std::mem::size_of::<f64>());
+    if layout.ghost[0] == 1 && layout.components == 1 && bytes >= STREAM_FROM {
+        Stores::Streaming
+    } else {
+        Stores::Cached
+    }
+}
+
 /// The most steps one host pass may advance (`steps_per_pass`).
 pub const MAX_HOST_STEPS_PER_PASS: usize = 4;
 
@@ -1196,6 +1224,29 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_large_order_2_fields_stream_their_output() {
+        let at = |n: usize, r: usize, components: usize| {
+            host_stores(&FieldLayout {
+                owned: [n; 3],
+                ghost: [r; 3],
+                components,
+            })
+        };
+        // 256^3 at radius 1: 258^3 doubles, 137 MB.
+        assert_eq!(at(256, 1, 1), Stores::Streaming);
+        // The smallest cube at the threshold and the one below it.
+        let n = (1..)
+            .find(|&n| (n + 2usize).pow(3) * 8 >= STREAM_FROM)
+            .unwrap();
+        assert_eq!(at(n, 1, 1), Stores::Streaming);
+        assert_eq!(at(n - 1, 1, 1), Stores::Cached);
+        assert_eq!(at(128, 1, 1), Stores::Cached);
+        // Higher orders and several components keep plain stores.
+        assert_eq!(at(256, 2, 1), Stores::Cached);
+        assert_eq!(at(256, 1, 2), Stores::Cached);
+    }
 
     #[test]
     fn host_steps_a_pass_default_to_the_most_without_much_recomputation() {

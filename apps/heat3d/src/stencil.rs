@@ -194,8 +194,10 @@ impl Kernel {
 /// stores. The choice changes speed only, never a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Stores {
-    /// Plain stores (the default): each output line is read before it is
-    /// written and may stay in cache for the next sweep.
+    /// Plain stores (the default of [`Sweep::new`]): each output line is
+    /// read before it is written and may stay in cache for the next sweep.
+    /// heat3d's solver streams instead at radius 1 on large fields
+    /// (`heat3d::host_stores`).
     #[default]
     Cached,
     /// Non-temporal stores for every whole 64-byte line of the output: the
@@ -204,7 +206,9 @@ pub enum Stores {
     /// line is written both ways. On one core of a shared AMD EPYC (1 MiB
     /// L2) this measured the same as `Cached` at 256^3, FD-2, within the
     /// run-to-run spread (21-26 ms both), and 2-4x slower on fields that
-    /// stay in cache (64^3, 32^3), so it is opt-in.
+    /// stay in cache (64^3, 32^3); on an Intel Xeon core with fields on
+    /// huge pages it is faster at radius 1 from about 64 MB a field and
+    /// slower at higher orders (see `heat3d::host_stores`).
     Streaming,
 }
 

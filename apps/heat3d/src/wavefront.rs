@@ -455,13 +455,16 @@ mod tests {
                     };
                     for k in 2..=steps {
                         let want = owned_of(&l, &reference(&sweep, &l, &u, k));
-                        let mut a = vec![f64::NAN; u.len()];
-                        assert_eq!(w.run(&sweep, k, &u, &mut a, false), None);
-                        assert_eq!(
-                            owned_of(&l, &a),
-                            want,
-                            "order {order}, {owned:?}, tile {tile}, {k} steps"
-                        );
+                        // Plain and non-temporal stores of the output.
+                        for stream in [false, true] {
+                            let mut a = vec![f64::NAN; u.len()];
+                            assert_eq!(w.run(&sweep, k, &u, &mut a, stream), None);
+                            assert_eq!(
+                                owned_of(&l, &a),
+                                want,
+                                "order {order}, {owned:?}, tile {tile}, {k} steps, stream {stream}"
+                            );
+                        }
                     }
                 }
             }

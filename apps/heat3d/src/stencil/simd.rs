@@ -422,15 +422,17 @@ pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
             // reads from memory for the first time; two rows ahead of the
             // current one it is requested early.
             let ahead = x0.plus[R - 1] + 2 * s1 as isize;
+            let mut sums = [V::splat(0.0); U];
             while q + U * w <= lines_end {
                 prefetch(u.wrapping_add(q).wrapping_offset(ahead));
                 let v = cells::<V, R, U>(u.add(q), x0, s1, k);
                 for (x, vx) in v.iter().enumerate() {
                     vx.stream(out.add(q + x * w));
-                    *acc = acc.add(*vx);
+                    sums[x] = sums[x].add(*vx);
                 }
                 q += U * w;
             }
+            fold(acc, &sums);
             while q + w <= lines_end {
                 let [v] = cells::<V, R, 1>(u.add(q), x0, s1, k);
                 v.stream(out.add(q));
@@ -467,14 +469,16 @@ pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
                 *acc = acc.add(v);
                 q = lead;
             }
+            let mut sums = [V::splat(0.0); U];
             while q + U * w <= len {
                 let v = cells::<V, R, U>(u.add(q), x0, s1, k);
                 for (x, vx) in v.iter().enumerate() {
                     vx.store(out.add(q + x * w));
-                    *acc = acc.add(*vx);
+                    sums[x] = sums[x].add(*vx);
                 }
                 q += U * w;
             }
+            fold(acc, &sums);
             while q + w <= len {
                 let [v] = cells::<V, R, 1>(u.add(q), x0, s1, k);
                 v.store(out.add(q));
@@ -489,6 +493,14 @@ pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
             v.store_from(out.add(t), q - t);
             *acc = acc.add(v);
         }
+    }
+}
+
+/// Adds the `U` partial sums of a row to `acc`.
+#[inline(always)]
+fn fold<V: Vf, const U: usize>(acc: &mut V, sums: &[V; U]) {
+    for &x in sums {
+        *acc = acc.add(x);
     }
 }
 
