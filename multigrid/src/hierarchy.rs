@@ -89,6 +89,17 @@ struct Level {
     stats: LevelStats,
 }
 
+/// The most fine-level work fields [`Hierarchy::solve_pcg`] takes (see
+/// [`Hierarchy::reserve_fields`]): the residual, the preconditioned
+/// residual, the direction, its image, the previous residual and, for a
+/// singular problem, the right-hand side less its mean.
+pub const PCG_FIELDS: usize = 6;
+
+/// The most fine-level work fields [`Hierarchy::solve_mg`] takes: the
+/// residual and, for a singular problem, the right-hand side less its
+/// mean.
+pub const MG_FIELDS: usize = 2;
+
 /// A multigrid hierarchy for one [`Poisson`] problem on one decomposition.
 ///
 /// Every method taking a communicator must be given the communicator the
@@ -350,6 +361,13 @@ impl Hierarchy {
             ranks: grids[nsmooth - 1].size(),
             ..LevelStats::default()
         };
+        // Every page of the levels' buffers written now (their allocation
+        // maps pages without touching them): the faults land in the setup,
+        // not in the first cycle.
+        for w in lvls.iter_mut().filter_map(|l| l.work.as_mut()) {
+            w.u.as_mut_slice().fill(0.0);
+            w.f.as_mut_slice().fill(0.0);
+        }
         Ok(Hierarchy {
             problem: problem.clone(),
             opts,
@@ -756,6 +774,21 @@ impl Hierarchy {
         );
         lv.stats.residual_s += t.elapsed().as_secs_f64();
         Ok(allreduce_exact_sums(comm, &[acc.finish()])?[0])
+    }
+
+    /// Keeps at least `n` fine-level work fields ready, every page of them
+    /// written, so that no solve allocates one or faults its pages in:
+    /// [`solve_pcg`](Self::solve_pcg) takes up to [`PCG_FIELDS`],
+    /// [`solve_mg`](Self::solve_mg) up to [`MG_FIELDS`] (one fewer each
+    /// for a problem that is not singular). A solve without them allocates
+    /// its own and keeps them for the next. Each field is the size of
+    /// [`new_field`](Self::new_field)'s.
+    pub fn reserve_fields(&mut self, n: usize) {
+        while self.spare.len() < n {
+            let mut f = self.new_field();
+            f.as_mut_slice().fill(0.0);
+            self.spare.push(f);
+        }
     }
 
     /// A fine-level field from the spares (or a new, zero one). Its values
@@ -1597,4 +1630,72 @@ fn check_options(opts: &MgOptions) -> Result<(), MgError> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use comm::local;
+
+    /// Where the spare fields' values live, sorted.
+    fn spares(mg: &Hierarchy) -> Vec<usize> {
+        let mut p: Vec<usize> = mg
+            .spare
+            .iter()
+            .map(|f| f.as_slice().as_ptr() as usize)
+            .collect();
+        p.sort();
+        p
+    }
+
+    #[test]
+    fn the_solvers_take_exactly_the_fields_they_are_said_to() {
+        // Dirichlet takes one field fewer than the periodic (singular)
+        // problem, which also solves for the right-hand side less its mean.
+        for (bc, less) in [(Boundary::Dirichlet, 1), (Boundary::Periodic, 0)] {
+            let p = Poisson::new([16; 3], [1.0; 3], [bc; 3]).unwrap();
+            for (pcg, most) in [(true, PCG_FIELDS), (false, MG_FIELDS)] {
+                let got = local::run(1, |c| {
+                    let g = ProcessGrid::for_shape(p.shape, c.size(), p.periodic())?;
+                    let levels = Hierarchy::max_levels(p.shape);
+                    let mut mg = Hierarchy::new(c, g, &p, levels, MgOptions::default())?;
+                    let mut u = mg.new_field();
+                    let mut f = mg.new_field();
+                    let w = 2.0 * std::f64::consts::PI;
+                    // Zero mean on the periodic cell centres.
+                    f.fill_owned(0, &mg.owned(), |q| {
+                        let x = p.cell_centre(q);
+                        (w * x[0]).sin() * (2.0 * w * x[1]).cos() + (w * x[2]).sin()
+                    });
+                    let mut solve = |mg: &mut Hierarchy| {
+                        u.as_mut_slice().fill(0.0);
+                        match pcg {
+                            true => mg.solve_pcg(c, &mut u, &f).map(|_| ()),
+                            false => mg.solve_mg(c, &mut u, &f).map(|_| ()),
+                        }
+                    };
+                    // Without reserved fields a solve keeps those it took.
+                    solve(&mut mg)?;
+                    let taken = mg.spare.len();
+                    // With them, it takes those and makes none.
+                    let mut mg2 = Hierarchy::new(c, g, &p, levels, MgOptions::default())?;
+                    mg2.reserve_fields(most);
+                    let before = spares(&mg2);
+                    solve(&mut mg2)?;
+                    Ok::<_, MgError>((taken, before == spares(&mg2), mg2.spare.len()))
+                })
+                .unwrap();
+                let (taken, same, kept) = got[0];
+                assert_eq!(
+                    taken,
+                    most - less,
+                    "{bc:?}, pcg {pcg}: fields a solve takes"
+                );
+                assert!(
+                    same && kept == most,
+                    "{bc:?}, pcg {pcg}: the reserved fields were not enough"
+                );
+            }
+        }
+    }
 }

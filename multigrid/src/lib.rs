@@ -70,7 +70,7 @@ mod level;
 mod problem;
 mod transfer;
 
-pub use hierarchy::Hierarchy;
+pub use hierarchy::{Hierarchy, MG_FIELDS, PCG_FIELDS};
 pub use problem::{Boundary, CellCoefficient, FaceCoefficient, Poisson};
 
 use comm::CommError;
