@@ -351,29 +351,66 @@ impl Sweep {
         (at, out_s1): (usize, usize),
         stream: bool,
     ) -> bool {
-        match self.radius {
-            1 => self.plane_r::<1>(src, planes, s1, lines, cols, out, (at, out_s1), stream),
-            2 => self.plane_r::<2>(src, planes, s1, lines, cols, out, (at, out_s1), stream),
-            3 => self.plane_r::<3>(src, planes, s1, lines, cols, out, (at, out_s1), stream),
-            4 => self.plane_r::<4>(src, planes, s1, lines, cols, out, (at, out_s1), stream),
-            5 => self.plane_r::<5>(src, planes, s1, lines, cols, out, (at, out_s1), stream),
-            6 => self.plane_r::<6>(src, planes, s1, lines, cols, out, (at, out_s1), stream),
-            7 => self.plane_r::<7>(src, planes, s1, lines, cols, out, (at, out_s1), stream),
-            8 => self.plane_r::<8>(src, planes, s1, lines, cols, out, (at, out_s1), stream),
-            9 => self.plane_r::<9>(src, planes, s1, lines, cols, out, (at, out_s1), stream),
-            10 => self.plane_r::<10>(src, planes, s1, lines, cols, out, (at, out_s1), stream),
-            r => unreachable!("radius {r} is not a supported order"),
-        }
+        self.plane::<true>(src, planes, s1, lines, cols, out, (at, out_s1), stream)
     }
 
+    /// [`Sweep::apply_plane`] without looking at the values written (the
+    /// multi-step pass's inner levels, whose non-finite values reach its
+    /// last level: see [`crate::wavefront`]). The same values, bits and
+    /// panics.
     #[allow(clippy::too_many_arguments)]
-    fn plane_r<const R: usize>(
+    pub(crate) fn apply_plane_unchecked(
         &self,
         src: &[f64],
         planes: &[usize],
         s1: usize,
         lines: std::ops::Range<usize>,
         cols: std::ops::Range<usize>,
+        out: &mut [f64],
+        (at, out_s1): (usize, usize),
+        stream: bool,
+    ) {
+        self.plane::<false>(src, planes, s1, lines, cols, out, (at, out_s1), stream);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn plane<const CHECK: bool>(
+        &self,
+        src: &[f64],
+        planes: &[usize],
+        s1: usize,
+        lines: std::ops::Range<usize>,
+        cols: std::ops::Range<usize>,
+        out: &mut [f64],
+        (at, out_s1): (usize, usize),
+        stream: bool,
+    ) -> bool {
+        let a = (src, planes, s1, lines, cols);
+        match self.radius {
+            1 => self.plane_r::<1, CHECK>(a, out, (at, out_s1), stream),
+            2 => self.plane_r::<2, CHECK>(a, out, (at, out_s1), stream),
+            3 => self.plane_r::<3, CHECK>(a, out, (at, out_s1), stream),
+            4 => self.plane_r::<4, CHECK>(a, out, (at, out_s1), stream),
+            5 => self.plane_r::<5, CHECK>(a, out, (at, out_s1), stream),
+            6 => self.plane_r::<6, CHECK>(a, out, (at, out_s1), stream),
+            7 => self.plane_r::<7, CHECK>(a, out, (at, out_s1), stream),
+            8 => self.plane_r::<8, CHECK>(a, out, (at, out_s1), stream),
+            9 => self.plane_r::<9, CHECK>(a, out, (at, out_s1), stream),
+            10 => self.plane_r::<10, CHECK>(a, out, (at, out_s1), stream),
+            r => unreachable!("radius {r} is not a supported order"),
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn plane_r<const R: usize, const CHECK: bool>(
+        &self,
+        (src, planes, s1, lines, cols): (
+            &[f64],
+            &[usize],
+            usize,
+            std::ops::Range<usize>,
+            std::ops::Range<usize>,
+        ),
         out: &mut [f64],
         (at, out_s1): (usize, usize),
         stream: bool,
@@ -433,12 +470,12 @@ impl Sweep {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: AVX-512F and AVX2 are present (`Kernel::detect_for`,
             // `with_kernel`); the bounds were checked above.
-            Kernel::Avx512 => unsafe { plane_avx512(job) },
+            Kernel::Avx512 => unsafe { plane_avx512::<R, CHECK>(job) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: AVX2 is present; the bounds were checked above.
-            Kernel::Avx2 => unsafe { plane_avx2(job) },
+            Kernel::Avx2 => unsafe { plane_avx2::<R, CHECK>(job) },
             // SAFETY: `V1` needs no instructions; the bounds were checked.
-            _ => unsafe { plane_simd::<simd::V1, R, 4>(job) },
+            _ => unsafe { plane_simd::<simd::V1, R, 4, CHECK>(job) },
         }
     }
 
@@ -775,7 +812,9 @@ struct PlaneJob<'a, const R: usize> {
 /// # Safety
 /// The CPU has the instructions of `V`; `job`'s bounds were checked.
 #[inline(always)]
-unsafe fn plane_simd<V: simd::Vf, const R: usize, const U: usize>(job: PlaneJob<'_, R>) -> bool {
+unsafe fn plane_simd<V: simd::Vf, const R: usize, const U: usize, const CHECK: bool>(
+    job: PlaneJob<'_, R>,
+) -> bool {
     let PlaneJob {
         src,
         out,
@@ -805,21 +844,23 @@ unsafe fn plane_simd<V: simd::Vf, const R: usize, const U: usize>(job: PlaneJob<
     // inside `out`; `src` and `out` are distinct slices.
     unsafe { rows_simd::<V, R, U>(&ctx, (sp, first, s1), (op, at, out_s1), rows, len, &mut acc) };
     fence(stream);
-    acc.all_finite() || (0..rows).all(|j| all_finite(&out[at + j * out_s1..][..len]))
+    // Without CHECK the sums are never read, and the compiler drops them
+    // (every function above is inlined into the kernel's).
+    !CHECK || acc.all_finite() || (0..rows).all(|j| all_finite(&out[at + j * out_s1..][..len]))
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2")]
-unsafe fn plane_avx512<const R: usize>(job: PlaneJob<'_, R>) -> bool {
+unsafe fn plane_avx512<const R: usize, const CHECK: bool>(job: PlaneJob<'_, R>) -> bool {
     // SAFETY: the caller checked for AVX-512F, AVX2 and the bounds.
-    unsafe { plane_simd::<simd::x86::V8, R, 4>(job) }
+    unsafe { plane_simd::<simd::x86::V8, R, 4, CHECK>(job) }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn plane_avx2<const R: usize>(job: PlaneJob<'_, R>) -> bool {
+unsafe fn plane_avx2<const R: usize, const CHECK: bool>(job: PlaneJob<'_, R>) -> bool {
     // SAFETY: the caller checked for AVX2 and the bounds.
-    unsafe { plane_simd::<simd::x86::V4, R, 4>(job) }
+    unsafe { plane_simd::<simd::x86::V4, R, 4, CHECK>(job) }
 }
 
 /// True when every value of `region` in `out` (strides `s`) is finite.
