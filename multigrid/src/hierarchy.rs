@@ -361,12 +361,17 @@ impl Hierarchy {
             ranks: grids[nsmooth - 1].size(),
             ..LevelStats::default()
         };
-        // Every page of the levels' buffers written now (their allocation
+        // Every page of the levels' fields written now (their allocation
         // maps pages without touching them): the faults land in the setup,
-        // not in the first cycle.
+        // not in the first cycle. (Transfers between levels on different
+        // ranks are still planned by the first cycle that needs them.)
         for w in lvls.iter_mut().filter_map(|l| l.work.as_mut()) {
             w.u.as_mut_slice().fill(0.0);
             w.f.as_mut_slice().fill(0.0);
+            if let Some(c) = w.child.as_mut() {
+                c.u.as_mut_slice().fill(0.0);
+                c.f.as_mut_slice().fill(0.0);
+            }
         }
         Ok(Hierarchy {
             problem: problem.clone(),
@@ -1637,11 +1642,14 @@ mod tests {
     use super::*;
     use comm::local;
 
-    /// Where the spare fields' values live, sorted.
+    /// Where the spare fields' values and the fine level's `u` and `f`
+    /// (which the preconditioner swaps with work fields) live, sorted.
     fn spares(mg: &Hierarchy) -> Vec<usize> {
+        let w = mg.levels[0].work.as_ref().expect("fine level");
         let mut p: Vec<usize> = mg
             .spare
             .iter()
+            .chain([&w.u, &w.f])
             .map(|f| f.as_slice().as_ptr() as usize)
             .collect();
         p.sort();

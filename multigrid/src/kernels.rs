@@ -603,6 +603,15 @@ mod avx512 {
         }
     }
 
+    /// Rows ahead that the AVX-512 smoother and residual ask for the next
+    /// plane's row of `u` (and the row of `f`) in the L1: the plane a pass
+    /// meets first comes from memory, and the core's own prefetchers left
+    /// the loads waiting. 128³, `poisson --solver mg --ranks 1`, alternated
+    /// builds, same hash: level-0 smoothing 0.106-0.108 -> 0.092-0.093 s a
+    /// solve (2, 4 and 8 rows ahead alike, 1 row 0.095-0.101), residual
+    /// 0.054-0.056 -> 0.049-0.051 s; a V-cycle 26.0-26.2 -> 23.2-23.8 ms.
+    const PF: usize = 4;
+
     /// Red-black update of one row per value of `wall1`: row `t` starts at
     /// `row0 + t s1`, its diagonal without the fast-axis wall term is
     /// `base + wall1[t]` (`c.dij` is not used) and its cells of the colour
@@ -619,14 +628,6 @@ mod avx512 {
     /// # Safety
     /// AVX-512F present; in every row, every cell `k` in `lo..hi + 8`, and
     /// its six neighbours, inside `u` and `f`; `wall2` covers `lo..hi`.
-    /// Rows ahead that the AVX-512 smoother and residual ask for the next
-    /// plane's row of `u` (and the row of `f`) in the L1: the plane a pass
-    /// meets first comes from memory, and the core's own prefetchers left
-    /// the loads waiting. 128³, `poisson --solver mg --ranks 1`, alternated
-    /// builds, same hash: level-0 smoothing 0.106-0.108 -> 0.092-0.093 s a
-    /// solve (2, 4 and 8 rows ahead alike, 1 row 0.095-0.101), residual
-    /// 0.054-0.056 -> 0.049-0.051 s; a V-cycle 26.0-26.2 -> 23.2-23.8 ms.
-    const PF: usize = 4;
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn smooth_rows(

@@ -228,9 +228,10 @@ pub fn run(args: &Args) -> Result<()> {
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let sizes: [usize; 2] = if args.quick { [64, 128] } else { [128, 256] };
-    // At least two repeats: the first solve of a process also faults in its
-    // work fields (on a fresh virtual machine 17 ms a 2 MiB huge page), and
-    // the app's median of two is the faster one.
+    // The app reports the median of the repeats (the mean of two); its
+    // setup writes every page of the solver's fields, so the first repeat
+    // pays no page faults (on a fresh virtual machine 17 ms a 2 MiB huge
+    // page) and two suffice for --quick.
     let repeat = if args.quick { 2 } else { 3 };
     println!("bench multigrid{}: {cores} core(s), in-process ranks (threads); MG-PCG V(2,2) to 1e-10, Dirichlet", if args.quick { " --quick" } else { "" });
 

@@ -207,8 +207,9 @@ pub enum Stores {
     /// L2) this measured the same as `Cached` at 256^3, FD-2, within the
     /// run-to-run spread (21-26 ms both), and 2-4x slower on fields that
     /// stay in cache (64^3, 32^3); on an Intel Xeon core with fields on
-    /// huge pages it is faster at radius 1 from about 64 MB a field and
-    /// slower at higher orders (see `heat3d::host_stores`).
+    /// huge pages it is faster at radius 1 on large fields (137 MB; the
+    /// same at 58 MB, slower at 18 MB) and slower at higher orders, so
+    /// heat3d takes it at radius 1 from 48 MiB (`heat3d::host_stores`).
     Streaming,
 }
 

@@ -24,9 +24,10 @@
 //! the sweep's order, from the same operands as in a single step, so `k`
 //! steps a pass give the bits of `k` single steps. Only the last level's
 //! values are checked for non-finite ones; where it has one, the pass
-//! runs again checking every level (see [`Wavefront::run`]). Looking at
-//! the inner levels as well took 1-3 % longer at 256^3, FD-2 (13.4-13.6
-//! ms a step against 13.0-13.6, three alternated pairs of 64 steps).
+//! runs again checking every level (see [`Wavefront::run`]). At 256^3,
+//! FD-2, in seven alternated pairs of runs the build looking at every
+//! level took 0.04-0.94 ms a step longer in five and the same time in two
+//! (13.4-13.7 ms a step against 12.7-13.7).
 
 use crate::stencil::Sweep;
 use halo::FieldLayout;
@@ -219,9 +220,11 @@ impl Wavefront {
         // Only the last level's values are looked at: a non-finite value
         // stays non-finite through every later step (a sum or product with
         // one is infinite or NaN, zero times infinity included), and every
-        // value of an inner level is read by some cell of the last one.
-        // When the last level has one, the pass runs again looking at
-        // every level, to name the first step that wrote one.
+        // value of an inner level has the bits of an owned value of its
+        // step (itself, its periodic image, or a row of another tile),
+        // which reaches the last level through the centre term. When the
+        // last level has one, the pass runs again (writing `a` again)
+        // looking at every level, to name the first step that wrote one.
         if self.pass(sweep, k, u, a, stream, false)[k] {
             return None;
         }

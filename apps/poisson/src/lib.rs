@@ -306,10 +306,12 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
     comm.barrier()?;
     let t = Instant::now();
     let mut mg = Hierarchy::new(comm, grid, &problem, levels, cfg.options())?;
-    mg.reserve_fields(match cfg.solver {
+    // The right-hand side less its mean only for a singular problem.
+    let most = match cfg.solver {
         Solver::Pcg => multigrid::PCG_FIELDS,
         Solver::Mg => multigrid::MG_FIELDS,
-    });
+    };
+    mg.reserve_fields(most - usize::from(!problem.is_singular()));
     let owned = mg.owned();
     let mut f = mg.new_field();
     f.fill_owned(0, &owned, |p| exact.rhs(problem.cell_centre(p)));

@@ -421,7 +421,7 @@ pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
             // The plane `R` steps ahead along axis 0 is the one a sweep
             // reads from memory for the first time; two rows ahead of the
             // current one it is requested early.
-            let ahead = x0.plus[R - 1] + 2 * s1 as isize;
+            let ahead = x0.plus[R - 1] + (PFR * s1) as isize;
             let mut sums = [V::splat(0.0); U];
             while q + U * w <= lines_end {
                 prefetch(u.wrapping_add(q).wrapping_offset(ahead));
