@@ -561,7 +561,7 @@ mod tests {
         // for.
         assert!(
             advised_kib >= 2048,
-            "no huge page in an advised 16 MiB buffer ({advised_kib} kB)"
+            "no huge page in an advised 64 MiB buffer ({advised_kib} kB)"
         );
         let small: Vec<f64> = zeroed(1000);
         assert!(small.iter().all(|&v| v == 0.0));

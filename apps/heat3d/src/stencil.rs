@@ -352,66 +352,69 @@ impl Sweep {
         (at, out_s1): (usize, usize),
         stream: bool,
     ) -> bool {
-        self.plane::<true>(src, planes, s1, lines, cols, out, (at, out_s1), stream)
+        self.apply_plane_checking(
+            true,
+            src,
+            planes,
+            s1,
+            lines,
+            cols,
+            out,
+            (at, out_s1),
+            stream,
+        )
     }
 
-    /// [`Sweep::apply_plane`] without looking at the values written (the
-    /// multi-step pass's inner levels, whose non-finite values reach its
-    /// last level: see [`crate::wavefront`]). The same values, bits and
-    /// panics.
+    /// [`Sweep::apply_plane`], looking at the values written only with
+    /// `check` (without, it returns true: the multi-step pass's inner
+    /// levels, whose non-finite values reach its last level, see
+    /// [`crate::wavefront`]). The same values, bits and panics either way.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn apply_plane_unchecked(
+    pub(crate) fn apply_plane_checking(
         &self,
+        check: bool,
         src: &[f64],
         planes: &[usize],
         s1: usize,
         lines: std::ops::Range<usize>,
         cols: std::ops::Range<usize>,
         out: &mut [f64],
-        (at, out_s1): (usize, usize),
-        stream: bool,
-    ) {
-        self.plane::<false>(src, planes, s1, lines, cols, out, (at, out_s1), stream);
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn plane<const CHECK: bool>(
-        &self,
-        src: &[f64],
-        planes: &[usize],
-        s1: usize,
-        lines: std::ops::Range<usize>,
-        cols: std::ops::Range<usize>,
-        out: &mut [f64],
-        (at, out_s1): (usize, usize),
+        at: (usize, usize),
         stream: bool,
     ) -> bool {
         let a = (src, planes, s1, lines, cols);
+        if check {
+            self.plane::<true>(a, out, at, stream)
+        } else {
+            self.plane::<false>(a, out, at, stream)
+        }
+    }
+
+    fn plane<const CHECK: bool>(
+        &self,
+        a: PlaneSource<'_>,
+        out: &mut [f64],
+        at: (usize, usize),
+        stream: bool,
+    ) -> bool {
         match self.radius {
-            1 => self.plane_r::<1, CHECK>(a, out, (at, out_s1), stream),
-            2 => self.plane_r::<2, CHECK>(a, out, (at, out_s1), stream),
-            3 => self.plane_r::<3, CHECK>(a, out, (at, out_s1), stream),
-            4 => self.plane_r::<4, CHECK>(a, out, (at, out_s1), stream),
-            5 => self.plane_r::<5, CHECK>(a, out, (at, out_s1), stream),
-            6 => self.plane_r::<6, CHECK>(a, out, (at, out_s1), stream),
-            7 => self.plane_r::<7, CHECK>(a, out, (at, out_s1), stream),
-            8 => self.plane_r::<8, CHECK>(a, out, (at, out_s1), stream),
-            9 => self.plane_r::<9, CHECK>(a, out, (at, out_s1), stream),
-            10 => self.plane_r::<10, CHECK>(a, out, (at, out_s1), stream),
+            1 => self.plane_r::<1, CHECK>(a, out, at, stream),
+            2 => self.plane_r::<2, CHECK>(a, out, at, stream),
+            3 => self.plane_r::<3, CHECK>(a, out, at, stream),
+            4 => self.plane_r::<4, CHECK>(a, out, at, stream),
+            5 => self.plane_r::<5, CHECK>(a, out, at, stream),
+            6 => self.plane_r::<6, CHECK>(a, out, at, stream),
+            7 => self.plane_r::<7, CHECK>(a, out, at, stream),
+            8 => self.plane_r::<8, CHECK>(a, out, at, stream),
+            9 => self.plane_r::<9, CHECK>(a, out, at, stream),
+            10 => self.plane_r::<10, CHECK>(a, out, at, stream),
             r => unreachable!("radius {r} is not a supported order"),
         }
     }
 
-    #[allow(clippy::type_complexity)]
     fn plane_r<const R: usize, const CHECK: bool>(
         &self,
-        (src, planes, s1, lines, cols): (
-            &[f64],
-            &[usize],
-            usize,
-            std::ops::Range<usize>,
-            std::ops::Range<usize>,
-        ),
+        (src, planes, s1, lines, cols): PlaneSource<'_>,
         out: &mut [f64],
         (at, out_s1): (usize, usize),
         stream: bool,
@@ -788,6 +791,16 @@ fn fence(stream: bool) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = stream;
 }
+
+/// Where [`Sweep::apply_plane`] reads: the source, its planes' starts,
+/// the row pitch, the rows and the columns.
+type PlaneSource<'a> = (
+    &'a [f64],
+    &'a [usize],
+    usize,
+    std::ops::Range<usize>,
+    std::ops::Range<usize>,
+);
 
 /// One plane of the multi-step pass, its bounds checked by
 /// [`Sweep::apply_plane`]: `rows` rows of `len` cells, the first centred at

@@ -316,22 +316,17 @@ impl Wavefront {
                         let (src, rest) = ring.split_at_mut(base + s * level);
                         let start = at(s, q) - base - s * level;
                         let dst = &mut rest[start..start + slot];
-                        let (ls, cs) = (r..r + lines(s), owned.clone());
-                        if every {
-                            ok[s] &=
-                                sweep.apply_plane(src, planes, rs, ls, cs, dst, (c0, rs), false);
-                        } else {
-                            sweep.apply_plane_unchecked(
-                                src,
-                                planes,
-                                rs,
-                                ls,
-                                cs,
-                                dst,
-                                (c0, rs),
-                                false,
-                            );
-                        }
+                        ok[s] &= sweep.apply_plane_checking(
+                            every,
+                            src,
+                            planes,
+                            rs,
+                            r..r + lines(s),
+                            owned.clone(),
+                            dst,
+                            (c0, rs),
+                            false,
+                        );
                         for l in 0..lines(s) {
                             row_ghosts(&mut dst[l * rs..(l + 1) * rs], c0, r, n[2]);
                         }
