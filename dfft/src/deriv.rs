@@ -8,13 +8,13 @@
 //! next axis it is move (the input field, once, if some derivative starts
 //! there; partial results of mixed derivatives), all in one batched reshape.
 
-use crate::fft::{fft_lines_pub, layout_for_axis, C2cPair};
+use crate::fft::{fft_lines_pub, layout_for_axis, C2cPair, Plan1d};
 use crate::layout::Layout;
 use crate::reshape::{Protocol, Reshape};
 use crate::FftError;
 use comm::Communicator;
 use num_complex::Complex64;
-use rustfft::FftPlanner;
+use rustfft::{FftDirection, FftPlanner};
 
 /// One derivative of a real field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -203,11 +203,9 @@ impl Derivatives {
         for s in &stages {
             let n = input.global()[s.axis];
             if !plans.iter().any(|p: &C2cPair| p.0 == n) {
-                let f = planner.plan_fft_forward(n);
-                let b = planner.plan_fft_inverse(n);
-                scratch = scratch
-                    .max(f.get_inplace_scratch_len())
-                    .max(b.get_inplace_scratch_len());
+                let f = Plan1d::new(&mut planner, n, FftDirection::Forward);
+                let b = Plan1d::new(&mut planner, n, FftDirection::Inverse);
+                scratch = scratch.max(f.scratch_len()).max(b.scratch_len());
                 plans.push((n, f, b));
             }
         }
@@ -325,7 +323,7 @@ impl Derivatives {
             let plan = self.plans.0.iter().find(|p| p.0 == n).expect("planned");
             // Forward along the axis, derivative factors, backward.
             fft_lines_pub(
-                &*plan.1,
+                &plan.1,
                 &st.layout,
                 rank,
                 st.axis,
@@ -360,7 +358,7 @@ impl Derivatives {
                 }
             }
             fft_lines_pub(
-                &*plan.2,
+                &plan.2,
                 &st.layout,
                 rank,
                 st.axis,

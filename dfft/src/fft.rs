@@ -1,6 +1,7 @@
 //! Distributed 3D FFT plans: a fixed sequence of 1D transforms along whole
 //! axes, with reshapes in between.
 
+use crate::col::{ColFft, WIDTH};
 use crate::layout::{others, Layout};
 use crate::reshape::{Protocol, Reshape};
 use crate::tile::{flat, flat_mut, to_line_boundary, Moves};
@@ -110,8 +111,37 @@ enum Step {
     },
 }
 
+/// A complex 1D transform of one length and direction: the column
+/// transform ([`ColFft`]) for powers of two, rustfft's plan for other
+/// lengths. The choice depends on the length alone, so every line of a
+/// length gets the same arithmetic on any layout and rank count.
+#[derive(Clone)]
+pub(crate) enum Plan1d {
+    Col(Arc<ColFft>),
+    Rust(Arc<dyn Fft<f64>>),
+}
+
+impl Plan1d {
+    pub(crate) fn new(planner: &mut FftPlanner<f64>, n: usize, dir: FftDirection) -> Plan1d {
+        match ColFft::new(n, dir == FftDirection::Forward) {
+            Some(c) => Plan1d::Col(Arc::new(c)),
+            None => Plan1d::Rust(planner.plan_fft(n, dir)),
+        }
+    }
+
+    /// Scratch (complex values) that [`c2c_lines`] needs besides its block
+    /// of lines: for the column transform its buffers and a transposed
+    /// block of `WIDTH` contiguous lines (with slack to align it).
+    pub(crate) fn scratch_len(&self) -> usize {
+        match self {
+            Plan1d::Col(c) => c.scratch_len() + WIDTH * c.len() + LINE_VALUES,
+            Plan1d::Rust(p) => p.get_inplace_scratch_len(),
+        }
+    }
+}
+
 /// Forward and inverse complex plans of one length.
-pub(crate) type C2cPair = (usize, Arc<dyn Fft<f64>>, Arc<dyn Fft<f64>>);
+pub(crate) type C2cPair = (usize, Plan1d, Plan1d);
 /// Forward and inverse real plans of the halved axis.
 type R2cPair = (Arc<dyn RealToComplex<f64>>, Arc<dyn ComplexToReal<f64>>);
 
@@ -129,7 +159,7 @@ impl std::fmt::Debug for Plans {
 }
 
 impl Plans {
-    fn c2c(&self, n: usize, dir: FftDirection) -> &Arc<dyn Fft<f64>> {
+    fn c2c(&self, n: usize, dir: FftDirection) -> &Plan1d {
         let p = self.c2c.iter().find(|p| p.0 == n).expect("planned length");
         match dir {
             FftDirection::Forward => &p.1,
@@ -370,11 +400,9 @@ impl Fft3d {
                 Step::Fft { axis, layout } => {
                     let n = layout.global()[*axis];
                     if !c2c.iter().any(|p: &C2cPair| p.0 == n) {
-                        let f = planner.plan_fft_forward(n);
-                        let b = planner.plan_fft_inverse(n);
-                        line_scratch = line_scratch
-                            .max(f.get_inplace_scratch_len())
-                            .max(b.get_inplace_scratch_len());
+                        let f = Plan1d::new(&mut planner, n, FftDirection::Forward);
+                        let b = Plan1d::new(&mut planner, n, FftDirection::Inverse);
+                        line_scratch = line_scratch.max(f.scratch_len()).max(b.scratch_len());
                         c2c.push((n, f, b));
                     }
                     max_line = max_line.max(n);
@@ -632,6 +660,9 @@ impl Fft3d {
         } = self;
         let mut scaled = false;
         for task in &schedule[usize::from(!forward)] {
+            let _t0 = std::time::Instant::now();
+            let _probe = std::env::var_os("DFFT_PROBE").is_some();
+            let _d = if _probe { format!("{task:?}").chars().take(200).collect::<String>() } else { String::new() };
             match task {
                 Task::Reshape { step, from, to } => {
                     let (src, mut dst) = io.pair(*from, *to);
@@ -676,6 +707,7 @@ impl Fft3d {
                     }
                 }
             }
+            if _probe { eprintln!("{:.3} ms {}", _t0.elapsed().as_secs_f64() * 1e3, _d); }
         }
         if !scaled && scale != 1.0 {
             match &mut io.output {
@@ -694,7 +726,9 @@ impl Fft3d {
     /// caller's output. A group is a transform and those after it (no
     /// reshape between) along axes other than the outermost axis in memory
     /// of its layout; a group of complex transforms runs in place in a work
-    /// buffer where it can.
+    /// buffer where it can, and in the output once only complex transforms
+    /// in the output's layout remain (the first of them reading the input
+    /// or a work buffer).
     fn schedule(&self, forward: bool) -> Vec<Task> {
         let count = self.steps.len();
         let at = |i: usize| if forward { i } else { count - 1 - i };
@@ -734,7 +768,10 @@ impl Fft3d {
             }
             let last = j == count;
             let is_real = |o: &Op| !matches!(o, Op::C2c { .. });
-            let dest = if last {
+            // Only complex transforms left, in the output's layout: they
+            // run in place in the output (its length is theirs).
+            let rest_in_output = (j..count).all(|k| matches!(self.steps[at(k)], Step::Fft { .. }));
+            let dest = if last || rest_in_output {
                 Loc::Output
             } else if !ops.iter().any(is_real) && cur != Loc::Input {
                 cur
@@ -1022,7 +1059,7 @@ impl Op {
         let fields = if plane.is_some() { 1 } else { batch };
         match self {
             Op::C2c { g, dir } => {
-                let plan = &**plans.c2c(g.shape[g.axis], *dir);
+                let plan = plans.c2c(g.shape[g.axis], *dir);
                 for f in 0..fields {
                     let (pg, o, n) = select(g, plane, f);
                     let s = src.map(|s| &s.c()[o..o + n]);
@@ -1142,7 +1179,7 @@ fn line_at(g: &Geom, i: usize, t: usize) -> usize {
 /// gets the same 1D plan whatever the grouping, so the bits do not depend
 /// on it.
 fn c2c_lines(
-    plan: &dyn Fft<f64>,
+    plan: &Plan1d,
     g: &Geom,
     src: Option<&[Complex64]>,
     dst: &mut [Complex64],
@@ -1154,6 +1191,10 @@ fn c2c_lines(
     if n == 0 || g.len() == 0 {
         return;
     }
+    let plan = match plan {
+        Plan1d::Col(c) => return c2c_columns(c, g, src, dst, scale, line, block),
+        Plan1d::Rust(p) => &**p,
+    };
     let (fft_scratch, rest) = line.split_at_mut(plan.get_inplace_scratch_len());
     let rest = aligned(rest, n);
     let stride = g.strides[g.axis];
@@ -1179,6 +1220,46 @@ fn c2c_lines(
             plan.process_with_scratch(&mut l[..n], fft_scratch);
         }
         Complex64::scatter(buf, (n, pitch), bl, dst, base, stride, scale);
+        Ok(())
+    });
+}
+
+/// [`c2c_lines`] with the column transform: strided lines are transformed
+/// where they lie, `block` neighbours at a time, from `src` into `dst`;
+/// contiguous lines are transposed `WIDTH` at a time into a block whose
+/// columns they are, and back.
+fn c2c_columns(
+    plan: &ColFft,
+    g: &Geom,
+    src: Option<&[Complex64]>,
+    dst: &mut [Complex64],
+    scale: f64,
+    line: &mut [Complex64],
+    block: usize,
+) {
+    let n = g.shape[g.axis];
+    let stride = g.strides[g.axis];
+    if (stride == 1 || g.len() == n) && plan.line_form() {
+        plan.lines(src, dst, scale, line);
+        return;
+    }
+    if stride == 1 || g.len() == n {
+        let line = aligned(line, n * WIDTH);
+        let (blk, rest) = line.split_at_mut(n * WIDTH);
+        for (k, d) in dst.chunks_mut(WIDTH * n).enumerate() {
+            let bl = d.len() / n;
+            match src {
+                Some(s) => Complex64::scatter(&s[k * WIDTH * n..][..d.len()], (n, n), bl, blk, 0, WIDTH, 1.0),
+                None => Complex64::scatter(d, (n, n), bl, blk, 0, WIDTH, 1.0),
+            }
+            plan.columns(None, (blk, 0, WIDTH), bl, scale, rest);
+            Complex64::gather(blk, 0, WIDTH, (n, n), bl, d);
+        }
+        return;
+    }
+    let _ = for_blocks(g, block, |i, t0, bl| {
+        let base = line_at(g, i, t0);
+        plan.columns(src.map(|s| (s, base, stride)), (dst, base, stride), bl, scale, line);
         Ok(())
     });
 }
@@ -1314,7 +1395,7 @@ fn c2r_lines(
 /// and at least one line, and as many lines as fit (up to a block) are
 /// transformed together.
 pub(crate) fn fft_lines_pub(
-    plan: &dyn Fft<f64>,
+    plan: &Plan1d,
     layout: &Layout,
     rank: usize,
     axis: usize,
@@ -1405,13 +1486,24 @@ mod tests {
             [0, 1, 2]
         };
         for axis in axes {
-            let plan = FftPlanner::<f64>::new().plan_fft(g[axis], dir);
-            each_line(g, axis, &mut d, |l| plan.process(l));
+            let plan = line_plan(g[axis], dir);
+            each_line(g, axis, &mut d, plan);
         }
         if scale != 1.0 {
             d.iter_mut().for_each(|v| *v *= scale);
         }
         d
+    }
+
+    /// One line's transform as the plans apply it, a line at a time: the
+    /// column transform on a single column for powers of two, rustfft's
+    /// plan otherwise.
+    fn line_plan(n: usize, dir: FftDirection) -> impl FnMut(&mut Vec<Complex64>) {
+        let p = Plan1d::new(&mut FftPlanner::new(), n, dir);
+        move |l| match &p {
+            Plan1d::Col(c) => c.line(l, 1.0),
+            Plan1d::Rust(r) => r.process(l),
+        }
     }
 
     fn bits(v: &[Complex64]) -> Vec<(u64, u64)> {
@@ -1551,8 +1643,7 @@ mod tests {
                     }
                 }
                 for axis in [b, a] {
-                    let plan = FftPlanner::<f64>::new().plan_fft_forward(g[axis]);
-                    each_line(cg, axis, &mut want, |l| plan.process(l));
+                    each_line(cg, axis, &mut want, line_plan(g[axis], FftDirection::Forward));
                 }
                 let got: Vec<Complex64> =
                     points(cg).map(|p| y[f * clen + mem(&clayout, p)]).collect();
@@ -1564,8 +1655,7 @@ mod tests {
                 // Backward from the same spectrum, scaled by 1/N.
                 let mut spec = got;
                 for axis in [a, b] {
-                    let plan = FftPlanner::<f64>::new().plan_fft_inverse(g[axis]);
-                    each_line(cg, axis, &mut spec, |l| plan.process(l));
+                    each_line(cg, axis, &mut spec, line_plan(g[axis], FftDirection::Inverse));
                 }
                 let s = 1.0 / (g[0] * g[1] * g[2]) as f64;
                 for p in points(cg).filter(|p| p[halved] == 0) {
@@ -1715,6 +1805,44 @@ mod tests {
                     seen.iter().all(|&c| c == 1),
                     "{shape:?} {order:?} axis {axis} block {block}"
                 );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod axis_speed {
+    use super::*;
+    #[test]
+    #[ignore]
+    fn per_axis() {
+        for n in [64usize, 128] {
+            let layout = Layout::bricks([n; 3], 1).unwrap();
+            let mut data = vec![Complex64::new(0.5, 0.25); n * n * n];
+            let mut line = vec![Complex64::default(); 2 * BLOCK * (n + PAD) + 100000];
+            let mut planner = FftPlanner::new();
+            let col = Plan1d::new(&mut planner, n, FftDirection::Forward);
+            let rust = Plan1d::Rust(planner.plan_fft_forward(n));
+            for (name, plan) in [("col", &col), ("rust", &rust)] {
+                for axis in [2, 1, 0] {
+                    let g = Geom::of(&layout, 0, axis);
+                    let mut best = f64::MAX;
+                    for _ in 0..7 {
+                        let t = std::time::Instant::now();
+                        c2c_lines(plan, &g, None, &mut data, 1.0, &mut line, BLOCK);
+                        best = best.min(t.elapsed().as_secs_f64());
+                        data.iter_mut().for_each(|v| *v *= 1.0 / n as f64);
+                    }
+                    println!("{n}^3 {name} axis {axis}: {:.3} ms", best * 1e3);
+                    let src = data.clone();
+                    let mut best = f64::MAX;
+                    for _ in 0..7 {
+                        let t = std::time::Instant::now();
+                        c2c_lines(plan, &g, Some(&src), &mut data, 1.0, &mut line, BLOCK);
+                        best = best.min(t.elapsed().as_secs_f64());
+                    }
+                    println!("{n}^3 {name} axis {axis} out of place: {:.3} ms", best * 1e3);
+                }
             }
         }
     }

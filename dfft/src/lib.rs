@@ -85,6 +85,7 @@ pub mod kernels;
 mod layout;
 mod reshape;
 mod tile;
+mod col;
 
 pub use deriv::{Derivative, Derivatives};
 pub use fft::{Fft3d, Kind, Normalization, Options, Output, Selection};

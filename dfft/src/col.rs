@@ -1,0 +1,1095 @@
+//! 1D FFTs of power-of-two lengths on columns: the lines of a block lie
+//! side by side (element `j` of line `c` at `j * stride + c`), and every
+//! step of the transform works on whole rows of the block, so strided lines
+//! need no gather, and the SIMD lanes hold neighbouring lines.
+//!
+//! The transform is a self-sorting (Stockham) decimation in time with
+//! radices 8, 4 and 2: each pass reads a row of every one of its `r`
+//! inputs, multiplies by its twiddles, takes the length-`r` DFT and writes
+//! `r` rows, so the output comes in natural order with no reordering pass.
+//! The first pass reads the caller's rows and the last writes them (scaled
+//! there); the passes between run in two buffers of [`WIDTH`] columns.
+//!
+//! Every column gets the same operations in the same order whichever
+//! instruction set runs it (AVX-512F, AVX2 or scalar code) and however the
+//! columns are grouped: products and sums are never fused, a complex
+//! product is `(ar wr - ai wi, ai wr + ar wi)` everywhere, and a line is
+//! transformed the same way whether it arrived as a column or was
+//! transposed into one. So the bits of a line's transform depend only on
+//! the line and its length.
+
+use num_complex::Complex64;
+
+/// Contiguous lines transposed into columns together.
+pub(crate) const WIDTH: usize = 8;
+
+/// Columns a chunk of the transform takes together: its first pass reads
+/// that many neighbouring values of each row (a run of whole cache lines
+/// where the rows of a strided axis lie far apart), its last writes them.
+pub(crate) const CHUNK: usize = 64;
+
+/// Row pitch (complex values) of the buffers for a chunk of `w` columns:
+/// whole cache lines and one more, so that rows do not share cache sets.
+fn pitch(w: usize) -> usize {
+    w.next_multiple_of(4) + 4
+}
+
+/// Radices of a power-of-two length's passes, first to last: as few
+/// passes as radices 16 and 8 allow (4 and 2 only for lengths 2, 4 and
+/// 32).
+fn radices(n: usize) -> Vec<usize> {
+    let e = n.trailing_zeros() as usize;
+    let (mut r, rest) = match (e, e % 3) {
+        (1, _) => (vec![2], 0),
+        (2, _) => (vec![4], 0),
+        (5, _) => (vec![4], 3),
+        (_, 0) => (vec![], e),
+        (_, 1) => (vec![16], e - 4),
+        _ => (vec![16, 16], e - 8),
+    };
+    r.extend(std::iter::repeat_n(8, rest / 3));
+    r
+}
+
+/// A planned column transform of one power-of-two length and direction.
+#[derive(Debug)]
+pub(crate) struct ColFft {
+    n: usize,
+    forward: bool,
+    /// (radix, `l`: the length transformed before the pass) per pass.
+    passes: Vec<(usize, usize)>,
+    /// Per pass, per `k < l`, per `v` in `1..r`: `[wr, wr, -wi, wi]` of
+    /// `exp(-+ 2 pi i v k / (l r))`.
+    tw: Vec<[f64; 4]>,
+    /// Where each pass's twiddles start in `tw`.
+    tw_at: Vec<usize>,
+    /// The last pass's twiddles for the line form (see `new`).
+    tw_lines: Vec<f64>,
+    isa: Isa,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Isa {
+    Scalar,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+impl Isa {
+    fn detect() -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                return Isa::Avx512;
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                return Isa::Avx2;
+            }
+        }
+        Isa::Scalar
+    }
+}
+
+impl ColFft {
+    /// The column transform of length `n` in one direction, or `None` where
+    /// `n` is not a power of two of at least 2.
+    pub(crate) fn new(n: usize, forward: bool) -> Option<ColFft> {
+        if n < 2 || !n.is_power_of_two() {
+            return None;
+        }
+        let mut passes = Vec::new();
+        let mut tw = Vec::new();
+        let mut tw_at = Vec::new();
+        let mut l = 1;
+        for r in radices(n) {
+            tw_at.push(tw.len());
+            let lr = l * r;
+            for k in 0..l {
+                for v in 1..r {
+                    let (s, c) = twiddle(v * k, lr);
+                    let s = if forward { -s } else { s };
+                    tw.push([c, c, -s, s]);
+                }
+            }
+            passes.push((r, l));
+            l = lr;
+        }
+        // The last pass's twiddles for four neighbouring `k` at once: per
+        // group of four and `v` in `1..r`, the real parts (each twice) and
+        // the signed imaginary parts, as the line form's vectors hold them.
+        let (r, l) = *passes.last().expect("n >= 2 has a pass");
+        let mut tw_lines = Vec::new();
+        if l >= 4 {
+            for k0 in (0..l).step_by(4) {
+                for v in 1..r {
+                    let e = |k: usize| tw[tw_at[passes.len() - 1] + k * (r - 1) + v - 1];
+                    for j in 0..4 {
+                        tw_lines.extend([e(k0 + j)[0], e(k0 + j)[1]]);
+                    }
+                    for j in 0..4 {
+                        tw_lines.extend([e(k0 + j)[2], e(k0 + j)[3]]);
+                    }
+                }
+            }
+        }
+        Some(ColFft {
+            n,
+            forward,
+            passes,
+            tw,
+            tw_at,
+            tw_lines,
+            isa: Isa::detect(),
+        })
+    }
+
+    /// Whether [`ColFft::lines`] runs with vectors along each line (else it
+    /// transposes lines into columns): with AVX-512F, for lengths of 32 or
+    /// more, whose passes but the last have at least four rows a group
+    /// and whose last pass has at least four groups.
+    pub(crate) fn line_form(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if self.isa == Isa::Avx512 {
+            return self.n >= 32 && std::env::var_os("DFFT_NOLINE").is_none();
+        }
+        false
+    }
+
+    /// Transforms the contiguous lines of `dst` (`dst.len()` a multiple of
+    /// `n`), from the same places in `src` if given, else in place, each
+    /// result times `scale`, with vectors along each line.
+    ///
+    /// # Panics
+    /// If [`ColFft::line_form`] is false, the lengths do not match, or
+    /// `scratch` is shorter than `2 n` plus 4.
+    pub(crate) fn lines(
+        &self,
+        src: Option<&[Complex64]>,
+        dst: &mut [Complex64],
+        scale: f64,
+        scratch: &mut [Complex64],
+    ) {
+        assert!(self.line_form(), "no line form here");
+        let n = self.n;
+        assert!(dst.len().is_multiple_of(n), "not whole lines");
+        if let Some(s) = src {
+            assert_eq!(s.len(), dst.len(), "input and output lengths differ");
+        }
+        assert!(scratch.len() >= 2 * n + 4, "scratch too short");
+        let skip = crate::tile::to_line_boundary(scratch.as_ptr()).min(4);
+        let (a, b) = scratch[skip..skip + 2 * n].split_at_mut(n);
+        let q = dst.as_mut_ptr();
+        let p = src.map_or(q.cast_const(), |s| s.as_ptr());
+        #[cfg(target_arch = "x86_64")]
+        for i in 0..dst.len() / n {
+            let io = Chunk {
+                src: (p.wrapping_add(i * n), 1),
+                dst: (q.wrapping_add(i * n), 1),
+                scale,
+                pitch: 1,
+                a: a.as_mut_ptr(),
+                b: b.as_mut_ptr(),
+            };
+            // SAFETY: line `i` lies within `dst` (and `src`, of the same
+            // length), the buffers hold `n` values each and overlap
+            // neither; AVX-512F is present (`line_form`).
+            unsafe {
+                if self.forward {
+                    x86::lines512::<true>(self, &io);
+                } else {
+                    x86::lines512::<false>(self, &io);
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (a, b, p, q, scale);
+    }
+
+    /// The length transformed.
+    pub(crate) fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Complex elements of scratch [`ColFft::columns`] needs: two buffers
+    /// of `n` rows of [`WIDTH`], and slack to put them on a cache line.
+    pub(crate) fn scratch_len(&self) -> usize {
+        2 * self.n * pitch(CHUNK) + 4
+    }
+
+    /// Transforms `cols` columns: element `j` of column `c` is
+    /// `src[so + j * ss + c]` (or, without `src`, the same place in `dst`:
+    /// in place), and element `j` of its transform times `scale` goes to
+    /// `dst[d0 + j * ds + c]`.
+    ///
+    /// # Panics
+    /// If a column runs past its slice, `cols` exceeds a row stride with
+    /// more than one row (columns would overlap rows), or `scratch` is
+    /// shorter than [`ColFft::scratch_len`].
+    pub(crate) fn columns(
+        &self,
+        src: Option<(&[Complex64], usize, usize)>,
+        (dst, d0, ds): (&mut [Complex64], usize, usize),
+        cols: usize,
+        scale: f64,
+        scratch: &mut [Complex64],
+    ) {
+        let n = self.n;
+        if cols == 0 {
+            return;
+        }
+        let fits = |len: usize, o: usize, s: usize| o + (n - 1) * s + cols <= len && cols <= s;
+        assert!(fits(dst.len(), d0, ds), "columns past the output or overlapping its rows");
+        if let Some((s, so, ss)) = src {
+            assert!(fits(s.len(), so, ss), "columns past the input or overlapping its rows");
+        }
+        assert!(scratch.len() >= self.scratch_len(), "scratch too short");
+        let skip = crate::tile::to_line_boundary(scratch.as_ptr()).min(4);
+        let bp = pitch(cols.min(CHUNK));
+        let (a, b) = scratch[skip..skip + 2 * n * bp].split_at_mut(n * bp);
+        let q = dst[d0..].as_mut_ptr();
+        let (p, ss) = match src {
+            Some((s, so, ss)) => (s[so..].as_ptr(), ss),
+            None => (q.cast_const(), ds),
+        };
+        let mut c0 = 0;
+        while c0 < cols {
+            let w = CHUNK.min(cols - c0);
+            let io = Chunk {
+                src: (p.wrapping_add(c0), ss),
+                dst: (q.wrapping_add(c0), ds),
+                scale,
+                pitch: bp,
+                a: a.as_mut_ptr(),
+                b: b.as_mut_ptr(),
+            };
+            // SAFETY: rows `j < n` of columns `c0..c0 + w` lie within the
+            // slices (checked above: `c0 + w <= cols`); the input is the
+            // output itself or a different slice (a shared borrow cannot
+            // alias the unique one); the buffers hold `n` rows of
+            // `WIDTH >= w` columns each, apart from both; and the kernel is
+            // chosen for an instruction set that is present.
+            unsafe { self.chunk(&io, w) };
+            c0 += w;
+        }
+    }
+
+    /// One chunk of `w <= WIDTH` columns.
+    ///
+    /// # Safety
+    /// Rows `j < n` of columns `c < w` must be valid for reads in
+    /// `io.src` and writes in `io.dst` (which is either `io.src` itself or
+    /// does not overlap it), and the buffers for `n * WIDTH` values each,
+    /// overlapping nothing else.
+    unsafe fn chunk(&self, io: &Chunk, w: usize) {
+        let v = match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                let v = w / 4 * 4;
+                // SAFETY: the caller's contract; AVX-512F is present.
+                unsafe {
+                    if self.forward {
+                        x86::avx512::<true>(self, io, 0, v);
+                    } else {
+                        x86::avx512::<false>(self, io, 0, v);
+                    }
+                }
+                v
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                let v = w / 2 * 2;
+                // SAFETY: the caller's contract; AVX2 is present.
+                unsafe {
+                    if self.forward {
+                        x86::avx2::<true>(self, io, 0, v);
+                    } else {
+                        x86::avx2::<false>(self, io, 0, v);
+                    }
+                }
+                v
+            }
+            Isa::Scalar => 0,
+        };
+        // SAFETY: the caller's contract.
+        unsafe {
+            if self.forward {
+                run::<Complex64, true>(self, io, v, w);
+            } else {
+                run::<Complex64, false>(self, io, v, w);
+            }
+        }
+    }
+
+    /// Transforms one line in place (the reference form of a column: the
+    /// same operations as every other path).
+    #[cfg(test)]
+    pub(crate) fn line(&self, x: &mut [Complex64], scale: f64) {
+        let mut s = vec![Complex64::default(); self.scratch_len()];
+        self.columns(None, (x, 0, 1), 1, scale, &mut s);
+    }
+}
+
+/// `sin, cos` of `2 pi j / m`, from the first octant by exact reflections,
+/// so that angles symmetric about either axis or the diagonal get values
+/// exactly symmetric.
+fn twiddle(j: usize, m: usize) -> (f64, f64) {
+    // The angle is 2 pi a / (8 m).
+    let mut a = 8 * (j % m);
+    let full = 8 * m;
+    let (mut neg_s, mut neg_c, mut swap) = (false, false, false);
+    if a > full / 2 {
+        a = full - a;
+        neg_s = true;
+    }
+    if a > full / 4 {
+        a = full / 2 - a;
+        neg_c = true;
+    }
+    if a > full / 8 {
+        a = full / 4 - a;
+        swap = true;
+    }
+    let (s, c) = (2.0 * std::f64::consts::PI * a as f64 / full as f64).sin_cos();
+    let (s, c) = if swap { (c, s) } else { (s, c) };
+    (if neg_s { -s } else { s }, if neg_c { -c } else { c })
+}
+
+/// A chunk's caller rows (pointer to its first column, row stride) and
+/// buffers.
+struct Chunk {
+    src: (*const Complex64, usize),
+    dst: (*mut Complex64, usize),
+    scale: f64,
+    /// Row pitch of the buffers.
+    pitch: usize,
+    a: *mut Complex64,
+    b: *mut Complex64,
+}
+
+/// Complex values in a vector register, with the operations of the
+/// transform (each on every value alike).
+trait Cv: Copy {
+    const LANES: usize;
+    unsafe fn load(p: *const Complex64) -> Self;
+    unsafe fn store(self, p: *mut Complex64);
+    fn add(self, o: Self) -> Self;
+    fn sub(self, o: Self) -> Self;
+    /// Times `-i` (forward) or `+i` (backward): exact.
+    fn rot<const FWD: bool>(self) -> Self;
+    fn scale(self, s: f64) -> Self;
+    /// Times the twiddle `t = [wr, wr, -wi, wi]`:
+    /// `(ar wr + ai (-wi), ai wr + ar wi)`.
+    unsafe fn twiddle(self, t: *const [f64; 4]) -> Self;
+}
+
+impl Cv for Complex64 {
+    const LANES: usize = 1;
+    #[inline(always)]
+    unsafe fn load(p: *const Complex64) -> Self {
+        // SAFETY: the caller's contract.
+        unsafe { p.read() }
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut Complex64) {
+        // SAFETY: the caller's contract.
+        unsafe { p.write(self) }
+    }
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        Complex64::new(self.re + o.re, self.im + o.im)
+    }
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        Complex64::new(self.re - o.re, self.im - o.im)
+    }
+    #[inline(always)]
+    fn rot<const FWD: bool>(self) -> Self {
+        if FWD {
+            Complex64::new(self.im, -self.re)
+        } else {
+            Complex64::new(-self.im, self.re)
+        }
+    }
+    #[inline(always)]
+    fn scale(self, s: f64) -> Self {
+        Complex64::new(self.re * s, self.im * s)
+    }
+    #[inline(always)]
+    unsafe fn twiddle(self, t: *const [f64; 4]) -> Self {
+        // SAFETY: the caller's contract.
+        let t = unsafe { &*t };
+        Complex64::new(
+            self.re * t[0] + self.im * t[2],
+            self.im * t[1] + self.re * t[3],
+        )
+    }
+}
+
+/// `exp(-+ i pi / 4) o = (o + rot(o)) / sqrt 2`.
+#[inline(always)]
+fn w8<V: Cv, const FWD: bool>(o: V) -> V {
+    o.add(o.rot::<FWD>()).scale(std::f64::consts::FRAC_1_SQRT_2)
+}
+
+/// The twiddles `w16^1`, `w16^3`, `w16^9` of the radix-16 step as
+/// `[wr, wr, -wi, wi]`, forward (`exp(-2 pi i j / 16)`) and backward.
+static W16_FWD: [[f64; 4]; 3] = w16(true);
+static W16_BWD: [[f64; 4]; 3] = w16(false);
+
+const fn w16(fwd: bool) -> [[f64; 4]; 3] {
+    // cos and sin of pi/8 and 3 pi/8, correctly rounded.
+    const C1: f64 = 0.923_879_532_511_286_7;
+    const S1: f64 = 0.382_683_432_365_089_8;
+    // w^1 = (C1, -+S1), w^3 = (S1, -+C1), w^9 = (-C1, +-S1).
+    let sg = if fwd { -1.0 } else { 1.0 };
+    [
+        [C1, C1, -sg * S1, sg * S1],
+        [S1, S1, -sg * C1, sg * C1],
+        [-C1, -C1, sg * S1, -sg * S1],
+    ]
+}
+
+/// Length-`R` DFT (R = 2, 4, 8, 16) of `a`, forward (`exp(-2 pi i jk / R)`) or
+/// backward.
+#[inline(always)]
+fn dft<V: Cv, const R: usize, const FWD: bool>(a: [V; R]) -> [V; R] {
+    match R {
+        2 => {
+            let mut o = a;
+            o[0] = a[0].add(a[1]);
+            o[1] = a[0].sub(a[1]);
+            o
+        }
+        4 => {
+            let mut o = a;
+            let b0 = a[0].add(a[2]);
+            let b1 = a[0].sub(a[2]);
+            let b2 = a[1].add(a[3]);
+            let b3 = a[1].sub(a[3]).rot::<FWD>();
+            o[0] = b0.add(b2);
+            o[1] = b1.add(b3);
+            o[2] = b0.sub(b2);
+            o[3] = b1.sub(b3);
+            o
+        }
+        16 => {
+            // 16 = 4 x 4: DFTs of 4 over j1 for each j2 (inputs 4 j1 + j2),
+            // twiddles w16^(j2 k1), DFTs of 4 over j2 for each k1 (outputs
+            // k1 + 4 k2).
+            let mut y = [[a[0]; 4]; 4];
+            for (j2, yj) in y.iter_mut().enumerate() {
+                *yj = dft::<V, 4, FWD>([a[j2], a[4 + j2], a[8 + j2], a[12 + j2]]);
+            }
+            let t = if FWD { &W16_FWD } else { &W16_BWD };
+            // SAFETY (twiddle): the table entries are valid `[f64; 4]`.
+            unsafe {
+                y[1][1] = y[1][1].twiddle(&t[0]);
+                y[1][2] = w8::<V, FWD>(y[1][2]);
+                y[1][3] = y[1][3].twiddle(&t[1]);
+                y[2][1] = w8::<V, FWD>(y[2][1]);
+                y[2][2] = y[2][2].rot::<FWD>();
+                y[2][3] = w8::<V, FWD>(y[2][3]).rot::<FWD>();
+                y[3][1] = y[3][1].twiddle(&t[1]);
+                y[3][2] = w8::<V, FWD>(y[3][2]).rot::<FWD>();
+                y[3][3] = y[3][3].twiddle(&t[2]);
+            }
+            let mut o = a;
+            for k1 in 0..4 {
+                let x = dft::<V, 4, FWD>([y[0][k1], y[1][k1], y[2][k1], y[3][k1]]);
+                for (k2, v) in x.into_iter().enumerate() {
+                    o[k1 + 4 * k2] = v;
+                }
+            }
+            o
+        }
+        _ => {
+            let mut o = a;
+            let b0 = a[0].add(a[4]);
+            let b1 = a[0].sub(a[4]);
+            let b2 = a[2].add(a[6]);
+            let b3 = a[2].sub(a[6]).rot::<FWD>();
+            let b4 = a[1].add(a[5]);
+            let b5 = a[1].sub(a[5]);
+            let b6 = a[3].add(a[7]);
+            let b7 = a[3].sub(a[7]).rot::<FWD>();
+            let e0 = b0.add(b2);
+            let e2 = b0.sub(b2);
+            let e1 = b1.add(b3);
+            let e3 = b1.sub(b3);
+            let o0 = b4.add(b6);
+            let o2 = b4.sub(b6).rot::<FWD>();
+            let o1 = b5.add(b7);
+            let o3 = b5.sub(b7);
+            // w8 o1 and w8^3 o3 = rot(w8 o3).
+            let t1 = w8::<V, FWD>(o1);
+            let t3 = w8::<V, FWD>(o3).rot::<FWD>();
+            o[0] = e0.add(o0);
+            o[1] = e1.add(t1);
+            o[2] = e2.add(o2);
+            o[3] = e3.add(t3);
+            o[4] = e0.sub(o0);
+            o[5] = e1.sub(t1);
+            o[6] = e2.sub(o2);
+            o[7] = e3.sub(t3);
+            o
+        }
+    }
+}
+
+/// One Stockham pass of radix `R` over columns `c0..c1` (in steps of
+/// `V::LANES`): `l` is the length transformed before it, rows `ss` apart
+/// in `src` and `ds` apart in `dst`; the outputs are multiplied by `scale`
+/// where `SCALED`.
+///
+/// # Safety
+/// Rows `j < n` of the columns must be valid in `src` (reads) and `dst`
+/// (writes); where they overlap, `src == dst` and the pass is the only
+/// one (`l == 1`, `R == n`), whose groups read and write the same rows. `tw` must hold the
+/// pass's `l (R - 1)` twiddles.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn pass<V: Cv, const R: usize, const FWD: bool, const SCALED: bool>(
+    n: usize,
+    l: usize,
+    tw: *const [f64; 4],
+    (src, ss): (*const Complex64, usize),
+    (dst, ds): (*mut Complex64, usize),
+    (c0, c1): (usize, usize),
+    scale: f64,
+) {
+    let m = n / (l * R);
+    let step = n / l;
+    // Row offsets of a group's inputs and outputs from its first ones.
+    let inp: [usize; R] = std::array::from_fn(|v| m * v * ss);
+    let out: [usize; R] = std::array::from_fn(|q| l * m * q * ds);
+    for k in 0..l {
+        // SAFETY (all pointer arithmetic and accesses below): rows below
+        // `n` of columns below `c1` (the caller's contract); `tw` holds
+        // `l (R - 1)` entries.
+        unsafe {
+            let tk = tw.add(k * (R - 1));
+            let mut sp = src.add(k * step * ss);
+            let mut dp = dst.add(k * m * ds);
+            for _ in 0..m {
+                let mut c = c0;
+                while c < c1 {
+                    let mut a: [V; R] = std::array::from_fn(|v| V::load(sp.add(inp[v] + c)));
+                    if k > 0 {
+                        for (v, x) in a.iter_mut().enumerate().skip(1) {
+                            *x = x.twiddle(tk.add(v - 1));
+                        }
+                    }
+                    let b = dft::<V, R, FWD>(a);
+                    for (q, y) in b.into_iter().enumerate() {
+                        let y = if SCALED { y.scale(scale) } else { y };
+                        y.store(dp.add(out[q] + c));
+                    }
+                    c += V::LANES;
+                }
+                sp = sp.add(ss);
+                dp = dp.add(ds);
+            }
+        }
+    }
+}
+
+/// Every pass of `plan` over columns `c0..c1` of a chunk (a multiple of
+/// `V::LANES` wide).
+///
+/// # Safety
+/// As [`ColFft::chunk`], with the instruction set of `V` present.
+#[inline(always)]
+unsafe fn run<V: Cv, const FWD: bool>(plan: &ColFft, io: &Chunk, c0: usize, c1: usize) {
+    if c0 >= c1 {
+        return;
+    }
+    let np = plan.passes.len();
+    let scale = (io.scale != 1.0).then_some(io.scale);
+    let bufs = [io.a, io.b];
+    for (i, &(r, l)) in plan.passes.iter().enumerate() {
+        let src: (*const Complex64, usize) = if i == 0 {
+            io.src
+        } else {
+            (bufs[(i - 1) % 2], io.pitch)
+        };
+        let (dst, s) = if i + 1 == np {
+            (io.dst, scale)
+        } else {
+            ((bufs[i % 2], io.pitch), None)
+        };
+        // SAFETY: `tw_at[i]` starts the pass's `l (r - 1)` twiddles; the
+        // rows and buffers as the caller guarantees; an in-place pass
+        // (caller rows to caller rows) happens only when it is the only
+        // one.
+        unsafe {
+            let tw = plan.tw.as_ptr().add(plan.tw_at[i]);
+            let n = plan.n;
+            let cols = (c0, c1);
+            match (r, s) {
+                (2, None) => pass::<V, 2, FWD, false>(n, l, tw, src, dst, cols, 1.0),
+                (2, Some(s)) => pass::<V, 2, FWD, true>(n, l, tw, src, dst, cols, s),
+                (4, None) => pass::<V, 4, FWD, false>(n, l, tw, src, dst, cols, 1.0),
+                (4, Some(s)) => pass::<V, 4, FWD, true>(n, l, tw, src, dst, cols, s),
+                (8, None) => pass::<V, 8, FWD, false>(n, l, tw, src, dst, cols, 1.0),
+                (8, Some(s)) => pass::<V, 8, FWD, true>(n, l, tw, src, dst, cols, s),
+                (_, None) => pass::<V, 16, FWD, false>(n, l, tw, src, dst, cols, 1.0),
+                (_, Some(s)) => pass::<V, 16, FWD, true>(n, l, tw, src, dst, cols, s),
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{run, Chunk, ColFft, Cv};
+    use num_complex::Complex64;
+    use std::arch::x86_64::*;
+
+    /// Four complex values (real and imaginary parts interleaved).
+    #[derive(Clone, Copy)]
+    pub(super) struct Z(__m512d);
+
+    /// Two complex values.
+    #[derive(Clone, Copy)]
+    pub(super) struct Y(__m256d);
+
+    // SAFETY (all intrinsics below): only reached from `avx512`/`avx2`,
+    // which carry the matching target feature.
+    impl Cv for Z {
+        const LANES: usize = 4;
+        #[inline(always)]
+        unsafe fn load(p: *const Complex64) -> Self {
+            unsafe { Z(_mm512_loadu_pd(p.cast())) }
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut Complex64) {
+            unsafe { _mm512_storeu_pd(p.cast(), self.0) }
+        }
+        #[inline(always)]
+        fn add(self, o: Self) -> Self {
+            unsafe { Z(_mm512_add_pd(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn sub(self, o: Self) -> Self {
+            unsafe { Z(_mm512_sub_pd(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn rot<const FWD: bool>(self) -> Self {
+            unsafe {
+                let s = _mm512_permute_pd::<0x55>(self.0);
+                // Forward: (im, -re), the sign on the odd lanes; backward:
+                // (-im, re), on the even ones.
+                let m = if FWD {
+                    _mm512_set_epi64(i64::MIN, 0, i64::MIN, 0, i64::MIN, 0, i64::MIN, 0)
+                } else {
+                    _mm512_set_epi64(0, i64::MIN, 0, i64::MIN, 0, i64::MIN, 0, i64::MIN)
+                };
+                Z(_mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(s), m)))
+            }
+        }
+        #[inline(always)]
+        fn scale(self, s: f64) -> Self {
+            unsafe { Z(_mm512_mul_pd(self.0, _mm512_set1_pd(s))) }
+        }
+        #[inline(always)]
+        unsafe fn twiddle(self, t: *const [f64; 4]) -> Self {
+            unsafe {
+                let t = t.cast::<f64>();
+                let wr = _mm512_set1_pd(*t);
+                let wi = _mm512_castps_pd(_mm512_broadcast_f32x4(_mm_castpd_ps(_mm_loadu_pd(
+                    t.add(2),
+                ))));
+                let sw = _mm512_permute_pd::<0x55>(self.0);
+                Z(_mm512_add_pd(_mm512_mul_pd(self.0, wr), _mm512_mul_pd(sw, wi)))
+            }
+        }
+    }
+
+    impl Cv for Y {
+        const LANES: usize = 2;
+        #[inline(always)]
+        unsafe fn load(p: *const Complex64) -> Self {
+            unsafe { Y(_mm256_loadu_pd(p.cast())) }
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut Complex64) {
+            unsafe { _mm256_storeu_pd(p.cast(), self.0) }
+        }
+        #[inline(always)]
+        fn add(self, o: Self) -> Self {
+            unsafe { Y(_mm256_add_pd(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn sub(self, o: Self) -> Self {
+            unsafe { Y(_mm256_sub_pd(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn rot<const FWD: bool>(self) -> Self {
+            unsafe {
+                let s = _mm256_permute_pd::<0b0101>(self.0);
+                let m = if FWD {
+                    _mm256_set_pd(-0.0, 0.0, -0.0, 0.0)
+                } else {
+                    _mm256_set_pd(0.0, -0.0, 0.0, -0.0)
+                };
+                Y(_mm256_xor_pd(s, m))
+            }
+        }
+        #[inline(always)]
+        fn scale(self, s: f64) -> Self {
+            unsafe { Y(_mm256_mul_pd(self.0, _mm256_set1_pd(s))) }
+        }
+        #[inline(always)]
+        unsafe fn twiddle(self, t: *const [f64; 4]) -> Self {
+            unsafe {
+                let t = t.cast::<f64>();
+                let wr = _mm256_set1_pd(*t);
+                let wi = _mm256_broadcast_pd(&*t.add(2).cast::<__m128d>());
+                let sw = _mm256_permute_pd::<0b0101>(self.0);
+                Y(_mm256_add_pd(_mm256_mul_pd(self.0, wr), _mm256_mul_pd(sw, wi)))
+            }
+        }
+    }
+
+    /// `[x(j, v)]_j` for `v < 4`: the 4 x 4 transpose of the complex
+    /// values of `z` (row `j` of the input is `z[j]`).
+    #[inline(always)]
+    fn transpose(z: [__m512d; 4]) -> [__m512d; 4] {
+        unsafe {
+            let t0 = _mm512_shuffle_f64x2::<0x44>(z[0], z[1]);
+            let t1 = _mm512_shuffle_f64x2::<0xEE>(z[0], z[1]);
+            let t2 = _mm512_shuffle_f64x2::<0x44>(z[2], z[3]);
+            let t3 = _mm512_shuffle_f64x2::<0xEE>(z[2], z[3]);
+            [
+                _mm512_shuffle_f64x2::<0x88>(t0, t2),
+                _mm512_shuffle_f64x2::<0xDD>(t0, t2),
+                _mm512_shuffle_f64x2::<0x88>(t1, t3),
+                _mm512_shuffle_f64x2::<0xDD>(t1, t3),
+            ]
+        }
+    }
+
+    /// A pass of the line form with at least four rows a group: vectors
+    /// along `t`, the rows of a group next to each other in the line.
+    ///
+    /// # Safety
+    /// `src` and `dst` valid for `n` values (the same line, or apart); `tw`
+    /// the pass's twiddles; `m = n / (l R)` a multiple of 4.
+    #[inline(always)]
+    unsafe fn pass_t<const R: usize, const FWD: bool, const SCALED: bool>(
+        n: usize,
+        l: usize,
+        tw: *const [f64; 4],
+        src: *const Complex64,
+        dst: *mut Complex64,
+        scale: f64,
+    ) {
+        let m = n / (l * R);
+        let step = n / l;
+        for k in 0..l {
+            unsafe {
+                let tk = tw.add(k * (R - 1));
+                let sp = src.add(k * step);
+                let dp = dst.add(k * m);
+                let mut t = 0;
+                while t < m {
+                    let mut a: [Z; R] = std::array::from_fn(|v| Z::load(sp.add(t + m * v)));
+                    if k > 0 {
+                        for (v, x) in a.iter_mut().enumerate().skip(1) {
+                            *x = x.twiddle(tk.add(v - 1));
+                        }
+                    }
+                    let b = super::dft::<Z, R, FWD>(a);
+                    for (q, y) in b.into_iter().enumerate() {
+                        let y = if SCALED { y.scale(scale) } else { y };
+                        y.store(dp.add(t + l * m * q));
+                    }
+                    t += 4;
+                }
+            }
+        }
+    }
+
+    /// The last pass of the line form (one row a group, `l = n / R`
+    /// groups): vectors along `k`, four groups' inputs transposed from the
+    /// `4 R` values they occupy; the twiddles from `tw_lines`; the group
+    /// `k = 0` left untwiddled, as in the column form.
+    ///
+    /// # Safety
+    /// `src` and `dst` valid for `n` values and apart; `twl` the line
+    /// form's twiddles of a pass with `l >= 4` groups.
+    #[inline(always)]
+    unsafe fn pass_k<const R: usize, const FWD: bool, const SCALED: bool>(
+        n: usize,
+        twl: *const f64,
+        src: *const Complex64,
+        dst: *mut Complex64,
+        scale: f64,
+    ) {
+        let l = n / R;
+        let mut k0 = 0;
+        while k0 < l {
+            unsafe {
+                let sp = src.add(k0 * R);
+                let mut a = [Z(_mm512_setzero_pd()); R];
+                for h in 0..R / 4 {
+                    let z = std::array::from_fn(|j| _mm512_loadu_pd(sp.add(j * R + 4 * h).cast()));
+                    for (v, x) in transpose(z).into_iter().enumerate() {
+                        a[4 * h + v] = Z(x);
+                    }
+                }
+                let tg = twl.add((k0 / 4) * (R - 1) * 16);
+                for (v, x) in a.iter_mut().enumerate().skip(1) {
+                    let wr = _mm512_loadu_pd(tg.add((v - 1) * 16));
+                    let wi = _mm512_loadu_pd(tg.add((v - 1) * 16 + 8));
+                    let sw = _mm512_permute_pd::<0x55>(x.0);
+                    let t = _mm512_add_pd(_mm512_mul_pd(x.0, wr), _mm512_mul_pd(sw, wi));
+                    // Lane pair 0 of the first group is k = 0: untwiddled.
+                    *x = if k0 == 0 {
+                        Z(_mm512_mask_blend_pd(0b11, t, x.0))
+                    } else {
+                        Z(t)
+                    };
+                }
+                let b = super::dft::<Z, R, FWD>(a);
+                for (q, y) in b.into_iter().enumerate() {
+                    let y = if SCALED { y.scale(scale) } else { y };
+                    y.store(dst.add(k0 + l * q));
+                }
+            }
+            k0 += 4;
+        }
+    }
+
+    /// Every pass of `plan` on one contiguous line, in the line form.
+    ///
+    /// # Safety
+    /// AVX-512F present; `io.src`/`io.dst` valid for `n` values (the same
+    /// line or apart), `io.a`/`io.b` for `n` values each, apart from all.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn lines512<const FWD: bool>(plan: &ColFft, io: &Chunk) {
+        let n = plan.n;
+        let np = plan.passes.len();
+        let scale = (io.scale != 1.0).then_some(io.scale);
+        let bufs = [io.a, io.b];
+        for (i, &(r, l)) in plan.passes.iter().enumerate() {
+            let src = if i == 0 { io.src.0 } else { bufs[(i - 1) % 2].cast_const() };
+            unsafe {
+                if i + 1 < np {
+                    let tw = plan.tw.as_ptr().add(plan.tw_at[i]);
+                    let dst = bufs[i % 2];
+                    match r {
+                        4 => pass_t::<4, FWD, false>(n, l, tw, src, dst, 1.0),
+                        8 => pass_t::<8, FWD, false>(n, l, tw, src, dst, 1.0),
+                        _ => pass_t::<16, FWD, false>(n, l, tw, src, dst, 1.0),
+                    }
+                } else {
+                    let twl = plan.tw_lines.as_ptr();
+                    let dst = io.dst.0;
+                    match (r, scale) {
+                        (8, None) => pass_k::<8, FWD, false>(n, twl, src, dst, 1.0),
+                        (8, Some(s)) => pass_k::<8, FWD, true>(n, twl, src, dst, s),
+                        (_, None) => pass_k::<16, FWD, false>(n, twl, src, dst, 1.0),
+                        (_, Some(s)) => pass_k::<16, FWD, true>(n, twl, src, dst, s),
+                    }
+                }
+            }
+        }
+    }
+
+    /// # Safety
+    /// As [`super::run`]; AVX-512F must be present.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn avx512<const FWD: bool>(plan: &ColFft, io: &Chunk, c0: usize, c1: usize) {
+        unsafe { run::<Z, FWD>(plan, io, c0, c1) }
+    }
+
+    /// # Safety
+    /// As [`super::run`]; AVX2 must be present.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn avx2<const FWD: bool>(plan: &ColFft, io: &Chunk, c0: usize, c1: usize) {
+        unsafe { run::<Y, FWD>(plan, io, c0, c1) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustfft::FftPlanner;
+
+    fn signal(n: usize, seed: usize) -> Vec<Complex64> {
+        (0..n)
+            .map(|i| {
+                let x = ((i * 7919 + seed * 104729) % 1009) as f64 / 1009.0 - 0.5;
+                let y = ((i * 6151 + seed * 15485863) % 997) as f64 / 997.0 - 0.5;
+                Complex64::new(x, y)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lines_match_rustfft_to_rounding() {
+        for e in 1..=12 {
+            let n = 1usize << e;
+            for fwd in [true, false] {
+                let plan = ColFft::new(n, fwd).expect("power of two");
+                let x = signal(n, e);
+                let mut ours = x.clone();
+                plan.line(&mut ours, 1.0);
+                let mut reference = x.clone();
+                let mut p = FftPlanner::<f64>::new();
+                let r = if fwd {
+                    p.plan_fft_forward(n)
+                } else {
+                    p.plan_fft_inverse(n)
+                };
+                r.process(&mut reference);
+                let norm = reference.iter().map(|v| v.norm()).fold(0.0, f64::max);
+                let err = ours
+                    .iter()
+                    .zip(&reference)
+                    .map(|(a, b)| (a - b).norm())
+                    .fold(0.0, f64::max);
+                // A few units of rounding per pass, log2 n passes.
+                assert!(
+                    err <= 4.0 * f64::EPSILON * e as f64 * norm,
+                    "n {n} fwd {fwd}: {err:e} against {norm}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_column_has_the_bits_of_its_line() {
+        // Widths that leave vector chunks and scalar tails, strides with
+        // room between rows, offsets off any alignment.
+        for n in [2, 4, 8, 16, 32, 64, 128, 256, 512, 2048] {
+            for fwd in [true, false] {
+                let plan = ColFft::new(n, fwd).expect("power of two");
+                let mut scratch = vec![Complex64::default(); plan.scratch_len() + 3];
+                for (cols, stride, off) in [(1, 1, 0), (3, 5, 1), (8, 8, 0), (13, 17, 2), (21, 24, 3)] {
+                    let len = off + (n - 1) * stride + cols + 2;
+                    let data = signal(len, n + cols);
+                    let mut got = data.clone();
+                    plan.columns(None, (&mut got, off, stride), cols, 0.25, &mut scratch[1..]);
+                    // Out of place: the same bits, the input untouched.
+                    let mut out = vec![Complex64::default(); len];
+                    plan.columns(Some((&data, off, stride)), (&mut out, off, stride), cols, 0.25, &mut scratch[1..]);
+                    for j in 0..n {
+                        for c in 0..cols {
+                            let (a, b) = (got[off + j * stride + c], out[off + j * stride + c]);
+                            assert_eq!((a.re.to_bits(), a.im.to_bits()), (b.re.to_bits(), b.im.to_bits()));
+                        }
+                    }
+                    for c in 0..cols {
+                        let mut line: Vec<Complex64> =
+                            (0..n).map(|j| data[off + j * stride + c]).collect();
+                        plan.line(&mut line, 0.25);
+                        for j in 0..n {
+                            let g = got[off + j * stride + c];
+                            assert_eq!(
+                                (g.re.to_bits(), g.im.to_bits()),
+                                (line[j].re.to_bits(), line[j].im.to_bits()),
+                                "n {n} cols {cols} column {c} row {j}"
+                            );
+                        }
+                    }
+                    // Nothing outside the columns moved.
+                    for (i, (a, b)) in data.iter().zip(&got).enumerate() {
+                        let inside = i >= off
+                            && (i - off) / stride < n
+                            && (i - off) % stride < cols;
+                        if !inside {
+                            assert_eq!(a, b, "value {i} outside the columns changed");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_line_form_has_the_bits_of_the_column_form() {
+        for e in 5..=12 {
+            let n = 1usize << e;
+            for fwd in [true, false] {
+                let plan = ColFft::new(n, fwd).expect("power of two");
+                if !plan.line_form() {
+                    return;
+                }
+                let count = 3;
+                let data = signal(n * count, e);
+                let mut scratch = vec![Complex64::default(); 2 * n + 5];
+                let mut inplace = data.clone();
+                plan.lines(None, &mut inplace, 0.5, &mut scratch[1..]);
+                let mut out = vec![Complex64::default(); n * count];
+                plan.lines(Some(&data), &mut out, 0.5, &mut scratch);
+                for (i, l) in data.chunks_exact(n).enumerate() {
+                    let mut want = l.to_vec();
+                    plan.line(&mut want, 0.5);
+                    let bits = |v: &[Complex64]| -> Vec<(u64, u64)> {
+                        v.iter().map(|c| (c.re.to_bits(), c.im.to_bits())).collect()
+                    };
+                    assert_eq!(bits(&inplace[i * n..][..n]), bits(&want), "n {n} fwd {fwd} line {i}");
+                    assert_eq!(bits(&out[i * n..][..n]), bits(&want), "n {n} fwd {fwd} line {i}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn symmetric_twiddles_are_exactly_symmetric() {
+        for m in [8, 16, 64, 1024] {
+            for j in 0..m {
+                let (s, c) = twiddle(j, m);
+                let (s2, c2) = twiddle(m - j, m);
+                assert!(s == -s2 && c == c2, "{j}/{m}");
+                // The direct reference rounds its argument (up to 2 pi)
+                // first: an error of about 2 pi eps = 1.4e-15 at most.
+                let (sr, cr) = (2.0 * std::f64::consts::PI * j as f64 / m as f64).sin_cos();
+                assert!((s - sr).abs() < 1.5e-15 && (c - cr).abs() < 1.5e-15, "{j}/{m}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod speed {
+    use super::*;
+    #[test]
+    #[ignore]
+    fn kernel_speed() {
+        for n in [32usize, 64, 128, 256, 512, 1024] {
+            let plan = ColFft::new(n, true).unwrap();
+            let mut s = vec![Complex64::default(); 2 * n + 4];
+            let mut d = vec![Complex64::new(0.5, 0.25); n * 4];
+            let reps = 200_000 / n;
+            let mut best = f64::MAX;
+            for _ in 0..5 {
+                let t = std::time::Instant::now();
+                for _ in 0..reps {
+                    plan.lines(None, &mut d, 1.0, &mut s);
+                }
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            println!("lines n {n}: {:.1} ns a line", best * 1e9 / (reps * 4) as f64);
+        }
+        for n in [16usize, 32, 64, 128, 256, 512] {
+            let plan = ColFft::new(n, true).unwrap();
+            let mut s = vec![Complex64::default(); plan.scratch_len()];
+            let mut d = vec![Complex64::new(0.5, 0.25); n * WIDTH];
+            let reps = 200_000 / n;
+            let mut best = f64::MAX;
+            for _ in 0..5 {
+                let t = std::time::Instant::now();
+                for _ in 0..reps {
+                    plan.columns(None, (&mut d, 0, WIDTH), WIDTH, 1.0, &mut s);
+                }
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            println!("n {n}: {:.1} ns a line, passes {:?}", best * 1e9 / (reps * WIDTH) as f64, plan.passes);
+        }
+    }
+}
