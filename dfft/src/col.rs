@@ -8,7 +8,15 @@
 //! inputs, multiplies by its twiddles, takes the length-`r` DFT and writes
 //! `r` rows, so the output comes in natural order with no reordering pass.
 //! The first pass reads the caller's rows and the last writes them (scaled
-//! there); the passes between run in two buffers of [`WIDTH`] columns.
+//! there); the passes between run in two buffers, [`CHUNK`] columns at a
+//! time, so that the strided rows are read and written in runs of whole
+//! cache lines.
+//!
+//! Contiguous lines take the same passes with the vectors along each line
+//! ([`ColFft::lines`], AVX-512F): the passes but the last have at least
+//! four rows a group next to each other in the line, and the last pass
+//! (one row a group) takes four groups at a time, their inputs transposed
+//! in registers. Elsewhere contiguous lines are transposed into columns.
 //!
 //! Every column gets the same operations in the same order whichever
 //! instruction set runs it (AVX-512F, AVX2 or scalar code) and however the
@@ -145,6 +153,16 @@ impl ColFft {
         })
     }
 
+    /// The same transform on a chosen instruction set (which must be
+    /// present).
+    #[cfg(test)]
+    fn with_isa(n: usize, forward: bool, isa: Isa) -> ColFft {
+        ColFft {
+            isa,
+            ..ColFft::new(n, forward).expect("power of two")
+        }
+    }
+
     /// Whether [`ColFft::lines`] runs with vectors along each line (else it
     /// transposes lines into columns): with AVX-512F, for lengths of 32 or
     /// more, whose passes but the last have at least four rows a group
@@ -152,7 +170,7 @@ impl ColFft {
     pub(crate) fn line_form(&self) -> bool {
         #[cfg(target_arch = "x86_64")]
         if self.isa == Isa::Avx512 {
-            return self.n >= 32 && std::env::var_os("DFFT_NOLINE").is_none();
+            return self.n >= 32;
         }
         false
     }
@@ -213,7 +231,8 @@ impl ColFft {
     }
 
     /// Complex elements of scratch [`ColFft::columns`] needs: two buffers
-    /// of `n` rows of [`WIDTH`], and slack to put them on a cache line.
+    /// of `n` rows of a chunk, and slack to put them on a cache line (more
+    /// than [`ColFft::lines`] needs).
     pub(crate) fn scratch_len(&self) -> usize {
         2 * self.n * pitch(CHUNK) + 4
     }
@@ -240,9 +259,15 @@ impl ColFft {
             return;
         }
         let fits = |len: usize, o: usize, s: usize| o + (n - 1) * s + cols <= len && cols <= s;
-        assert!(fits(dst.len(), d0, ds), "columns past the output or overlapping its rows");
+        assert!(
+            fits(dst.len(), d0, ds),
+            "columns past the output or overlapping its rows"
+        );
         if let Some((s, so, ss)) = src {
-            assert!(fits(s.len(), so, ss), "columns past the input or overlapping its rows");
+            assert!(
+                fits(s.len(), so, ss),
+                "columns past the input or overlapping its rows"
+            );
         }
         assert!(scratch.len() >= self.scratch_len(), "scratch too short");
         let skip = crate::tile::to_line_boundary(scratch.as_ptr()).min(4);
@@ -268,20 +293,20 @@ impl ColFft {
             // slices (checked above: `c0 + w <= cols`); the input is the
             // output itself or a different slice (a shared borrow cannot
             // alias the unique one); the buffers hold `n` rows of
-            // `WIDTH >= w` columns each, apart from both; and the kernel is
+            // `bp >= w` values each, apart from both; and the kernel is
             // chosen for an instruction set that is present.
             unsafe { self.chunk(&io, w) };
             c0 += w;
         }
     }
 
-    /// One chunk of `w <= WIDTH` columns.
+    /// One chunk of `w <= CHUNK` columns.
     ///
     /// # Safety
     /// Rows `j < n` of columns `c < w` must be valid for reads in
     /// `io.src` and writes in `io.dst` (which is either `io.src` itself or
-    /// does not overlap it), and the buffers for `n * WIDTH` values each,
-    /// overlapping nothing else.
+    /// does not overlap it), and the buffers for `n` rows of `io.pitch >=
+    /// w` values each, overlapping nothing else.
     unsafe fn chunk(&self, io: &Chunk, w: usize) {
         let v = match self.isa {
             #[cfg(target_arch = "x86_64")]
@@ -686,7 +711,10 @@ mod x86 {
                 } else {
                     _mm512_set_epi64(0, i64::MIN, 0, i64::MIN, 0, i64::MIN, 0, i64::MIN)
                 };
-                Z(_mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(s), m)))
+                Z(_mm512_castsi512_pd(_mm512_xor_si512(
+                    _mm512_castpd_si512(s),
+                    m,
+                )))
             }
         }
         #[inline(always)]
@@ -702,7 +730,10 @@ mod x86 {
                     t.add(2),
                 ))));
                 let sw = _mm512_permute_pd::<0x55>(self.0);
-                Z(_mm512_add_pd(_mm512_mul_pd(self.0, wr), _mm512_mul_pd(sw, wi)))
+                Z(_mm512_add_pd(
+                    _mm512_mul_pd(self.0, wr),
+                    _mm512_mul_pd(sw, wi),
+                ))
             }
         }
     }
@@ -748,7 +779,10 @@ mod x86 {
                 let wr = _mm256_set1_pd(*t);
                 let wi = _mm256_broadcast_pd(&*t.add(2).cast::<__m128d>());
                 let sw = _mm256_permute_pd::<0b0101>(self.0);
-                Y(_mm256_add_pd(_mm256_mul_pd(self.0, wr), _mm256_mul_pd(sw, wi)))
+                Y(_mm256_add_pd(
+                    _mm256_mul_pd(self.0, wr),
+                    _mm256_mul_pd(sw, wi),
+                ))
             }
         }
     }
@@ -875,7 +909,11 @@ mod x86 {
         let scale = (io.scale != 1.0).then_some(io.scale);
         let bufs = [io.a, io.b];
         for (i, &(r, l)) in plan.passes.iter().enumerate() {
-            let src = if i == 0 { io.src.0 } else { bufs[(i - 1) % 2].cast_const() };
+            let src = if i == 0 {
+                io.src.0
+            } else {
+                bufs[(i - 1) % 2].cast_const()
+            };
             unsafe {
                 if i + 1 < np {
                     let tw = plan.tw.as_ptr().add(plan.tw_at[i]);
@@ -969,18 +1007,29 @@ mod tests {
             for fwd in [true, false] {
                 let plan = ColFft::new(n, fwd).expect("power of two");
                 let mut scratch = vec![Complex64::default(); plan.scratch_len() + 3];
-                for (cols, stride, off) in [(1, 1, 0), (3, 5, 1), (8, 8, 0), (13, 17, 2), (21, 24, 3)] {
+                for (cols, stride, off) in
+                    [(1, 1, 0), (3, 5, 1), (8, 8, 0), (13, 17, 2), (21, 24, 3)]
+                {
                     let len = off + (n - 1) * stride + cols + 2;
                     let data = signal(len, n + cols);
                     let mut got = data.clone();
                     plan.columns(None, (&mut got, off, stride), cols, 0.25, &mut scratch[1..]);
                     // Out of place: the same bits, the input untouched.
                     let mut out = vec![Complex64::default(); len];
-                    plan.columns(Some((&data, off, stride)), (&mut out, off, stride), cols, 0.25, &mut scratch[1..]);
+                    plan.columns(
+                        Some((&data, off, stride)),
+                        (&mut out, off, stride),
+                        cols,
+                        0.25,
+                        &mut scratch[1..],
+                    );
                     for j in 0..n {
                         for c in 0..cols {
                             let (a, b) = (got[off + j * stride + c], out[off + j * stride + c]);
-                            assert_eq!((a.re.to_bits(), a.im.to_bits()), (b.re.to_bits(), b.im.to_bits()));
+                            assert_eq!(
+                                (a.re.to_bits(), a.im.to_bits()),
+                                (b.re.to_bits(), b.im.to_bits())
+                            );
                         }
                     }
                     for c in 0..cols {
@@ -998,12 +1047,51 @@ mod tests {
                     }
                     // Nothing outside the columns moved.
                     for (i, (a, b)) in data.iter().zip(&got).enumerate() {
-                        let inside = i >= off
-                            && (i - off) / stride < n
-                            && (i - off) % stride < cols;
+                        let inside =
+                            i >= off && (i - off) / stride < n && (i - off) % stride < cols;
                         if !inside {
                             assert_eq!(a, b, "value {i} outside the columns changed");
                         }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The instruction sets this machine has.
+    fn isas() -> Vec<Isa> {
+        let mut v = vec![Isa::Scalar];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                v.push(Isa::Avx2);
+            }
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                v.push(Isa::Avx512);
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn every_instruction_set_gives_the_same_bits() {
+        for n in [2, 4, 8, 16, 32, 64, 128, 256, 1024] {
+            for fwd in [true, false] {
+                let (cols, stride) = (37, 41);
+                let data = signal((n - 1) * stride + cols, n);
+                let mut want = None;
+                for isa in isas() {
+                    let plan = ColFft::with_isa(n, fwd, isa);
+                    let mut scratch = vec![Complex64::default(); plan.scratch_len()];
+                    let mut got = data.clone();
+                    plan.columns(None, (&mut got, 0, stride), cols, 0.5, &mut scratch);
+                    let bits: Vec<(u64, u64)> = got
+                        .iter()
+                        .map(|c| (c.re.to_bits(), c.im.to_bits()))
+                        .collect();
+                    match &want {
+                        None => want = Some(bits),
+                        Some(w) => assert_eq!(&bits, w, "n {n} fwd {fwd} {isa:?}"),
                     }
                 }
             }
@@ -1032,8 +1120,16 @@ mod tests {
                     let bits = |v: &[Complex64]| -> Vec<(u64, u64)> {
                         v.iter().map(|c| (c.re.to_bits(), c.im.to_bits())).collect()
                     };
-                    assert_eq!(bits(&inplace[i * n..][..n]), bits(&want), "n {n} fwd {fwd} line {i}");
-                    assert_eq!(bits(&out[i * n..][..n]), bits(&want), "n {n} fwd {fwd} line {i}");
+                    assert_eq!(
+                        bits(&inplace[i * n..][..n]),
+                        bits(&want),
+                        "n {n} fwd {fwd} line {i}"
+                    );
+                    assert_eq!(
+                        bits(&out[i * n..][..n]),
+                        bits(&want),
+                        "n {n} fwd {fwd} line {i}"
+                    );
                 }
             }
         }
@@ -1049,47 +1145,11 @@ mod tests {
                 // The direct reference rounds its argument (up to 2 pi)
                 // first: an error of about 2 pi eps = 1.4e-15 at most.
                 let (sr, cr) = (2.0 * std::f64::consts::PI * j as f64 / m as f64).sin_cos();
-                assert!((s - sr).abs() < 1.5e-15 && (c - cr).abs() < 1.5e-15, "{j}/{m}");
+                assert!(
+                    (s - sr).abs() < 1.5e-15 && (c - cr).abs() < 1.5e-15,
+                    "{j}/{m}"
+                );
             }
-        }
-    }
-}
-
-#[cfg(test)]
-mod speed {
-    use super::*;
-    #[test]
-    #[ignore]
-    fn kernel_speed() {
-        for n in [32usize, 64, 128, 256, 512, 1024] {
-            let plan = ColFft::new(n, true).unwrap();
-            let mut s = vec![Complex64::default(); 2 * n + 4];
-            let mut d = vec![Complex64::new(0.5, 0.25); n * 4];
-            let reps = 200_000 / n;
-            let mut best = f64::MAX;
-            for _ in 0..5 {
-                let t = std::time::Instant::now();
-                for _ in 0..reps {
-                    plan.lines(None, &mut d, 1.0, &mut s);
-                }
-                best = best.min(t.elapsed().as_secs_f64());
-            }
-            println!("lines n {n}: {:.1} ns a line", best * 1e9 / (reps * 4) as f64);
-        }
-        for n in [16usize, 32, 64, 128, 256, 512] {
-            let plan = ColFft::new(n, true).unwrap();
-            let mut s = vec![Complex64::default(); plan.scratch_len()];
-            let mut d = vec![Complex64::new(0.5, 0.25); n * WIDTH];
-            let reps = 200_000 / n;
-            let mut best = f64::MAX;
-            for _ in 0..5 {
-                let t = std::time::Instant::now();
-                for _ in 0..reps {
-                    plan.columns(None, (&mut d, 0, WIDTH), WIDTH, 1.0, &mut s);
-                }
-                best = best.min(t.elapsed().as_secs_f64());
-            }
-            println!("n {n}: {:.1} ns a line, passes {:?}", best * 1e9 / (reps * WIDTH) as f64, plan.passes);
         }
     }
 }

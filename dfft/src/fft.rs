@@ -660,9 +660,6 @@ impl Fft3d {
         } = self;
         let mut scaled = false;
         for task in &schedule[usize::from(!forward)] {
-            let _t0 = std::time::Instant::now();
-            let _probe = std::env::var_os("DFFT_PROBE").is_some();
-            let _d = if _probe { format!("{task:?}").chars().take(200).collect::<String>() } else { String::new() };
             match task {
                 Task::Reshape { step, from, to } => {
                     let (src, mut dst) = io.pair(*from, *to);
@@ -707,7 +704,6 @@ impl Fft3d {
                     }
                 }
             }
-            if _probe { eprintln!("{:.3} ms {}", _t0.elapsed().as_secs_f64() * 1e3, _d); }
         }
         if !scaled && scale != 1.0 {
             match &mut io.output {
@@ -1240,7 +1236,18 @@ fn c2c_columns(
     let n = g.shape[g.axis];
     let stride = g.strides[g.axis];
     if (stride == 1 || g.len() == n) && plan.line_form() {
-        plan.lines(src, dst, scale, line);
+        match src {
+            // A few lines copied, then transformed in place: stores into
+            // lines the copy brought into the cache, not into lines that
+            // miss it.
+            Some(s) => {
+                for (d, s) in dst.chunks_mut(WIDTH * n).zip(s.chunks(WIDTH * n)) {
+                    d.copy_from_slice(s);
+                    plan.lines(None, d, scale, line);
+                }
+            }
+            None => plan.lines(None, dst, scale, line),
+        }
         return;
     }
     if stride == 1 || g.len() == n {
@@ -1249,7 +1256,15 @@ fn c2c_columns(
         for (k, d) in dst.chunks_mut(WIDTH * n).enumerate() {
             let bl = d.len() / n;
             match src {
-                Some(s) => Complex64::scatter(&s[k * WIDTH * n..][..d.len()], (n, n), bl, blk, 0, WIDTH, 1.0),
+                Some(s) => Complex64::scatter(
+                    &s[k * WIDTH * n..][..d.len()],
+                    (n, n),
+                    bl,
+                    blk,
+                    0,
+                    WIDTH,
+                    1.0,
+                ),
                 None => Complex64::scatter(d, (n, n), bl, blk, 0, WIDTH, 1.0),
             }
             plan.columns(None, (blk, 0, WIDTH), bl, scale, rest);
@@ -1259,7 +1274,13 @@ fn c2c_columns(
     }
     let _ = for_blocks(g, block, |i, t0, bl| {
         let base = line_at(g, i, t0);
-        plan.columns(src.map(|s| (s, base, stride)), (dst, base, stride), bl, scale, line);
+        plan.columns(
+            src.map(|s| (s, base, stride)),
+            (dst, base, stride),
+            bl,
+            scale,
+            line,
+        );
         Ok(())
     });
 }
@@ -1643,7 +1664,12 @@ mod tests {
                     }
                 }
                 for axis in [b, a] {
-                    each_line(cg, axis, &mut want, line_plan(g[axis], FftDirection::Forward));
+                    each_line(
+                        cg,
+                        axis,
+                        &mut want,
+                        line_plan(g[axis], FftDirection::Forward),
+                    );
                 }
                 let got: Vec<Complex64> =
                     points(cg).map(|p| y[f * clen + mem(&clayout, p)]).collect();
@@ -1655,7 +1681,12 @@ mod tests {
                 // Backward from the same spectrum, scaled by 1/N.
                 let mut spec = got;
                 for axis in [a, b] {
-                    each_line(cg, axis, &mut spec, line_plan(g[axis], FftDirection::Inverse));
+                    each_line(
+                        cg,
+                        axis,
+                        &mut spec,
+                        line_plan(g[axis], FftDirection::Inverse),
+                    );
                 }
                 let s = 1.0 / (g[0] * g[1] * g[2]) as f64;
                 for p in points(cg).filter(|p| p[halved] == 0) {
@@ -1805,44 +1836,6 @@ mod tests {
                     seen.iter().all(|&c| c == 1),
                     "{shape:?} {order:?} axis {axis} block {block}"
                 );
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod axis_speed {
-    use super::*;
-    #[test]
-    #[ignore]
-    fn per_axis() {
-        for n in [64usize, 128] {
-            let layout = Layout::bricks([n; 3], 1).unwrap();
-            let mut data = vec![Complex64::new(0.5, 0.25); n * n * n];
-            let mut line = vec![Complex64::default(); 2 * BLOCK * (n + PAD) + 100000];
-            let mut planner = FftPlanner::new();
-            let col = Plan1d::new(&mut planner, n, FftDirection::Forward);
-            let rust = Plan1d::Rust(planner.plan_fft_forward(n));
-            for (name, plan) in [("col", &col), ("rust", &rust)] {
-                for axis in [2, 1, 0] {
-                    let g = Geom::of(&layout, 0, axis);
-                    let mut best = f64::MAX;
-                    for _ in 0..7 {
-                        let t = std::time::Instant::now();
-                        c2c_lines(plan, &g, None, &mut data, 1.0, &mut line, BLOCK);
-                        best = best.min(t.elapsed().as_secs_f64());
-                        data.iter_mut().for_each(|v| *v *= 1.0 / n as f64);
-                    }
-                    println!("{n}^3 {name} axis {axis}: {:.3} ms", best * 1e3);
-                    let src = data.clone();
-                    let mut best = f64::MAX;
-                    for _ in 0..7 {
-                        let t = std::time::Instant::now();
-                        c2c_lines(plan, &g, Some(&src), &mut data, 1.0, &mut line, BLOCK);
-                        best = best.min(t.elapsed().as_secs_f64());
-                    }
-                    println!("{n}^3 {name} axis {axis} out of place: {:.3} ms", best * 1e3);
-                }
             }
         }
     }

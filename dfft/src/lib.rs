@@ -77,6 +77,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod col;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 mod deriv;
@@ -85,7 +86,6 @@ pub mod kernels;
 mod layout;
 mod reshape;
 mod tile;
-mod col;
 
 pub use deriv::{Derivative, Derivatives};
 pub use fft::{Fft3d, Kind, Normalization, Options, Output, Selection};
