@@ -452,6 +452,19 @@ impl Cv for Complex64 {
     }
 }
 
+/// Asks for the cache line at `p` with the intent to write it (a hint: no
+/// access, any address).
+#[inline(always)]
+fn prefetch_w(p: *const Complex64) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and accesses nothing.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// `exp(-+ i pi / 4) o = (o + rot(o)) / sqrt 2`.
 #[inline(always)]
 fn w8<V: Cv, const FWD: bool>(o: V) -> V {
@@ -583,6 +596,7 @@ unsafe fn pass<V: Cv, const R: usize, const FWD: bool, const SCALED: bool>(
     (dst, ds): (*mut Complex64, usize),
     (c0, c1): (usize, usize),
     scale: f64,
+    (pf, ps): (*const Complex64, usize),
 ) {
     let m = n / (l * R);
     let step = n / l;
@@ -597,10 +611,16 @@ unsafe fn pass<V: Cv, const R: usize, const FWD: bool, const SCALED: bool>(
             let tk = tw.add(k * (R - 1));
             let mut sp = src.add(k * step * ss);
             let mut dp = dst.add(k * m * ds);
-            for _ in 0..m {
+            for t in 0..m {
                 let mut c = c0;
                 while c < c1 {
                     let mut a: [V; R] = std::array::from_fn(|v| V::load(sp.add(inp[v] + c)));
+                    if !pf.is_null() {
+                        for v in 0..R {
+                            let row = k * step + t + m * v;
+                            prefetch_w(pf.wrapping_add(row * ps + c));
+                        }
+                    }
                     if k > 0 {
                         for (v, x) in a.iter_mut().enumerate().skip(1) {
                             *x = x.twiddle(tk.add(v - 1));
@@ -634,6 +654,13 @@ unsafe fn run<V: Cv, const FWD: bool>(plan: &ColFft, io: &Chunk, c0: usize, c1: 
     let scale = (io.scale != 1.0).then_some(io.scale);
     let bufs = [io.a, io.b];
     for (i, &(r, l)) in plan.passes.iter().enumerate() {
+        // Out of place, the first pass asks for the output's lines its
+        // rows will be written to (the last pass writes them).
+        let pf = if i == 0 && np > 1 && io.src.0 != io.dst.0.cast_const() {
+            (io.dst.0.cast_const(), io.dst.1)
+        } else {
+            (std::ptr::null(), 0)
+        };
         let src: (*const Complex64, usize) = if i == 0 {
             io.src
         } else {
@@ -653,14 +680,14 @@ unsafe fn run<V: Cv, const FWD: bool>(plan: &ColFft, io: &Chunk, c0: usize, c1: 
             let n = plan.n;
             let cols = (c0, c1);
             match (r, s) {
-                (2, None) => pass::<V, 2, FWD, false>(n, l, tw, src, dst, cols, 1.0),
-                (2, Some(s)) => pass::<V, 2, FWD, true>(n, l, tw, src, dst, cols, s),
-                (4, None) => pass::<V, 4, FWD, false>(n, l, tw, src, dst, cols, 1.0),
-                (4, Some(s)) => pass::<V, 4, FWD, true>(n, l, tw, src, dst, cols, s),
-                (8, None) => pass::<V, 8, FWD, false>(n, l, tw, src, dst, cols, 1.0),
-                (8, Some(s)) => pass::<V, 8, FWD, true>(n, l, tw, src, dst, cols, s),
-                (_, None) => pass::<V, 16, FWD, false>(n, l, tw, src, dst, cols, 1.0),
-                (_, Some(s)) => pass::<V, 16, FWD, true>(n, l, tw, src, dst, cols, s),
+                (2, None) => pass::<V, 2, FWD, false>(n, l, tw, src, dst, cols, 1.0, pf),
+                (2, Some(s)) => pass::<V, 2, FWD, true>(n, l, tw, src, dst, cols, s, pf),
+                (4, None) => pass::<V, 4, FWD, false>(n, l, tw, src, dst, cols, 1.0, pf),
+                (4, Some(s)) => pass::<V, 4, FWD, true>(n, l, tw, src, dst, cols, s, pf),
+                (8, None) => pass::<V, 8, FWD, false>(n, l, tw, src, dst, cols, 1.0, pf),
+                (8, Some(s)) => pass::<V, 8, FWD, true>(n, l, tw, src, dst, cols, s, pf),
+                (_, None) => pass::<V, 16, FWD, false>(n, l, tw, src, dst, cols, 1.0, pf),
+                (_, Some(s)) => pass::<V, 16, FWD, true>(n, l, tw, src, dst, cols, s, pf),
             }
         }
     }
