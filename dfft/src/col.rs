@@ -4,7 +4,7 @@
 //! need no gather, and the SIMD lanes hold neighbouring lines.
 //!
 //! The transform is a self-sorting (Stockham) decimation in time with
-//! radices 8, 4 and 2: each pass reads a row of every one of its `r`
+//! radices 16, 8, 4 and 2: each pass reads a row of every one of its `r`
 //! inputs, multiplies by its twiddles, takes the length-`r` DFT and writes
 //! `r` rows, so the output comes in natural order with no reordering pass.
 //! The first pass reads the caller's rows and the last writes them (scaled
@@ -201,23 +201,24 @@ impl ColFft {
         let q = dst.as_mut_ptr();
         let p = src.map_or(q.cast_const(), |s| s.as_ptr());
         #[cfg(target_arch = "x86_64")]
-        for i in 0..dst.len() / n {
+        {
             let io = Chunk {
-                src: (p.wrapping_add(i * n), 1),
-                dst: (q.wrapping_add(i * n), 1),
+                src: (p, 1),
+                dst: (q, 1),
                 scale,
                 pitch: 1,
                 a: a.as_mut_ptr(),
                 b: b.as_mut_ptr(),
             };
-            // SAFETY: line `i` lies within `dst` (and `src`, of the same
-            // length), the buffers hold `n` values each and overlap
-            // neither; AVX-512F is present (`line_form`).
+            let count = dst.len() / n;
+            // SAFETY: the `count` lines lie within `dst` (and `src`, of the
+            // same length, a different slice), the buffers hold `n` values
+            // each and overlap neither; AVX-512F is present (`line_form`).
             unsafe {
                 if self.forward {
-                    x86::lines512::<true>(self, &io);
+                    x86::lines512::<true>(self, &io, count);
                 } else {
-                    x86::lines512::<false>(self, &io);
+                    x86::lines512::<false>(self, &io, count);
                 }
             }
         }
@@ -584,8 +585,9 @@ fn dft<V: Cv, const R: usize, const FWD: bool>(a: [V; R]) -> [V; R] {
 /// # Safety
 /// Rows `j < n` of the columns must be valid in `src` (reads) and `dst`
 /// (writes); where they overlap, `src == dst` and the pass is the only
-/// one (`l == 1`, `R == n`), whose groups read and write the same rows. `tw` must hold the
-/// pass's `l (R - 1)` twiddles.
+/// one (`l == 1`, `R == n`), whose groups read and write the same rows.
+/// `tw` must hold the pass's `l (R - 1)` twiddles. `pf` (null for none)
+/// is only prefetched, never accessed.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn pass<V: Cv, const R: usize, const FWD: bool, const SCALED: bool>(
@@ -707,8 +709,10 @@ mod x86 {
     #[derive(Clone, Copy)]
     pub(super) struct Y(__m256d);
 
-    // SAFETY (all intrinsics below): only reached from `avx512`/`avx2`,
-    // which carry the matching target feature.
+    // SAFETY (all intrinsics below): a `Z` or `Y` is made only by the
+    // unsafe `load` or inside the functions below that carry the matching
+    // target feature, and neither type leaves this module's kernels, so
+    // their operations run only where the instruction set is present.
     impl Cv for Z {
         const LANES: usize = 4;
         #[inline(always)]
@@ -804,7 +808,8 @@ mod x86 {
             unsafe {
                 let t = t.cast::<f64>();
                 let wr = _mm256_set1_pd(*t);
-                let wi = _mm256_broadcast_pd(&*t.add(2).cast::<__m128d>());
+                let wi = _mm_loadu_pd(t.add(2));
+                let wi = _mm256_set_m128d(wi, wi);
                 let sw = _mm256_permute_pd::<0b0101>(self.0);
                 Y(_mm256_add_pd(
                     _mm256_mul_pd(self.0, wr),
@@ -818,6 +823,7 @@ mod x86 {
     /// values of `z` (row `j` of the input is `z[j]`).
     #[inline(always)]
     fn transpose(z: [__m512d; 4]) -> [__m512d; 4] {
+        // SAFETY: called only from `lines512`'s kernels (AVX-512F).
         unsafe {
             let t0 = _mm512_shuffle_f64x2::<0x44>(z[0], z[1]);
             let t1 = _mm512_shuffle_f64x2::<0xEE>(z[0], z[1]);
@@ -839,17 +845,18 @@ mod x86 {
     /// `src` and `dst` valid for `n` values (the same line, or apart); `tw`
     /// the pass's twiddles; `m = n / (l R)` a multiple of 4.
     #[inline(always)]
-    unsafe fn pass_t<const R: usize, const FWD: bool, const SCALED: bool>(
+    unsafe fn pass_t<const R: usize, const FWD: bool>(
         n: usize,
         l: usize,
         tw: *const [f64; 4],
         src: *const Complex64,
         dst: *mut Complex64,
-        scale: f64,
     ) {
         let m = n / (l * R);
         let step = n / l;
         for k in 0..l {
+            // SAFETY: groups `k < l` of rows below `n` of the caller's
+            // lines and the pass's twiddles (the caller's contract).
             unsafe {
                 let tk = tw.add(k * (R - 1));
                 let sp = src.add(k * step);
@@ -864,7 +871,6 @@ mod x86 {
                     }
                     let b = super::dft::<Z, R, FWD>(a);
                     for (q, y) in b.into_iter().enumerate() {
-                        let y = if SCALED { y.scale(scale) } else { y };
                         y.store(dp.add(t + l * m * q));
                     }
                     t += 4;
@@ -892,6 +898,9 @@ mod x86 {
         let l = n / R;
         let mut k0 = 0;
         while k0 < l {
+            // SAFETY: values `4 R` from `k0 R < n` of the source line, the
+            // output's `k0 + l q + 3 < n`, and the line form's twiddles of
+            // group `k0 / 4` (the caller's contract).
             unsafe {
                 let sp = src.add(k0 * R);
                 let mut a = [Z(_mm512_setzero_pd()); R];
@@ -924,40 +933,47 @@ mod x86 {
         }
     }
 
-    /// Every pass of `plan` on one contiguous line, in the line form.
+    /// Every pass of `plan` on `count` contiguous lines, in the line form:
+    /// line `i` from `io.src.0 + i n` to `io.dst.0 + i n`.
     ///
     /// # Safety
-    /// AVX-512F present; `io.src`/`io.dst` valid for `n` values (the same
-    /// line or apart), `io.a`/`io.b` for `n` values each, apart from all.
+    /// AVX-512F present; the lines valid for reads at `io.src.0` and writes
+    /// at `io.dst.0` (the same lines or apart), `io.a`/`io.b` for `n`
+    /// values each, apart from all.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn lines512<const FWD: bool>(plan: &ColFft, io: &Chunk) {
+    pub(super) unsafe fn lines512<const FWD: bool>(plan: &ColFft, io: &Chunk, count: usize) {
         let n = plan.n;
         let np = plan.passes.len();
         let scale = (io.scale != 1.0).then_some(io.scale);
         let bufs = [io.a, io.b];
-        for (i, &(r, l)) in plan.passes.iter().enumerate() {
-            let src = if i == 0 {
-                io.src.0
-            } else {
-                bufs[(i - 1) % 2].cast_const()
-            };
-            unsafe {
-                if i + 1 < np {
-                    let tw = plan.tw.as_ptr().add(plan.tw_at[i]);
-                    let dst = bufs[i % 2];
-                    match r {
-                        4 => pass_t::<4, FWD, false>(n, l, tw, src, dst, 1.0),
-                        8 => pass_t::<8, FWD, false>(n, l, tw, src, dst, 1.0),
-                        _ => pass_t::<16, FWD, false>(n, l, tw, src, dst, 1.0),
-                    }
+        let twl = plan.tw_lines.as_ptr();
+        for line in 0..count {
+            for (i, &(r, l)) in plan.passes.iter().enumerate() {
+                let src = if i == 0 {
+                    io.src.0.wrapping_add(line * n)
                 } else {
-                    let twl = plan.tw_lines.as_ptr();
-                    let dst = io.dst.0;
-                    match (r, scale) {
-                        (8, None) => pass_k::<8, FWD, false>(n, twl, src, dst, 1.0),
-                        (8, Some(s)) => pass_k::<8, FWD, true>(n, twl, src, dst, s),
-                        (_, None) => pass_k::<16, FWD, false>(n, twl, src, dst, 1.0),
-                        (_, Some(s)) => pass_k::<16, FWD, true>(n, twl, src, dst, s),
+                    bufs[(i - 1) % 2].cast_const()
+                };
+                // SAFETY: line `line < count` and the buffers as the caller
+                // guarantees; `tw_at[i]` starts the pass's twiddles, and a
+                // plan in the line form has `tw_lines` for its last pass.
+                unsafe {
+                    if i + 1 < np {
+                        let tw = plan.tw.as_ptr().add(plan.tw_at[i]);
+                        let dst = bufs[i % 2];
+                        match r {
+                            4 => pass_t::<4, FWD>(n, l, tw, src, dst),
+                            8 => pass_t::<8, FWD>(n, l, tw, src, dst),
+                            _ => pass_t::<16, FWD>(n, l, tw, src, dst),
+                        }
+                    } else {
+                        let dst = io.dst.0.wrapping_add(line * n);
+                        match (r, scale) {
+                            (8, None) => pass_k::<8, FWD, false>(n, twl, src, dst, 1.0),
+                            (8, Some(s)) => pass_k::<8, FWD, true>(n, twl, src, dst, s),
+                            (_, None) => pass_k::<16, FWD, false>(n, twl, src, dst, 1.0),
+                            (_, Some(s)) => pass_k::<16, FWD, true>(n, twl, src, dst, s),
+                        }
                     }
                 }
             }
@@ -968,6 +984,7 @@ mod x86 {
     /// As [`super::run`]; AVX-512F must be present.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn avx512<const FWD: bool>(plan: &ColFft, io: &Chunk, c0: usize, c1: usize) {
+        // SAFETY: the caller's contract, and the feature is enabled here.
         unsafe { run::<Z, FWD>(plan, io, c0, c1) }
     }
 
@@ -975,6 +992,7 @@ mod x86 {
     /// As [`super::run`]; AVX2 must be present.
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn avx2<const FWD: bool>(plan: &ColFft, io: &Chunk, c0: usize, c1: usize) {
+        // SAFETY: the caller's contract, and the feature is enabled here.
         unsafe { run::<Y, FWD>(plan, io, c0, c1) }
     }
 }
