@@ -357,6 +357,162 @@ impl ColFft {
     }
 }
 
+/// Real-to-complex and complex-to-real transforms of a power-of-two length
+/// `n = 2 h >= 4` through the column transform of length `h`: a real line
+/// read as `h` complex values `z_j = x_2j + i x_2j+1`, transformed, and
+/// untangled into the `h + 1` values of the half spectrum (and the
+/// reverse). The untangling is one scalar function per direction, so its
+/// bits do not depend on where the lines came from either.
+#[derive(Debug)]
+pub(crate) struct RealCol {
+    /// The forward and backward transforms of length `h`.
+    pub(crate) fwd: ColFft,
+    pub(crate) bwd: ColFft,
+    /// `[wr, wr, -wi, wi]` of `exp(-2 pi i k / n)` and of its conjugate,
+    /// `k <= h / 2`.
+    w: Vec<[f64; 4]>,
+    wb: Vec<[f64; 4]>,
+    /// The same for four neighbouring `k` at once (`k = 1 + 4 g + j`,
+    /// `j < 4`): the real parts (each twice) and the signed imaginary
+    /// parts, as the vector untangling's registers hold them.
+    w4: Vec<f64>,
+    wb4: Vec<f64>,
+    isa: Isa,
+}
+
+impl RealCol {
+    /// The real transforms of length `n`, or `None` where `n` is not a
+    /// power of two of at least 4.
+    pub(crate) fn new(n: usize) -> Option<RealCol> {
+        if n < 4 || !n.is_power_of_two() {
+            return None;
+        }
+        let h = n / 2;
+        let (mut w, mut wb) = (Vec::new(), Vec::new());
+        for k in 0..=h / 2 {
+            let (s, c) = twiddle(k, n);
+            w.push([c, c, s, -s]);
+            wb.push([c, c, -s, s]);
+        }
+        let pack = |t: &[[f64; 4]]| {
+            let mut v = Vec::new();
+            for g in (1..=h / 2).step_by(4) {
+                let e = |j: usize| t.get(g + j).copied().unwrap_or([0.0; 4]);
+                v.extend((0..4).flat_map(|j| [e(j)[0], e(j)[1]]));
+                v.extend((0..4).flat_map(|j| [e(j)[2], e(j)[3]]));
+            }
+            v
+        };
+        let (w4, wb4) = (pack(&w), pack(&wb));
+        Some(RealCol {
+            fwd: ColFft::new(h, true)?,
+            bwd: ColFft::new(h, false)?,
+            w,
+            wb,
+            w4,
+            wb4,
+            isa: Isa::detect(),
+        })
+    }
+
+    /// The `k` from which the scalar untangling takes over from the vector
+    /// one (4 at a time from `k = 1` while the mirrored group `h - k - 3 ..
+    /// h - k` lies wholly above the group itself).
+    fn vector_end(&self) -> usize {
+        let h = self.half();
+        #[cfg(target_arch = "x86_64")]
+        if self.isa == Isa::Avx512 {
+            let mut k = 1;
+            while 2 * k + 6 < h {
+                k += 4;
+            }
+            return k;
+        }
+        let _ = h;
+        1
+    }
+
+    /// The same transforms with the untangling on a chosen instruction set
+    /// (which must be present).
+    #[cfg(test)]
+    fn with_isa(n: usize, isa: Isa) -> RealCol {
+        RealCol {
+            isa,
+            ..RealCol::new(n).expect("power of two")
+        }
+    }
+
+    /// Half the real length.
+    pub(crate) fn half(&self) -> usize {
+        self.fwd.len()
+    }
+
+    /// The half spectrum `x` (`h + 1` values) of the real line whose
+    /// values, read in pairs, gave the transform `z` (`h` values), each
+    /// times `scale`.
+    pub(crate) fn untangle(&self, z: &[Complex64], x: &mut [Complex64], scale: f64) {
+        let h = self.half();
+        let (z, x) = (&z[..h], &mut x[..=h]);
+        let sc = |v: Complex64| if scale == 1.0 { v } else { v.scale(scale) };
+        x[0] = sc(Complex64::new(z[0].re + z[0].im, 0.0));
+        x[h] = sc(Complex64::new(z[0].re - z[0].im, 0.0));
+        let k1 = self.vector_end();
+        #[cfg(target_arch = "x86_64")]
+        if k1 > 1 {
+            // SAFETY: AVX-512F is present (`vector_end` > 1 only then);
+            // the groups `k .. k + 4` and their mirrors lie within `z` and
+            // `x` (`k + 3 < h - k - 3`), and `w4` holds their twiddles.
+            unsafe { x86::untangle512(z, x, &self.w4, k1, scale) };
+        }
+        for k in k1..=h / 2 {
+            let j = h - k;
+            let (a, b) = (z[k], z[j].conj());
+            let e = Complex64::new((a.re + b.re) * 0.5, (a.im + b.im) * 0.5);
+            let d = Complex64::new((a.re - b.re) * 0.5, (a.im - b.im) * 0.5);
+            // -i d, times exp(-2 pi i k / n).
+            // SAFETY (twiddle): `w` holds entry `k <= h / 2`.
+            let t = unsafe { Complex64::new(d.im, -d.re).twiddle(&self.w[k]) };
+            x[j] = sc(Complex64::new(e.re - t.re, -(e.im - t.im)));
+            x[k] = sc(Complex64::new(e.re + t.re, e.im + t.im));
+        }
+    }
+
+    /// The reverse of [`RealCol::untangle`] for the backward transform:
+    /// from the half spectrum `x` (`h + 1` values; the imaginary parts of
+    /// the first and last ignored) the `h` values whose unnormalised
+    /// backward transform holds `n` times the real line in pairs.
+    pub(crate) fn tangle(&self, x: &[Complex64], z: &mut [Complex64]) {
+        let h = self.half();
+        let (x, z) = (&x[..=h], &mut z[..h]);
+        let at = |k: usize| {
+            if k == 0 || k == h {
+                Complex64::new(x[k].re, 0.0)
+            } else {
+                x[k]
+            }
+        };
+        let k1 = self.vector_end();
+        #[cfg(target_arch = "x86_64")]
+        if k1 > 1 {
+            // SAFETY: as in `untangle`.
+            unsafe { x86::tangle512(x, z, &self.wb4, k1) };
+        }
+        for k in (0..=h / 2).filter(|&k| k == 0 || k >= k1) {
+            let j = h - k;
+            let (a, b) = (at(k), at(j).conj());
+            let s = Complex64::new(a.re + b.re, a.im + b.im);
+            let d = Complex64::new(a.re - b.re, a.im - b.im);
+            // (a - b) exp(2 pi i k / n).
+            // SAFETY (twiddle): `wb` holds entry `k <= h / 2`.
+            let u = unsafe { d.twiddle(&self.wb[k]) };
+            if k > 0 {
+                z[j] = Complex64::new(s.re + u.im, u.re - s.im);
+            }
+            z[k] = Complex64::new(s.re - u.im, s.im + u.re);
+        }
+    }
+}
+
 /// `sin, cos` of `2 pi j / m`, from the first octant by exact reflections,
 /// so that angles symmetric about either axis or the diagonal get values
 /// exactly symmetric.
@@ -456,7 +612,7 @@ impl Cv for Complex64 {
 /// Asks for the cache line at `p` with the intent to write it (a hint: no
 /// access, any address).
 #[inline(always)]
-fn prefetch_w(p: *const Complex64) {
+pub(crate) fn prefetch_w(p: *const Complex64) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch never faults and accesses nothing.
     unsafe {
@@ -819,6 +975,100 @@ mod x86 {
         }
     }
 
+    /// Reverses the four complex values of a register.
+    #[inline(always)]
+    fn rev(a: __m512d) -> __m512d {
+        // SAFETY: inside the AVX-512F functions below.
+        unsafe { _mm512_shuffle_f64x2::<0x1B>(a, a) }
+    }
+
+    /// Negates the imaginary parts.
+    #[inline(always)]
+    fn conj(a: __m512d) -> __m512d {
+        // SAFETY: inside the AVX-512F functions below.
+        unsafe {
+            let m = _mm512_set_epi64(i64::MIN, 0, i64::MIN, 0, i64::MIN, 0, i64::MIN, 0);
+            _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(a), m))
+        }
+    }
+
+    /// [`super::RealCol::untangle`] for `k` in `1..k1`, four at a time,
+    /// each value with the scalar code's operations.
+    ///
+    /// # Safety
+    /// AVX-512F present; for every group `k .. k + 4` below `k1`, `k + 3 <
+    /// h - k - 3`; `w4` the packed twiddles of those groups.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn untangle512(
+        z: &[Complex64],
+        x: &mut [Complex64],
+        w4: &[f64],
+        k1: usize,
+        scale: f64,
+    ) {
+        let h = z.len();
+        let (zp, xp) = (z.as_ptr(), x.as_mut_ptr());
+        let half = _mm512_set1_pd(0.5);
+        let s = _mm512_set1_pd(scale);
+        let mut k = 1;
+        while k < k1 {
+            // SAFETY: values `k .. k + 4` and `h - k - 3 .. h - k + 1` of
+            // `z` (`h` long) and `x` (`h + 1` long), and the group's 16
+            // packed twiddles (the caller's contract).
+            unsafe {
+                let a = _mm512_loadu_pd(zp.add(k).cast());
+                let b = conj(rev(_mm512_loadu_pd(zp.add(h - k - 3).cast())));
+                let e = _mm512_mul_pd(_mm512_add_pd(a, b), half);
+                let d = Z(_mm512_mul_pd(_mm512_sub_pd(a, b), half));
+                let o = d.rot::<true>().0;
+                let tw = w4.as_ptr().add((k - 1) / 4 * 16);
+                let (wr, wi) = (_mm512_loadu_pd(tw), _mm512_loadu_pd(tw.add(8)));
+                let sw = _mm512_permute_pd::<0x55>(o);
+                let t = _mm512_add_pd(_mm512_mul_pd(o, wr), _mm512_mul_pd(sw, wi));
+                let mut xk = _mm512_add_pd(e, t);
+                let mut xj = conj(_mm512_sub_pd(e, t));
+                if scale != 1.0 {
+                    xk = _mm512_mul_pd(xk, s);
+                    xj = _mm512_mul_pd(xj, s);
+                }
+                _mm512_storeu_pd(xp.add(k).cast(), xk);
+                _mm512_storeu_pd(xp.add(h - k - 3).cast(), rev(xj));
+            }
+            k += 4;
+        }
+    }
+
+    /// [`super::RealCol::tangle`] for `k` in `1..k1`, four at a time, each
+    /// value with the scalar code's operations.
+    ///
+    /// # Safety
+    /// As [`untangle512`], with `x` `h + 1` long and `z` `h` long.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn tangle512(x: &[Complex64], z: &mut [Complex64], wb4: &[f64], k1: usize) {
+        let h = z.len();
+        let (xp, zp) = (x.as_ptr(), z.as_mut_ptr());
+        let mut k = 1;
+        while k < k1 {
+            // SAFETY: as in `untangle512`.
+            unsafe {
+                let a = _mm512_loadu_pd(xp.add(k).cast());
+                let b = conj(rev(_mm512_loadu_pd(xp.add(h - k - 3).cast())));
+                let s = _mm512_add_pd(a, b);
+                let d = _mm512_sub_pd(a, b);
+                let tw = wb4.as_ptr().add((k - 1) / 4 * 16);
+                let (wr, wi) = (_mm512_loadu_pd(tw), _mm512_loadu_pd(tw.add(8)));
+                let sw = _mm512_permute_pd::<0x55>(d);
+                let u = _mm512_add_pd(_mm512_mul_pd(d, wr), _mm512_mul_pd(sw, wi));
+                // z_k = s + i u; z_j = conj(s) + (u.im, u.re).
+                let zk = _mm512_add_pd(s, Z(u).rot::<false>().0);
+                let zj = _mm512_add_pd(conj(s), _mm512_permute_pd::<0x55>(u));
+                _mm512_storeu_pd(zp.add(k).cast(), zk);
+                _mm512_storeu_pd(zp.add(h - k - 3).cast(), rev(zj));
+            }
+            k += 4;
+        }
+    }
+
     /// `[x(j, v)]_j` for `v < 4`: the 4 x 4 transpose of the complex
     /// values of `z` (row `j` of the input is `z[j]`).
     #[inline(always)]
@@ -1177,6 +1427,81 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn the_untangling_has_the_same_bits_on_every_instruction_set() {
+        for e in 2..=10 {
+            let n = 1usize << e;
+            let h = n / 2;
+            let z = signal(h, e);
+            let x = signal(h + 1, e + 20);
+            let mut want: Option<(Vec<Complex64>, Vec<Complex64>)> = None;
+            for isa in isas() {
+                let plan = RealCol::with_isa(n, isa);
+                let mut xs = vec![Complex64::default(); h + 1];
+                plan.untangle(&z, &mut xs, 0.25);
+                let mut zs = vec![Complex64::default(); h];
+                plan.tangle(&x, &mut zs);
+                let bits = |v: &[Complex64]| -> Vec<(u64, u64)> {
+                    v.iter().map(|c| (c.re.to_bits(), c.im.to_bits())).collect()
+                };
+                match &want {
+                    None => want = Some((xs, zs)),
+                    Some((wx, wz)) => {
+                        assert_eq!(bits(&xs), bits(wx), "untangle n {n} {isa:?}");
+                        assert_eq!(bits(&zs), bits(wz), "tangle n {n} {isa:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn real_lines_match_realfft_to_rounding() {
+        for e in 2..=12 {
+            let n = 1usize << e;
+            let plan = RealCol::new(n).expect("power of two");
+            let h = n / 2;
+            let x: Vec<f64> = signal(n, e).iter().map(|c| c.re).collect();
+            // Forward.
+            let mut z: Vec<Complex64> = x.chunks(2).map(|p| Complex64::new(p[0], p[1])).collect();
+            plan.fwd.line(&mut z, 1.0);
+            let mut ours = vec![Complex64::default(); h + 1];
+            plan.untangle(&z, &mut ours, 1.0);
+            let mut rp = realfft::RealFftPlanner::<f64>::new();
+            let (f, b) = (rp.plan_fft_forward(n), rp.plan_fft_inverse(n));
+            let mut reference = f.make_output_vec();
+            f.process(&mut x.clone(), &mut reference).unwrap();
+            let norm = reference.iter().map(|v| v.norm()).fold(0.0, f64::max);
+            let err = ours
+                .iter()
+                .zip(&reference)
+                .map(|(a, b)| (a - b).norm())
+                .fold(0.0, f64::max);
+            // A few units of rounding per pass, log2 n passes and the untangling.
+            assert!(
+                err <= 4.0 * f64::EPSILON * (e + 1) as f64 * norm,
+                "forward n {n}: {err:e}"
+            );
+            // Backward, unnormalised: n times the line.
+            let mut zb = vec![Complex64::default(); h];
+            plan.tangle(&reference, &mut zb);
+            plan.bwd.line(&mut zb, 1.0);
+            let back: Vec<f64> = zb.iter().flat_map(|v| [v.re, v.im]).collect();
+            let mut want = b.make_output_vec();
+            b.process(&mut reference.clone(), &mut want).unwrap();
+            let scale = want.iter().map(|v| v.abs()).fold(0.0, f64::max);
+            let err = back
+                .iter()
+                .zip(&want)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f64::max);
+            assert!(
+                err <= 4.0 * f64::EPSILON * (e + 1) as f64 * scale,
+                "backward n {n}: {err:e}"
+            );
         }
     }
 

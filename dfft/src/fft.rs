@@ -1,10 +1,10 @@
 //! Distributed 3D FFT plans: a fixed sequence of 1D transforms along whole
 //! axes, with reshapes in between.
 
-use crate::col::{ColFft, WIDTH};
+use crate::col::{ColFft, RealCol, WIDTH};
 use crate::layout::{others, Layout};
 use crate::reshape::{Protocol, Reshape};
-use crate::tile::{flat, flat_mut, to_line_boundary, Moves};
+use crate::tile::{as_complex_mut, flat, flat_mut, to_line_boundary, Moves};
 use crate::FftError;
 use comm::Communicator;
 use num_complex::Complex64;
@@ -142,12 +142,40 @@ impl Plan1d {
 
 /// Forward and inverse complex plans of one length.
 pub(crate) type C2cPair = (usize, Plan1d, Plan1d);
-/// Forward and inverse real plans of the halved axis.
-type R2cPair = (Arc<dyn RealToComplex<f64>>, Arc<dyn ComplexToReal<f64>>);
+/// Forward and inverse real plans of the halved axis: the column
+/// transform of half the length for powers of two from 4, realfft's
+/// otherwise (again by the length alone).
+enum RealPlan {
+    Col(Arc<RealCol>),
+    Real(Arc<dyn RealToComplex<f64>>, Arc<dyn ComplexToReal<f64>>),
+}
+
+impl RealPlan {
+    fn new(n: usize) -> RealPlan {
+        match RealCol::new(n) {
+            Some(c) => RealPlan::Col(Arc::new(c)),
+            None => {
+                let mut rp = RealFftPlanner::<f64>::new();
+                RealPlan::Real(rp.plan_fft_forward(n), rp.plan_fft_inverse(n))
+            }
+        }
+    }
+
+    /// Scratch (complex values) the line steps need besides their blocks.
+    fn scratch_len(&self) -> usize {
+        match self {
+            RealPlan::Col(c) => {
+                let h = c.half();
+                WIDTH * h + LINE_VALUES + c.fwd.scratch_len() + WIDTH * h + LINE_VALUES
+            }
+            RealPlan::Real(f, b) => f.get_scratch_len().max(b.get_scratch_len()),
+        }
+    }
+}
 
 struct Plans {
     c2c: Vec<C2cPair>,
-    r2c: Option<R2cPair>,
+    r2c: Option<RealPlan>,
 }
 
 impl std::fmt::Debug for Plans {
@@ -409,14 +437,10 @@ impl Fft3d {
                 }
                 Step::Rfft { axis, real, .. } => {
                     let n = real.global()[*axis];
-                    let mut rp = RealFftPlanner::<f64>::new();
-                    let f = rp.plan_fft_forward(n);
-                    let b = rp.plan_fft_inverse(n);
-                    line_scratch = line_scratch
-                        .max(f.get_scratch_len())
-                        .max(b.get_scratch_len());
+                    let p = RealPlan::new(n);
+                    line_scratch = line_scratch.max(p.scratch_len());
                     max_line = max_line.max(n);
-                    r2c = Some((f, b));
+                    r2c = Some(p);
                 }
                 _ => {}
             }
@@ -1063,13 +1087,13 @@ impl Op {
                 }
             }
             Op::R2c { real, complex } => {
-                let (plan, _) = plans.r2c.as_ref().expect("planned");
+                let plan = plans.r2c.as_ref().expect("planned");
                 let src = src.expect("a real-to-complex step is out of place");
                 for f in 0..fields {
                     let (rg, ro, rn) = select(real, plane, f);
                     let (cg, co, cn) = select(complex, plane, f);
                     r2c_lines(
-                        &**plan,
+                        plan,
                         (&rg, &src.r()[ro..ro + rn]),
                         (&cg, &mut dst.c()[co..co + cn]),
                         scale,
@@ -1078,13 +1102,13 @@ impl Op {
                 }
             }
             Op::C2r { real, complex } => {
-                let (_, plan) = plans.r2c.as_ref().expect("planned");
+                let plan = plans.r2c.as_ref().expect("planned");
                 let src = src.expect("a complex-to-real step is out of place");
                 for f in 0..fields {
                     let (rg, ro, rn) = select(real, plane, f);
                     let (cg, co, cn) = select(complex, plane, f);
                     c2r_lines(
-                        &**plan,
+                        plan,
                         (&cg, &src.c()[co..co + cn]),
                         (&rg, &mut dst.r()[ro..ro + rn]),
                         scale,
@@ -1235,7 +1259,36 @@ fn c2c_columns(
 ) {
     let n = g.shape[g.axis];
     let stride = g.strides[g.axis];
-    if (stride == 1 || g.len() == n) && plan.line_form() {
+    if stride == 1 || g.len() == n {
+        contiguous_lines(plan, src, dst, scale, line);
+        return;
+    }
+    let _ = for_blocks(g, block, |i, t0, bl| {
+        let base = line_at(g, i, t0);
+        plan.columns(
+            src.map(|s| (s, base, stride)),
+            (dst, base, stride),
+            bl,
+            scale,
+            line,
+        );
+        Ok(())
+    });
+}
+
+/// The lines of `dst` (back to back, of the plan's length), from the same
+/// places in `src` or in place, each result times `scale`: in the line
+/// form where the plan has one, else transposed `WIDTH` at a time into a
+/// block whose columns they are, and back.
+fn contiguous_lines(
+    plan: &ColFft,
+    src: Option<&[Complex64]>,
+    dst: &mut [Complex64],
+    scale: f64,
+    line: &mut [Complex64],
+) {
+    let n = plan.len();
+    if plan.line_form() {
         match src {
             // A few lines copied, then transformed in place: stores into
             // lines the copy brought into the cache, not into lines that
@@ -1250,39 +1303,98 @@ fn c2c_columns(
         }
         return;
     }
-    if stride == 1 || g.len() == n {
-        let line = aligned(line, n * WIDTH);
-        let (blk, rest) = line.split_at_mut(n * WIDTH);
-        for (k, d) in dst.chunks_mut(WIDTH * n).enumerate() {
-            let bl = d.len() / n;
-            match src {
-                Some(s) => Complex64::scatter(
-                    &s[k * WIDTH * n..][..d.len()],
-                    (n, n),
-                    bl,
-                    blk,
-                    0,
-                    WIDTH,
-                    1.0,
-                ),
-                None => Complex64::scatter(d, (n, n), bl, blk, 0, WIDTH, 1.0),
+    let line = aligned(line, n * WIDTH);
+    let (blk, rest) = line.split_at_mut(n * WIDTH);
+    for (k, d) in dst.chunks_mut(WIDTH * n).enumerate() {
+        let bl = d.len() / n;
+        match src {
+            Some(s) => Complex64::scatter(
+                &s[k * WIDTH * n..][..d.len()],
+                (n, n),
+                bl,
+                blk,
+                0,
+                WIDTH,
+                1.0,
+            ),
+            None => Complex64::scatter(d, (n, n), bl, blk, 0, WIDTH, 1.0),
+        }
+        plan.columns(None, (blk, 0, WIDTH), bl, scale, rest);
+        Complex64::gather(blk, 0, WIDTH, (n, n), bl, d);
+    }
+}
+
+/// The half spectra of `count` real lines (`rp` apart in `src`) into
+/// lines `cp` apart in `dst`, each times `scale`: `WIDTH` lines at a time
+/// read as complex lines of half the length, transformed together and
+/// untangled.
+fn real_forward(
+    plan: &RealCol,
+    (src, rp): (&[f64], usize),
+    (dst, cp): (&mut [Complex64], usize),
+    count: usize,
+    scale: f64,
+    scratch: &mut [Complex64],
+) {
+    let h = plan.half();
+    let scratch = aligned(scratch, WIDTH * h);
+    let (blk, rest) = scratch.split_at_mut(WIDTH * h);
+    for g0 in (0..count).step_by(WIDTH) {
+        let gl = WIDTH.min(count - g0);
+        for (t, b) in blk.chunks_exact_mut(h).take(gl).enumerate() {
+            flat_mut(b).copy_from_slice(&src[(g0 + t) * rp..][..2 * h]);
+        }
+        contiguous_lines(&plan.fwd, None, &mut blk[..gl * h], 1.0, rest);
+        for (t, b) in blk.chunks_exact(h).take(gl).enumerate() {
+            plan.untangle(b, &mut dst[(g0 + t) * cp..][..=h], scale);
+        }
+    }
+}
+
+/// The reverse of [`real_forward`]: `count` half spectra (`cp` apart in
+/// `src`) into real lines `rp` apart in `dst`, each times `scale`. Real
+/// lines back to back are written as complex lines of half the length and
+/// transformed where they lie, the next group's lines asked for with
+/// intent to write first (the output of a backward transform is usually
+/// cold in the cache); other lines go through a block.
+fn real_backward(
+    plan: &RealCol,
+    (src, cp): (&[Complex64], usize),
+    (dst, rp): (&mut [f64], usize),
+    count: usize,
+    scale: f64,
+    scratch: &mut [Complex64],
+) {
+    let h = plan.half();
+    if rp == 2 * h {
+        // Lines back to back: each read as complex values in place.
+        let dst = as_complex_mut(&mut dst[..count * rp]);
+        let len = dst.len();
+        for (g, d) in dst.chunks_mut(WIDTH * h).enumerate() {
+            // The next group's lines asked for, to be written.
+            let next = d.as_ptr().wrapping_add(WIDTH * h);
+            for c in (0..(WIDTH * h).min(len.saturating_sub((g + 1) * WIDTH * h))).step_by(4) {
+                crate::col::prefetch_w(next.wrapping_add(c));
             }
-            plan.columns(None, (blk, 0, WIDTH), bl, scale, rest);
-            Complex64::gather(blk, 0, WIDTH, (n, n), bl, d);
+            for (t, b) in d.chunks_exact_mut(h).enumerate() {
+                plan.tangle(&src[(g * WIDTH + t) * cp..][..=h], b);
+            }
+            contiguous_lines(&plan.bwd, None, d, scale, scratch);
         }
         return;
     }
-    let _ = for_blocks(g, block, |i, t0, bl| {
-        let base = line_at(g, i, t0);
-        plan.columns(
-            src.map(|s| (s, base, stride)),
-            (dst, base, stride),
-            bl,
-            scale,
-            line,
-        );
-        Ok(())
-    });
+    let scratch = aligned(scratch, WIDTH * h);
+    let (blk, rest) = scratch.split_at_mut(WIDTH * h);
+    for g0 in (0..count).step_by(WIDTH) {
+        let gl = WIDTH.min(count - g0);
+        for (t, b) in blk.chunks_exact_mut(h).take(gl).enumerate() {
+            plan.tangle(&src[(g0 + t) * cp..][..=h], b);
+        }
+        contiguous_lines(&plan.bwd, None, &mut blk[..gl * h], scale, rest);
+        for (t, b) in blk.chunks_exact(h).take(gl).enumerate() {
+            dst[(g0 + t) * rp..][..2 * h].copy_from_slice(flat(b));
+        }
+    }
 }
 
 /// Splits the line scratch of a real step into the plan's scratch, a real
@@ -1321,7 +1433,7 @@ fn realfft_error(e: realfft::FftError) -> FftError {
 /// geometry), each result scaled by `scale`; strided lines go through
 /// blocks as in [`c2c_lines`].
 fn r2c_lines(
-    plan: &dyn RealToComplex<f64>,
+    plan: &RealPlan,
     (rg, src): (&Geom, &[f64]),
     (cg, dst): (&Geom, &mut [Complex64]),
     scale: f64,
@@ -1331,6 +1443,24 @@ fn r2c_lines(
     if n == 0 || rg.len() == 0 {
         return Ok(());
     }
+    let plan = match plan {
+        RealPlan::Col(c) => {
+            let (sh, rblock, cblock) = real_split(line, plan.scratch_len(), n, m);
+            let (rs, cs) = (rg.strides[rg.axis], cg.strides[cg.axis]);
+            if rs == 1 || rg.len() == n {
+                real_forward(c, (src, n), (dst, m), rg.len() / n, scale, sh);
+                return Ok(());
+            }
+            return for_blocks(rg, BLOCK, |i, t0, bl| {
+                let (rbase, cbase) = (line_at(rg, i, t0), line_at(cg, i, t0));
+                f64::gather(src, rbase, rs, (n, n + 2 * PAD), bl, rblock);
+                real_forward(c, (rblock, n + 2 * PAD), (cblock, m + PAD), bl, 1.0, sh);
+                Complex64::scatter(cblock, (m, m + PAD), bl, dst, cbase, cs, scale);
+                Ok(())
+            });
+        }
+        RealPlan::Real(f, _) => &**f,
+    };
     let (sh, rblock, cblock) = real_split(line, plan.get_scratch_len(), n, m);
     let (rs, cs) = (rg.strides[rg.axis], cg.strides[cg.axis]);
     if rs == 1 || rg.len() == n {
@@ -1365,7 +1495,7 @@ fn r2c_lines(
 /// geometry), each result scaled by `scale`; the imaginary parts that must
 /// vanish (zero and Nyquist frequencies) are ignored.
 fn c2r_lines(
-    plan: &dyn ComplexToReal<f64>,
+    plan: &RealPlan,
     (cg, src): (&Geom, &[Complex64]),
     (rg, dst): (&Geom, &mut [f64]),
     scale: f64,
@@ -1375,6 +1505,24 @@ fn c2r_lines(
     if n == 0 || rg.len() == 0 {
         return Ok(());
     }
+    let plan = match plan {
+        RealPlan::Col(c) => {
+            let (sh, rblock, cblock) = real_split(line, plan.scratch_len(), n, m);
+            let (rs, cs) = (rg.strides[rg.axis], cg.strides[cg.axis]);
+            if rs == 1 || rg.len() == n {
+                real_backward(c, (src, m), (dst, n), rg.len() / n, scale, sh);
+                return Ok(());
+            }
+            return for_blocks(rg, BLOCK, |i, t0, bl| {
+                let (rbase, cbase) = (line_at(rg, i, t0), line_at(cg, i, t0));
+                Complex64::gather(src, cbase, cs, (m, m + PAD), bl, cblock);
+                real_backward(c, (cblock, m + PAD), (rblock, n + 2 * PAD), bl, 1.0, sh);
+                f64::scatter(rblock, (n, n + 2 * PAD), bl, dst, rbase, rs, scale);
+                Ok(())
+            });
+        }
+        RealPlan::Real(_, b) => &**b,
+    };
     let (sh, rblock, cblock) = real_split(line, plan.get_scratch_len(), n, m);
     let fix = |c: &mut [Complex64]| {
         c[0].im = 0.0;
@@ -1527,6 +1675,53 @@ mod tests {
         }
     }
 
+    /// One real line's forward and (unnormalised) backward transforms as
+    /// the plans apply them, a line at a time: through the column
+    /// transform of half the length for powers of two from 4, realfft's
+    /// plans otherwise.
+    #[allow(clippy::type_complexity)]
+    fn real_line_plans(
+        n: usize,
+    ) -> (
+        Box<dyn Fn(Vec<f64>) -> Vec<Complex64>>,
+        Box<dyn Fn(Vec<Complex64>) -> Vec<f64>>,
+    ) {
+        match RealPlan::new(n) {
+            RealPlan::Col(c) => {
+                let c2 = c.clone();
+                let h = c.half();
+                (
+                    Box::new(move |x| {
+                        let mut z: Vec<Complex64> =
+                            x.chunks(2).map(|p| Complex64::new(p[0], p[1])).collect();
+                        c.fwd.line(&mut z, 1.0);
+                        let mut out = vec![Complex64::default(); h + 1];
+                        c.untangle(&z, &mut out, 1.0);
+                        out
+                    }),
+                    Box::new(move |s| {
+                        let mut z = vec![Complex64::default(); h];
+                        c2.tangle(&s, &mut z);
+                        c2.bwd.line(&mut z, 1.0);
+                        z.iter().flat_map(|v| [v.re, v.im]).collect()
+                    }),
+                )
+            }
+            RealPlan::Real(f, b) => (
+                Box::new(move |mut x| {
+                    let mut out = f.make_output_vec();
+                    f.process(&mut x, &mut out).unwrap();
+                    out
+                }),
+                Box::new(move |mut s| {
+                    let mut out = b.make_output_vec();
+                    b.process(&mut s, &mut out).unwrap();
+                    out
+                }),
+            ),
+        }
+    }
+
     fn bits(v: &[Complex64]) -> Vec<(u64, u64)> {
         v.iter().map(|c| (c.re.to_bits(), c.im.to_bits())).collect()
     }
@@ -1608,13 +1803,20 @@ mod tests {
 
     #[test]
     fn r2c_has_the_bits_of_line_by_line_transforms() {
-        let cases: [([usize; 3], [usize; 3], usize); 6] = [
+        // Halved lengths realfft takes (10, 130, 70, 66, 11) and powers of
+        // two the column transform takes (16, 64, 32, 4), contiguous and
+        // strided.
+        let cases: [([usize; 3], [usize; 3], usize); 10] = [
             ([8, 6, 10], [0, 1, 2], 2),
             ([5, 6, 130], [0, 1, 2], 0),
             ([6, 70, 9], [0, 1, 2], 1),
             ([12, 7, 130], [2, 0, 1], 0),
             ([9, 66, 4], [1, 2, 0], 1),
             ([7, 5, 11], [2, 1, 0], 2),
+            ([8, 6, 16], [0, 1, 2], 2),
+            ([6, 64, 5], [0, 1, 2], 1),
+            ([32, 7, 9], [2, 0, 1], 0),
+            ([3, 5, 4], [1, 2, 0], 2),
         ];
         for (g, order, halved) in cases {
             let layout = Layout::new(g, [1, 1, 1], order).unwrap();
@@ -1644,20 +1846,16 @@ mod tests {
                 // Forward: real lines along the halved axis, then complex
                 // lines along b and a.
                 let mut want = vec![Complex64::default(); clen];
-                let mut rp = RealFftPlanner::<f64>::new();
-                let r2c = rp.plan_fft_forward(g[halved]);
-                let c2r = rp.plan_fft_inverse(g[halved]);
+                let (r2c, c2r) = real_line_plans(g[halved]);
                 for p in points(g).filter(|p| p[halved] == 0) {
-                    let mut line: Vec<f64> = (0..g[halved])
+                    let line: Vec<f64> = (0..g[halved])
                         .map(|k| {
                             let mut q = p;
                             q[halved] = k;
                             x[f * rlen + mem(&layout, q)]
                         })
                         .collect();
-                    let mut out = r2c.make_output_vec();
-                    r2c.process(&mut line, &mut out).unwrap();
-                    for (k, v) in out.into_iter().enumerate() {
+                    for (k, v) in r2c(line).into_iter().enumerate() {
                         let mut q = p;
                         q[halved] = k;
                         want[rm(cg, q)] = v;
@@ -1701,9 +1899,7 @@ mod tests {
                     if g[halved] % 2 == 0 {
                         line[cg[halved] - 1].im = 0.0;
                     }
-                    let mut out = c2r.make_output_vec();
-                    c2r.process(&mut line, &mut out).unwrap();
-                    for (k, v) in out.into_iter().enumerate() {
+                    for (k, v) in c2r(line).into_iter().enumerate() {
                         let mut q = p;
                         q[halved] = k;
                         let got = z[f * rlen + mem(&layout, q)];

@@ -136,6 +136,16 @@ pub(crate) fn flat_mut(c: &mut [Complex64]) -> &mut [f64] {
     unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast(), 2 * c.len()) }
 }
 
+/// Pairs of values of a real slice of even length as complex values (real
+/// part first).
+pub(crate) fn as_complex_mut(r: &mut [f64]) -> &mut [Complex64] {
+    assert!(r.len().is_multiple_of(2), "an odd number of real values");
+    // SAFETY: `Complex64` is `repr(C)` with two `f64` fields and no
+    // padding, so its alignment is `f64`'s and `r.len() / 2` of them cover
+    // exactly the `r.len()` initialised values; the borrow is unique.
+    unsafe { std::slice::from_raw_parts_mut(r.as_mut_ptr().cast(), r.len() / 2) }
+}
+
 /// Rows of the scalar path moved together.
 const TILE: usize = 4;
 
