@@ -18,6 +18,10 @@
 //! (one row a group) takes four groups at a time, their inputs transposed
 //! in registers. Elsewhere contiguous lines are transposed into columns.
 //!
+//! Real lines ([`RealCol`]) are read as complex values in pairs,
+//! transformed at half the length and untangled into the half spectrum
+//! (and the reverse).
+//!
 //! Every column gets the same operations in the same order whichever
 //! instruction set runs it (AVX-512F, AVX2 or scalar code) and however the
 //! columns are grouped: products and sums are never fused, a complex
