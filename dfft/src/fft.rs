@@ -1202,7 +1202,8 @@ fn line_at(g: &Geom, i: usize, t: usize) -> usize {
 
 /// Applies `plan` to every line along `g.axis` of one field or plane: from
 /// `src` into `dst`, or in place in `dst`, each result scaled by `scale`.
-/// Contiguous lines are transformed in runs of `block`; strided lines are
+/// The column transform goes to [`c2c_columns`]; with rustfft's plan,
+/// contiguous lines are transformed in runs of `block` and strided lines
 /// gathered `block` at a time (neighbours along the contiguous axis) into
 /// consecutive lines, transformed together and scattered back. Each line
 /// gets the same 1D plan whatever the grouping, so the bits do not depend
@@ -1255,8 +1256,7 @@ fn c2c_lines(
 
 /// [`c2c_lines`] with the column transform: strided lines are transformed
 /// where they lie, `block` neighbours at a time, from `src` into `dst`;
-/// contiguous lines are transposed `WIDTH` at a time into a block whose
-/// columns they are, and back.
+/// contiguous lines as [`contiguous_lines`] takes them.
 fn c2c_columns(
     plan: &ColFft,
     g: &Geom,
