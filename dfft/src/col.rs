@@ -81,7 +81,7 @@ pub(crate) struct ColFft {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Isa {
+pub(crate) enum Isa {
     Scalar,
     #[cfg(target_arch = "x86_64")]
     Avx2,
@@ -160,7 +160,7 @@ impl ColFft {
     /// The same transform on a chosen instruction set (which must be
     /// present).
     #[cfg(test)]
-    fn with_isa(n: usize, forward: bool, isa: Isa) -> ColFft {
+    pub(crate) fn with_isa(n: usize, forward: bool, isa: Isa) -> ColFft {
         ColFft {
             isa,
             ..ColFft::new(n, forward).expect("power of two")
@@ -228,6 +228,12 @@ impl ColFft {
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (a, b, p, q, scale);
+    }
+
+    /// The instruction set the kernels run on.
+    #[cfg(test)]
+    pub(crate) fn isa(&self) -> Isa {
+        self.isa
     }
 
     /// The length transformed.

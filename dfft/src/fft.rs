@@ -1764,6 +1764,46 @@ mod tests {
         }
     }
 
+    /// Contiguous lines take the line form with AVX-512F and are
+    /// transposed into columns elsewhere: both paths, in and out of place,
+    /// give every line the bits of its own transform.
+    #[test]
+    fn contiguous_lines_have_their_own_bits_on_either_path() {
+        for n in [2, 16, 32, 64, 128] {
+            for isa in [
+                crate::col::Isa::Scalar,
+                ColFft::new(n, true).map_or(crate::col::Isa::Scalar, |c| c.isa()),
+            ] {
+                let plan = ColFft::with_isa(n, true, isa);
+                let count = 11;
+                let x: Vec<Complex64> = (0..n * count).map(value).collect();
+                let mut line = vec![
+                    Complex64::default();
+                    Plan1d::Col(Arc::new(ColFft::with_isa(n, true, isa)))
+                        .scratch_len()
+                ];
+                let mut inplace = x.clone();
+                contiguous_lines(&plan, None, &mut inplace, 0.5, &mut line);
+                let mut out = vec![Complex64::default(); n * count];
+                contiguous_lines(&plan, Some(&x), &mut out, 0.5, &mut line);
+                for (i, l) in x.chunks_exact(n).enumerate() {
+                    let mut want = l.to_vec();
+                    plan.line(&mut want, 0.5);
+                    assert_eq!(
+                        bits(&inplace[i * n..][..n]),
+                        bits(&want),
+                        "n {n} {isa:?} line {i}"
+                    );
+                    assert_eq!(
+                        bits(&out[i * n..][..n]),
+                        bits(&want),
+                        "n {n} {isa:?} line {i}"
+                    );
+                }
+            }
+        }
+    }
+
     fn bits(v: &[Complex64]) -> Vec<(u64, u64)> {
         v.iter().map(|c| (c.re.to_bits(), c.im.to_bits())).collect()
     }
