@@ -180,34 +180,24 @@ impl ColFft {
     }
 
     /// Transforms the contiguous lines of `dst` (`dst.len()` a multiple of
-    /// `n`), from the same places in `src` if given, else in place, each
-    /// result times `scale`, with vectors along each line.
+    /// `n`) in place, each result times `scale`, with vectors along each
+    /// line.
     ///
     /// # Panics
-    /// If [`ColFft::line_form`] is false, the lengths do not match, or
+    /// If [`ColFft::line_form`] is false, `dst` is not whole lines, or
     /// `scratch` is shorter than `2 n` plus 4.
-    pub(crate) fn lines(
-        &self,
-        src: Option<&[Complex64]>,
-        dst: &mut [Complex64],
-        scale: f64,
-        scratch: &mut [Complex64],
-    ) {
+    pub(crate) fn lines(&self, dst: &mut [Complex64], scale: f64, scratch: &mut [Complex64]) {
         assert!(self.line_form(), "no line form here");
         let n = self.n;
         assert!(dst.len().is_multiple_of(n), "not whole lines");
-        if let Some(s) = src {
-            assert_eq!(s.len(), dst.len(), "input and output lengths differ");
-        }
         assert!(scratch.len() >= 2 * n + 4, "scratch too short");
         let skip = crate::tile::to_line_boundary(scratch.as_ptr()).min(4);
         let (a, b) = scratch[skip..skip + 2 * n].split_at_mut(n);
         let q = dst.as_mut_ptr();
-        let p = src.map_or(q.cast_const(), |s| s.as_ptr());
         #[cfg(target_arch = "x86_64")]
         {
             let io = Chunk {
-                src: (p, 1),
+                src: (q.cast_const(), 1),
                 dst: (q, 1),
                 scale,
                 pitch: 1,
@@ -215,9 +205,9 @@ impl ColFft {
                 b: b.as_mut_ptr(),
             };
             let count = dst.len() / n;
-            // SAFETY: the `count` lines lie within `dst` (and `src`, of the
-            // same length, a different slice), the buffers hold `n` values
-            // each and overlap neither; AVX-512F is present (`line_form`).
+            // SAFETY: the `count` lines lie within `dst`, the buffers hold
+            // `n` values each and overlap it not; AVX-512F is present
+            // (`line_form`).
             unsafe {
                 if self.forward {
                     x86::lines512::<true>(self, &io, count);
@@ -227,7 +217,7 @@ impl ColFft {
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = (a, b, p, q, scale);
+        let _ = (a, b, q, scale);
     }
 
     /// The instruction set the kernels run on.
@@ -1262,6 +1252,10 @@ mod tests {
     use super::*;
     use rustfft::FftPlanner;
 
+    fn bits(v: &[Complex64]) -> Vec<(u64, u64)> {
+        v.iter().map(|c| (c.re.to_bits(), c.im.to_bits())).collect()
+    }
+
     fn signal(n: usize, seed: usize) -> Vec<Complex64> {
         (0..n)
             .map(|i| {
@@ -1390,13 +1384,9 @@ mod tests {
                     let mut scratch = vec![Complex64::default(); plan.scratch_len()];
                     let mut got = data.clone();
                     plan.columns(None, (&mut got, 0, stride), cols, 0.5, &mut scratch);
-                    let bits: Vec<(u64, u64)> = got
-                        .iter()
-                        .map(|c| (c.re.to_bits(), c.im.to_bits()))
-                        .collect();
                     match &want {
-                        None => want = Some(bits),
-                        Some(w) => assert_eq!(&bits, w, "n {n} fwd {fwd} {isa:?}"),
+                        None => want = Some(bits(&got)),
+                        Some(w) => assert_eq!(&bits(&got), w, "n {n} fwd {fwd} {isa:?}"),
                     }
                 }
             }
@@ -1415,23 +1405,13 @@ mod tests {
                 let count = 3;
                 let data = signal(n * count, e);
                 let mut scratch = vec![Complex64::default(); 2 * n + 5];
-                let mut inplace = data.clone();
-                plan.lines(None, &mut inplace, 0.5, &mut scratch[1..]);
-                let mut out = vec![Complex64::default(); n * count];
-                plan.lines(Some(&data), &mut out, 0.5, &mut scratch);
+                let mut got = data.clone();
+                plan.lines(&mut got, 0.5, &mut scratch[1..]);
                 for (i, l) in data.chunks_exact(n).enumerate() {
                     let mut want = l.to_vec();
                     plan.line(&mut want, 0.5);
-                    let bits = |v: &[Complex64]| -> Vec<(u64, u64)> {
-                        v.iter().map(|c| (c.re.to_bits(), c.im.to_bits())).collect()
-                    };
                     assert_eq!(
-                        bits(&inplace[i * n..][..n]),
-                        bits(&want),
-                        "n {n} fwd {fwd} line {i}"
-                    );
-                    assert_eq!(
-                        bits(&out[i * n..][..n]),
+                        bits(&got[i * n..][..n]),
                         bits(&want),
                         "n {n} fwd {fwd} line {i}"
                     );
@@ -1454,9 +1434,6 @@ mod tests {
                 plan.untangle(&z, &mut xs, 0.25);
                 let mut zs = vec![Complex64::default(); h];
                 plan.tangle(&x, &mut zs);
-                let bits = |v: &[Complex64]| -> Vec<(u64, u64)> {
-                    v.iter().map(|c| (c.re.to_bits(), c.im.to_bits())).collect()
-                };
                 match &want {
                     None => want = Some((xs, zs)),
                     Some((wx, wz)) => {

@@ -130,11 +130,10 @@ impl Plan1d {
     }
 
     /// Scratch (complex values) that [`c2c_lines`] needs besides its block
-    /// of lines: for the column transform its buffers and a transposed
-    /// block of `WIDTH` contiguous lines (with slack to align it).
+    /// of lines: for the column transform, [`contiguous_scratch`].
     pub(crate) fn scratch_len(&self) -> usize {
         match self {
-            Plan1d::Col(c) => c.scratch_len() + WIDTH * c.len() + LINE_VALUES,
+            Plan1d::Col(c) => contiguous_scratch(c),
             Plan1d::Rust(p) => p.get_inplace_scratch_len(),
         }
     }
@@ -164,10 +163,9 @@ impl RealPlan {
     /// Scratch (complex values) the line steps need besides their blocks.
     fn scratch_len(&self) -> usize {
         match self {
-            RealPlan::Col(c) => {
-                let h = c.half();
-                WIDTH * h + LINE_VALUES + c.fwd.scratch_len() + WIDTH * h + LINE_VALUES
-            }
+            // A block of `WIDTH` complex lines of half the length, aligned,
+            // and what `contiguous_lines` takes for it.
+            RealPlan::Col(c) => WIDTH * c.half() + LINE_VALUES + contiguous_scratch(&c.fwd),
             RealPlan::Real(f, b) => f.get_scratch_len().max(b.get_scratch_len()),
         }
     }
@@ -1285,6 +1283,13 @@ fn c2c_columns(
     });
 }
 
+/// Scratch (complex values) that [`contiguous_lines`] and the strided
+/// columns of [`c2c_columns`] need: the column transform's buffers and a
+/// transposed block of `WIDTH` lines, with slack to align it.
+fn contiguous_scratch(plan: &ColFft) -> usize {
+    plan.scratch_len() + WIDTH * plan.len() + LINE_VALUES
+}
+
 /// The lines of `dst` (back to back, of the plan's length), from the same
 /// places in `src` or in place, each result times `scale`: in the line
 /// form where the plan has one, else transposed `WIDTH` at a time into a
@@ -1305,10 +1310,10 @@ fn contiguous_lines(
             Some(s) => {
                 for (d, s) in dst.chunks_mut(WIDTH * n).zip(s.chunks(WIDTH * n)) {
                     d.copy_from_slice(s);
-                    plan.lines(None, d, scale, line);
+                    plan.lines(d, scale, line);
                 }
             }
-            None => plan.lines(None, dst, scale, line),
+            None => plan.lines(dst, scale, line),
         }
         return;
     }
