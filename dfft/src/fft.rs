@@ -1303,18 +1303,7 @@ fn contiguous_lines(
 ) {
     let n = plan.len();
     if plan.line_form() {
-        match src {
-            // A few lines copied, then transformed in place: stores into
-            // lines the copy brought into the cache, not into lines that
-            // miss it.
-            Some(s) => {
-                for (d, s) in dst.chunks_mut(WIDTH * n).zip(s.chunks(WIDTH * n)) {
-                    d.copy_from_slice(s);
-                    plan.lines(d, scale, line);
-                }
-            }
-            None => plan.lines(dst, scale, line),
-        }
+        plan.lines(src, dst, scale, line);
         return;
     }
     let line = aligned(line, n * WIDTH);
