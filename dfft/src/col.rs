@@ -42,6 +42,10 @@ pub(crate) const CHUNK: usize = 64;
 
 /// Row pitch (complex values) of the buffers for a chunk of `w` columns:
 /// whole cache lines and one more, so that rows do not share cache sets.
+/// Columns of the block that takes the columns left beside the aligned
+/// vectors (at most three before them and three after).
+const LEFT: usize = 8;
+
 fn pitch(w: usize) -> usize {
     w.next_multiple_of(4) + 4
 }
@@ -249,7 +253,7 @@ impl ColFft {
     /// of `n` rows of a chunk, and slack to put them on a cache line (more
     /// than [`ColFft::lines`] needs).
     pub(crate) fn scratch_len(&self) -> usize {
-        2 * self.n * pitch(CHUNK) + 4
+        2 * self.n * pitch(CHUNK) + LEFT * self.n + 4
     }
 
     /// Transforms `cols` columns: element `j` of column `c` is
@@ -287,15 +291,34 @@ impl ColFft {
         assert!(scratch.len() >= self.scratch_len(), "scratch too short");
         let skip = crate::tile::to_line_boundary(scratch.as_ptr()).min(4);
         let bp = pitch(cols.min(CHUNK));
-        let (a, b) = scratch[skip..skip + 2 * n * bp].split_at_mut(n * bp);
+        let (bufs, rest) = scratch[skip..].split_at_mut(2 * n * bp);
+        let (a, b) = bufs.split_at_mut(n * bp);
         let q = dst[d0..].as_mut_ptr();
         let (p, ss) = match src {
             Some((s, so, ss)) => (s[so..].as_ptr(), ss),
             None => (q.cast_const(), ds),
         };
-        let mut c0 = 0;
-        while c0 < cols {
-            let w = CHUNK.min(cols - c0);
+        // Where every row starts at the same place in a cache line (strides
+        // of whole lines) and the first column is not on a line boundary,
+        // the AVX-512 vectors start at the first column that is: a vector
+        // across two lines costs about twice one within a line. The
+        // columns before it and those after the last whole vector go
+        // together through a block of `LEFT` columns.
+        let lead = match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 if ds % 4 == 0 && cols >= LEFT => {
+                crate::tile::to_line_boundary(q.cast_const())
+            }
+            _ => 0,
+        };
+        let end = if lead > 0 {
+            lead + (cols - lead) / 4 * 4
+        } else {
+            cols
+        };
+        let mut c0 = lead;
+        while c0 < end {
+            let w = CHUNK.min(end - c0);
             let io = Chunk {
                 src: (p.wrapping_add(c0), ss),
                 dst: (q.wrapping_add(c0), ds),
@@ -312,6 +335,42 @@ impl ColFft {
             // chosen for an instruction set that is present.
             unsafe { self.chunk(&io, w) };
             c0 += w;
+        }
+        if lead > 0 {
+            let mut at = [0; LEFT];
+            let k = lead + cols - end;
+            for (a, c) in at.iter_mut().zip((0..lead).chain(end..cols)) {
+                *a = c;
+            }
+            let left = &at[..k];
+            let blk = &mut rest[..LEFT * n];
+            for (j, row) in blk.chunks_exact_mut(LEFT).enumerate() {
+                row.fill(Complex64::default());
+                for (v, &c) in row.iter_mut().zip(left) {
+                    *v = match src {
+                        Some((s, so, ss)) => s[so + j * ss + c],
+                        None => dst[d0 + j * ds + c],
+                    };
+                }
+            }
+            let io = Chunk {
+                src: (blk.as_ptr(), LEFT),
+                dst: (blk.as_mut_ptr(), LEFT),
+                scale,
+                pitch: bp,
+                a: a.as_mut_ptr(),
+                b: b.as_mut_ptr(),
+            };
+            // SAFETY: the block holds `n` rows of `LEFT` values, read and
+            // written in place (one pass, or the first into a buffer and
+            // the last back); the buffers hold `n` rows of `bp >=
+            // pitch(LEFT)` values (`cols >= LEFT`), apart from the block.
+            unsafe { self.chunk(&io, k.next_multiple_of(4)) };
+            for (j, row) in blk.chunks_exact(LEFT).enumerate() {
+                for (v, &c) in row.iter().zip(left) {
+                    dst[d0 + j * ds + c] = *v;
+                }
+            }
         }
     }
 
@@ -1330,6 +1389,63 @@ mod tests {
                     err <= 4.0 * f64::EPSILON * e as f64 * norm,
                     "n {n} fwd {fwd}: {err:e} against {norm}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn columns_at_every_place_in_a_cache_line_have_the_bits_of_their_lines() {
+        // Rows a whole number of cache lines apart whose first column sits
+        // 0 to 3 values past a line boundary (the AVX-512 path then starts
+        // its vectors on the boundary and takes the columns beside them
+        // through a block), in place and out of place from an input at
+        // another place in its line.
+        for n in [4, 64, 128] {
+            for fwd in [true, false] {
+                let plan = ColFft::new(n, fwd).expect("power of two");
+                let mut scratch = vec![Complex64::default(); plan.scratch_len()];
+                for cols in [8usize, 13, 64, 70, 131] {
+                    let stride = cols.next_multiple_of(4) + 4;
+                    let len = 8 + (n - 1) * stride + cols;
+                    let data = signal(len, n + cols);
+                    for shift in 0..4 {
+                        let mut got = data.clone();
+                        let off = crate::tile::to_line_boundary(got.as_ptr()) + shift;
+                        plan.columns(None, (&mut got, off, stride), cols, 0.25, &mut scratch);
+                        let mut out = vec![Complex64::new(f64::NAN, 0.0); len];
+                        let d0 = crate::tile::to_line_boundary(out.as_ptr()) + shift;
+                        let s0 = (off + 1) % 8;
+                        plan.columns(
+                            Some((&data, s0, stride)),
+                            (&mut out, d0, stride),
+                            cols,
+                            0.25,
+                            &mut scratch,
+                        );
+                        for c in 0..cols {
+                            let at = |o: usize, j: usize| o + j * stride + c;
+                            let mut line: Vec<Complex64> =
+                                (0..n).map(|j| data[at(off, j)]).collect();
+                            plan.line(&mut line, 0.25);
+                            let mut from: Vec<Complex64> =
+                                (0..n).map(|j| data[at(s0, j)]).collect();
+                            plan.line(&mut from, 0.25);
+                            for j in 0..n {
+                                let what =
+                                    format!("n {n} cols {cols} shift {shift} col {c} row {j}");
+                                assert_eq!(bits(&[got[at(off, j)]]), bits(&[line[j]]), "{what}");
+                                assert_eq!(bits(&[out[at(d0, j)]]), bits(&[from[j]]), "{what}");
+                            }
+                        }
+                        for (i, (a, b)) in data.iter().zip(&got).enumerate() {
+                            let inside =
+                                i >= off && (i - off) / stride < n && (i - off) % stride < cols;
+                            if !inside {
+                                assert_eq!(a, b, "value {i} outside the columns changed");
+                            }
+                        }
+                    }
+                }
             }
         }
     }
