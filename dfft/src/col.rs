@@ -40,12 +40,12 @@ pub(crate) const WIDTH: usize = 8;
 /// where the rows of a strided axis lie far apart), its last writes them.
 pub(crate) const CHUNK: usize = 64;
 
-/// Row pitch (complex values) of the buffers for a chunk of `w` columns:
-/// whole cache lines and one more, so that rows do not share cache sets.
 /// Columns of the block that takes the columns left beside the aligned
 /// vectors (at most three before them and three after).
 const LEFT: usize = 8;
 
+/// Row pitch (complex values) of the buffers for a chunk of `w` columns:
+/// whole cache lines and one more, so that rows do not share cache sets.
 fn pitch(w: usize) -> usize {
     w.next_multiple_of(4) + 4
 }
