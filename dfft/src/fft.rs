@@ -1,10 +1,10 @@
 //! Distributed 3D FFT plans: a fixed sequence of 1D transforms along whole
 //! axes, with reshapes in between.
 
-use crate::col::{prefetch_w, ColFft, RealCol, WIDTH};
+use crate::col::{prefetch_r, prefetch_w, ColFft, RealCol, WIDTH};
 use crate::layout::{others, Layout};
 use crate::reshape::{Protocol, Reshape};
-use crate::tile::{as_complex_mut, flat, flat_mut, to_line_boundary, Moves};
+use crate::tile::{as_complex, as_complex_mut, flat, flat_mut, to_line_boundary, Moves};
 use crate::FftError;
 use comm::Communicator;
 use num_complex::Complex64;
@@ -1329,10 +1329,13 @@ fn contiguous_lines(
 
 /// The half spectra of `count` real lines (`rp` apart in `src`) into
 /// lines `cp` apart in `dst`, each times `scale`: `WIDTH` lines at a time
-/// read as complex lines of half the length, transformed together and
-/// untangled; where the output is `cold` (a field larger than the caches
-/// hold), the next group's output lines are asked for with intent to
-/// write first.
+/// read as complex lines of half the length, transformed together into a
+/// block and untangled from it. Lines back to back go through the line
+/// form straight from the input (which asks for each next line while one
+/// is transformed); others are copied into the block first. Where the
+/// output is `cold` (a field larger than the caches hold), each output
+/// line of the next group is asked for with intent to write while one of
+/// this group is untangled.
 fn real_forward(
     plan: &RealCol,
     (src, rp): (&[f64], usize),
@@ -1345,20 +1348,34 @@ fn real_forward(
     let h = plan.half();
     let scratch = aligned(scratch, WIDTH * h);
     let (blk, rest) = scratch.split_at_mut(WIDTH * h);
+    let direct = rp == 2 * h && plan.fwd.line_form();
     for g0 in (0..count).step_by(WIDTH) {
         let gl = WIDTH.min(count - g0);
-        if cold {
-            let next = dst.as_ptr().wrapping_add((g0 + WIDTH) * cp);
-            let ahead = WIDTH.min(count.saturating_sub(g0 + WIDTH)) * cp;
-            for c in (0..ahead).step_by(4) {
-                prefetch_w(next.wrapping_add(c));
+        if direct {
+            // The next group's first line, which the line form's own look
+            // ahead (within the group) does not reach.
+            if g0 + gl < count {
+                let next = src[(g0 + gl) * rp..].as_ptr();
+                for c in (0..2 * h).step_by(2 * LINE_VALUES) {
+                    prefetch_r(next.wrapping_add(c).cast());
+                }
             }
+            let lines = as_complex(&src[g0 * rp..][..gl * 2 * h]);
+            plan.fwd.lines(Some(lines), &mut blk[..gl * h], 1.0, rest);
+        } else {
+            for (t, b) in blk.chunks_exact_mut(h).take(gl).enumerate() {
+                flat_mut(b).copy_from_slice(&src[(g0 + t) * rp..][..2 * h]);
+            }
+            contiguous_lines(&plan.fwd, None, &mut blk[..gl * h], 1.0, rest);
         }
-        for (t, b) in blk.chunks_exact_mut(h).take(gl).enumerate() {
-            flat_mut(b).copy_from_slice(&src[(g0 + t) * rp..][..2 * h]);
-        }
-        contiguous_lines(&plan.fwd, None, &mut blk[..gl * h], 1.0, rest);
         for (t, b) in blk.chunks_exact(h).take(gl).enumerate() {
+            let ahead = g0 + WIDTH + t;
+            if cold && ahead < count {
+                let next = dst[ahead * cp..].as_ptr();
+                for c in (0..=h).step_by(LINE_VALUES) {
+                    prefetch_w(next.wrapping_add(c));
+                }
+            }
             plan.untangle(b, &mut dst[(g0 + t) * cp..][..=h], scale);
         }
     }
@@ -1366,10 +1383,11 @@ fn real_forward(
 
 /// The reverse of [`real_forward`]: `count` half spectra (`cp` apart in
 /// `src`) into real lines `rp` apart in `dst`, each times `scale`. Real
-/// lines back to back are written as complex lines of half the length and
-/// transformed where they lie (where the output is `cold`, the next
-/// group's lines asked for with intent to write first); other lines go
-/// through a block.
+/// lines back to back are written as complex lines of half the length:
+/// with the line form, tangled into a block and transformed from it into
+/// the output; without, tangled into the output and transformed where
+/// they lie (where the output is `cold`, the next group's lines asked for
+/// with intent to write first). Other lines go through a block.
 fn real_backward(
     plan: &RealCol,
     (src, cp): (&[Complex64], usize),
@@ -1383,6 +1401,20 @@ fn real_backward(
     if rp == 2 * h {
         // Lines back to back: each read as complex values in place.
         let dst = as_complex_mut(&mut dst[..count * rp]);
+        if plan.bwd.line_form() {
+            // Tangled into a block and transformed from it into the
+            // output lines (the line form asks for each next one).
+            let scratch = aligned(scratch, WIDTH * h);
+            let (blk, rest) = scratch.split_at_mut(WIDTH * h);
+            for (g, d) in dst.chunks_mut(WIDTH * h).enumerate() {
+                let gl = d.len() / h;
+                for (t, b) in blk.chunks_exact_mut(h).take(gl).enumerate() {
+                    plan.tangle(&src[(g * WIDTH + t) * cp..][..=h], b);
+                }
+                plan.bwd.lines(Some(&blk[..gl * h]), d, scale, rest);
+            }
+            return;
+        }
         let len = dst.len();
         for (g, d) in dst.chunks_mut(WIDTH * h).enumerate() {
             if cold {
@@ -1880,9 +1912,12 @@ mod tests {
     #[test]
     fn r2c_has_the_bits_of_line_by_line_transforms() {
         // Halved lengths realfft takes (10, 130, 70, 66, 11) and powers of
-        // two the column transform takes (16, 64, 32, 4), contiguous and
+        // two the column transform takes (16, 64, 32, 4, and 128 and 64
+        // contiguous, which the line form reads in place), contiguous and
         // strided.
-        let cases: [([usize; 3], [usize; 3], usize); 10] = [
+        let cases: [([usize; 3], [usize; 3], usize); 12] = [
+            ([5, 3, 128], [0, 1, 2], 2),
+            ([3, 7, 64], [0, 1, 2], 2),
             ([8, 6, 10], [0, 1, 2], 2),
             ([5, 6, 130], [0, 1, 2], 0),
             ([6, 70, 9], [0, 1, 2], 1),

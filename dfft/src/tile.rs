@@ -138,6 +138,14 @@ pub(crate) fn flat_mut(c: &mut [Complex64]) -> &mut [f64] {
 
 /// Pairs of values of a real slice of even length as complex values (real
 /// part first).
+pub(crate) fn as_complex(r: &[f64]) -> &[Complex64] {
+    assert!(r.len().is_multiple_of(2), "an odd number of real values");
+    // SAFETY: as in `as_complex_mut`, for a shared borrow.
+    unsafe { std::slice::from_raw_parts(r.as_ptr().cast(), r.len() / 2) }
+}
+
+/// Pairs of values of a real slice of even length as complex values (real
+/// part first).
 pub(crate) fn as_complex_mut(r: &mut [f64]) -> &mut [Complex64] {
     assert!(r.len().is_multiple_of(2), "an odd number of real values");
     // SAFETY: `Complex64` is `repr(C)` with two `f64` fields and no
