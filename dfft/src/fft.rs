@@ -1220,7 +1220,7 @@ fn c2c_lines(
         return;
     }
     let plan = match plan {
-        Plan1d::Col(c) => return c2c_columns(c, g, src, dst, scale, line, block),
+        Plan1d::Col(c) => return c2c_columns(c, g, src, dst, scale, line),
         Plan1d::Rust(p) => &**p,
     };
     let (fft_scratch, rest) = line.split_at_mut(plan.get_inplace_scratch_len());
@@ -1253,8 +1253,11 @@ fn c2c_lines(
 }
 
 /// [`c2c_lines`] with the column transform: strided lines are transformed
-/// where they lie, `block` neighbours at a time, from `src` into `dst`;
-/// contiguous lines as [`contiguous_lines`] takes them.
+/// where they lie, from `src` into `dst`, a whole run of neighbours (a row
+/// of the contiguous axis, or of it and the third axis where they follow
+/// each other in memory) a call, which the transform cuts into chunks
+/// from the run's first cache-line boundary; contiguous lines as
+/// [`contiguous_lines`] takes them.
 fn c2c_columns(
     plan: &ColFft,
     g: &Geom,
@@ -1262,7 +1265,6 @@ fn c2c_columns(
     dst: &mut [Complex64],
     scale: f64,
     line: &mut [Complex64],
-    block: usize,
 ) {
     let n = g.shape[g.axis];
     let stride = g.strides[g.axis];
@@ -1270,7 +1272,7 @@ fn c2c_columns(
         contiguous_lines(plan, src, dst, scale, line);
         return;
     }
-    let _ = for_blocks(g, block, |i, t0, bl| {
+    let _ = for_blocks(g, usize::MAX, |i, t0, bl| {
         let base = line_at(g, i, t0);
         plan.columns(
             src.map(|s| (s, base, stride)),
