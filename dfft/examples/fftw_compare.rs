@@ -14,7 +14,13 @@
 //!
 //! `cargo run --release -p dfft --features fftw --example fftw_compare --
 //! [--sizes 64,128,256] [--kinds c2c,r2c] [--rounds 3] [--min-time 0.3]
-//! [--json PATH]`
+//! [--json PATH] [--overwrite]`
+//!
+//! `--overwrite` times our backward transforms free to overwrite their
+//! input (`Fft3d::backward_overwriting`, `backward_c2r_overwriting`), each
+//! repeat on a fresh copy of the spectrum outside the timed call, as
+//! FFTW's multi-dimensional complex-to-real transforms always are (they
+//! cannot keep their input).
 //!
 //! `cargo xtask bench fft` runs it, adds scipy's pocketfft and draws the plot.
 
@@ -132,6 +138,7 @@ struct Config {
     rounds: usize,
     min_time: f64,
     json: Option<String>,
+    overwrite: bool,
 }
 
 fn parse() -> Config {
@@ -141,10 +148,16 @@ fn parse() -> Config {
         rounds: 3,
         min_time: 0.3,
         json: None,
+        overwrite: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < args.len() {
+        if args[i] == "--overwrite" {
+            c.overwrite = true;
+            i += 1;
+            continue;
+        }
         let v = args.get(i + 1).cloned().unwrap_or_default();
         match args[i].as_str() {
             "--sizes" => c.sizes = v.split(',').map(|s| s.parse().expect("size")).collect(),
@@ -170,7 +183,32 @@ fn rel_diff(a: &[Complex64], b: &[Complex64]) -> f64 {
 
 /// One size and kind: the repeats of forward ours, forward FFTW, backward
 /// ours, backward FFTW.
-fn case(n: usize, kind: &str, rounds: usize, min_time: f64) -> Result<[Times; 4], FftError> {
+/// Repeats of `f` on a fresh copy of `from` in `w` each (the copy not
+/// timed), for transforms that overwrite their input.
+fn time_fresh<T: Copy>(
+    t: &mut Times,
+    min_time: f64,
+    (w, from): (&mut [T], &[T]),
+    mut f: impl FnMut(&mut [T]),
+) {
+    let start = Instant::now();
+    let mut k = 0;
+    while k < 3 || start.elapsed().as_secs_f64() < min_time {
+        w.copy_from_slice(from);
+        let s = Instant::now();
+        f(w);
+        t.0.push(s.elapsed().as_secs_f64());
+        k += 1;
+    }
+}
+
+fn case(
+    n: usize,
+    kind: &str,
+    rounds: usize,
+    min_time: f64,
+    overwrite: bool,
+) -> Result<[Times; 4], FftError> {
     let ni = n as c_int;
     let total = n * n * n;
     let m = n / 2 + 1;
@@ -231,9 +269,17 @@ fn case(n: usize, kind: &str, rounds: usize, min_time: f64) -> Result<[Times; 4]
                     p.forward(c, &x, &mut y, &mut s).expect("forward")
                 });
                 time(&mut t[3], min_time, || pb.execute());
-                time(&mut t[2], min_time, || {
-                    p.backward(c, &y, &mut z, &mut s).expect("backward")
-                });
+                if overwrite {
+                    let mut w = y.clone();
+                    time_fresh(&mut t[2], min_time, (&mut w, &y), |w| {
+                        p.backward_overwriting(c, w, &mut z, &mut s)
+                            .expect("backward")
+                    });
+                } else {
+                    time(&mut t[2], min_time, || {
+                        p.backward(c, &y, &mut z, &mut s).expect("backward")
+                    });
+                }
             }
         } else {
             let mut fin = vec![0.0f64; total];
@@ -292,9 +338,17 @@ fn case(n: usize, kind: &str, rounds: usize, min_time: f64) -> Result<[Times; 4]
                     p.forward_r2c(c, &x, &mut y, &mut s).expect("forward")
                 });
                 time_c2r(&mut t[3]);
-                time(&mut t[2], min_time, || {
-                    p.backward_c2r(c, &y, &mut z, &mut s).expect("backward")
-                });
+                if overwrite {
+                    let mut w = y.clone();
+                    time_fresh(&mut t[2], min_time, (&mut w, &y), |w| {
+                        p.backward_c2r_overwriting(c, w, &mut z, &mut s)
+                            .expect("backward")
+                    });
+                } else {
+                    time(&mut t[2], min_time, || {
+                        p.backward_c2r(c, &y, &mut z, &mut s).expect("backward")
+                    });
+                }
             }
         }
         Ok::<_, FftError>((t, diff))
@@ -314,6 +368,11 @@ fn main() {
     let cfg = parse();
     let ver = version();
     println!("{ver}, FFTW_MEASURE, out of place, one thread; dfft Fft3d on one rank, unnormalised");
+    if cfg.overwrite {
+        println!(
+            "our backward transforms overwrite their input (a fresh copy each repeat, not timed)"
+        );
+    }
     println!(
         "{:>4} {:>5} {:>4} | {:>9} {:>9} {:>6} | {:>9} {:>9} {:>6}",
         "kind", "N", "dir", "ours best", "FFTW best", "ratio", "ours med", "FFTW med", "ratio"
@@ -321,10 +380,11 @@ fn main() {
     let mut rows = vec![];
     for &n in &cfg.sizes {
         for kind in &cfg.kinds {
-            let t = case(n, kind, cfg.rounds.max(1), cfg.min_time).unwrap_or_else(|e| {
-                eprintln!("fftw_compare: {e}");
-                std::process::exit(1)
-            });
+            let t =
+                case(n, kind, cfg.rounds.max(1), cfg.min_time, cfg.overwrite).unwrap_or_else(|e| {
+                    eprintln!("fftw_compare: {e}");
+                    std::process::exit(1)
+                });
             for (d, dir) in ["forward", "backward"].iter().enumerate() {
                 let (o, f) = (&t[2 * d], &t[2 * d + 1]);
                 println!(

@@ -214,8 +214,9 @@ pub struct Fft3d {
     work_len: usize,
     line_scratch: usize,
     max_line: usize,
-    /// The tasks of the forward and of the backward direction.
-    schedule: [Vec<Task>; 2],
+    /// The tasks of the forward direction, of the backward direction, and
+    /// of the backward direction free to overwrite its input.
+    schedule: [Vec<Task>; 3],
 }
 
 /// Picks the layout for transforming `axis` next, preferring a slab that
@@ -472,9 +473,13 @@ impl Fft3d {
             work_len,
             line_scratch,
             max_line,
-            schedule: [Vec::new(), Vec::new()],
+            schedule: [Vec::new(), Vec::new(), Vec::new()],
         };
-        plan.schedule = [plan.schedule(true), plan.schedule(false)];
+        plan.schedule = [
+            plan.schedule(true, false),
+            plan.schedule(false, false),
+            plan.schedule(false, true),
+        ];
         Ok(plan)
     }
 
@@ -568,7 +573,14 @@ impl Fft3d {
         self.check("forward input", self.input_len(), input.len())?;
         self.check("forward output", self.output_len(), output.len())?;
         let s = self.scale(true);
-        self.execute(comm, true, Src::C(input), Dst::C(output), scratch, s)
+        self.execute(
+            comm,
+            true,
+            In::Read(Src::C(input)),
+            Dst::C(output),
+            scratch,
+            s,
+        )
     }
 
     /// Forward real-to-complex transform.
@@ -587,7 +599,14 @@ impl Fft3d {
         self.check("forward input", self.input_len(), input.len())?;
         self.check("forward output", self.output_len(), output.len())?;
         let s = self.scale(true);
-        self.execute(comm, true, Src::R(input), Dst::C(output), scratch, s)
+        self.execute(
+            comm,
+            true,
+            In::Read(Src::R(input)),
+            Dst::C(output),
+            scratch,
+            s,
+        )
     }
 
     /// Backward complex-to-complex transform.
@@ -606,7 +625,37 @@ impl Fft3d {
         self.check("backward input", self.output_len(), input.len())?;
         self.check("backward output", self.input_len(), output.len())?;
         let s = self.scale(false);
-        self.execute(comm, false, Src::C(input), Dst::C(output), scratch, s)
+        self.execute(
+            comm,
+            false,
+            In::Read(Src::C(input)),
+            Dst::C(output),
+            scratch,
+            s,
+        )
+    }
+
+    /// [`Fft3d::backward`], free to overwrite `input` (its values are
+    /// undefined afterwards): the transforms that precede the first
+    /// reshape run in place in it instead of from it into a work buffer or
+    /// the output, which spares a pass over memory where the first step is
+    /// a transform. The result has the bits of [`Fft3d::backward`]'s.
+    pub fn backward_overwriting(
+        &mut self,
+        comm: &dyn Communicator,
+        input: &mut [Complex64],
+        output: &mut [Complex64],
+        scratch: &mut [Complex64],
+    ) -> Result<(), FftError> {
+        if self.kind != Kind::C2C {
+            return Err(FftError::Invalid(
+                "this plan is real-to-complex: use backward_c2r_overwriting".into(),
+            ));
+        }
+        self.check("backward input", self.output_len(), input.len())?;
+        self.check("backward output", self.input_len(), output.len())?;
+        let s = self.scale(false);
+        self.execute(comm, false, In::Write(input), Dst::C(output), scratch, s)
     }
 
     /// Backward complex-to-real transform. The imaginary parts of the
@@ -627,7 +676,37 @@ impl Fft3d {
         self.check("backward input", self.output_len(), input.len())?;
         self.check("backward output", self.input_len(), output.len())?;
         let s = self.scale(false);
-        self.execute(comm, false, Src::C(input), Dst::R(output), scratch, s)
+        self.execute(
+            comm,
+            false,
+            In::Read(Src::C(input)),
+            Dst::R(output),
+            scratch,
+            s,
+        )
+    }
+
+    /// [`Fft3d::backward_c2r`], free to overwrite `input` (its values are
+    /// undefined afterwards), as FFTW's multi-dimensional complex-to-real
+    /// transforms always are: the transforms that precede the first
+    /// reshape run in place in it. The result has the bits of
+    /// [`Fft3d::backward_c2r`]'s.
+    pub fn backward_c2r_overwriting(
+        &mut self,
+        comm: &dyn Communicator,
+        input: &mut [Complex64],
+        output: &mut [f64],
+        scratch: &mut [Complex64],
+    ) -> Result<(), FftError> {
+        if !matches!(self.kind, Kind::R2C { .. }) {
+            return Err(FftError::Invalid(
+                "this plan is complex-to-complex: use backward_overwriting".into(),
+            ));
+        }
+        self.check("backward input", self.output_len(), input.len())?;
+        self.check("backward output", self.input_len(), output.len())?;
+        let s = self.scale(false);
+        self.execute(comm, false, In::Write(input), Dst::R(output), scratch, s)
     }
 
     /// The factor the result of one direction is scaled by.
@@ -654,11 +733,16 @@ impl Fft3d {
         &mut self,
         comm: &dyn Communicator,
         forward: bool,
-        input: Src<'_>,
+        input: In<'_>,
         output: Dst<'_>,
         scratch: &mut [Complex64],
         scale: f64,
     ) -> Result<(), FftError> {
+        let which = match (forward, &input) {
+            (true, _) => 0,
+            (false, In::Read(_)) => 1,
+            (false, In::Write(_)) => 2,
+        };
         self.check("scratch", self.scratch_len(), scratch.len())?;
         let used = self.used_scratch();
         let scratch = aligned(scratch, used);
@@ -681,7 +765,7 @@ impl Fft3d {
             ..
         } = self;
         let mut scaled = false;
-        for task in &schedule[usize::from(!forward)] {
+        for task in &schedule[which] {
             match task {
                 Task::Reshape { step, from, to } => {
                     let (src, mut dst) = io.pair(*from, *to);
@@ -747,7 +831,7 @@ impl Fft3d {
     /// buffer where it can, and in the output once only complex transforms
     /// in the output's layout remain (the first of them reading the input
     /// or a work buffer).
-    fn schedule(&self, forward: bool) -> Vec<Task> {
+    fn schedule(&self, forward: bool, writable: bool) -> Vec<Task> {
         let count = self.steps.len();
         let at = |i: usize| if forward { i } else { count - 1 - i };
         let mut tasks = Vec::new();
@@ -791,7 +875,7 @@ impl Fft3d {
             let rest_in_output = (j..count).all(|k| matches!(self.steps[at(k)], Step::Fft { .. }));
             let dest = if last || rest_in_output {
                 Loc::Output
-            } else if !ops.iter().any(is_real) && cur != Loc::Input {
+            } else if !ops.iter().any(is_real) && (cur != Loc::Input || writable) {
                 cur
             } else {
                 cur.other()
@@ -805,6 +889,7 @@ impl Fft3d {
                 let later_real = real[k + 1..].iter().any(|&r| r);
                 let to = match (real[k] || !later_real, at_loc) {
                     (true, _) => dest,
+                    (false, Loc::Input) if writable => Loc::Input,
                     (false, Loc::Input) => dest.other(),
                     (false, l) => l,
                 };
@@ -936,9 +1021,24 @@ impl Dst<'_> {
 
 /// The caller's buffers and the two work buffers of one execution.
 struct Io<'a> {
-    input: Src<'a>,
+    input: In<'a>,
     work: [&'a mut [Complex64]; 2],
     output: Dst<'a>,
+}
+
+/// The caller's input: read only, or free to be overwritten (complex).
+enum In<'a> {
+    Read(Src<'a>),
+    Write(&'a mut [Complex64]),
+}
+
+impl In<'_> {
+    fn src(&self) -> Src<'_> {
+        match self {
+            In::Read(s) => *s,
+            In::Write(c) => Src::C(c),
+        }
+    }
 }
 
 impl Io<'_> {
@@ -947,12 +1047,16 @@ impl Io<'_> {
     fn pair(&mut self, from: Loc, to: Loc) -> (Option<Src<'_>>, Dst<'_>) {
         let [w0, w1] = &mut self.work;
         match (from, to) {
+            (Loc::Input, Loc::Input) => match &mut self.input {
+                In::Write(c) => (None, Dst::C(c)),
+                In::Read(_) => unreachable!("a read-only input is never written"),
+            },
             (Loc::Work(0), Loc::Work(0)) => (None, Dst::C(w0)),
             (Loc::Work(_), Loc::Work(1)) if from == to => (None, Dst::C(w1)),
             (Loc::Output, Loc::Output) => (None, reborrow(&mut self.output)),
-            (Loc::Input, Loc::Work(0)) => (Some(self.input), Dst::C(w0)),
-            (Loc::Input, Loc::Work(_)) => (Some(self.input), Dst::C(w1)),
-            (Loc::Input, Loc::Output) => (Some(self.input), reborrow(&mut self.output)),
+            (Loc::Input, Loc::Work(0)) => (Some(self.input.src()), Dst::C(w0)),
+            (Loc::Input, Loc::Work(_)) => (Some(self.input.src()), Dst::C(w1)),
+            (Loc::Input, Loc::Output) => (Some(self.input.src()), reborrow(&mut self.output)),
             (Loc::Work(0), Loc::Work(_)) => (Some(Src::C(w0)), Dst::C(w1)),
             (Loc::Work(_), Loc::Work(_)) => (Some(Src::C(w1)), Dst::C(w0)),
             (Loc::Work(0), Loc::Output) => (Some(Src::C(w0)), reborrow(&mut self.output)),
@@ -1875,6 +1979,11 @@ mod tests {
                     let mut s = vec![Complex64::default(); p.scratch_len()];
                     p.forward(c, &x, &mut y, &mut s)?;
                     p.backward(c, &y, &mut z, &mut s)?;
+                    // Free to overwrite its input: the same bits.
+                    let mut w = y.clone();
+                    let mut z2 = vec![Complex64::default(); p.input_len()];
+                    p.backward_overwriting(c, &mut w, &mut z2, &mut s)?;
+                    assert_eq!(bits(&z2), bits(&z), "{g:?} overwriting");
                     Ok::<_, FftError>((x, y, z))
                 })
                 .unwrap();
@@ -1949,6 +2058,19 @@ mod tests {
                 let mut s = vec![Complex64::default(); p.scratch_len()];
                 p.forward_r2c(c, &x, &mut y, &mut s)?;
                 p.backward_c2r(c, &y, &mut z, &mut s)?;
+                // Free to overwrite its input: the same bits.
+                let mut w = y.clone();
+                let mut z2 = vec![0.0; p.input_len()];
+                p.backward_c2r_overwriting(c, &mut w, &mut z2, &mut s)?;
+                let zb = |v: &[f64]| v.iter().map(|a| a.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    zb(&z2),
+                    zb(&z),
+                    "{g:?} {order:?} halved {halved} overwriting"
+                );
+                // Every case here starts backward with a complex transform
+                // in the input's layout, which then runs in the input.
+                assert_ne!(bits(&w), bits(&y), "{g:?} {order:?}: the input was kept");
                 Ok::<_, FftError>((x, y, z))
             })
             .unwrap();

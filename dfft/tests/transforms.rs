@@ -91,6 +91,13 @@ fn run(
                 plan.forward(c, &x, &mut y, &mut scratch)?;
                 let mut z = vec![Complex64::default(); plan.input_len()];
                 plan.backward(c, &y, &mut z, &mut scratch)?;
+                // Free to overwrite its input, the same bits.
+                let mut w = y.clone();
+                let mut z2 = vec![Complex64::default(); plan.input_len()];
+                plan.backward_overwriting(c, &mut w, &mut z2, &mut scratch)?;
+                if bits(&z2) != bits(&z) {
+                    return Err(FftError::Invalid("backward_overwriting: other bits".into()));
+                }
                 let s = match options.normalization {
                     Normalization::None => layout.global_len() as f64,
                     _ => 1.0,
@@ -105,6 +112,15 @@ fn run(
                 plan.forward_r2c(c, &xr, &mut y, &mut scratch)?;
                 let mut z = vec![0.0; plan.input_len()];
                 plan.backward_c2r(c, &y, &mut z, &mut scratch)?;
+                let mut w = y.clone();
+                let mut z2 = vec![0.0; plan.input_len()];
+                plan.backward_c2r_overwriting(c, &mut w, &mut z2, &mut scratch)?;
+                let same = z.iter().zip(&z2).all(|(a, b)| a.to_bits() == b.to_bits());
+                if !same {
+                    return Err(FftError::Invalid(
+                        "backward_c2r_overwriting: other bits".into(),
+                    ));
+                }
                 xr.iter()
                     .zip(&z)
                     .map(|(a, b)| (a - b).abs())
