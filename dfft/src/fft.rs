@@ -636,10 +636,9 @@ impl Fft3d {
     }
 
     /// [`Fft3d::backward`], free to overwrite `input` (its values are
-    /// undefined afterwards): the transforms that precede the first
-    /// reshape run in place in it instead of from it into a work buffer or
-    /// the output, which spares a pass over memory where the first step is
-    /// a transform. The result has the bits of [`Fft3d::backward`]'s.
+    /// unspecified afterwards): complex transforms that would read the
+    /// input and write a work buffer run in place in the input instead.
+    /// The result has the bits of [`Fft3d::backward`]'s.
     pub fn backward_overwriting(
         &mut self,
         comm: &dyn Communicator,
@@ -687,9 +686,11 @@ impl Fft3d {
     }
 
     /// [`Fft3d::backward_c2r`], free to overwrite `input` (its values are
-    /// undefined afterwards), as FFTW's multi-dimensional complex-to-real
-    /// transforms always are: the transforms that precede the first
-    /// reshape run in place in it. The result has the bits of
+    /// unspecified afterwards), as FFTW's multi-dimensional complex-to-real
+    /// transforms always are: complex transforms that would read the input
+    /// and write a work buffer run in place in the input instead (on one
+    /// rank, the whole backward transform but the last, real, step), which
+    /// spares a pass over memory. The result has the bits of
     /// [`Fft3d::backward_c2r`]'s.
     pub fn backward_c2r_overwriting(
         &mut self,
