@@ -838,8 +838,14 @@ impl Spectral {
             *s *= *f;
         }
         let t2 = Instant::now();
-        self.plan
-            .backward_c2r(comm, &self.spec, &mut self.real, &mut self.scratch)?;
+        // The spectrum is made again by every application: the backward
+        // transform may use it as work space.
+        self.plan.backward_c2r_overwriting(
+            comm,
+            &mut self.spec,
+            &mut self.real,
+            &mut self.scratch,
+        )?;
         let t3 = Instant::now();
         let mut q = 0;
         let mut ok = true;

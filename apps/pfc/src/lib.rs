@@ -420,8 +420,14 @@ impl<'c> Solver<'c> {
                 *s *= *f;
             }
         }
-        self.plan
-            .backward_c2r(self.comm, &self.spec, &mut self.psi, &mut self.scratch)?;
+        // `spec` is made again from `psi` by every step and diagnostic:
+        // the backward transform may use it as work space.
+        self.plan.backward_c2r_overwriting(
+            self.comm,
+            &mut self.spec,
+            &mut self.psi,
+            &mut self.scratch,
+        )?;
         self.step += 1;
         self.time += self.cfg.dt;
         let ok = self.psi.iter().all(|v| v.is_finite());
@@ -440,8 +446,12 @@ impl<'c> Solver<'c> {
         for (s, f) in self.spec.iter_mut().zip(&self.op) {
             *s *= *f;
         }
-        self.plan
-            .backward_c2r(self.comm, &self.spec, &mut self.work, &mut self.scratch)?;
+        self.plan.backward_c2r_overwriting(
+            self.comm,
+            &mut self.spec,
+            &mut self.work,
+            &mut self.scratch,
+        )?;
         let r = self.cfg.r;
         let mut energy = exact::ExactSum::new();
         let mut mass = exact::ExactSum::new();
