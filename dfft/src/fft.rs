@@ -617,13 +617,7 @@ impl Fft3d {
         output: &mut [Complex64],
         scratch: &mut [Complex64],
     ) -> Result<(), FftError> {
-        if self.kind != Kind::C2C {
-            return Err(FftError::Invalid(
-                "this plan is real-to-complex: use backward_c2r".into(),
-            ));
-        }
-        self.check("backward input", self.output_len(), input.len())?;
-        self.check("backward output", self.input_len(), output.len())?;
+        self.check_backward(false, "backward_c2r", input.len(), output.len())?;
         let s = self.scale(false);
         self.execute(
             comm,
@@ -646,13 +640,7 @@ impl Fft3d {
         output: &mut [Complex64],
         scratch: &mut [Complex64],
     ) -> Result<(), FftError> {
-        if self.kind != Kind::C2C {
-            return Err(FftError::Invalid(
-                "this plan is real-to-complex: use backward_c2r_overwriting".into(),
-            ));
-        }
-        self.check("backward input", self.output_len(), input.len())?;
-        self.check("backward output", self.input_len(), output.len())?;
+        self.check_backward(false, "backward_c2r_overwriting", input.len(), output.len())?;
         let s = self.scale(false);
         self.execute(comm, false, In::Write(input), Dst::C(output), scratch, s)
     }
@@ -667,13 +655,7 @@ impl Fft3d {
         output: &mut [f64],
         scratch: &mut [Complex64],
     ) -> Result<(), FftError> {
-        if !matches!(self.kind, Kind::R2C { .. }) {
-            return Err(FftError::Invalid(
-                "this plan is complex-to-complex: use backward".into(),
-            ));
-        }
-        self.check("backward input", self.output_len(), input.len())?;
-        self.check("backward output", self.input_len(), output.len())?;
+        self.check_backward(true, "backward", input.len(), output.len())?;
         let s = self.scale(false);
         self.execute(
             comm,
@@ -699,15 +681,33 @@ impl Fft3d {
         output: &mut [f64],
         scratch: &mut [Complex64],
     ) -> Result<(), FftError> {
-        if !matches!(self.kind, Kind::R2C { .. }) {
-            return Err(FftError::Invalid(
-                "this plan is complex-to-complex: use backward_overwriting".into(),
-            ));
-        }
-        self.check("backward input", self.output_len(), input.len())?;
-        self.check("backward output", self.input_len(), output.len())?;
+        self.check_backward(true, "backward_overwriting", input.len(), output.len())?;
         let s = self.scale(false);
         self.execute(comm, false, In::Write(input), Dst::R(output), scratch, s)
+    }
+
+    /// The checks of a backward call: the plan's kind (`real`: a
+    /// real-to-complex plan; `other` names the call for the other kind)
+    /// and the lengths of the input (a spectrum) and the output.
+    fn check_backward(
+        &self,
+        real: bool,
+        other: &str,
+        input: usize,
+        output: usize,
+    ) -> Result<(), FftError> {
+        if matches!(self.kind, Kind::R2C { .. }) != real {
+            let (this, kind) = if real {
+                ("complex-to-complex", "real-to-complex")
+            } else {
+                ("real-to-complex", "complex-to-complex")
+            };
+            return Err(FftError::Invalid(format!(
+                "this plan is {this}: use {other} (this call is for {kind} plans)"
+            )));
+        }
+        self.check("backward input", self.output_len(), input)?;
+        self.check("backward output", self.input_len(), output)
     }
 
     /// The factor the result of one direction is scaled by.
@@ -2019,6 +2019,60 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn backward_calls_of_the_wrong_kind_or_length_are_errors_that_touch_nothing() {
+        let layout = Layout::new([8, 4, 6], [1, 1, 1], [0, 1, 2]).unwrap();
+        local::run(1, |c| {
+            let mut cp = Fft3d::new(c, &layout, Kind::C2C, Options::default())?;
+            let mut rp = Fft3d::new(c, &layout, Kind::R2C { halved: 2 }, Options::default())?;
+            let mut s = vec![Complex64::default(); cp.scratch_len().max(rp.scratch_len())];
+            let spec: Vec<Complex64> = (0..cp.output_len()).map(value).collect();
+            let mut w = spec.clone();
+            let mut real = vec![0.0; rp.input_len()];
+            let mut cplx = vec![Complex64::default(); cp.input_len()];
+            let invalid = |r: Result<(), FftError>, names: &str| match r {
+                Err(FftError::Invalid(m)) => assert!(m.contains(names), "{m}"),
+                other => panic!("expected an error naming {names}, got {other:?}"),
+            };
+            invalid(cp.backward_c2r(c, &w, &mut real, &mut s), "use backward ");
+            invalid(
+                cp.backward_c2r_overwriting(c, &mut w, &mut real, &mut s),
+                "use backward_overwriting",
+            );
+            let mut rw: Vec<Complex64> = (0..rp.output_len()).map(value).collect();
+            let rspec = rw.clone();
+            invalid(rp.backward(c, &rw, &mut cplx, &mut s), "use backward_c2r ");
+            invalid(
+                rp.backward_overwriting(c, &mut rw, &mut cplx, &mut s),
+                "use backward_c2r_overwriting",
+            );
+            // A short input or output: the buffer is named, nothing written.
+            let short = &mut w[1..];
+            let r = cp.backward_overwriting(c, short, &mut cplx, &mut s);
+            assert!(matches!(
+                r,
+                Err(FftError::Buffer {
+                    what: "backward input",
+                    ..
+                })
+            ));
+            let r = rp.backward_c2r_overwriting(c, &mut rw, &mut real[1..], &mut s);
+            assert!(matches!(
+                r,
+                Err(FftError::Buffer {
+                    what: "backward output",
+                    ..
+                })
+            ));
+            assert_eq!(w, spec, "the c2c input was written");
+            assert_eq!(rw, rspec, "the r2c input was written");
+            assert!(cplx.iter().all(|v| *v == Complex64::default()));
+            assert!(real.iter().all(|v| *v == 0.0));
+            Ok::<_, FftError>(())
+        })
+        .unwrap();
     }
 
     #[test]
