@@ -450,7 +450,39 @@ pub(crate) struct RealCol {
     /// parts, as the vector untangling's registers hold them.
     w4: Vec<f64>,
     wb4: Vec<f64>,
+    /// The `k` from which the scalar untangling and tangling take over
+    /// from the vector ones (see [`vector_end`]). The untangling stops
+    /// before the group that meets its mirror: it writes the field's
+    /// lines, seldom on cache-line boundaries, where the four values left
+    /// to the scalar code cost less than one more pair of vector stores
+    /// across lines (r2c 64^3 forward, measured).
+    vend_u: usize,
+    vend_t: usize,
     isa: Isa,
+}
+
+/// The `k` from which the scalar untangling of half length `h` takes over
+/// from the vector one on `isa`: four at a time from `k = 1` while the
+/// group ends below its mirrored group `h - k - 3 .. h - k`, or with
+/// `to_middle` while it ends at `h / 2` or before. For `h >= 8` the latter
+/// groups reach `h / 2` exactly, where the last one meets its mirror in one
+/// value; the scalar code then does `k = h / 2` again (see
+/// [`RealCol::scalar_from`]).
+fn vector_end(h: usize, isa: Isa, to_middle: bool) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 {
+        let mut k = 1;
+        while if to_middle {
+            k + 3 <= h / 2
+        } else {
+            2 * k + 6 < h
+        } {
+            k += 4;
+        }
+        return k;
+    }
+    let _ = (h, isa, to_middle);
+    1
 }
 
 impl RealCol {
@@ -477,6 +509,7 @@ impl RealCol {
             v
         };
         let (w4, wb4) = (pack(&w), pack(&wb));
+        let isa = Isa::detect();
         Some(RealCol {
             fwd: ColFft::new(h, true)?,
             bwd: ColFft::new(h, false)?,
@@ -484,25 +517,17 @@ impl RealCol {
             wb,
             w4,
             wb4,
-            isa: Isa::detect(),
+            vend_u: vector_end(h, isa, false),
+            vend_t: vector_end(h, isa, true),
+            isa,
         })
     }
 
-    /// The `k` from which the scalar untangling takes over from the vector
-    /// one (4 at a time from `k = 1` while the mirrored group `h - k - 3 ..
-    /// h - k` lies wholly above the group itself).
-    fn vector_end(&self) -> usize {
-        let h = self.half();
-        #[cfg(target_arch = "x86_64")]
-        if self.isa == Isa::Avx512 {
-            let mut k = 1;
-            while 2 * k + 6 < h {
-                k += 4;
-            }
-            return k;
-        }
-        let _ = h;
-        1
+    /// The first `k > 0` the scalar tangling does: from `vend_t`, and `h /
+    /// 2` in any case, whose value the vector code may have written with
+    /// its mirror's formula (a group and its mirror share it).
+    fn scalar_from(&self) -> usize {
+        self.vend_t.min(self.half() / 2)
     }
 
     /// The same transforms with the untangling on a chosen instruction set
@@ -511,6 +536,8 @@ impl RealCol {
     fn with_isa(n: usize, isa: Isa) -> RealCol {
         RealCol {
             isa,
+            vend_u: vector_end(n / 2, isa, false),
+            vend_t: vector_end(n / 2, isa, true),
             ..RealCol::new(n).expect("power of two")
         }
     }
@@ -529,7 +556,7 @@ impl RealCol {
         let sc = |v: Complex64| if scale == 1.0 { v } else { v.scale(scale) };
         x[0] = sc(Complex64::new(z[0].re + z[0].im, 0.0));
         x[h] = sc(Complex64::new(z[0].re - z[0].im, 0.0));
-        let k1 = self.vector_end();
+        let k1 = self.vend_u;
         #[cfg(target_arch = "x86_64")]
         if k1 > 1 {
             // SAFETY: AVX-512F is present (`vector_end` > 1 only then);
@@ -564,13 +591,16 @@ impl RealCol {
                 x[k]
             }
         };
-        let k1 = self.vector_end();
+        let k1 = self.vend_t;
         #[cfg(target_arch = "x86_64")]
         if k1 > 1 {
-            // SAFETY: as in `untangle`.
+            // SAFETY: AVX-512F is present (`vector_end` > 1 only then);
+            // the groups `k .. k + 4` and their mirrors lie within `x` and
+            // `z` (`k + 3 <= h / 2 <= h - k - 3`), and `wb4` holds their
+            // twiddles.
             unsafe { x86::tangle512(x, z, &self.wb4, k1) };
         }
-        for k in (0..=h / 2).filter(|&k| k == 0 || k >= k1) {
+        for k in std::iter::once(0).chain(self.scalar_from()..=h / 2) {
             let j = h - k;
             let (a, b) = (at(k), at(j).conj());
             let s = Complex64::new(a.re + b.re, a.im + b.im);
@@ -1127,7 +1157,9 @@ mod x86 {
     /// value with the scalar code's operations.
     ///
     /// # Safety
-    /// As [`untangle512`], with `x` `h + 1` long and `z` `h` long.
+    /// As [`untangle512`], with `x` `h + 1` long and `z` `h` long, except
+    /// that the groups need only `k + 3 <= h / 2`: the last may share value
+    /// `h / 2` with its mirror, which then holds the mirror's formula.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn tangle512(x: &[Complex64], z: &mut [Complex64], wb4: &[f64], k1: usize) {
         let h = z.len();
@@ -1585,8 +1617,14 @@ mod tests {
         for e in 2..=10 {
             let n = 1usize << e;
             let h = n / 2;
-            let z = signal(h, e);
-            let x = signal(h + 1, e + 20);
+            let mut z = signal(h, e);
+            let mut x = signal(h + 1, e + 20);
+            // Middle values for which the two formulas for `k = h / 2` (its
+            // own and its mirror's, equal in exact arithmetic) differ in
+            // the sign of a zero: a real one for the untangling, one with a
+            // real part of -0 for the tangling.
+            z[h / 2].im = 0.0;
+            x[h / 2].re = -0.0;
             let mut want: Option<(Vec<Complex64>, Vec<Complex64>)> = None;
             for isa in isas() {
                 let plan = RealCol::with_isa(n, isa);
