@@ -141,6 +141,14 @@ struct Config {
     overwrite: bool,
 }
 
+fn usage(msg: &str) -> ! {
+    eprintln!(
+        "fftw_compare: {msg}\nusage: fftw_compare [--sizes 64,128,256] [--kinds c2c,r2c] \
+         [--rounds 3] [--min-time 0.3] [--json PATH] [--overwrite]"
+    );
+    std::process::exit(2)
+}
+
 fn parse() -> Config {
     let mut c = Config {
         sizes: vec![64, 128, 256],
@@ -153,19 +161,50 @@ fn parse() -> Config {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < args.len() {
-        if args[i] == "--overwrite" {
+        let k = args[i].as_str();
+        if k == "--overwrite" {
             c.overwrite = true;
             i += 1;
             continue;
         }
-        let v = args.get(i + 1).cloned().unwrap_or_default();
-        match args[i].as_str() {
-            "--sizes" => c.sizes = v.split(',').map(|s| s.parse().expect("size")).collect(),
-            "--kinds" => c.kinds = v.split(',').map(str::to_string).collect(),
-            "--rounds" => c.rounds = v.parse().expect("rounds"),
-            "--min-time" => c.min_time = v.parse().expect("seconds"),
+        if k == "--help" || k == "-h" {
+            usage("one-core local 3D transforms against FFTW");
+        }
+        let Some(v) = args.get(i + 1).cloned() else {
+            usage(&format!("{k} needs a value"));
+        };
+        match k {
+            "--sizes" => {
+                c.sizes = v
+                    .split(',')
+                    .map(|s| match s.parse::<usize>() {
+                        Ok(n) if n >= 1 => n,
+                        _ => usage(&format!("size '{s}' is not a whole number of at least 1")),
+                    })
+                    .collect()
+            }
+            "--kinds" => {
+                c.kinds = v.split(',').map(str::to_string).collect();
+                if let Some(b) = c.kinds.iter().find(|k| *k != "c2c" && *k != "r2c") {
+                    usage(&format!("kind '{b}' is neither c2c nor r2c"));
+                }
+            }
+            "--rounds" => {
+                c.rounds = match v.parse() {
+                    Ok(r) if r >= 1 => r,
+                    _ => usage(&format!(
+                        "--rounds '{v}' is not a whole number of at least 1"
+                    )),
+                }
+            }
+            "--min-time" => {
+                c.min_time = match v.parse::<f64>() {
+                    Ok(t) if t.is_finite() && t >= 0.0 => t,
+                    _ => usage(&format!("--min-time '{v}' is not a number of seconds >= 0")),
+                }
+            }
             "--json" => c.json = Some(v),
-            other => panic!("unknown argument {other}"),
+            other => usage(&format!("unknown argument '{other}'")),
         }
         i += 2;
     }

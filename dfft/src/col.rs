@@ -479,7 +479,6 @@ pub(crate) struct RealCol {
     /// across lines (r2c 64^3 forward, measured).
     vend_u: usize,
     vend_t: usize,
-    isa: Isa,
 }
 
 /// The `k` from which the scalar untangling of half length `h` takes over
@@ -540,7 +539,6 @@ impl RealCol {
             wb4,
             vend_u: vector_end(h, isa, false),
             vend_t: vector_end(h, isa, true),
-            isa,
         })
     }
 
@@ -556,7 +554,6 @@ impl RealCol {
     #[cfg(test)]
     fn with_isa(n: usize, isa: Isa) -> RealCol {
         RealCol {
-            isa,
             vend_u: vector_end(n / 2, isa, false),
             vend_t: vector_end(n / 2, isa, true),
             ..RealCol::new(n).expect("power of two")
