@@ -44,9 +44,9 @@ pub(crate) const CHUNK: usize = 64;
 /// each row, so that a pass over a field visits each of its pages once
 /// instead of four times, hundreds of rows (pages) apart (likely a walk
 /// of the page tables a visit once the field's pages outnumber the TLB's
-/// entries; not measured). c2c 256^3 and 512^3 ran 6-20 % faster a direction with it
-/// than with [`CHUNK`], 64^3 2-5 % slower, 128^3 the same within the
-/// spread.
+/// entries; not measured). c2c 256^3 and 512^3 ran 6-20 % faster a
+/// direction with it than with [`CHUNK`], 64^3 2-5 % slower, 128^3 the
+/// same within the spread.
 const PAGE_CHUNK: usize = 256;
 
 /// The length from which chunks take [`PAGE_CHUNK`] columns.
