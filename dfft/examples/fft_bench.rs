@@ -11,10 +11,22 @@ use std::time::Instant;
 fn main() {
     let a: Vec<usize> = std::env::args()
         .skip(1)
-        .filter_map(|s| s.parse().ok())
+        .map(|s| match s.parse::<usize>() {
+            Ok(v) if v >= 1 => v,
+            _ => {
+                eprintln!(
+                    "fft_bench: '{s}' is not a whole number of at least 1\nusage: fft_bench [N [REPS]]"
+                );
+                std::process::exit(2)
+            }
+        })
         .collect();
+    if a.len() > 2 {
+        eprintln!("fft_bench: at most two arguments\nusage: fft_bench [N [REPS]]");
+        std::process::exit(2)
+    }
     let n = a.first().copied().unwrap_or(256);
-    let reps = a.get(1).copied().unwrap_or(5).max(1);
+    let reps = a.get(1).copied().unwrap_or(5);
     let res = comm::local::run(1, |c| {
         let l = Layout::bricks([n; 3], 1)?;
         let mut p = Fft3d::new(c, &l, Kind::C2C, Options::default())?;
