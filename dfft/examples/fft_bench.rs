@@ -8,22 +8,21 @@ use dfft::{Fft3d, FftError, Kind, Layout, Options};
 use num_complex::Complex64;
 use std::time::Instant;
 
+fn usage(msg: &str) -> ! {
+    eprintln!("fft_bench: {msg}\nusage: fft_bench [N [REPS]]");
+    std::process::exit(2)
+}
+
 fn main() {
     let a: Vec<usize> = std::env::args()
         .skip(1)
         .map(|s| match s.parse::<usize>() {
             Ok(v) if v >= 1 => v,
-            _ => {
-                eprintln!(
-                    "fft_bench: '{s}' is not a whole number of at least 1\nusage: fft_bench [N [REPS]]"
-                );
-                std::process::exit(2)
-            }
+            _ => usage(&format!("'{s}' is not a whole number of at least 1")),
         })
         .collect();
     if a.len() > 2 {
-        eprintln!("fft_bench: at most two arguments\nusage: fft_bench [N [REPS]]");
-        std::process::exit(2)
+        usage("at most two arguments");
     }
     let n = a.first().copied().unwrap_or(256);
     let reps = a.get(1).copied().unwrap_or(5);

@@ -220,8 +220,6 @@ fn rel_diff(a: &[Complex64], b: &[Complex64]) -> f64 {
         / scale
 }
 
-/// One size and kind: the repeats of forward ours, forward FFTW, backward
-/// ours, backward FFTW.
 /// Repeats of `f` on a fresh copy of `from` in `w` each (the copy not
 /// timed), for transforms that overwrite their input.
 fn time_fresh<T: Copy>(
@@ -241,6 +239,8 @@ fn time_fresh<T: Copy>(
     }
 }
 
+/// One size and kind: the repeats of forward ours, forward FFTW, backward
+/// ours, backward FFTW.
 fn case(
     n: usize,
     kind: &str,
@@ -358,25 +358,15 @@ fn case(
             pf.execute();
             p.forward_r2c(c, &x, &mut y, &mut s)?;
             diff = rel_diff(&y, &fout);
-            // FFTW's c2r overwrites its input: each repeat gets a fresh
-            // copy, outside the timed call.
-            let mut time_c2r = |t: &mut Times| {
-                let start = Instant::now();
-                let mut k = 0;
-                while k < 3 || start.elapsed().as_secs_f64() < min_time {
-                    fspec.copy_from_slice(&fout);
-                    let s = Instant::now();
-                    pb.execute();
-                    t.0.push(s.elapsed().as_secs_f64());
-                    k += 1;
-                }
-            };
             for _ in 0..rounds {
                 time(&mut t[1], min_time, || pf.execute());
                 time(&mut t[0], min_time, || {
                     p.forward_r2c(c, &x, &mut y, &mut s).expect("forward")
                 });
-                time_c2r(&mut t[3]);
+                // FFTW's c2r overwrites its input (`fspec`, which its plan
+                // holds): each repeat gets a fresh copy, outside the timed
+                // call.
+                time_fresh(&mut t[3], min_time, (&mut fspec, &fout), |_| pb.execute());
                 if overwrite {
                     let mut w = y.clone();
                     time_fresh(&mut t[2], min_time, (&mut w, &y), |w| {

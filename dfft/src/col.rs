@@ -684,8 +684,8 @@ struct Chunk {
     pitch: usize,
     a: *mut Complex64,
     b: *mut Complex64,
-    /// Out of place: the first pass asks for the output rows the last
-    /// will write.
+    /// The first pass asks for the output rows the last will write (set
+    /// only out of place, where they are other rows than the input's).
     ahead: bool,
 }
 
@@ -963,10 +963,10 @@ unsafe fn run<V: Cv, const FWD: bool>(plan: &ColFft, io: &Chunk, c0: usize, c1: 
     let scale = (io.scale != 1.0).then_some(io.scale);
     let bufs = [io.a, io.b];
     for (i, &(r, l)) in plan.passes.iter().enumerate() {
-        // Out of place and where asked to, the first pass asks for the
+        // Where asked to (out of place), the first pass asks for the
         // output's lines its rows will be written to (the last pass writes
         // them).
-        let pf = if i == 0 && np > 1 && io.ahead && io.src.0 != io.dst.0.cast_const() {
+        let pf = if i == 0 && np > 1 && io.ahead {
             (io.dst.0.cast_const(), io.dst.1)
         } else {
             (std::ptr::null(), 0)
