@@ -84,6 +84,69 @@ fn launch(n: usize) -> LaunchConfig {
     gpu::cuda::launch_1d(n.min(1 << 20), 256)
 }
 
+/// Refuses a component or region outside `layout`'s padded box: the
+/// kernels index the field with no check of their own, so this is what
+/// keeps a region from reaching past the allocation.
+fn check_inside(layout: &FieldLayout, comp: usize, region: &Region) -> Result<(), HaloError> {
+    let p = layout.padded();
+    if comp >= layout.components {
+        return Err(HaloError::Invalid(format!(
+            "component {comp} of a field of {} components",
+            layout.components
+        )));
+    }
+    if (0..3).any(|d| region.lo[d] > region.hi[d] || region.hi[d] > p[d]) {
+        return Err(HaloError::Invalid(format!(
+            "region {:?}..{:?} outside the padded box 0..{p:?} (lo <= hi <= padded extent per axis)",
+            region.lo, region.hi
+        )));
+    }
+    Ok(())
+}
+
+/// True when the two regions share a cell.
+fn overlap(a: &Region, b: &Region) -> bool {
+    (0..3).all(|d| a.lo[d].max(b.lo[d]) < a.hi[d].min(b.hi[d]))
+}
+
+/// Refuses copies between regions of different shapes, outside the padded
+/// box, or where a destination overlaps a source or another destination:
+/// the copy kernels run every cell at once, so those would race.
+fn check_copies(
+    layout: &FieldLayout,
+    comp: usize,
+    pairs: &[(Region, Region)],
+) -> Result<(), HaloError> {
+    for (k, (src, dst)) in pairs.iter().enumerate() {
+        if src.shape() != dst.shape() {
+            return Err(HaloError::Invalid(format!(
+                "copy between regions of shapes {:?} and {:?}",
+                src.shape(),
+                dst.shape()
+            )));
+        }
+        check_inside(layout, comp, src)?;
+        check_inside(layout, comp, dst)?;
+        for (j, (s2, d2)) in pairs.iter().enumerate() {
+            if overlap(dst, s2) || (j != k && overlap(dst, d2)) {
+                return Err(HaloError::Invalid(format!(
+                    "copy destination {:?}..{:?} overlaps {} {:?}..{:?}",
+                    dst.lo,
+                    dst.hi,
+                    if overlap(dst, s2) {
+                        "a source"
+                    } else {
+                        "another destination"
+                    },
+                    if overlap(dst, s2) { s2.lo } else { d2.lo },
+                    if overlap(dst, s2) { s2.hi } else { d2.hi },
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `halo_unpack` of `input` (exactly `region.len()` values, row-major) into
 /// component `comp`'s cells of `region` of `data` (a field of `layout`), on
 /// `device`'s `main` stream; the parts of a [`DeviceField`], so that its
@@ -98,11 +161,11 @@ fn unpack_into<T: DeviceElem>(
     input: &CudaView<'_, T>,
 ) -> Result<(), HaloError> {
     let n = region.len();
-    if input.len() != n || comp >= layout.components {
+    check_inside(&layout, comp, region)?;
+    if input.len() != n {
         return Err(HaloError::Invalid(format!(
-            "unpack of {} values into component {comp} ({} in all), a {n}-cell region",
-            input.len(),
-            layout.components
+            "unpack of {} values into a {n}-cell region",
+            input.len()
         )));
     }
     let s = layout.strides();
@@ -113,8 +176,7 @@ fn unpack_into<T: DeviceElem>(
     let mut l = device.main().launch_builder(kernel);
     l.arg(&mut field).arg(input).arg(&b).arg(&s0).arg(&s1);
     // SAFETY: the arguments match `halo_unpack`; the region lies inside
-    // the component (the topology built it from this layout) and `input`
-    // holds its `n` cells. `input` is a different allocation from the
+    // the component (checked above) and `input` holds its `n` cells. `input` is a different allocation from the
     // field (an exchanger's or the field's staging buffer).
     unsafe { l.launch(launch(n)) }.map_err(dev)?;
     Ok(())
@@ -242,10 +304,10 @@ impl<T: DeviceElem> DeviceField<T> {
         out: &mut CudaViewMut<'_, T>,
     ) -> Result<(), HaloError> {
         let n = region.len();
-        if out.len() != n || comp >= self.layout.components {
+        check_inside(&self.layout, comp, region)?;
+        if out.len() != n {
             return Err(HaloError::Invalid(format!(
-                "pack of component {comp} ({} in all), a {n}-cell region, into {} values",
-                self.layout.components,
+                "pack of a {n}-cell region into {} values",
                 out.len()
             )));
         }
@@ -256,8 +318,7 @@ impl<T: DeviceElem> DeviceField<T> {
         let mut l = stream.launch_builder(&self.kernels.pack);
         l.arg(&field).arg(out).arg(&b).arg(&s0).arg(&s1);
         // SAFETY: the arguments match `halo_pack`; the region lies inside the
-        // component (the topology built it from this layout) and `out` holds
-        // its `n` cells.
+        // component (checked above) and `out` holds its `n` cells.
         unsafe { l.launch(launch(n)) }.map_err(dev)?;
         Ok(())
     }
@@ -343,13 +404,7 @@ impl<T: DeviceElem> HaloData<T> for DeviceField<T> {
     }
 
     fn copy_region(&mut self, comp: usize, src: &Region, dst: &Region) -> Result<(), HaloError> {
-        if src.shape() != dst.shape() {
-            return Err(HaloError::Invalid(format!(
-                "copy between regions of shapes {:?} and {:?}",
-                src.shape(),
-                dst.shape()
-            )));
-        }
+        check_copies(&self.layout, comp, &[(*src, *dst)])?;
         let (s0, s1) = self.strides();
         let (a, b) = (DeviceRegion::from(src), DeviceRegion::from(dst));
         let n = src.len();
@@ -359,13 +414,13 @@ impl<T: DeviceElem> HaloData<T> for DeviceField<T> {
         let mut l = stream.launch_builder(&self.kernels.copy);
         l.arg(&mut field).arg(&a).arg(&b).arg(&s0).arg(&s1);
         // SAFETY: both regions lie inside the component and are disjoint
-        // (ghost cells and owned cells), so no thread reads what another
-        // writes.
+        // (checked above), so no thread reads what another writes.
         unsafe { l.launch(launch(n)) }.map_err(dev)?;
         Ok(())
     }
 
     fn copy_regions(&mut self, comp: usize, pairs: &[(Region, Region)]) -> Result<(), HaloError> {
+        check_copies(&self.layout, comp, pairs)?;
         for chunk in pairs.chunks(26) {
             let empty = DeviceRegion {
                 lo: [0; 3],
@@ -378,13 +433,6 @@ impl<T: DeviceElem> HaloData<T> for DeviceField<T> {
                 count: chunk.len() as i32,
             };
             for (p, (src, dst)) in chunk.iter().enumerate() {
-                if src.shape() != dst.shape() {
-                    return Err(HaloError::Invalid(format!(
-                        "copy between regions of shapes {:?} and {:?}",
-                        src.shape(),
-                        dst.shape()
-                    )));
-                }
                 c.src[p] = DeviceRegion::from(src);
                 c.dst[p] = DeviceRegion::from(dst);
                 c.start[p + 1] = c.start[p] + src.len() as i64;
@@ -399,9 +447,9 @@ impl<T: DeviceElem> HaloData<T> for DeviceField<T> {
             let stream = self.device.main();
             let mut l = stream.launch_builder(&self.kernels.copy_many);
             l.arg(&mut field).arg(&c).arg(&s0).arg(&s1);
-            // SAFETY: every region lies inside the component; the caller
-            // promises that no destination overlaps a source or another
-            // destination, so no thread reads what another writes.
+            // SAFETY: every region lies inside the component and no
+            // destination overlaps a source or another destination (checked
+            // above), so no thread reads what another writes.
             unsafe { l.launch(launch(n)) }.map_err(dev)?;
         }
         Ok(())
@@ -410,7 +458,50 @@ impl<T: DeviceElem> HaloData<T> for DeviceField<T> {
 
 #[cfg(test)]
 mod tests {
-    use super::DeviceElem;
+    use super::{check_copies, check_inside, DeviceElem};
+    use crate::{FieldLayout, Region};
+
+    fn reg(lo: [usize; 3], hi: [usize; 3]) -> Region {
+        Region { lo, hi }
+    }
+
+    /// The kernels index the field unchecked, so a region past the padded
+    /// box, a missing component or copies that would race are refused
+    /// before any launch (no device needed to check the checks).
+    #[test]
+    fn regions_outside_the_box_and_racing_copies_are_refused() {
+        let l = FieldLayout {
+            owned: [4, 5, 6],
+            ghost: [1, 1, 2],
+            components: 2,
+        };
+        // Padded box 6 x 7 x 10.
+        assert!(check_inside(&l, 1, &reg([0; 3], [6, 7, 10])).is_ok());
+        assert!(check_inside(&l, 0, &reg([3, 3, 3], [3, 3, 3])).is_ok());
+        for bad in [
+            reg([0; 3], [7, 7, 10]),
+            reg([0; 3], [6, 8, 10]),
+            reg([0; 3], [6, 7, 11]),
+            reg([2, 0, 0], [1, 7, 10]),
+            reg([1 << 40, 0, 0], [(1 << 40) + 2, 2, 2]),
+        ] {
+            assert!(check_inside(&l, 0, &bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(check_inside(&l, 2, &reg([0; 3], [1; 3])).is_err());
+
+        let (a, b) = (reg([1, 1, 2], [2, 6, 8]), reg([5, 1, 2], [6, 6, 8]));
+        assert!(check_copies(&l, 0, &[(a, b)]).is_ok());
+        // Shapes differ, a destination outside, onto its own source.
+        assert!(check_copies(&l, 0, &[(a, reg([5, 1, 2], [6, 6, 7]))]).is_err());
+        assert!(check_copies(&l, 0, &[(a, reg([6, 1, 2], [7, 6, 8]))]).is_err());
+        assert!(check_copies(&l, 0, &[(a, reg([1, 1, 3], [2, 6, 9]))]).is_err());
+        // Two copies: one's destination on the other's source, or the two
+        // destinations on one another.
+        let c = reg([2, 1, 2], [3, 6, 8]);
+        assert!(check_copies(&l, 0, &[(a, b), (c, reg([4, 1, 2], [5, 6, 8]))]).is_ok());
+        assert!(check_copies(&l, 0, &[(a, b), (b, c)]).is_err());
+        assert!(check_copies(&l, 0, &[(a, b), (c, b)]).is_err());
+    }
 
     /// `kernels::ELEMENT_TYPES` (what the HIP test compiles) names every
     /// element type a device field can have.
