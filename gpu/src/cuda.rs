@@ -15,6 +15,13 @@
 //! what `main` wrote, [`Device::join_side`] before `main` touches what
 //! `side` wrote. Copies between the host and a device buffer are complete
 //! when the call returns.
+//!
+//! Buffers are allocated on `main`, and `cudarc` frees a buffer on the
+//! stream that allocated it, without waiting for other streams (the
+//! tracking is off). So work queued on `side` must be joined into `main`
+//! before any buffer it uses is dropped: that is the contract of the
+//! unsafe [`Device::side`], and why the context (from which other streams
+//! could be made) is not handed out.
 
 use crate::GpuError;
 use cudarc::driver::{
@@ -143,8 +150,12 @@ impl Device {
             });
         }
         let ctx = CudaContext::new(ordinal).map_err(driver("cuDevicePrimaryCtxRetain"))?;
-        // SAFETY: the workspace's device code orders its streams itself (see
-        // the module documentation); nothing relies on the tracking.
+        // SAFETY: buffers are allocated on `main` and freed there; the only
+        // other streams are `side`, whose users join it into `main` before
+        // dropping a buffer it used (the contract of the unsafe
+        // `Device::side`), and the NCCL links' own stream, which their drop
+        // synchronises before their buffers go (`nccl`); the context is not
+        // handed out of the crate.
         unsafe { ctx.disable_event_tracking() };
         let attr = |a| ctx.attribute(a).map_err(driver("cuDeviceGetAttribute"));
         let info = DeviceInfo {
@@ -174,8 +185,9 @@ impl Device {
         &self.info
     }
 
-    /// The context.
-    pub fn context(&self) -> &Arc<CudaContext> {
+    /// The context (inside the crate only: a stream made from it would
+    /// escape the ordering the buffers' frees rely on).
+    pub(crate) fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
     }
 
@@ -186,7 +198,17 @@ impl Device {
     }
 
     /// The stream for work that overlaps the exchange.
-    pub fn side(&self) -> &Arc<CudaStream> {
+    ///
+    /// # Safety
+    ///
+    /// Every buffer that work queued through the returned stream reads or
+    /// writes must stay alive until that work is ordered before the
+    /// buffer's free: make `main` wait for `side` ([`Device::join_side`])
+    /// before the buffer is dropped, on every path (errors included).
+    /// Buffers are freed on `main` without waiting for `side`, so a buffer
+    /// dropped earlier may be handed to a new allocation while `side`
+    /// still writes it.
+    pub unsafe fn side(&self) -> &Arc<CudaStream> {
         &self.side
     }
 

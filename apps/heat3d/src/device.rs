@@ -283,6 +283,27 @@ pub(crate) struct DeviceSolver {
     per_pass: Vec<usize>,
 }
 
+/// Makes `main` wait for the work queued on `side` so far when dropped,
+/// so that every path out of a step that used `side` (an error included)
+/// orders that work before the frees on `main` of the buffers it touched.
+struct JoinSide<'a>(&'a Device);
+
+impl JoinSide<'_> {
+    /// The join, with its error.
+    fn join(self) -> Result<()> {
+        let r = self.0.join_side().map_err(gpu_err);
+        std::mem::forget(self);
+        r
+    }
+}
+
+impl Drop for JoinSide<'_> {
+    fn drop(&mut self) {
+        // On an error path: the step's own error is the one reported.
+        let _ = self.0.join_side();
+    }
+}
+
 fn gpu_err(e: gpu::GpuError) -> anyhow::Error {
     anyhow!(e)
 }
@@ -773,7 +794,15 @@ impl DeviceSolver {
         let s = layout.strides();
         let (s0, s1) = (s[0] as i64, s[1] as i64);
         let b = DeviceRegion::from(region);
-        let stream = if side { dev.side() } else { dev.main() };
+        let stream = if side {
+            // SAFETY: `apply`, the only caller with `side`, joins `side`
+            // into `main` on every path out of it (`JoinSide`) before any of
+            // the buffers used here (the fields and `bad`, freed on `main`)
+            // can be dropped.
+            unsafe { dev.side() }
+        } else {
+            dev.main()
+        };
         let mut l = stream.launch_builder(if wrap { &k.fd_wrap } else { &k.fd });
         l.arg(src.data())
             .arg(dst.data_mut())
@@ -841,12 +870,13 @@ impl DeviceSolver {
                 let t1 = Instant::now();
                 t[0] += (t1 - t0).as_secs_f64();
                 dev.side_after_main().map_err(gpu_err)?;
+                let joined = JoinSide(&dev);
                 let w = (true, false);
                 Self::sweep(&dev, k, ctx, bad, w, coef, layout, src, dst, interior)?;
                 pending.finish(&mut [&mut *src])?;
                 t[2] += t1.elapsed().as_secs_f64();
                 Self::sweep_many(&dev, k, ctx, bad, coef, layout, src, dst, shell)?;
-                dev.join_side().map_err(gpu_err)?;
+                joined.join()?;
             }
         }
         Ok(())
