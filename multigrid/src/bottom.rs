@@ -113,6 +113,17 @@ impl Bottom {
                 // then exact up to a constant on that region.
                 d = dmax;
             }
+            if !singular && d <= 1e-12 * dmax && d.is_finite() {
+                // A null vector the problem does not declare: a region
+                // closed off from every Dirichlet face (closed faces all
+                // around it) where the shift is 0. Its solution would be
+                // fixed only up to a constant the bottom solve cannot pick.
+                return Err(MgError::Invalid(format!(
+                    "the operator is singular on the {g:?}-cell bottom level (pivot {j} = {d:e} \
+                     of at most {dmax:e}): a region with zero shift closed off from every \
+                     Dirichlet face by closed faces; give it a positive shift or open a face"
+                )));
+            }
             if d <= 0.0 || !d.is_finite() {
                 return Err(MgError::Invalid(format!(
                     "the bottom matrix ({g:?} cells) is not positive definite (pivot {j} = {d})"

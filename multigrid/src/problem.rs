@@ -233,9 +233,14 @@ impl Poisson {
         beta_rec(beta.as_ref(), level, d, q)
     }
 
-    /// Checks every fine face coefficient and shift (finite, non-negative).
+    /// Checks every fine face coefficient and shift (finite, non-negative),
+    /// and that a shift on a problem without a Dirichlet face is positive
+    /// somewhere: a shift of zero everywhere leaves such an operator
+    /// singular, which [`is_singular`](Self::is_singular) (and the solvers'
+    /// handling of the null space) takes only from the absence of a shift.
     pub(crate) fn check_coefficient(&self) -> Result<(), MgError> {
         if let Some(alpha) = &self.shift {
+            let mut positive = false;
             for i in 0..self.shape[0] {
                 for j in 0..self.shape[1] {
                     for k in 0..self.shape[2] {
@@ -246,8 +251,22 @@ impl Poisson {
                                 [i, j, k]
                             )));
                         }
+                        positive |= v > 0.0;
                     }
                 }
+            }
+            let dirichlet = self
+                .faces
+                .iter()
+                .flatten()
+                .any(|&b| b == Boundary::Dirichlet);
+            if !positive && !dirichlet {
+                return Err(MgError::Invalid(
+                    "the shift is 0 in every cell and no face is Dirichlet, so the operator \
+                     is singular: leave the shift out (the solvers then handle the constant \
+                     null space) or make it positive somewhere"
+                        .into(),
+                ));
             }
         }
         let Some(beta) = &self.coefficient else {

@@ -239,3 +239,58 @@ fn negative_shift_is_refused() {
     .to_string();
     assert!(e.contains("shift -1") && e.contains("[1, 2, 3]"), "{e}");
 }
+
+#[test]
+fn a_shift_of_zero_everywhere_is_refused_without_a_dirichlet_face() {
+    // Zero in every cell: the operator of a periodic or Neumann box is
+    // then singular although a shift was given.
+    let zero: CellCoefficient = Arc::new(|_| 0.0);
+    let build = |faces: [[Boundary; 2]; 3]| {
+        let prob = Poisson::with_faces([8; 3], [1.0; 3], faces)
+            .unwrap()
+            .with_shift(zero.clone());
+        local::run(1, |cm| {
+            let grid = ProcessGrid::for_shape(prob.shape, 1, prob.periodic())?;
+            Hierarchy::new(cm, grid, &prob, 2, MgOptions::default()).map(|_| ())
+        })
+    };
+    for faces in [[[P, P]; 3], [[N, N]; 3], [[P, P], [N, N], [P, P]]] {
+        let e = build(faces).unwrap_err().to_string();
+        assert!(e.contains("0 in every cell"), "{faces:?}: {e}");
+    }
+    // With a Dirichlet face the operator is definite: accepted.
+    build([[D, N], [P, P], [P, P]]).unwrap();
+}
+
+#[test]
+fn a_closed_off_region_without_shift_is_named_at_the_bottom() {
+    // A Dirichlet box, a positive shift except on a 2 x 2 x 2 block whose
+    // outer faces are closed (its inner faces open): the block's constants
+    // are a null vector the problem does not declare.
+    let n = 8usize;
+    let inside = |p: [usize; 3]| (0..3).all(|d| (3..5).contains(&p[d]));
+    let closed: FaceCoefficient = Arc::new(move |d, p: [usize; 3]| {
+        let mut q = p;
+        let lower_in = p[d] > 0 && {
+            q[d] -= 1;
+            inside(q)
+        };
+        if inside(p) != lower_in {
+            0.0
+        } else {
+            1.0
+        }
+    });
+    let shift: CellCoefficient = Arc::new(move |p| if inside(p) { 0.0 } else { 2.0 });
+    let prob = Poisson::new([n; 3], [1.0; 3], [D; 3])
+        .unwrap()
+        .with_coefficient(closed)
+        .with_shift(shift);
+    let e = local::run(1, |cm| {
+        let grid = ProcessGrid::for_shape(prob.shape, 1, prob.periodic())?;
+        Hierarchy::new(cm, grid, &prob, 1, MgOptions::default()).map(|_| ())
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("singular") && e.contains("zero shift"), "{e}");
+}
