@@ -698,8 +698,7 @@ impl LocalComm {
         r: usize,
         seq: u64,
         elem: usize,
-        recv: &mut [u8],
-        to: &Strided,
+        dest: Option<(&mut [u8], &Strided)>,
     ) -> Result<()> {
         let v = self.recv_ctx(self.coll(), r, TAG_WINDOW)?;
         let decoded = Window::decode(&v);
@@ -713,6 +712,11 @@ impl LocalComm {
             comm: self,
             to: r,
             seq: their_seq,
+        };
+        // Without a destination (after an error of this call) the window is
+        // only answered, so that its sender's call returns.
+        let Some((recv, to)) = dest else {
+            return Ok(());
         };
         if w.seq != seq {
             return Err(CommError::invalid(format!(
@@ -989,10 +993,17 @@ impl Communicator for LocalComm {
         let mut read = Ok(());
         for k in 1..p {
             let r = (me + p - k) % p;
-            if let Err(e) = self.read_window(r, seq, elem_size, recv, &recv_layouts[r]) {
-                read = Err(e);
+            if read.is_ok() {
+                read = self.read_window(r, seq, elem_size, Some((&mut *recv, &recv_layouts[r])));
+            } else if self.read_window(r, seq, elem_size, None).is_err() {
+                // A peer gone as well: the others' calls return on the
+                // failure (or the deadlock limit) without this answer.
                 break;
             }
+            // After a block this rank cannot take (a length only the
+            // receiver sees), the other senders' windows are still taken
+            // and answered: their calls return at once instead of waiting
+            // for the deadlock limit.
         }
         let released = exposed.release();
         read.and(released)
@@ -1414,6 +1425,35 @@ mod tests {
             let e = o.as_ref().expect_err("out of step").to_string();
             assert!(e.contains("out of step"), "rank {r}: {e}");
         }
+        // A block only the receiver finds wrong (rank 0 expects 2 elements
+        // from rank 2, which sends 1): rank 0 reads rank 2's window first and
+        // fails, but still answers rank 1's, so rank 1's call returns at once
+        // (not at the deadlock limit) and every rank reaches the barrier.
+        let opts = Options {
+            timeout: Some(Duration::from_secs(30)),
+            ..Options::default()
+        };
+        let t = Instant::now();
+        let out = run_with(&opts, 3, |c| {
+            let (send, mut recv) = ([1.0f64; 4], [0.0f64; 4]);
+            let mut want = blocks(3);
+            if c.rank() == 0 {
+                want[2] = Strided::contiguous(2, 2);
+            }
+            let res = c.alltoallw(&send, &blocks(3), &mut recv, &want);
+            c.barrier()?;
+            Ok::<_, CommError>(res.map_err(|e| e.to_string()))
+        })
+        .unwrap();
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        assert!(
+            out[0]
+                .as_ref()
+                .is_err_and(|e| e.contains("from rank 2") && e.contains("holds 8 bytes")),
+            "{:?}",
+            out[0]
+        );
+        assert!(out[1].is_ok(), "{:?}", out[1]);
         // A peer that never comes: past the deadlock limit the blocks are
         // withdrawn unread and the call returns.
         let opts = Options {

@@ -1432,6 +1432,20 @@ impl Communicator for MpiComm {
             Ok(())
         })();
         let g = enter()?;
+        // The datatypes are built before the checks are agreed: a rank whose
+        // layout MPI cannot describe (a count past `c_int`, an extent past
+        // `MPI_Aint`) then fails with its peers instead of leaving them in
+        // `MPI_Alltoallw`.
+        let built = local.and_then(|()| {
+            Ok((
+                layout_types(send_layouts, elem_size)?,
+                layout_types(recv_layouts, elem_size)?,
+            ))
+        });
+        let (local, types) = match built {
+            Ok(t) => (Ok(()), Some(t)),
+            Err(e) => (Err(e), None),
+        };
         if self.checks {
             // Element counts as sent: an element size of 0 sends nothing.
             let elems = |l: &Strided| if elem_size == 0 { 0 } else { l.len() };
@@ -1456,8 +1470,8 @@ impl Communicator for MpiComm {
         } else {
             local?;
         }
-        let (_skeep, scounts, stypes) = layout_types(send_layouts, elem_size)?;
-        let (_rkeep, rcounts, rtypes) = layout_types(recv_layouts, elem_size)?;
+        let ((_skeep, scounts, stypes), (_rkeep, rcounts, rtypes)) =
+            types.expect("the datatypes exist where the local checks passed");
         let displs = vec![0 as c_int; p];
         // SAFETY: each datatype was checked to stay inside its buffer
         // (check_fits above); the types live until after the call.
