@@ -358,6 +358,16 @@ pub(crate) fn preflight(
     }
     let need = bytes * sharing;
     let (free, total) = dev.memory().map_err(gpu_err)?;
+    // Every rank measures before any allocates (the reduction is the
+    // barrier; otherwise a rank measuring late would see another's fields
+    // already taken and refuse by the timing), and all refuse together.
+    let mut refused = [i64::from(need > free)];
+    comm.allreduce_i64(&mut refused, comm::ReduceOp::Max)?;
+    if refused[0] != 0 && need <= free {
+        return Err(anyhow!(
+            "another rank found too little free memory on its device (see its error)"
+        ));
+    }
     if need > free {
         return Err(anyhow!(gpu::GpuError::OutOfMemory {
             what: format!(
