@@ -1,7 +1,8 @@
 //! Time series as CSV: the header once, then one row per call, each row
 //! flushed so a run that stops leaves every row it reached. The column set
 //! is fixed when the file is created; a row with another number of values
-//! is an error.
+//! is an error. [`Series::append`] continues an existing file of the same
+//! columns (a restarted run), dropping the rows its caller rejects.
 //!
 //! ```
 //! use appkit::csv::{Series, FloatFormat};
@@ -17,7 +18,7 @@
 //! ```
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// Why a series could not be written.
@@ -43,6 +44,16 @@ pub enum CsvError {
         got: usize,
         /// The column names, comma-separated.
         columns: String,
+    },
+    /// An existing file whose header is not the series' columns.
+    #[error("{} has the columns {found:?}, not {expected:?}: it holds another series", path.display())]
+    HeaderMismatch {
+        /// The file.
+        path: PathBuf,
+        /// The header line of the file.
+        found: String,
+        /// The column names of the series, comma-separated.
+        expected: String,
     },
     /// A column name that would break the header (empty, or holding a
     /// comma, a quote or a line break).
@@ -104,14 +115,7 @@ pub struct Series {
 impl Series {
     /// Creates (or truncates) `path` and writes the header.
     pub fn create(path: &Path, columns: &[&str], format: FloatFormat) -> Result<Self, CsvError> {
-        if let Some(bad) = columns
-            .iter()
-            .find(|c| c.is_empty() || c.contains([',', '"', '\n', '\r']))
-        {
-            return Err(CsvError::BadColumn {
-                name: bad.to_string(),
-            });
-        }
+        check_columns(columns)?;
         let io = |error| CsvError::Io {
             path: path.to_path_buf(),
             error,
@@ -126,6 +130,83 @@ impl Series {
         };
         let header = s.columns.join(",");
         s.write_line(&header)?;
+        Ok(s)
+    }
+
+    /// Continues the series in `path`: new rows go after the kept rows of
+    /// the file. When `path` does not exist or is empty, this is
+    /// [`Series::create`]. Otherwise its first line must be the header of
+    /// `columns` ([`CsvError::HeaderMismatch`], and the file is left as it
+    /// is); `keep` then sees each complete row in order, split at the
+    /// commas, and the file is cut before the first row it rejects. An
+    /// incomplete last line (a row cut short by a run that stopped while
+    /// writing it) is removed too.
+    pub fn append(
+        path: &Path,
+        columns: &[&str],
+        format: FloatFormat,
+        mut keep: impl FnMut(&[&str]) -> bool,
+    ) -> Result<Self, CsvError> {
+        check_columns(columns)?;
+        let io = |error| CsvError::Io {
+            path: path.to_path_buf(),
+            error,
+        };
+        let mut file = match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Self::create(path, columns, format)
+            }
+            Err(e) => return Err(io(e)),
+        };
+        let mut text = Vec::new();
+        file.read_to_end(&mut text).map_err(io)?;
+        if text.is_empty() {
+            drop(file);
+            return Self::create(path, columns, format);
+        }
+        let expected = columns.join(",");
+        let header_end = text.iter().position(|&b| b == b'\n');
+        let header = &text[..header_end.unwrap_or(text.len())];
+        let header = header.strip_suffix(b"\r").unwrap_or(header);
+        if header != expected.as_bytes() {
+            return Err(CsvError::HeaderMismatch {
+                path: path.to_path_buf(),
+                found: String::from_utf8_lossy(header).into_owned(),
+                expected,
+            });
+        }
+        // Byte length to keep; a header without its line break gets one.
+        let mut cut = match header_end {
+            Some(e) => e + 1,
+            None => text.len(),
+        };
+        while let Some(n) = text[cut..].iter().position(|&b| b == b'\n') {
+            let line = String::from_utf8_lossy(&text[cut..cut + n]);
+            let line = line.strip_suffix('\r').unwrap_or(&line);
+            let fields: Vec<&str> = line.split(',').collect();
+            if !keep(&fields) {
+                break;
+            }
+            cut += n + 1;
+        }
+        file.set_len(cut as u64).map_err(io)?;
+        file.seek(SeekFrom::End(0)).map_err(io)?;
+        let mut s = Series {
+            path: path.to_path_buf(),
+            columns: columns.iter().map(|c| c.to_string()).collect(),
+            format,
+            out: BufWriter::new(file),
+            line: String::new(),
+        };
+        if header_end.is_none() {
+            s.out.write_all(b"\n").map_err(io)?;
+            s.out.flush().map_err(io)?;
+        }
         Ok(s)
     }
 
@@ -178,6 +259,18 @@ impl Series {
         self.out.write_all(line.as_bytes()).map_err(io)?;
         self.out.write_all(b"\n").map_err(io)?;
         self.out.flush().map_err(io)
+    }
+}
+
+fn check_columns(columns: &[&str]) -> Result<(), CsvError> {
+    match columns
+        .iter()
+        .find(|c| c.is_empty() || c.contains([',', '"', '\n', '\r']))
+    {
+        Some(bad) => Err(CsvError::BadColumn {
+            name: bad.to_string(),
+        }),
+        None => Ok(()),
     }
 }
 
@@ -249,6 +342,63 @@ mod tests {
         }
         let e = Series::create(&dir.join("no/such/x.csv"), &["a"], FloatFormat::Exp).unwrap_err();
         assert!(e.to_string().contains("x.csv"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn append_continues_a_series_of_the_same_columns() {
+        let dir = tmp("csv-append");
+        let p = dir.join("d.csv");
+        // No file yet: created with the header.
+        let mut s = Series::append(&p, &["step", "e"], FloatFormat::Exp, |_| true).unwrap();
+        for k in 0..4u64 {
+            s.row(&[k.into(), (k as f64).into()]).unwrap();
+        }
+        drop(s);
+        let before = "step,e\n0,0e0\n1,1e0\n2,2e0\n3,3e0\n";
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), before);
+        // Another header: refused, the file untouched.
+        let e = Series::append(&p, &["step", "f"], FloatFormat::Exp, |_| true).unwrap_err();
+        assert!(matches!(e, CsvError::HeaderMismatch { .. }), "{e:?}");
+        let m = e.to_string();
+        assert!(
+            m.contains("d.csv") && m.contains("step,e") && m.contains("step,f"),
+            "{m}"
+        );
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), before);
+        // Keep the rows up to step 1, then continue.
+        let mut seen = Vec::new();
+        let mut s = Series::append(&p, &["step", "e"], FloatFormat::Exp, |f| {
+            seen.push(f.join("|"));
+            f[0].parse::<u64>().unwrap() <= 1
+        })
+        .unwrap();
+        assert_eq!(seen, ["0|0e0", "1|1e0", "2|2e0"]);
+        s.row(&[2u64.into(), 5.0.into()]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "step,e\n0,0e0\n1,1e0\n2,5e0\n"
+        );
+        drop(s);
+        // An incomplete last line is removed; every complete row is kept.
+        std::fs::write(&p, "step,e\n0,0e0\n1,1e").unwrap();
+        let mut s = Series::append(&p, &["step", "e"], FloatFormat::Exp, |_| true).unwrap();
+        s.row(&[1u64.into(), 1.0.into()]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "step,e\n0,0e0\n1,1e0\n"
+        );
+        // A header without its line break, and an empty file.
+        std::fs::write(&p, "step,e").unwrap();
+        let mut s = Series::append(&p, &["step", "e"], FloatFormat::Exp, |_| true).unwrap();
+        s.row(&[0u64.into(), 0.0.into()]).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "step,e\n0,0e0\n");
+        std::fs::write(&p, "").unwrap();
+        let mut s = Series::append(&p, &["step", "e"], FloatFormat::Exp, |_| true).unwrap();
+        s.row(&[0u64.into(), 0.0.into()]).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "step,e\n0,0e0\n");
+        let e = Series::append(&p, &["a,b"], FloatFormat::Exp, |_| true).unwrap_err();
+        assert!(matches!(e, CsvError::BadColumn { .. }), "{e:?}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

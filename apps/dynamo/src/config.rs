@@ -74,7 +74,8 @@ pub struct Config {
     pub ntheta: usize,
     /// Longitudes (default `2 ntheta`).
     pub nphi: Option<usize>,
-    /// Truncation degree (default `ceil(2 ntheta / 3)`, the 3/2 rule).
+    /// Truncation degree (default `ceil(2 ntheta / 3)`, the 3/2 rule, at
+    /// most `ntheta - 1`).
     pub lmax: Option<usize>,
     /// Azimuthal symmetry: only orders that are multiples of `minc` are
     /// evolved (the benchmark's pattern has `m = 4`: 1, 2 or 4).
@@ -82,7 +83,9 @@ pub struct Config {
     /// IMEX scheme by name (`cnab2`, `sbdf1`, `sbdf2`, `sbdf3`, `ars222`,
     /// `ars343`, `bpr353`).
     pub scheme: ByName<imex::Scheme>,
-    /// Initial step size.
+    /// Step size: the first one of an adaptive run (a restart continues
+    /// from the checkpoint's), every one of a fixed-step run (a restart
+    /// too).
     pub dt: f64,
     /// Upper bound of the step size.
     pub dtmax: f64,
@@ -172,7 +175,15 @@ impl Config {
 
     /// The truncation degree.
     pub fn lmax(&self) -> usize {
-        self.lmax.unwrap_or((2 * self.ntheta).div_ceil(3))
+        self.lmax.unwrap_or_else(|| self.dealiased_lmax())
+    }
+
+    /// The largest dealiased degree that the Gauss grid allows:
+    /// `ceil(2 ntheta / 3)` (the 3/2 rule), at most `ntheta - 1`.
+    fn dealiased_lmax(&self) -> usize {
+        (2 * self.ntheta)
+            .div_ceil(3)
+            .min(self.ntheta.saturating_sub(1))
     }
 
     /// Checks every value that can be checked without knowing the rank count.
@@ -198,7 +209,7 @@ impl Config {
                 "lmax = {lmax} does not fit ntheta = {}: a Gauss grid of ntheta latitudes allows lmax <= {} (and dealiasing wants lmax <= {})",
                 self.ntheta,
                 self.ntheta - 1,
-                (2 * self.ntheta).div_ceil(3)
+                self.dealiased_lmax()
             );
         }
         if lmax < 1 {
@@ -215,6 +226,11 @@ impl Config {
             bail!(
                 "minc = {} is out of range: 1 <= minc <= lmax = {lmax}",
                 self.minc
+            );
+        }
+        if self.initial == Initial::Benchmark && lmax < 4 {
+            bail!(
+                "lmax = {lmax} is too small for the benchmark's initial pattern of degree and order l = m = 4: need lmax >= 4 (ntheta >= 6 with the default lmax), or initial = \"conduction\""
             );
         }
         if self.initial == Initial::Benchmark && 4 % self.minc != 0 {
@@ -296,6 +312,39 @@ mod tests {
         check("radius_ratio = 1.2\n", &["radius_ratio = 1.2"]);
         check("nphi = 100\n", &["nphi = 100", "130"]);
         check("ekman = -1\n", &["ekman"]);
+        check(
+            "ntheta = 8\nlmax = 3\n",
+            &["lmax = 3", "l = m = 4", "lmax >= 4"],
+        );
+        check(
+            "ntheta = 2\nlmax = 2\ninitial = \"conduction\"\n",
+            &["lmax = 2", "ntheta = 2", "lmax <= 1 (", "lmax <= 1)"],
+        );
+    }
+
+    #[test]
+    fn the_default_lmax_fits_the_grid() {
+        for (ntheta, want) in [(2, 1), (3, 2), (4, 3), (5, 4), (6, 4), (48, 32), (96, 64)] {
+            let c = Config {
+                ntheta,
+                initial: Initial::Conduction,
+                ..Config::default()
+            };
+            assert_eq!(c.lmax(), want, "ntheta = {ntheta}");
+            assert!(c.lmax() < ntheta);
+        }
+        let tiny = Config {
+            ntheta: 2,
+            initial: Initial::Conduction,
+            ..Config::default()
+        };
+        tiny.validate().unwrap();
+        let bench = Config {
+            ntheta: 4,
+            ..Config::default()
+        };
+        let e = bench.validate().unwrap_err().to_string();
+        assert!(e.contains("lmax = 3") && e.contains("lmax >= 4"), "{e}");
     }
 
     #[test]

@@ -45,7 +45,8 @@ pub struct Sample {
     pub step: u64,
     /// Time.
     pub time: f64,
-    /// Step size of the last step.
+    /// Size of the step that reached this sample (the step size in use,
+    /// or a last step shortened to land on `end_time`).
     pub dt: f64,
     /// Energies.
     pub energies: Energies,
@@ -75,7 +76,8 @@ pub struct Report {
     pub final_step: u64,
     /// Final time.
     pub time: f64,
-    /// Final step size.
+    /// The step size in use at the end (what a continuation starts with;
+    /// a last step shortened to land on `end_time` is not it).
     pub dt: f64,
     /// Wall seconds of the time loop.
     pub seconds: f64,
@@ -283,6 +285,135 @@ const COLUMNS: [&str; 18] = [
     "drift",
 ];
 
+impl Sample {
+    /// The sample of one `dynamo.csv` row (its fields in the file's column
+    /// order); `None` when the row does not have that form.
+    pub fn from_row(fields: &[&str]) -> Option<Sample> {
+        if fields.len() != COLUMNS.len() {
+            return None;
+        }
+        let step = fields[0].trim().parse().ok()?;
+        let mut v = [0.0; COLUMNS.len() - 1];
+        for (x, f) in v.iter_mut().zip(&fields[1..]) {
+            *x = f.trim().parse().ok()?;
+        }
+        let energies = Energies {
+            ekin: v[2],
+            ekin_pol: v[3],
+            ekin_tor: v[4],
+            ekin_pol_axi: v[5],
+            ekin_tor_axi: v[6],
+            emag: v[7],
+            emag_pol: v[8],
+            emag_tor: v[9],
+            emag_pol_axi: v[10],
+            emag_tor_axi: v[11],
+        };
+        let midpoint = (!v[12].is_nan()).then_some(Midpoint {
+            phi: v[12],
+            temperature: v[13],
+            u_phi: v[14],
+            b_theta: v[15],
+        });
+        Some(Sample {
+            step,
+            time: v[0],
+            dt: v[1],
+            energies,
+            midpoint,
+            drift: (!v[16].is_nan()).then_some(v[16]),
+        })
+    }
+}
+
+/// How far below `end` a time that is the running sum of `steps` step
+/// sizes may fall and still count as `end`: each addition rounds by at
+/// most half an ulp of a value at most `|end|`, at most `eps |end| / 2`,
+/// so the sum is within `steps eps |end| / 2` of the exact one; the
+/// tolerance is twice that. It stays far below any step size of a run
+/// (below `1e-3 dt` for up to a million steps of `dt = end / steps`).
+pub fn end_tolerance(end: f64, steps: u64) -> f64 {
+    steps.max(1) as f64 * f64::EPSILON * end.abs()
+}
+
+/// Whether `time`, reached after `steps` steps, is at `end_time` (within
+/// [`end_tolerance`]); never without an `end_time`.
+pub fn reached_end(time: f64, end_time: Option<f64>, steps: u64) -> bool {
+    end_time.is_some_and(|end| end - time <= end_tolerance(end, steps))
+}
+
+/// The steps a run from `time` after `done` steps will take: `cfg.steps`,
+/// or with `end_time` the fewer it takes at the step size `dt` to reach
+/// it (an estimate when the step adapts).
+pub fn planned_steps(cfg: &Config, time: f64, dt: f64, done: u64) -> u64 {
+    let most = cfg.steps as u64;
+    match cfg.end_time {
+        Some(end) if reached_end(time, Some(end), done) => 0,
+        Some(end) => {
+            let left = (end - time - end_tolerance(end, done + 1)) / dt;
+            if left.is_finite() {
+                most.min(left.max(0.0).ceil() as u64)
+            } else {
+                most
+            }
+        }
+        None => most,
+    }
+}
+
+/// Opens `dynamo.csv` in `dir` on rank 0 and tells every rank whether that
+/// worked (collective). A fresh run creates the file. A restart from step
+/// `from` continues it: the rows up to that step are kept (a file of other
+/// columns is refused and left as it is), and the samples they hold are
+/// returned for the plot.
+fn open_series(
+    comm: &dyn Communicator,
+    path: &Path,
+    from: Option<u64>,
+) -> Result<(Option<Series>, Vec<Sample>)> {
+    let mut earlier = Vec::new();
+    let opened = if comm.rank() == 0 {
+        let format = FloatFormat::ExpDigits(12);
+        match from {
+            None => Series::create(path, &COLUMNS, format)
+                .with_context(|| format!("creating the time series {}", path.display())),
+            Some(from) => Series::append(path, &COLUMNS, format, |fields| {
+                match Sample::from_row(fields) {
+                    Some(s) if s.step > from => false,
+                    Some(s) => {
+                        earlier.push(s);
+                        true
+                    }
+                    // A row that does not parse is kept as it is.
+                    None => true,
+                }
+            })
+            .with_context(|| {
+                format!(
+                    "continuing the time series {} (restart into another output folder, or move the file away)",
+                    path.display()
+                )
+            }),
+        }
+        .map(Some)
+    } else {
+        Ok(None)
+    };
+    // Every rank stops with rank 0's reason.
+    let mut reason = match &opened {
+        Err(e) => format!("{e:#}").into_bytes(),
+        Ok(_) => Vec::new(),
+    };
+    let mut len = [reason.len() as u64];
+    comm.broadcast(&mut len, 0)?;
+    if len[0] > 0 {
+        reason.resize(len[0] as usize, 0);
+        comm.broadcast_bytes(&mut reason, 0)?;
+        bail!("{}", String::from_utf8_lossy(&reason));
+    }
+    Ok((opened?, earlier))
+}
+
 fn log(series: &mut Option<Series>, s: &Sample) -> Result<()> {
     if let Some(out) = series {
         let e = &s.energies;
@@ -364,44 +495,55 @@ pub fn run(
     match restart {
         Some(p) => {
             let extra = checkpoint::read(&mut s, cfg, p)?;
-            dt = extra.dt;
+            // An adaptive step continues from the checkpoint's (next_dt
+            // caps it at dtmax); a fixed one is the configured dt, the
+            // variable-step weights of the schemes taking any change.
+            if cfg.adaptive {
+                dt = extra.dt;
+            }
             drift = extra.drift;
         }
         None => initialise(&mut s, cfg)?,
     }
     s.set_temperature_boundaries()?;
-    let mut series = match (&dir, rank == 0 && cfg.output.diagnostics) {
+    let (mut series, mut history) = match (&dir, cfg.output.diagnostics) {
         (Some(d), true) => {
             let p = d.join("dynamo.csv");
-            files.push(p.display().to_string());
-            Some(Series::create(&p, &COLUMNS, FloatFormat::ExpDigits(12))?)
+            if rank == 0 {
+                files.push(p.display().to_string());
+            }
+            open_series(comm, &p, restart.map(|_| s.steps()))?
         }
-        _ => None,
+        _ => (None, Vec::new()),
     };
-    let mut history: Vec<Sample> = Vec::new();
     let first = sample(comm, &s, dt, &mut drift)?;
-    log(&mut series, &first)?;
-    history.push(first);
+    // A continued series already holds the row of the restart step.
+    if !history.last().is_some_and(|h| h.step == first.step) {
+        log(&mut series, &first)?;
+        history.push(first);
+    }
     let bar = if rank == 0 {
-        Progress::steps(cfg.steps as u64, progress)
+        Progress::steps(planned_steps(cfg, s.time(), dt, s.steps()), progress)
     } else {
         Progress::hidden()
     };
     let start = Instant::now();
     let mut taken = 0u64;
-    let end = cfg.end_time.unwrap_or(f64::INFINITY);
+    let end = cfg.end_time;
     let mut last = first;
-    while (taken as usize) < cfg.steps && s.time() < end {
+    while (taken as usize) < cfg.steps && !reached_end(s.time(), end, s.steps()) {
         let (step, time) = (s.steps(), s.time());
-        let remaining = end - time;
-        dt = s.step(comm, |limit| {
-            let d = next_dt(cfg, dt, limit, step + 1, time)?;
-            Ok(d.min(remaining.max(f64::MIN_POSITIVE)))
+        let remaining = end.map_or(f64::INFINITY, |e| e - time);
+        let mut in_use = dt;
+        let size = s.step(comm, |limit| {
+            in_use = next_dt(cfg, dt, limit, step + 1, time)?;
+            Ok(in_use.min(remaining))
         })?;
+        dt = in_use;
         taken += 1;
-        let done = taken as usize == cfg.steps || s.time() >= end;
+        let done = taken as usize == cfg.steps || reached_end(s.time(), end, s.steps());
         if taken % cfg.diag_every as u64 == 0 || done {
-            last = sample(comm, &s, dt, &mut drift)?;
+            last = sample(comm, &s, size, &mut drift)?;
             log(&mut series, &last)?;
             history.push(last);
             bar.set_message(format!(
@@ -435,7 +577,7 @@ pub fn run(
     }
     bar.finish();
     let seconds = comm.allreduce_scalar(start.elapsed().as_secs_f64(), ReduceOp::Max)?;
-    if let (Some(d), true) = (&dir, rank == 0 && cfg.output.diagnostics) {
+    if let (Some(d), true) = (&dir, rank == 0 && series.is_some()) {
         let p: PathBuf = d.join("energies.png");
         output::plot_energies(&p, &history).context("plotting the energies")?;
         files.push(p.display().to_string());

@@ -93,8 +93,12 @@ pub struct NanPlace {
     pub theta: f64,
     /// Longitude.
     pub phi: f64,
-    /// Which quantity.
+    /// Which quantity: an input of the nonlinear products (velocity,
+    /// vorticity, temperature gradient, magnetic field, current density),
+    /// or the products themselves when every input is finite.
     pub what: &'static str,
+    /// Every input is finite and the products overflowed (a blow-up).
+    pub overflow: bool,
 }
 
 /// The state blocks of the four systems.
@@ -569,6 +573,14 @@ impl Solver {
         if v[1] > 0.0 {
             let step = self.steps() + 1;
             return Err(match self.nan {
+                Some(p) if p.overflow => anyhow!(
+                    "the nonlinear products overflowed (blow-up) in step {step} (t = {:.6e}) at r = {:.6}, theta = {:.6}, phi = {:.6} (rank {}): every input there is finite; lower dt, courant or the forcing",
+                    self.time(),
+                    p.r,
+                    p.theta,
+                    p.phi,
+                    comm.rank()
+                ),
                 Some(p) => anyhow!(
                     "non-finite {} in step {step} (t = {:.6e}) at r = {:.6}, theta = {:.6}, phi = {:.6} (rank {})",
                     p.what,
@@ -669,7 +681,12 @@ impl Solver {
                 };
                 rate = rate.max(m);
                 if cfl && !check.is_finite() && nan.is_none() {
-                    nan = Some(locate_nan(self.dist.sht(), &input, rk, j0 + lj));
+                    let mut products = vec![&os0[b..b + nphi], &ot0[b..b + nphi]];
+                    products.extend([&op0[b..b + nphi], &os1[b..b + nphi]]);
+                    if magnetic {
+                        products.extend([&os2[b..b + nphi], &ot1[b..b + nphi], &op1[b..b + nphi]]);
+                    }
+                    nan = Some(locate_nan(self.dist.sht(), &input, &products, rk, j0 + lj));
                 }
             }
         }
@@ -863,26 +880,37 @@ fn row_products<const MAG: bool>(
     (rate, check)
 }
 
-/// Where in one row of the grid the first non-finite input is.
-fn locate_nan(sht: &sht::Sht, row: &Row<'_>, r: f64, j: usize) -> NanPlace {
-    let bad = |v: &[&[f64]; 3]| {
-        (0..row.u[0].len()).find(|&k| v.iter().any(|c| c.get(k).is_some_and(|x| !x.is_finite())))
-    };
-    let (what, k) = if let Some(k) = bad(&row.u) {
-        ("velocity", k)
-    } else if let Some(k) = bad(&row.w) {
-        ("vorticity", k)
-    } else if let Some(k) = bad(&row.g) {
-        ("temperature gradient", k)
-    } else if let Some(k) = bad(&row.b) {
-        ("magnetic field", k)
-    } else {
-        ("current density", bad(&row.j).unwrap_or(0))
-    };
+/// Where in one row of the grid the first non-finite input is; when
+/// every input is finite (the products overflowed), where the first
+/// non-finite product is, or else (only their sum overflowed) the largest.
+fn locate_nan(sht: &sht::Sht, row: &Row<'_>, products: &[&[f64]], r: f64, j: usize) -> NanPlace {
+    let n = row.u[0].len();
+    let bad =
+        |v: &[&[f64]]| (0..n).find(|&k| v.iter().any(|c| c.get(k).is_some_and(|x| !x.is_finite())));
+    let inputs = [
+        ("velocity", &row.u),
+        ("vorticity", &row.w),
+        ("temperature gradient", &row.g),
+        ("magnetic field", &row.b),
+        ("current density", &row.j),
+    ];
+    let found = inputs
+        .iter()
+        .find_map(|(what, v)| bad(&v[..]).map(|k| (*what, k, false)));
+    let (what, k, overflow) = found.unwrap_or_else(|| {
+        let k = bad(products).unwrap_or_else(|| {
+            let size = |k: usize| products.iter().map(|c| c[k].abs()).fold(0.0, f64::max);
+            (0..n)
+                .max_by(|&a, &b| size(a).total_cmp(&size(b)))
+                .unwrap_or(0)
+        });
+        ("nonlinear products", k, true)
+    });
     NanPlace {
         r,
         theta: sht.theta()[j],
         phi: sht.phi(k),
         what,
+        overflow,
     }
 }

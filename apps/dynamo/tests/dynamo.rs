@@ -450,3 +450,206 @@ fn a_checkpoint_of_another_resolution_is_refused() {
     assert!(e.contains("nr = 17") && e.contains("nr = 21"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn output_to(dir: &std::path::Path, diagnostics: bool) -> dynamo::config::Output {
+    dynamo::config::Output {
+        dir: Some(dir.to_path_buf()),
+        vtk: false,
+        diagnostics,
+        ..Default::default()
+    }
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("dynamo-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+#[test]
+fn a_run_to_end_time_takes_the_steps_that_reach_it() {
+    // 25 additions of 1e-4 give 0.0024999999999999996 < 0.0025.
+    let dir = temp_dir("end-time");
+    let cfg = Config {
+        adaptive: false,
+        steps: 1000,
+        end_time: Some(0.0025),
+        diag_every: 100,
+        output: output_to(&dir, true),
+        ..small()
+    };
+    assert_eq!(dynamo::planned_steps(&cfg, 0.0, cfg.dt, 0), 25);
+    let r = on(1, |c| dynamo::run(c, &cfg, None, false));
+    assert_eq!(
+        (r[0].steps, r[0].final_step),
+        (25, 25),
+        "{}",
+        r[0].summary()
+    );
+    assert_eq!(r[0].dt, 1e-4);
+    assert_eq!(r[0].last.dt, 1e-4);
+    assert!((r[0].time - 0.0025).abs() < 1e-15, "t = {}", r[0].time);
+    assert!(dir.join("dynamo_00000025.chk").is_file());
+    assert!(!dir.join("dynamo_00000026.chk").exists());
+    let csv = std::fs::read_to_string(dir.join("dynamo.csv")).unwrap();
+    let last = csv.lines().last().unwrap();
+    assert!(
+        last.starts_with("25,") && last.contains(",1.000000000000e-4,"),
+        "{last}"
+    );
+    // An end_time between steps: the last step is shortened, the report
+    // and the checkpoint keep the step size in use.
+    let between = Config {
+        end_time: Some(2.5e-4),
+        output: output_to(&dir.join("b"), false),
+        ..cfg.clone()
+    };
+    let r = on(1, |c| dynamo::run(c, &between, None, false));
+    assert_eq!(r[0].steps, 3);
+    assert!((r[0].last.dt - 5e-5).abs() < 1e-15, "{}", r[0].last.dt);
+    assert_eq!(r[0].dt, 1e-4);
+    let ck = dir.join("b").join("dynamo_00000003.chk");
+    let extra = on(1, |c| {
+        let mut s = dynamo::build(c, &between)?;
+        dynamo::checkpoint::read(&mut s, &between, &ck)
+    });
+    assert_eq!(extra[0].dt, 1e-4);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_progress_bar_counts_the_steps_to_end_time() {
+    let cfg = Config::from_file(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/case0.toml"
+    )))
+    .unwrap();
+    assert_eq!(dynamo::planned_steps(&cfg, 0.0, cfg.dt, 0), 10_000);
+    assert_eq!(dynamo::planned_steps(&cfg, 0.5, cfg.dt, 5000), 5000);
+    let mut t = 0.0;
+    for _ in 0..10_000 {
+        t += 1e-4;
+    }
+    assert!(t < 1.0);
+    assert_eq!(dynamo::planned_steps(&cfg, t, cfg.dt, 10_000), 0);
+    assert!(dynamo::reached_end(t, cfg.end_time, 10_000));
+    assert!(!dynamo::reached_end(1.0 - 1e-4, cfg.end_time, 9_999));
+    let steps = Config {
+        end_time: None,
+        steps: 300,
+        ..cfg.clone()
+    };
+    assert_eq!(dynamo::planned_steps(&steps, 0.0, 1e-4, 0), 300);
+}
+
+#[test]
+fn a_fixed_step_restart_runs_with_the_configured_dt() {
+    let dir = temp_dir("restart-dt");
+    let cfg = Config {
+        adaptive: false,
+        initial: Initial::Conduction,
+        steps: 2,
+        output: output_to(&dir, false),
+        ..small()
+    };
+    on(1, |c| dynamo::run(c, &cfg, None, false));
+    let ck = dir.join("dynamo_00000002.chk");
+    let smaller = Config {
+        dt: 5e-5,
+        dtmax: 5e-5,
+        output: output_to(&dir.join("b"), false),
+        ..cfg.clone()
+    };
+    let r = on(1, |c| dynamo::run(c, &smaller, Some(&ck), false));
+    assert_eq!(r[0].dt, 5e-5, "{}", r[0].summary());
+    assert!((r[0].time - 3e-4).abs() < 1e-15, "t = {}", r[0].time);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_restart_into_the_same_folder_continues_the_time_series() {
+    let dir = temp_dir("restart-csv");
+    let cfg = Config {
+        steps: 6,
+        diag_every: 2,
+        output: dynamo::config::Output {
+            checkpoint_every: 4,
+            ..output_to(&dir, true)
+        },
+        ..small()
+    };
+    on(1, |c| dynamo::run(c, &cfg, None, false));
+    let csv = dir.join("dynamo.csv");
+    let whole = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(whole.lines().count(), 5, "{whole}"); // header, steps 0, 2, 4, 6
+                                                     // From step 4: the row of step 6 is replaced by the same one.
+    let again = Config {
+        steps: 2,
+        ..cfg.clone()
+    };
+    let ck = dir.join("dynamo_00000004.chk");
+    on(2, |c| dynamo::run(c, &again, Some(&ck), false));
+    assert_eq!(std::fs::read_to_string(&csv).unwrap(), whole);
+    // A file of other columns is refused and kept.
+    std::fs::write(&csv, "a,b\n1,2\n").unwrap();
+    let r = comm::local::run(2, |c| {
+        dynamo::run(c, &again, Some(&ck), false).map_err(|e| format!("{e:#}"))
+    });
+    let e = r.unwrap_err().to_string();
+    assert!(e.contains("dynamo.csv") && e.contains("\"a,b\""), "{e}");
+    assert_eq!(std::fs::read_to_string(&csv).unwrap(), "a,b\n1,2\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_blow_up_is_reported_as_an_overflow() {
+    let r = comm::local::run(1, |c| {
+        let cfg = Config {
+            initial: Initial::Conduction,
+            ..small()
+        };
+        let mut s = dynamo::build(c, &cfg).map_err(|e| e.to_string())?;
+        dynamo::initialise(&mut s, &cfg).map_err(|e| e.to_string())?;
+        // Finite, but its square is not.
+        let nr = cfg.nr;
+        let mut v = vec![Complex64::new(0.0, 0.0); nr];
+        v[nr / 2] = Complex64::new(1e200, 0.0);
+        s.set_mode(Potential::Z, 2, 1, &v)
+            .map_err(|e| e.to_string())?;
+        s.step(c, |_| Ok(1e-4)).map_err(|e| format!("{e:#}"))?;
+        Ok::<_, String>(())
+    });
+    let e = r.unwrap_err().to_string();
+    assert!(
+        e.contains("overflowed (blow-up)")
+            && e.contains("step 1")
+            && !e.contains("current density"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_json_report_into_a_missing_folder_is_refused_before_the_run() {
+    let dir = temp_dir("json");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("out");
+    let bin = env!("CARGO_BIN_EXE_dynamo");
+    let run = std::process::Command::new(bin)
+        .args([
+            "--nr", "17", "--ntheta", "16", "--steps", "1", "--ranks", "1",
+        ])
+        .args(["--no-vtk", "--quiet", "-o"])
+        .arg(&out)
+        .arg("--json")
+        .arg(dir.join("no/such/report.json"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success());
+    assert!(
+        err.contains("no/such") && err.contains("does not exist"),
+        "{err}"
+    );
+    assert!(!out.exists(), "the run started");
+    let _ = std::fs::remove_dir_all(&dir);
+}
