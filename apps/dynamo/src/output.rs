@@ -146,7 +146,8 @@ fn equatorial_slice(comm: &dyn Communicator, s: &Solver, dir: &Path) -> Result<O
     Ok((comm.rank() == 0).then_some(path))
 }
 
-/// The energies of `history` against time, on a log scale.
+/// The energies of `history` against time, on a log scale (a linear one
+/// where every energy is 0).
 pub fn plot_energies(path: &Path, history: &[Sample]) -> Result<()> {
     let t: Vec<f64> = history.iter().map(|s| s.time).collect();
     let get = |f: fn(&Sample) -> f64| history.iter().map(f).collect::<Vec<f64>>();
@@ -162,10 +163,48 @@ pub fn plot_energies(path: &Path, history: &[Sample]) -> Result<()> {
     if emag.iter().any(|&e| e > 0.0) {
         series.push(Series::new("Emag", &t, &emag));
     }
+    // A logarithmic axis where any energy is positive; a run that stays at
+    // rest (every energy 0) is drawn on a linear one.
+    let positive = series.iter().any(|s| s.y.iter().any(|&e| e > 0.0));
     let chart = Chart {
-        log_y: true,
+        log_y: positive,
         ..Chart::new("dynamo energies", "time (viscous units)", "energy")
     };
     chart.write(path, &series)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plot_energies;
+    use crate::diag::Energies;
+    use crate::Sample;
+
+    /// A run that stays at rest (every energy 0, as from the conduction
+    /// state) still gets its plot: no positive value for a log axis, so a
+    /// linear one. With energies the plot is written as before.
+    #[test]
+    fn energies_at_rest_are_plotted() {
+        let dir = std::env::temp_dir().join(format!("dynamo_plot_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sample = |time: f64, ekin: f64| Sample {
+            step: (time * 10.0) as u64,
+            time,
+            dt: 0.1,
+            energies: Energies {
+                ekin,
+                ..Energies::default()
+            },
+            midpoint: None,
+            drift: None,
+        };
+        for (name, e) in [("rest.png", 0.0), ("moving.png", 1.5)] {
+            let p = dir.join(name);
+            let h: Vec<Sample> = (0..4).map(|i| sample(0.1 * i as f64, e)).collect();
+            plot_energies(&p, &h).unwrap_or_else(|err| panic!("{name}: {err:#}"));
+            let png = std::fs::read(&p).unwrap();
+            assert_eq!(&png[1..4], b"PNG", "{name}");
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }
