@@ -179,6 +179,11 @@ const SOLID: u8 = 1;
 const GHOST: u8 = 2;
 
 impl GhostPoints {
+    /// The most points a region of ghost points may hold: a fluid point
+    /// has up to 6 wall links and the links are indexed by 32-bit offsets,
+    /// so `u32::MAX / 6` (715 827 882, a whole grid of up to 894^3 points).
+    pub const MAX_POINTS: usize = (u32::MAX / 6) as usize;
+
     /// The ghost geometry of the points at `location` of `block` of `grid`
     /// with `ghost` layers, with the default [`GhostOptions`].
     pub fn new(
@@ -192,8 +197,9 @@ impl GhostPoints {
     }
 
     /// [`GhostPoints::new`] with options. Errors: a body on a different
-    /// box, a face axis above 2, a block empty or outside the grid,
-    /// `t_min` outside `(0, 1]`.
+    /// box, a face axis above 2, the errors of [`Region::new`], a region
+    /// of more than [`GhostPoints::MAX_POINTS`] points, `t_min` outside
+    /// `(0, 1]`.
     pub fn with_options(
         body: &dyn Body,
         grid: &MacGrid,
@@ -210,10 +216,11 @@ impl GhostPoints {
         }
         let region = Region::new(block, ghost, grid.shape())?;
         let n = region.len();
-        if n > (u32::MAX / 6) as usize {
+        if n > GhostPoints::MAX_POINTS {
             return Err(IbmError::TooLarge {
-                points: n,
-                max: u32::MAX as usize,
+                extent: region.extent(),
+                max: GhostPoints::MAX_POINTS,
+                reason: "up to 6 wall links per point, indexed by 32-bit offsets",
             });
         }
         // Distances on the region widened by one layer.

@@ -37,6 +37,12 @@ impl Location {
     }
 }
 
+/// The most cells per axis of a [`MacGrid`] or a [`Region`]'s grid (2^40).
+pub const MAX_EXTENT: usize = 1 << 40;
+
+/// The most ghost layers of a [`Region`] (2^20).
+pub const MAX_GHOST: usize = 1 << 20;
+
 /// A periodic box `[0, L)` divided into `n` cells per axis, spacing
 /// `h = L / n`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -48,14 +54,10 @@ pub struct MacGrid {
 
 impl MacGrid {
     /// A grid of `shape` cells on a box of `lengths`; every extent must be
-    /// at least 1 and every length finite and positive.
+    /// in `1..=`[`MAX_EXTENT`] and every length finite and positive.
     pub fn new(shape: [usize; 3], lengths: [f64; 3]) -> Result<Self> {
         check_lengths(lengths)?;
-        for (axis, &value) in shape.iter().enumerate() {
-            if value == 0 || value > (1 << 40) {
-                return Err(IbmError::Shape { axis, value });
-            }
-        }
+        check_shape(shape)?;
         let h = [0, 1, 2].map(|d| lengths[d] / shape[d] as f64);
         Ok(MacGrid { shape, lengths, h })
     }
@@ -93,6 +95,15 @@ impl MacGrid {
     }
 }
 
+fn check_shape(shape: [usize; 3]) -> Result<()> {
+    for (axis, &value) in shape.iter().enumerate() {
+        if value == 0 || value > MAX_EXTENT {
+            return Err(IbmError::Shape { axis, value });
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn check_lengths(lengths: [f64; 3]) -> Result<()> {
     for (axis, &value) in lengths.iter().enumerate() {
         if !(value.is_finite() && value > 0.0) {
@@ -119,15 +130,43 @@ pub struct Region {
 }
 
 impl Region {
+    /// The most points a region may hold: the most `f64` values one
+    /// allocation can hold (`isize::MAX` bytes), so every per-point array
+    /// of the region can exist and every linear index fits `usize`.
+    pub const MAX_POINTS: usize = isize::MAX as usize / std::mem::size_of::<f64>();
+
     /// The region of `block` (non-empty, inside `0..shape`) with `ghost`
-    /// layers.
+    /// layers. Errors: a `shape` extent outside `1..=`[`MAX_EXTENT`]
+    /// ([`IbmError::Shape`]), a block empty or outside the grid
+    /// ([`IbmError::Block`]), `ghost` above [`MAX_GHOST`]
+    /// ([`IbmError::Ghost`]), more than [`Region::MAX_POINTS`] points
+    /// ([`IbmError::TooLarge`]).
     pub fn new(block: IndexBox, ghost: usize, shape: [usize; 3]) -> Result<Self> {
-        let bad = (0..3).any(|d| block.lo[d] >= block.hi[d] || block.hi[d] > shape[d]);
-        if bad || ghost > (1 << 20) {
+        check_shape(shape)?;
+        if (0..3).any(|d| block.lo[d] >= block.hi[d] || block.hi[d] > shape[d]) {
             return Err(IbmError::Block {
                 lo: block.lo,
                 hi: block.hi,
                 shape,
+            });
+        }
+        if ghost > MAX_GHOST {
+            return Err(IbmError::Ghost {
+                value: ghost,
+                max: MAX_GHOST,
+            });
+        }
+        // Block extents are at most MAX_EXTENT, so the sums cannot overflow.
+        let extent = [0, 1, 2].map(|d| block.hi[d] - block.lo[d] + 2 * ghost);
+        let points = extent
+            .iter()
+            .try_fold(1usize, |acc, &e| acc.checked_mul(e))
+            .filter(|&p| p <= Region::MAX_POINTS);
+        if points.is_none() {
+            return Err(IbmError::TooLarge {
+                extent,
+                max: Region::MAX_POINTS,
+                reason: "the most f64 values one allocation can hold",
             });
         }
         Ok(Region {
@@ -208,5 +247,58 @@ impl Region {
                 })
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn region_limits_are_named() {
+        let shape = [MAX_EXTENT; 3];
+        // 2^120 points: more than any array can hold.
+        let e = Region::new(IndexBox::from_shape(shape), 0, shape).unwrap_err();
+        assert_eq!(
+            e,
+            IbmError::TooLarge {
+                extent: shape,
+                max: Region::MAX_POINTS,
+                reason: "the most f64 values one allocation can hold",
+            }
+        );
+        assert!(
+            e.to_string().contains(&Region::MAX_POINTS.to_string()),
+            "{e}"
+        );
+        // 2^60 points: a usize, but their f64 array (2^63 bytes) exceeds
+        // one allocation.
+        let e = Region::new(IndexBox::from_shape([1 << 20; 3]), 0, shape);
+        assert!(matches!(e, Err(IbmError::TooLarge { .. })), "{e:?}");
+        // Within the limit the point count is exact.
+        let r = Region::new(
+            IndexBox::from_shape([1 << 20, 1 << 20, (1 << 20) - 1]),
+            0,
+            shape,
+        )
+        .unwrap();
+        assert_eq!(r.len(), (1 << 60) - (1 << 40));
+        let e = Region::new(IndexBox::from_shape([8; 3]), MAX_GHOST + 1, [8; 3]).unwrap_err();
+        assert_eq!(
+            e,
+            IbmError::Ghost {
+                value: MAX_GHOST + 1,
+                max: MAX_GHOST
+            }
+        );
+        assert!(e.to_string().contains("ghost width 1048577"), "{e}");
+        let e = Region::new(IndexBox::from_shape([8; 3]), 0, [8, MAX_EXTENT + 1, 8]).unwrap_err();
+        assert_eq!(
+            e,
+            IbmError::Shape {
+                axis: 1,
+                value: MAX_EXTENT + 1
+            }
+        );
     }
 }

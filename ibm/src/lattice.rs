@@ -71,7 +71,11 @@ impl Lattice {
         let a = [0, 1, 2].map(|d| lengths[d] / cells[d] as f64);
         let max = 0.5 * nearest_neighbour(kind, a);
         if !(radius > 0.0 && radius <= max * (1.0 + 1e-12)) {
-            return Err(IbmError::Radius { value: radius, max });
+            return Err(IbmError::Radius {
+                value: radius,
+                max,
+                inclusive: true,
+            });
         }
         Ok(Lattice {
             kind,

@@ -59,7 +59,7 @@ pub use cutcell::{
     cell_fluid_fraction, face_fluid_aperture, simplex, CutCells, CutOptions, MAX_DEPTH,
 };
 pub use ghost::{GhostOptions, GhostPoints, Link, PointKind, Side, WallCrossing};
-pub use grid::{Location, MacGrid, Region};
+pub use grid::{Location, MacGrid, Region, MAX_EXTENT, MAX_GHOST};
 pub use lattice::{Lattice, LatticeKind};
 pub use packing::{
     Packing, RandomOptions, Sphere, MAX_RANDOM_FRACTION, MAX_RANDOM_SPHERES, OVERLAP_TOLERANCE,
@@ -78,7 +78,7 @@ pub enum IbmError {
         /// The length given.
         value: f64,
     },
-    /// A grid extent outside `1..=2^40`.
+    /// A grid extent outside `1..=2^40` ([`MAX_EXTENT`]).
     #[error("grid extent {value} along axis {axis} outside the valid range 1..=1099511627776")]
     Shape {
         /// The axis.
@@ -100,13 +100,17 @@ pub enum IbmError {
         /// The count given.
         value: usize,
     },
-    /// A sphere radius outside the valid range.
-    #[error("radius {value} outside the valid range (0, {max}]")]
+    /// A sphere radius outside the valid range: `(0, max]` when
+    /// `inclusive` (a lattice, whose spheres may touch), `(0, max)`
+    /// otherwise (a random packing, whose diameter must be below the box).
+    #[error("radius {value} outside the valid range (0, {max}{}", if *.inclusive { "]" } else { ")" })]
     Radius {
         /// The radius given.
         value: f64,
-        /// The largest valid radius.
+        /// The bound of the valid range.
         max: f64,
+        /// Whether `max` itself is valid.
+        inclusive: bool,
     },
     /// A solid fraction outside the valid range.
     #[error("solid fraction {value} outside the valid range {range}")]
@@ -241,13 +245,31 @@ pub enum IbmError {
         /// The value given.
         value: f64,
     },
-    /// A region with more points than the storage can index.
-    #[error("region of {points} points holds more than {max} wall links")]
-    TooLarge {
-        /// Points in the region.
-        points: usize,
-        /// The most wall links that can be stored.
+    /// A ghost width above [`MAX_GHOST`].
+    #[error("ghost width {value} outside the valid range 0..={max}")]
+    Ghost {
+        /// The width given.
+        value: usize,
+        /// The largest width.
         max: usize,
+    },
+    /// A region (block plus ghost layers) with more points than the
+    /// storage can index: [`Region::MAX_POINTS`] for every per-point
+    /// array, [`GhostPoints::MAX_POINTS`] for ghost points.
+    #[error("region of {} x {} x {} points (block plus ghost layers) exceeds the limit of {max} points: {reason}", .extent[0], .extent[1], .extent[2])]
+    TooLarge {
+        /// Points per axis.
+        extent: [usize; 3],
+        /// The most points accepted.
+        max: usize,
+        /// What sets the limit.
+        reason: &'static str,
+    },
+    /// A push margin of [`RandomOptions`] that is negative or not finite.
+    #[error("push margin {value} outside the valid range [0, inf) (finite)")]
+    PushMargin {
+        /// The margin given.
+        value: f64,
     },
 }
 

@@ -6,7 +6,9 @@ use crate::grid::check_lengths;
 use crate::rng::{splitmix64, Xoshiro256};
 use crate::{IbmError, Result};
 use std::f64::consts::PI;
+use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The overlap two spheres of a packing may have, relative to the smaller
 /// radius: [`Packing::random`] relaxes overlaps below it and
@@ -49,8 +51,9 @@ pub struct RandomOptions {
     /// (default 20 000).
     pub max_sweeps: usize,
     /// Pairs that overlap are pushed apart to `2 r (1 + push_margin)`
-    /// (default 1e-3): the small overshoot lets the relaxation end with no
-    /// overlap at all instead of creeping towards contact.
+    /// (finite and at least 0, else [`IbmError::PushMargin`]; default
+    /// 1e-3): the small overshoot lets the relaxation end with no overlap
+    /// at all instead of creeping towards contact.
     pub push_margin: f64,
 }
 
@@ -148,12 +151,37 @@ impl Packing {
         s
     }
 
-    /// Writes [`Packing::to_text`] to `path`.
+    /// Writes [`Packing::to_text`] to `path` through a temporary file in
+    /// the same folder, synced and then renamed over `path`: `path` holds
+    /// either its old contents or the whole new text, never part of it,
+    /// and no temporary file is left behind on an error.
     pub fn write(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        std::fs::write(path, self.to_text()).map_err(|e| IbmError::Io {
+        let io = |message: String| IbmError::Io {
             path: path.display().to_string(),
-            message: e.to_string(),
+            message,
+        };
+        let name = path
+            .file_name()
+            .ok_or_else(|| io("not a file name".to_string()))?;
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let tmp = path.with_file_name(format!(
+            ".{}.{}.{}.tmp",
+            name.to_string_lossy(),
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let text = self.to_text();
+        let attempt = || -> std::io::Result<()> {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.sync_all()?;
+            drop(f);
+            std::fs::rename(&tmp, path)
+        };
+        attempt().map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            io(e.to_string())
         })
     }
 
@@ -173,7 +201,11 @@ impl Packing {
     /// to `2 r (1 + push_margin)`, positions updated at once. It stops after
     /// the first sweep whose largest overlap is below [`OVERLAP_TOLERANCE`]
     /// `r` and whose result a separate check confirms; else
-    /// [`IbmError::NotConverged`] after `max_sweeps`. Random sequential
+    /// [`IbmError::NotConverged`] after `max_sweeps`. Other errors: a box
+    /// length not finite and positive, `2 radius` not below the smallest
+    /// box length, `c` outside `[0, 0.55]`, more than
+    /// [`MAX_RANDOM_SPHERES`] spheres, a `push_margin` negative or not
+    /// finite; all are checked before any sphere is placed. Random sequential
     /// addition would jam near 0.38; this reaches 0.55 (random close
     /// packing is near 0.64).
     pub fn random_with(
@@ -184,11 +216,17 @@ impl Packing {
         options: RandomOptions,
     ) -> Result<Self> {
         check_lengths(lengths)?;
+        if !(options.push_margin.is_finite() && options.push_margin >= 0.0) {
+            return Err(IbmError::PushMargin {
+                value: options.push_margin,
+            });
+        }
         let lmin = lengths[0].min(lengths[1]).min(lengths[2]);
         if !(radius > 0.0 && 2.0 * radius < lmin) {
             return Err(IbmError::Radius {
                 value: radius,
                 max: 0.5 * lmin,
+                inclusive: false,
             });
         }
         if !(0.0..=MAX_RANDOM_FRACTION).contains(&c) {
@@ -213,7 +251,7 @@ impl Packing {
             .map(|_| [0, 1, 2].map(|d| rng.uniform() * lengths[d]))
             .collect();
         let tol = OVERLAP_TOLERANCE * radius;
-        let target = 2.0 * radius * (1.0 + options.push_margin.max(0.0));
+        let target = 2.0 * radius * (1.0 + options.push_margin);
         let mut cells = CellList::new(lengths, 2.0 * radius);
         let mut overlap = f64::INFINITY;
         let mut converged = n < 2;
@@ -562,8 +600,9 @@ impl Buckets {
     }
 }
 
-/// The query structure of a packing: a fine bucket grid (about 16 buckets
-/// per sphere) holding, per bucket, every sphere image that can be the
+/// The query structure of a packing: a fine bucket grid (about
+/// `TARGET_BUCKETS_PER_SPHERE` = 64 buckets per sphere, about 2^22 at
+/// most) holding, per bucket, every sphere image that can be the
 /// nearest to some point of the bucket. With `d` the distance from the
 /// bucket centre and `hd` the bucket's half-diagonal, the nearest sphere
 /// of any point of the bucket has its surface within `d + 2 hd` of the
@@ -943,5 +982,66 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    #[test]
+    fn random_options_and_radius_are_checked() {
+        let l = [1.0; 3];
+        for m in [-1e-3, f64::NAN, f64::INFINITY] {
+            let e = Packing::random_with(
+                l,
+                0.1,
+                0.2,
+                1,
+                RandomOptions {
+                    push_margin: m,
+                    ..Default::default()
+                },
+            )
+            .unwrap_err();
+            assert!(matches!(e, IbmError::PushMargin { .. }), "{e}");
+            assert!(e.to_string().contains(&format!("push margin {m}")), "{e}");
+        }
+        // The diameter must be below the box: the bound is exclusive.
+        let e = Packing::random(l, 0.5, 0.2, 1).unwrap_err();
+        assert_eq!(e.to_string(), "radius 0.5 outside the valid range (0, 0.5)");
+    }
+
+    #[test]
+    fn write_replaces_the_file_whole() {
+        let dir = std::env::temp_dir().join(format!("ibm-write-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let l = [1.0; 3];
+        let a = Packing::single([0.5; 3], 0.1, l).unwrap();
+        let b = Packing::single([0.25; 3], 0.2, l).unwrap();
+        let path = dir.join("bed.txt");
+        a.write(&path).unwrap();
+        // A second name for the old file: a write that replaces the file
+        // (rather than truncating and refilling it) leaves it untouched.
+        let old = dir.join("old.txt");
+        std::fs::hard_link(&path, &old).unwrap();
+        b.write(&path).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), b.to_text());
+        assert_eq!(std::fs::read_to_string(&old).unwrap(), a.to_text());
+        // A failed write names the path and leaves no temporary file.
+        let bad = dir.join("missing").join("bed.txt");
+        let e = b.write(&bad).unwrap_err();
+        assert!(
+            matches!(&e, IbmError::Io { path, .. } if path.contains("missing")),
+            "{e}"
+        );
+        // Renaming onto a folder fails after the temporary file is written.
+        let sub = dir.join("sub");
+        std::fs::create_dir_all(sub.join("x")).unwrap();
+        let e = b.write(&sub).unwrap_err();
+        assert!(matches!(e, IbmError::Io { .. }), "{e}");
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["bed.txt", "old.txt", "sub"]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

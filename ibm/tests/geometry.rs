@@ -304,4 +304,23 @@ fn bad_input_is_an_error_naming_the_value() {
     assert!(e.to_string().contains("(0, 0.5)"), "{e}");
     let e = Packing::read("/nonexistent/ibm.txt", [1.0; 3]).unwrap_err();
     assert!(e.to_string().contains("/nonexistent/ibm.txt"), "{e}");
+    // A region of 896^3 points exceeds the ghost points' 32-bit wall-link
+    // offsets (checked before anything is allocated); the error names the
+    // limit in points.
+    let big = MacGrid::new([896; 3], [1.0; 3]).unwrap();
+    let e = GhostPoints::new(
+        &body,
+        &big,
+        Location::Centre,
+        IndexBox::from_shape([896; 3]),
+        0,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, IbmError::TooLarge { extent: [896, 896, 896], max, .. } if max == GhostPoints::MAX_POINTS),
+        "{e}"
+    );
+    assert!(e.to_string().contains("715827882 points"), "{e}");
+    let e = CutCells::new(&body, &grid, IndexBox::from_shape([8; 3]), 1 << 21).unwrap_err();
+    assert!(e.to_string().contains("ghost width 2097152"), "{e}");
 }

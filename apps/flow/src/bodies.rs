@@ -9,7 +9,7 @@ use ibm::{
     Side,
 };
 
-use crate::config::{Bodies, Config};
+use crate::config::{Bodies, Config, MAX_N};
 use crate::geometry::{Geometry, Method};
 
 /// The fewest cells per sphere diameter either method accepts: below it a
@@ -36,6 +36,8 @@ pub fn body(cfg: &Config) -> Result<Option<Spheres>> {
         Bodies::Bcc => lattice(LatticeKind::Bcc)?,
         Bodies::Fcc => lattice(LatticeKind::Fcc)?,
         Bodies::Random => {
+            // Before any sphere is placed: a fine packing takes long.
+            check_resolution(cfg, cfg.radius * cfg.length)?;
             let p = Packing::random(
                 lengths,
                 cfg.radius * cfg.length,
@@ -51,6 +53,12 @@ pub fn body(cfg: &Config) -> Result<Option<Spheres>> {
                 .as_ref()
                 .context("bodies = \"file\" needs a packing file")?;
             let p = Packing::read(path, lengths)?;
+            if p.is_empty() {
+                bail!(
+                    "packing file {} holds no sphere (one sphere `x y z r` per line); for a box without bodies use bodies = \"none\"",
+                    path.display()
+                );
+            }
             let r = p
                 .spheres()
                 .iter()
@@ -60,17 +68,31 @@ pub fn body(cfg: &Config) -> Result<Option<Spheres>> {
             (Box::new(p) as Box<dyn Body>, n, r)
         }
     };
-    let cells = 2.0 * b.2 / cfg.h();
+    check_resolution(cfg, b.2)?;
+    Ok(Some(b))
+}
+
+/// Checks that a sphere of `radius` spans at least
+/// [`MIN_CELLS_PER_DIAMETER`] cells per diameter at the resolution of
+/// `cfg`; the error names the radius, `n` and the smallest `n` that
+/// resolves it.
+pub fn check_resolution(cfg: &Config, radius: f64) -> Result<()> {
+    let cells = 2.0 * radius / cfg.h();
     if cells < MIN_CELLS_PER_DIAMETER {
+        let need = (MIN_CELLS_PER_DIAMETER * cfg.length / (2.0 * radius)).ceil();
+        let first = (need as usize..=MAX_N).find(|&m| crate::config::fits_multigrid(m));
+        let beyond = match first {
+            Some(m) if m as f64 == need => String::new(),
+            Some(m) => format!("; the smallest such n the multigrid takes: {m}"),
+            None => format!(", above the largest n = {MAX_N}: choose a larger radius"),
+        };
         bail!(
-            "a sphere of radius {:.4} spans {cells:.2} cells per diameter at n = {}: the {:?} method needs at least {MIN_CELLS_PER_DIAMETER} (n >= {})",
-            b.2,
+            "a sphere of radius {radius:.4} spans {cells:.2} cells per diameter at n = {}: the {:?} method needs at least {MIN_CELLS_PER_DIAMETER} (n >= {need}{beyond})",
             cfg.n,
             cfg.method,
-            (MIN_CELLS_PER_DIAMETER * cfg.length / (2.0 * b.2)).ceil() as usize
         );
     }
-    Ok(Some(b))
+    Ok(())
 }
 
 /// The geometry arrays of `cfg` (the whole grid; see [`Geometry`]), the

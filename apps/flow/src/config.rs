@@ -6,10 +6,71 @@
 
 use anyhow::{bail, Result};
 use appkit::validate;
+use comm::{BlockDecomposition, ProcessGrid};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 pub use crate::geometry::Method;
+
+/// The most cells per axis: the geometry of the whole grid is built on
+/// every process, and its ghost-point classification holds at most
+/// [`ibm::GhostPoints::MAX_POINTS`] points (`u32::MAX / 6`, at least
+/// 894^3). The geometry arrays alone take 83 bytes per cell on every
+/// process (59 GB at `n = 894`).
+pub const MAX_N: usize = 894;
+
+/// Whether the multigrid hierarchy of `n^3` cells ends on a bottom level
+/// its dense solve takes: it halves `n` while it is even and at least 8
+/// ([`crate::solver::levels`]); the bottom extent `b` must have `b^3` at
+/// most `max_bottom_cells` (1728 by default: `b <= 12`).
+fn bottom(n: usize) -> (usize, bool) {
+    let levels = crate::solver::levels([n; 3]);
+    let b = n >> (levels - 1);
+    let max = crate::mg_options(&Config::default()).max_bottom_cells;
+    (b, b.checked_pow(3).is_some_and(|c| c <= max))
+}
+
+/// Whether `n` is even and its multigrid bottom level fits ([`bottom`]).
+pub(crate) fn fits_multigrid(n: usize) -> bool {
+    n % 2 == 0 && bottom(n).1
+}
+
+/// Why `n^3` cells do not split over `ranks` ranks the way the multigrid
+/// needs, in words: the first rank whose block is odd (or below 2) along
+/// some axis, or the reason the cells cannot be split at all; `None` when
+/// they do.
+fn layout_problem(n: usize, ranks: usize) -> Option<String> {
+    let grid = match ProcessGrid::for_shape([n; 3], ranks, [true; 3]) {
+        Ok(g) => g,
+        Err(e) => return Some(e.to_string()),
+    };
+    let dec = match BlockDecomposition::new([n; 3], grid) {
+        Ok(d) => d,
+        Err(e) => return Some(e.to_string()),
+    };
+    (0..ranks).find_map(|r| {
+        let s = dec.box_of(r).shape();
+        (0..3).find(|&d| s[d] < 2 || s[d] % 2 != 0).map(|d| {
+            format!(
+                "the process grid {:?} gives rank {r} {} cells along axis {d}, and the multigrid needs an even number of cells (at least 2) per rank along every axis",
+                grid.dims(),
+                s[d]
+            )
+        })
+    })
+}
+
+/// The valid `n` nearest to `n` (at most one below and one above, within
+/// `8..=MAX_N`) for which `ok` holds, in words.
+fn nearest(n: usize, ok: impl Fn(usize) -> bool) -> String {
+    let below = (8..n.min(MAX_N + 1)).rev().find(|&m| ok(m));
+    let above = (n + 1..=MAX_N).find(|&m| ok(m));
+    match (below, above) {
+        (Some(a), Some(b)) => format!("nearest valid: n = {a} or {b}"),
+        (Some(a), None) | (None, Some(a)) => format!("nearest valid: n = {a}"),
+        (None, None) => "no n up to MAX_N fits".to_string(),
+    }
+}
 
 /// The bodies in the box.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -71,7 +132,8 @@ impl Default for Output {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
-    /// Cells per axis (a cubic box).
+    /// Cells per axis (a cubic box; [`Config::validate`] and
+    /// [`Config::check_ranks`] give the sizes that fit).
     pub n: usize,
     /// Box length.
     pub length: f64,
@@ -176,13 +238,37 @@ impl Config {
             .unwrap_or(self.dt_factor * self.h() * self.h() / self.nu)
     }
 
-    /// Checks the values that can be checked without the geometry.
+    /// Checks the values that can be checked without the geometry and
+    /// without the rank count ([`Config::check_ranks`] checks that): `n`
+    /// in `8..=`[`MAX_N`], even, and halved while even and at least 8
+    /// down to a multigrid bottom of at most 12 cells per axis (`n` is 4,
+    /// 5, 6, 7, 9 or 11 times a power of two); the random packing's
+    /// spheres at least [`MIN_CELLS_PER_DIAMETER`] cells across (before
+    /// any sphere is placed).
+    ///
+    /// [`MIN_CELLS_PER_DIAMETER`]: crate::bodies::MIN_CELLS_PER_DIAMETER
     pub fn validate(&self) -> Result<()> {
         validate::at_least("n", self.n, 8)?;
+        if self.n > MAX_N {
+            bail!(
+                "n = {} is out of range: 8 <= n <= {MAX_N} (the whole-grid geometry on every process indexes at most {} points, and takes 83 bytes per cell)",
+                self.n,
+                ibm::GhostPoints::MAX_POINTS
+            );
+        }
         if self.n % 2 != 0 {
             bail!(
-                "n = {} is odd: the multigrid hierarchy needs an even number of cells per axis",
-                self.n
+                "n = {} is odd: the multigrid hierarchy needs an even number of cells per axis ({})",
+                self.n,
+                nearest(self.n, fits_multigrid)
+            );
+        }
+        let (b, ok) = bottom(self.n);
+        if !ok {
+            bail!(
+                "n = {} halves to a multigrid bottom level of {b}^3 cells, more than the dense bottom solve takes (12^3): n must be 4, 5, 6, 7, 9 or 11 times a power of two ({})",
+                self.n,
+                nearest(self.n, fits_multigrid)
             );
         }
         validate::positive_finite("length", self.length)?;
@@ -222,12 +308,56 @@ impl Config {
         }
         if self.bodies == Bodies::Random {
             validate::positive_finite("radius", self.radius)?;
+            crate::bodies::check_resolution(self, self.radius * self.length)?;
         }
         if self.initial == Initial::TaylorGreen && self.bodies != Bodies::None {
             bail!("initial = \"taylor-green\" needs bodies = \"none\"");
         }
         Ok(())
     }
+
+    /// Checks that the `n^3` cells split over `ranks` ranks the way the
+    /// multigrid needs: on the process grid the solver uses
+    /// ([`ProcessGrid::for_shape`]), every rank's block has an even number
+    /// of cells, at least 2, along every axis. The error names `n`, the
+    /// rank count, the first odd block and the nearest `n` that fits.
+    pub fn check_ranks(&self, ranks: usize) -> Result<()> {
+        if let Some(why) = layout_problem(self.n, ranks) {
+            let fits = |m: usize| fits_multigrid(m) && layout_problem(m, ranks).is_none();
+            bail!(
+                "n = {} does not split over {ranks} ranks: {why} ({})",
+                self.n,
+                nearest(self.n, fits)
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Checks, before a run, that a file can be created at `path` (given by
+/// the option or key `what`): its folder exists and is a folder, and
+/// `path` is not a folder itself.
+pub fn check_file_target(what: &str, path: &Path) -> Result<()> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        let why = if parent.exists() {
+            "is not a folder"
+        } else {
+            "does not exist"
+        };
+        bail!(
+            "{what} {}: the folder {} {why}",
+            path.display(),
+            parent.display()
+        );
+    }
+    if path.is_dir() {
+        bail!("{what} {}: is a folder, not a file", path.display());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -257,5 +387,104 @@ mod tests {
         let c = Config::from_toml("bodies = \"file\"\n").unwrap();
         assert!(c.validate().unwrap_err().to_string().contains("packing"));
         Config::default().validate().unwrap();
+    }
+
+    #[test]
+    fn n_is_checked_against_the_limits_and_the_multigrid() {
+        let err = |c: Config| c.validate().unwrap_err().to_string();
+        // MAX_N is the largest n whose n^3 points the ghost points index.
+        assert!(MAX_N.pow(3) <= ibm::GhostPoints::MAX_POINTS);
+        assert!((MAX_N + 1).pow(3) > ibm::GhostPoints::MAX_POINTS);
+        for n in [MAX_N + 2, 100_000, 4_194_304] {
+            let e = err(Config {
+                n,
+                ..Config::default()
+            });
+            assert!(
+                e.contains(&format!("n = {n}")) && e.contains("n <= 894"),
+                "{e}"
+            );
+        }
+        // 26 halves to a 13^3 bottom level.
+        let e = err(Config {
+            n: 26,
+            ..Config::default()
+        });
+        assert!(e.contains("n = 26") && e.contains("24 or 28"), "{e}");
+        for n in [8, 10, 12, 14, 22, 24, 28, 44, 80, 96, 160, 768] {
+            Config {
+                n,
+                ..Config::default()
+            }
+            .validate()
+            .unwrap();
+        }
+    }
+
+    #[test]
+    fn n_is_checked_against_the_rank_count() {
+        let c = Config {
+            n: 10,
+            ..Config::default()
+        };
+        c.check_ranks(1).unwrap();
+        let e = c.check_ranks(2).unwrap_err().to_string();
+        assert!(
+            e.contains("n = 10") && e.contains("2 ranks") && e.contains("n = 8 or 12"),
+            "{e}"
+        );
+        let c = Config {
+            n: 36,
+            ..Config::default()
+        };
+        let e = c.check_ranks(16).unwrap_err().to_string();
+        assert!(e.contains("n = 36") && e.contains("16 ranks"), "{e}");
+        for ranks in [1, 2, 4, 8, 16] {
+            Config::default().check_ranks(ranks).unwrap();
+        }
+        let e = Config::default().check_ranks(3).unwrap_err().to_string();
+        assert!(e.contains("n = 32") && e.contains("3 ranks"), "{e}");
+    }
+
+    #[test]
+    fn a_fine_random_packing_is_refused_before_it_is_placed() {
+        let c = Config {
+            bodies: Bodies::Random,
+            radius: 0.01,
+            solid_fraction: 0.5,
+            ..Config::default()
+        };
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("radius 0.0100") && e.contains("n >= 200"), "{e}");
+        // The same check runs before the packing when the geometry is
+        // built: at radius 0.001 placing the spheres would fail on their
+        // count (over 10^8), the resolution is named first.
+        let c = Config { radius: 0.001, ..c };
+        let e = format!("{:#}", crate::bodies::build(&c).unwrap_err());
+        assert!(
+            e.contains("cells per diameter") && e.contains("n >= 2000"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn output_files_are_checked_before_the_run() {
+        let dir = std::env::temp_dir().join(format!("flow-target-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        check_file_target("--json", &dir.join("r.json")).unwrap();
+        check_file_target("--json", Path::new("r.json")).unwrap();
+        let e = check_file_target("--json", &dir.join("missing").join("r.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--json") && e.contains("does not exist"), "{e}");
+        let file = dir.join("f");
+        std::fs::write(&file, "").unwrap();
+        let e = check_file_target("--json", &file.join("r.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not a folder"), "{e}");
+        let e = check_file_target("--json", &dir).unwrap_err().to_string();
+        assert!(e.contains("is a folder"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

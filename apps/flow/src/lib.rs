@@ -43,7 +43,7 @@ use comm::{CommExt, Communicator};
 use multigrid::{CommAvoiding, MgOptions};
 use serde::Serialize;
 
-use config::{Config, Initial};
+use config::{Bodies, Config, Initial};
 use geometry::Geometry;
 use solver::{Flow, Params, Phases};
 
@@ -192,10 +192,63 @@ pub fn hash(comm: &dyn Communicator, f: &Flow) -> Result<u64> {
 
 const CK_FIELDS: usize = 7;
 
+/// The checkpoint format recorded under the `format` key.
+const CK_FORMAT: &str = "2";
+
+/// A hash of every geometry array (and the cell size): equal for equal
+/// bodies on equal grids, on any rank count.
+fn geometry_hash(g: &Geometry) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut add = |v: u64| h = (h ^ v).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(29);
+    add(g.h.to_bits());
+    g.n.iter().for_each(|&v| add(v as u64));
+    let arrays = std::iter::once(&g.theta)
+        .chain(&g.aperture)
+        .chain(&g.wall)
+        .chain(&g.weight);
+    for a in arrays {
+        a.iter().for_each(|v| add(v.to_bits()));
+    }
+    for f in &g.fluid {
+        f.iter().for_each(|&v| add(u64::from(v)));
+    }
+    h
+}
+
+/// The keys a restart must match, with their values as JSON text: the
+/// grid (`n`, `length`), the physics (`nu`, `navier_stokes`, `force`), the
+/// `method`, the `bodies` with the keys that define them
+/// (`solid_fraction` for arrays and random beds, `radius` and `seed` for
+/// random beds), and `geometry`, a hash of the geometry arrays (which
+/// also covers the spheres of a packing file). The step size, the
+/// tolerances, the solver and output options may change on a restart.
+fn restart_keys(cfg: &Config, geom: &Geometry) -> Result<Vec<(&'static str, String)>> {
+    use serde_json::to_string as js;
+    let mut keys = vec![
+        ("n", js(&cfg.n)?),
+        ("length", js(&cfg.length)?),
+        ("nu", js(&cfg.nu)?),
+        ("navier_stokes", js(&cfg.navier_stokes)?),
+        ("force", js(&cfg.force)?),
+        ("method", js(&cfg.method)?),
+        ("bodies", js(&cfg.bodies)?),
+    ];
+    if !matches!(cfg.bodies, Bodies::None | Bodies::File) {
+        keys.push(("solid_fraction", js(&cfg.solid_fraction)?));
+    }
+    if cfg.bodies == Bodies::Random {
+        keys.push(("radius", js(&cfg.radius)?));
+        keys.push(("seed", js(&cfg.seed)?));
+    }
+    keys.push(("geometry", appkit::hash::hex(geometry_hash(geom))));
+    Ok(keys)
+}
+
 /// Writes a checkpoint (collective): the velocity, the pressure and the
 /// last advective term (the Adams-Bashforth history of a Navier-Stokes run,
 /// zero for Stokes), seven fields gathered on rank 0 in global order, an
-/// `appkit` checkpoint of shape `[7 n, n, n]` with the step and time. A
+/// `appkit` checkpoint of shape `[7 n, n, n]` with the step and time, and
+/// the geometry and physics keys a restart must match (`format = 2`). A
 /// restart on any rank count continues bit for bit.
 pub fn write_checkpoint(
     comm: &dyn Communicator,
@@ -211,12 +264,12 @@ pub fn write_checkpoint(
             all.extend(g);
         }
     }
-    let mut header = Header::new("flow", &[CK_FIELDS * n[0], n[1], n[2]], f.steps(), f.time());
-    header.meta.insert(
-        "config".into(),
-        serde_json::to_string(&(cfg.n, cfg.length, cfg.nu, cfg.method, cfg.bodies))?,
-    );
     let written = if comm.rank() == 0 {
+        let mut header = Header::new("flow", &[CK_FIELDS * n[0], n[1], n[2]], f.steps(), f.time());
+        header.meta.insert("format".into(), CK_FORMAT.into());
+        for (k, v) in restart_keys(cfg, f.geometry())? {
+            header.meta.insert(k.into(), v);
+        }
         ck::write_f64(path, &header, &all).with_context(|| format!("writing {}", path.display()))
     } else {
         Ok(())
@@ -230,7 +283,10 @@ pub fn write_checkpoint(
     Ok(())
 }
 
-/// Reads a checkpoint into `f` (every rank reads the file).
+/// Reads a checkpoint into `f` (every rank reads the file). Refuses a
+/// checkpoint whose geometry or physics differ from `cfg` (the error names
+/// the first key that differs and both values) and one written before the
+/// checkpoints recorded those keys.
 pub fn read_checkpoint(f: &mut Flow, cfg: &Config, path: &Path) -> Result<()> {
     let n = f.geometry().n;
     let (header, values) = ck::read_f64(
@@ -241,13 +297,30 @@ pub fn read_checkpoint(f: &mut Flow, cfg: &Config, path: &Path) -> Result<()> {
         },
     )
     .with_context(|| format!("restart from {} (for n = {})", path.display(), n[0]))?;
-    let want = serde_json::to_string(&(cfg.n, cfg.length, cfg.nu, cfg.method, cfg.bodies))?;
-    if header.meta.get("config") != Some(&want) {
-        bail!(
-            "checkpoint {} was written with (n, length, nu, method, bodies) = {}, this run has {want}",
-            path.display(),
-            header.meta.get("config").map_or("?", |s| s.as_str())
-        );
+    match header.meta.get("format") {
+        Some(v) if v == CK_FORMAT => {}
+        Some(v) => bail!(
+            "checkpoint {} has format {v}, this flow reads format {CK_FORMAT}",
+            path.display()
+        ),
+        None => bail!(
+            "checkpoint {} was written by an earlier flow that did not record the geometry and physics a restart must match (format {CK_FORMAT} does); start the run afresh",
+            path.display()
+        ),
+    }
+    for (key, want) in restart_keys(cfg, f.geometry())? {
+        let got = header.meta.get(key).map_or("absent", |s| s.as_str());
+        if got != want {
+            let what = if key == "geometry" {
+                " (the hash of the geometry arrays: the bodies differ, for bodies = \"file\" the packing file's spheres)"
+            } else {
+                ""
+            };
+            bail!(
+                "checkpoint {} was written with {key} = {got}, this run has {key} = {want}{what}: a restart must keep the geometry and the physics",
+                path.display()
+            );
+        }
     }
     let m = n[0] * n[1] * n[2];
     let owned = f.owned();
@@ -313,6 +386,7 @@ pub fn run(
     progress: bool,
 ) -> Result<Report> {
     let rank = comm.rank();
+    cfg.check_ranks(comm.size())?;
     let mut f = Flow::new(comm, geom.clone(), params(cfg))?;
     if let Some(p) = restart {
         read_checkpoint(&mut f, cfg, p)?;

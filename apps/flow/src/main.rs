@@ -161,6 +161,19 @@ fn real_main(cli: &Cli) -> Result<()> {
             bail!("checkpoint file {} does not exist", p.display());
         }
     }
+    if let Some(p) = &cli.json {
+        flow::config::check_file_target("--json", p)?;
+    }
+    // The rank count the launch will use, where it is known here (the run
+    // checks it again on its communicator).
+    let ranks = if comm::is_launched_by_mpirun() {
+        comm::launcher_world_size().filter(|_| cfg!(feature = "mpi"))
+    } else {
+        Some(cli.ranks.unwrap_or_else(comm::local::default_ranks))
+    };
+    if let Some(r) = ranks.filter(|&r| r > 0) {
+        cfg.check_ranks(r)?;
+    }
     // The geometry is a pure function of the configuration: built once per
     // process and shared by its ranks.
     let (geom, spheres, radius) = flow::bodies::build(&cfg)?;

@@ -120,7 +120,7 @@ impl std::fmt::Debug for Flow {
 }
 
 /// Levels of a hierarchy: halve while every extent stays even and at least 8.
-fn levels(n: [usize; 3]) -> usize {
+pub(crate) fn levels(n: [usize; 3]) -> usize {
     let mut s = n;
     let mut l = 1;
     while s.iter().all(|&x| x % 2 == 0 && x >= 8) {
