@@ -43,9 +43,49 @@ pub enum OutputError {
         /// The serialiser's error.
         error: serde_json::Error,
     },
+    /// A file that could not be written where it was asked for (checked
+    /// before a run by [`check_file_target`]).
+    #[error("{what} {}: {why}", path.display())]
+    Target {
+        /// The option or file the path came from (`--json`, say).
+        what: String,
+        /// The path.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
     /// A collective step failed.
     #[error(transparent)]
     Comm(#[from] CommError),
+}
+
+/// Checks, before a run, that a file can be written at `path` once it is
+/// over: its folder exists and is a folder, and `path` itself is not a
+/// folder; `what` names where the path came from in the error. (It does
+/// not try to write: a folder without write permission still fails at the
+/// end, with the operating system's reason.)
+pub fn check_file_target(what: &str, path: &Path) -> Result<(), OutputError> {
+    let err = |why: String| OutputError::Target {
+        what: what.to_string(),
+        path: path.to_path_buf(),
+        why,
+    };
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        let why = if parent.exists() {
+            "is not a folder"
+        } else {
+            "does not exist (create it first)"
+        };
+        return Err(err(format!("the folder {} {why}", parent.display())));
+    }
+    if path.is_dir() {
+        return Err(err("is a folder, not a file".into()));
+    }
+    Ok(())
 }
 
 fn detail(reason: &Option<String>) -> String {
@@ -202,6 +242,23 @@ pub(crate) mod tests {
         assert!(atomic_write_with(&q, |_| Err(std::io::Error::other("no"))).is_err());
         assert!(!q.exists());
         assert_eq!(entries(&dir), vec!["field.chk"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn file_targets_are_checked_before_a_run() {
+        let dir = tmp("target");
+        std::fs::write(dir.join("plain"), b"x").unwrap();
+        check_file_target("--json", &dir.join("r.json")).unwrap();
+        check_file_target("--json", Path::new("r.json")).unwrap();
+        for (p, why) in [
+            (dir.join("missing/r.json"), "does not exist"),
+            (dir.join("plain/r.json"), "is not a folder"),
+            (dir.clone(), "is a folder, not a file"),
+        ] {
+            let e = check_file_target("--json", &p).unwrap_err().to_string();
+            assert!(e.starts_with("--json ") && e.contains(why), "{e}");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -4,7 +4,7 @@
 use anyhow::{bail, Result};
 use clap::Parser;
 use dynamo::config::{ByName, Config, Initial};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Boussinesq convection and dynamo in a rotating spherical shell
 /// (Christensen et al. 2001 benchmark), on in-process ranks or under mpirun.
@@ -161,25 +161,6 @@ fn config(cli: &Cli) -> Result<Config> {
     Ok(c)
 }
 
-/// The `--json` file is written after the run: its folder must exist
-/// before the run starts, and the path must not be a folder.
-fn check_json_path(p: &Path) -> Result<()> {
-    if p.is_dir() {
-        bail!("--json {} is a folder: give a file name", p.display());
-    }
-    let parent = p.parent().filter(|d| !d.as_os_str().is_empty());
-    if let Some(d) = parent {
-        if !d.is_dir() {
-            bail!(
-                "--json {}: the folder {} does not exist (create it first)",
-                p.display(),
-                d.display()
-            );
-        }
-    }
-    Ok(())
-}
-
 fn main() -> std::process::ExitCode {
     appkit::launch::exit_code(real_main(&Cli::parse()))
 }
@@ -192,7 +173,8 @@ fn real_main(cli: &Cli) -> Result<()> {
         }
     }
     if let Some(p) = &cli.json {
-        check_json_path(p)?;
+        // Written after the run: its folder is checked before it.
+        appkit::output::check_file_target("--json", p)?;
     }
     let report = appkit::launch::launch("dynamo", cli.ranks, |c| {
         dynamo::run(c, &cfg, cli.restart.as_deref(), !cli.quiet)

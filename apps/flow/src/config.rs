@@ -334,32 +334,6 @@ impl Config {
     }
 }
 
-/// Checks, before a run, that a file can be created at `path` (given by
-/// the option or key `what`): its folder exists and is a folder, and
-/// `path` is not a folder itself.
-pub fn check_file_target(what: &str, path: &Path) -> Result<()> {
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    if !parent.is_dir() {
-        let why = if parent.exists() {
-            "is not a folder"
-        } else {
-            "does not exist"
-        };
-        bail!(
-            "{what} {}: the folder {} {why}",
-            path.display(),
-            parent.display()
-        );
-    }
-    if path.is_dir() {
-        bail!("{what} {}: is a folder, not a file", path.display());
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -465,26 +439,5 @@ mod tests {
             e.contains("cells per diameter") && e.contains("n >= 2000"),
             "{e}"
         );
-    }
-
-    #[test]
-    fn output_files_are_checked_before_the_run() {
-        let dir = std::env::temp_dir().join(format!("flow-target-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        check_file_target("--json", &dir.join("r.json")).unwrap();
-        check_file_target("--json", Path::new("r.json")).unwrap();
-        let e = check_file_target("--json", &dir.join("missing").join("r.json"))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("--json") && e.contains("does not exist"), "{e}");
-        let file = dir.join("f");
-        std::fs::write(&file, "").unwrap();
-        let e = check_file_target("--json", &file.join("r.json"))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("is not a folder"), "{e}");
-        let e = check_file_target("--json", &dir).unwrap_err().to_string();
-        assert!(e.contains("is a folder"), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -162,7 +162,7 @@ fn real_main(cli: &Cli) -> Result<()> {
         }
     }
     if let Some(p) = &cli.json {
-        flow::config::check_file_target("--json", p)?;
+        appkit::output::check_file_target("--json", p)?;
     }
     // The rank count the launch will use, where it is known here (the run
     // checks it again on its communicator).
