@@ -126,6 +126,13 @@ impl Derivatives {
             )));
         }
         let p = comm.size();
+        if input.ranks() != p {
+            return Err(FftError::Invalid(format!(
+                "layout grid {:?} holds {} ranks but the communicator has {p}",
+                input.dims(),
+                input.ranks()
+            )));
+        }
         let rank = comm.rank();
         // Working set: slot per chain step result. Build chains.
         let mut all: Vec<(usize, Chain)> = vec![];

@@ -87,10 +87,13 @@ impl Layout {
     pub fn pencils(global: [usize; 3], nranks: usize, whole: usize) -> Result<Self, FftError> {
         check_axis(whole)?;
         let (a, b) = others(whole);
-        let (x, y) = balanced_pair(nranks, global[a], global[b]).ok_or(FftError::GridTooLarge {
-            axis: if nranks > global[a] { a } else { b },
-            ranks: nranks,
-            extent: global[a] * global[b],
+        let (x, y) = balanced_pair(nranks, global[a], global[b]).ok_or_else(|| {
+            FftError::Invalid(format!(
+                "{nranks} ranks do not split into x * y with x <= {} (axis {a}) and y <= {} \
+                 (axis {b}) for pencils along axis {whole} of {global:?}: choose a rank count \
+                 that factors so, or another whole axis",
+                global[a], global[b]
+            ))
         })?;
         let mut dims = [1; 3];
         dims[a] = x;

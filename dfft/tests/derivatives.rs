@@ -187,6 +187,14 @@ fn bad_requests_are_errors() {
         let e = Derivatives::new(c, &l, [1.0, 0.0, 1.0], &[Derivative::D1(0)], Protocol::P2p)
             .unwrap_err();
         assert!(e.to_string().contains("axis 1"), "{e}");
+        // A one-rank layout on two ranks (every axis whole, so no reshape
+        // would have caught it): each rank would have taken the whole field.
+        let one = Layout::slabs([8, 8, 8], 1, 0)?;
+        let e = match Derivatives::new(c, &one, [1.0; 3], &[Derivative::D1(0)], Protocol::P2p) {
+            Ok(_) => panic!("a one-rank layout was accepted on two ranks"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains("communicator has 2"), "{e}");
         let mut p = Derivatives::new(c, &l, [1.0; 3], &[Derivative::Laplacian], Protocol::P2p)?;
         let e = p.apply(c, &[0.0; 3], &mut [0.0; 3]).unwrap_err();
         assert!(matches!(

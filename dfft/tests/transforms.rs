@@ -131,13 +131,18 @@ fn run(
     })
     .unwrap_or_else(|e| panic!("{e}"));
     let layout = out[0].2.clone();
+    // The spectrum's shape: the input's, with the halved axis at n / 2 + 1.
+    let mut want = global;
+    if let Kind::R2C { halved } = kind {
+        want[halved] = global[halved] / 2 + 1;
+    }
     assert_eq!(
-        layout.global()[0..3].iter().product::<usize>(),
-        layout.global_len()
+        layout.global(),
+        want,
+        "output shape of {kind:?} on {global:?}"
     );
     let parts: Vec<Vec<Complex64>> = out.iter().map(|o| o.0.clone()).collect();
     let err = out.iter().map(|o| o.1).fold(0.0, f64::max);
-    let _ = global;
     (assemble(&layout, &parts, options.batch), err, out[0].3)
 }
 
@@ -369,6 +374,13 @@ fn auto_picks_a_protocol_and_reports_its_timings() {
 fn bad_requests_are_errors() {
     let e = Layout::pencils([4, 3, 100], 16, 2).unwrap_err().to_string();
     assert!(e.contains("16 ranks"), "{e}");
+    // 5 ranks fit neither axis of 4 points (nor their product, 16, as the
+    // error once said): the message names both extents.
+    let e = Layout::pencils([4, 4, 64], 5, 2).unwrap_err().to_string();
+    assert!(
+        e.contains("5 ranks") && e.contains("x <= 4 (axis 0) and y <= 4 (axis 1)"),
+        "{e}"
+    );
     local::run(2, |c| {
         let a = Layout::slabs([8, 8, 8], 2, 0)?;
         let b = Layout::slabs([8, 8, 9], 2, 0)?;
