@@ -61,7 +61,7 @@ struct Kernels {
     update: CudaFunction,
 }
 
-/// The device state of the (one) rank.
+/// The device state of one rank.
 pub(crate) struct DeviceSolver {
     dev: Arc<Device>,
     plan: DeviceFft3d,

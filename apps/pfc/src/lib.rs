@@ -22,9 +22,11 @@
 //! restarted from a checkpoint (on any rank count) give bit-identical fields.
 //!
 //! **Backends.** `backend = "cpu"` runs the step above on the host's ranks.
-//! `backend = "cuda"` (feature `cuda`) keeps `psi` on one GPU and runs the
-//! same step through cuFFT and two kernels (one rank only), with the
-//! per-mode factors from the same function ([`mode_factors`]); the host
+//! `backend = "cuda"` (feature `cuda`) keeps each rank's block of `psi` on
+//! a GPU and runs the same step through cuFFT and two kernels (on any
+//! number of ranks; several exchange their reshapes through
+//! `dfft::cuda::DeviceFft3d`), with the per-mode factors from the same
+//! function ([`mode_factors`]); the host
 //! `psi` is then a mirror, downloaded for the diagnostics, the hash and
 //! the output, which run the host code unchanged. cuFFT rounds differently
 //! from the host FFT, so the two backends agree to rounding, not to the
@@ -37,7 +39,7 @@ pub mod config;
 mod device;
 pub mod kernels;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use appkit::csv::{FloatFormat, Series};
 /// A 64-bit mixing function (the splitmix64 finaliser).
 pub use appkit::hash::mix;
@@ -265,12 +267,12 @@ impl<'c> Solver<'c> {
         Ok(None)
     }
 
-    /// Sets the owned cells to `f(global index)` (on the cuda backend, the
-    /// whole grid; uploaded before the next step).
+    /// Sets the owned cells to `f(global index)` (on the cuda backend,
+    /// uploaded before the next step).
     pub fn set_field(&mut self, f: impl Fn([usize; 3]) -> f64) {
         #[cfg(feature = "cuda")]
         if let Some(d) = &mut self.device {
-            // One rank owns every cell: the host field is now the newer.
+            // The host's block is now the newer.
             d.host_written();
         }
         let (b, st) = (self.block, self.strides);
@@ -610,6 +612,61 @@ impl Report {
     }
 }
 
+/// The columns of `pfc.csv`.
+const COLUMNS: [&str; 4] = ["step", "time", "free_energy", "mean_density"];
+
+/// Opens the diagnostics series `path` on rank 0 (collective): a new file,
+/// or on a restart from step `from` the existing one continued after its
+/// rows up to that step (rows of later steps are cut off; a missing file is
+/// created). Every rank fails with rank 0's reason. Returns the series
+/// (rank 0) and the step of the last row kept.
+fn open_series(
+    comm: &dyn Communicator,
+    path: &Path,
+    from: Option<u64>,
+) -> Result<(Option<Series>, Option<u64>)> {
+    let mut kept = None;
+    let opened = if comm.rank() == 0 {
+        let format = FloatFormat::ExpDigits(17);
+        match from {
+            None => Series::create(path, &COLUMNS, format)
+                .with_context(|| format!("creating the diagnostics {}", path.display())),
+            Some(from) => Series::append(path, &COLUMNS, format, |fields| {
+                match fields.first().and_then(|f| f.parse::<u64>().ok()) {
+                    Some(step) if step > from => false,
+                    Some(step) => {
+                        kept = Some(step);
+                        true
+                    }
+                    // A row that does not parse is kept as it is.
+                    None => true,
+                }
+            })
+            .with_context(|| {
+                format!(
+                    "continuing the diagnostics {} (restart into another output folder, or move the file away)",
+                    path.display()
+                )
+            }),
+        }
+        .map(Some)
+    } else {
+        Ok(None)
+    };
+    let mut reason = match &opened {
+        Err(e) => format!("{e:#}").into_bytes(),
+        Ok(_) => Vec::new(),
+    };
+    let mut len = [reason.len() as u64];
+    comm.broadcast(&mut len, 0)?;
+    if len[0] > 0 {
+        reason.resize(len[0] as usize, 0);
+        comm.broadcast_bytes(&mut reason, 0)?;
+        bail!("{}", String::from_utf8_lossy(&reason));
+    }
+    Ok((opened?, kept))
+}
+
 fn log(f: &mut Option<Series>, d: &Diagnostics) -> Result<()> {
     if let Some(f) = f {
         f.row(&[
@@ -636,13 +693,11 @@ pub fn run(
     if let Some(d) = &out {
         appkit::output::create_dir(comm, d)?;
     }
-    let mut csv = match (&out, rank) {
-        (Some(d), 0) if cfg.output.diagnostics => Some(Series::create(
-            &d.join("pfc.csv"),
-            &["step", "time", "free_energy", "mean_density"],
-            FloatFormat::ExpDigits(17),
-        )?),
-        _ => None,
+    let (mut csv, kept) = match &out {
+        Some(d) if cfg.output.diagnostics => {
+            open_series(comm, &d.join("pfc.csv"), restart.map(|_| s.step_number()))?
+        }
+        _ => (None, None),
     };
     let mut files = vec![];
     let mut keep = |p: Option<PathBuf>| {
@@ -651,7 +706,10 @@ pub fn run(
         }
     };
     let first = s.diagnostics()?;
-    log(&mut csv, &first)?;
+    // A continued series already holds the row of the restart step.
+    if kept != Some(first.step) {
+        log(&mut csv, &first)?;
+    }
     let vtk_every = cfg.output.vtk_every as u64;
     let ck_every = cfg.output.checkpoint_every as u64;
     if let (Some(d), true) = (&out, vtk_every > 0) {

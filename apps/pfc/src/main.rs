@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 /// Phase-field crystal model (conserved Swift-Hohenberg) on a periodic box,
 /// semi-implicit spectral steps through distributed FFTs on in-process ranks
-/// (or cuFFT on one GPU with `--backend cuda`).
+/// (or cuFFT on GPUs with `--backend cuda`).
 #[derive(Debug, Parser)]
 #[command(version, about, long_about = None)]
 struct Cli {
@@ -17,7 +17,7 @@ struct Cli {
     #[arg(short, long)]
     config: Option<PathBuf>,
     /// In-process ranks (default: the number of cores; one with
-    /// `--backend cuda`, which runs on one rank).
+    /// `--backend cuda`, which runs on any rank count).
     #[arg(long)]
     ranks: Option<usize>,
     /// BCC lattice periods per axis: N or NXxNYxNZ.
@@ -62,7 +62,9 @@ struct Cli {
     /// How the device FFTs' reshapes travel between ranks: device to device on one machine, else through host buffers (auto), through host buffers (staged), or through NCCL (nccl: one GPU per rank, any number of machines).
     #[arg(long, value_enum)]
     gpu_exchange: Option<pfc::config::GpuExchange>,
-    /// GPU ordinal of the cuda backend (default 0).
+    /// GPU ordinal of the cuda backend, for every rank (default: each
+    /// rank takes its index among the ranks of its machine modulo the
+    /// device count).
     #[arg(long)]
     device: Option<usize>,
     /// VTK snapshot every this many steps (0: none).
@@ -135,6 +137,10 @@ fn real_main(cli: &Cli) -> Result<()> {
         if !p.is_file() {
             bail!("checkpoint file {} does not exist", p.display());
         }
+    }
+    if let Some(p) = &cli.json {
+        // Written after the run: its folder is checked before it.
+        appkit::output::check_file_target("--json", p)?;
     }
     let ranks = match cfg.backend.value() {
         gpu::Backend::Cpu => cli.ranks,

@@ -259,3 +259,73 @@ fn example_config_parses_and_matches_the_defaults() {
     let c = Config::from_file(&p).unwrap();
     assert_eq!(c, Config::default());
 }
+
+#[test]
+fn restart_into_the_same_folder_continues_the_csv() {
+    let mut cfg = small(Initial::Noise);
+    cfg.steps = 6;
+    cfg.diag_every = 1;
+    let whole_dir = tmp("csv-whole");
+    let mut whole = cfg.clone();
+    whole.output.dir = Some(whole_dir.clone());
+    run(1, &whole, None).unwrap();
+    let expected = std::fs::read_to_string(whole_dir.join("pfc.csv")).unwrap();
+    assert_eq!(expected.lines().count(), 1 + 7, "{expected}");
+    // A run that went past its checkpoint at step 3 (rows 0..=5), then a
+    // restart from that checkpoint on another rank count into the same
+    // folder: rows 4 and 5 are replaced, row 3 is not written twice.
+    let dir = tmp("csv-restart");
+    let mut first = whole.clone();
+    first.steps = 5;
+    first.output.dir = Some(dir.clone());
+    first.output.checkpoint_every = 3;
+    run(1, &first, None).unwrap();
+    let mut rest = first.clone();
+    rest.steps = 3;
+    rest.output.checkpoint_every = 0;
+    run(2, &rest, Some(&dir.join("pfc_000003.chk"))).unwrap();
+    let got = std::fs::read_to_string(dir.join("pfc.csv")).unwrap();
+    assert_eq!(got, expected);
+    // A pfc.csv of other columns is refused and left as it is.
+    let foreign = "a,b\n1,2\n";
+    std::fs::write(dir.join("pfc.csv"), foreign).unwrap();
+    let e = run(2, &rest, Some(&dir.join("pfc_000003.chk"))).unwrap_err();
+    assert!(e.contains("pfc.csv") && e.contains("a,b"), "{e}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("pfc.csv")).unwrap(),
+        foreign
+    );
+    std::fs::remove_dir_all(&whole_dir).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn json_into_a_missing_folder_is_refused_before_the_run() {
+    let dir = tmp("json");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("out");
+    let json = dir.join("missing").join("r.json");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_pfc"))
+        .args(["--ranks", "1", "--periods", "2", "--points-per-period", "4"])
+        .args(["--steps", "1", "-q", "-o"])
+        .arg(&out)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--json") && stderr.contains(&dir.join("missing").display().to_string()),
+        "{stderr}"
+    );
+    // Nothing ran: no summary, no output folder.
+    assert!(
+        run.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&run.stdout)
+    );
+    assert!(!out.exists());
+    assert!(!json.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
