@@ -194,13 +194,17 @@ pub struct Config {
     pub grid: Option<[usize; 3]>,
     /// Initial condition.
     pub initial: Initial,
-    /// Wavenumbers of the `sines` initial condition.
+    /// Wavenumbers of the `sines` initial condition, per axis: 1 <= m <
+    /// n/2 for an axis of n cells (higher ones are zero or alias on the
+    /// grid).
     pub modes: [usize; 3],
     /// Width of the Gaussian as a fraction of the box side.
     pub sigma: f64,
     /// Amplitude of the initial condition (and of the analytic solution).
     pub amplitude: f64,
-    /// Steps excluded from the timing statistics.
+    /// Steps excluded from the timing statistics. At least the last step
+    /// is timed: with `warmup >= steps` only the last one is (the
+    /// report's `timed_steps` says how many were).
     pub warmup: usize,
     /// Diagnostics every this many steps (and at the end).
     pub diag_every: usize,
@@ -252,9 +256,9 @@ pub struct Config {
     /// the last-level cache). Narrower tiles keep the rings in a smaller
     /// cache and compute more rows twice. Changes no bit.
     pub tile_rows: usize,
-    /// The CPU kernel of the finite-difference sweeps (`auto`: from order
-    /// 12 on AVX-512 where the CPU has it, then AVX2; below, AVX2 first).
-    /// Changes no bit.
+    /// The CPU kernel of the finite-difference sweeps (`auto`: AVX-512
+    /// where the CPU has it, then AVX2, except at orders 8 and 10, AVX2
+    /// first; the portable loop where neither exists). Changes no bit.
     pub cpu_stencil: CpuStencil,
     /// Output files.
     pub output: Output,
@@ -378,6 +382,24 @@ impl Config {
         validate::ranks_for(ranks, n.iter().product(), self.grid)?;
         if self.initial == Initial::Gaussian && !(self.sigma > 0.0 && self.sigma <= 0.2) {
             bail!("sigma must be in (0, 0.2] (a fraction of the box side, small enough for the image sum), got {}", self.sigma);
+        }
+        if self.initial == Initial::Sines {
+            // Axis d holds sin(2 pi m i / n) at i = 0..n: zero everywhere
+            // where 2m is a multiple of n, and the mode n - m (sign flipped)
+            // for m above n/2, so only 1 <= m < n/2 is the mode it names.
+            for (d, (&m, &n)) in self.modes.iter().zip(&n).enumerate() {
+                if m == 0 || 2 * m >= n {
+                    if n < 3 {
+                        bail!(
+                            "modes[{d}] = {m}: axis {d} of {n} cells holds no sine mode (the sines initial condition needs at least 3 cells an axis)"
+                        );
+                    }
+                    bail!(
+                        "modes[{d}] = {m} is not a wavenumber axis {d} of {n} cells resolves (valid: 1 to {}, below n/2)",
+                        (n - 1) / 2
+                    );
+                }
+            }
         }
         validate::finite("amplitude", self.amplitude)?;
         validate::at_least("diag_every", self.diag_every, 1)?;
@@ -510,6 +532,53 @@ mod tests {
         bad(&|c| c.n = PerAxis::All(1), "at most 1 ranks");
         bad(&|c| c.cfl = 1.5, "cfl must be in (0, 1]");
         bad(&|c| c.grid = Some([1, 1, 3]), "holds 3 ranks");
+        let sines = |c: &mut Config| c.initial = Initial::Sines;
+        bad(
+            &|c| {
+                sines(c);
+                c.modes = [1, 0, 1]
+            },
+            "modes[1] = 0 is not a wavenumber axis 1 of 128 cells resolves (valid: 1 to 63",
+        );
+        // sin(pi i) = 0 at every point.
+        bad(
+            &|c| {
+                sines(c);
+                c.modes = [64, 1, 1]
+            },
+            "modes[0] = 64 is not a wavenumber axis 0 of 128 cells resolves (valid: 1 to 63",
+        );
+        // An odd axis: 3 is the highest mode of 7 cells, 4 aliases to 3.
+        bad(
+            &|c| {
+                sines(c);
+                c.n = PerAxis::Each([8, 8, 7]);
+                c.modes = [1, 1, 4]
+            },
+            "modes[2] = 4 is not a wavenumber axis 2 of 7 cells resolves (valid: 1 to 3",
+        );
+        bad(
+            &|c| {
+                sines(c);
+                c.n = PerAxis::Each([8, 2, 8]);
+                c.modes = [1, 1, 1]
+            },
+            "axis 1 of 2 cells holds no sine mode",
+        );
+        let ok = |n: [usize; 3], modes: [usize; 3]| Config {
+            n: PerAxis::Each(n),
+            initial: Initial::Sines,
+            modes,
+            ..Config::default()
+        };
+        ok([8, 8, 7], [3, 1, 3]).validate(1).unwrap();
+        // The Gaussian does not read the modes.
+        Config {
+            initial: Initial::Gaussian,
+            ..ok([8, 8, 8], [0, 9, 4])
+        }
+        .validate(1)
+        .unwrap();
         let c = Config::default();
         let limit = c.dt_limit().unwrap();
         // FD-2, Euler: dt <= h^2 / (6 D) in 3D.

@@ -64,7 +64,9 @@ struct Cli {
     /// Process grid PXxPYxPZ (default: smallest halo surface).
     #[arg(long, value_parser = parse_triple)]
     grid: Option<[usize; 3]>,
-    /// Steps left out of the timing statistics.
+    /// Steps left out of the timing statistics; at least the last step is
+    /// timed (with warmup >= steps, only the last; the report's
+    /// timed_steps says how many were).
     #[arg(long)]
     warmup: Option<usize>,
     /// Where to compute: cpu, or cuda (a build with the `cuda` feature).
@@ -103,7 +105,8 @@ struct Cli {
     /// Do not write the VTK files.
     #[arg(long)]
     no_vtk: bool,
-    /// Write the report as JSON to this file.
+    /// Write the report as JSON to this file (its folder must exist; checked
+    /// before the run).
     #[arg(long)]
     json: Option<PathBuf>,
     /// No progress bar.
@@ -180,6 +183,9 @@ fn main() -> std::process::ExitCode {
 /// `--ranks` in-process ranks; rank 0 prints and writes the report.
 fn real_main(cli: &Cli) -> Result<()> {
     let cfg = config(cli)?;
+    if let Some(p) = &cli.json {
+        appkit::output::check_file_target("--json", p)?;
+    }
     // On a GPU one rank holds the grid on the device; more ranks are asked
     // for explicitly.
     let ranks = match cfg.backend.value() {

@@ -218,7 +218,7 @@ pub enum Stores {
 #[derive(Debug, Clone)]
 pub struct Sweep {
     /// Stencil radius (order / 2).
-    pub radius: usize,
+    radius: usize,
     center: f64,
     /// Per axis, per offset 1..=radius.
     weights: [Vec<f64>; 3],
@@ -271,6 +271,24 @@ impl Sweep {
     pub fn with_stores(mut self, stores: Stores) -> Self {
         self.stores = stores;
         self
+    }
+
+    /// The stencil radius (order / 2), fixed by [`Sweep::new`] with the
+    /// weights.
+    ///
+    /// ```
+    /// let s = heat3d::stencil::Sweep::new(6, [0.1; 3], 1e-3, true).unwrap();
+    /// assert_eq!(s.radius(), 3);
+    /// ```
+    ///
+    /// It cannot be changed apart from them:
+    ///
+    /// ```compile_fail
+    /// let mut s = heat3d::stencil::Sweep::new(6, [0.1; 3], 1e-3, true).unwrap();
+    /// s.radius = 1;
+    /// ```
+    pub fn radius(&self) -> usize {
+        self.radius
     }
 
     /// The store policy ([`Stores::Cached`] unless set).

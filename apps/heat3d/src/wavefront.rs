@@ -250,7 +250,8 @@ impl Wavefront {
             self.steps
         );
         assert_eq!(
-            sweep.radius, self.r,
+            sweep.radius(),
+            self.r,
             "the sweep's radius against the layout's ghosts"
         );
         let len = self.n[0] * self.s0 + 2 * self.r * self.s0;

@@ -432,3 +432,64 @@ fn every_cpu_stencil_gives_the_same_field_and_is_reported() {
         }
     }
 }
+
+/// The `heat3d` binary, outside any MPI launcher.
+fn heat3d_cmd() -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_heat3d"));
+    for v in [
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+        "PMI_RANK",
+        "PMIX_RANK",
+        "MV2_COMM_WORLD_SIZE",
+        "MPI_LOCALNRANKS",
+    ] {
+        c.env_remove(v);
+    }
+    c
+}
+
+#[test]
+fn a_json_file_that_cannot_be_written_is_refused_before_the_run() {
+    let dir = std::env::temp_dir().join(format!("heat3d-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let missing = dir.join("missing");
+    let out_dir = dir.join("out");
+    // A folder that does not exist, and a path that is a folder.
+    for (json, want) in [
+        (missing.join("r.json"), missing.display().to_string()),
+        (dir.clone(), "is a folder".to_string()),
+    ] {
+        let out = heat3d_cmd()
+            .args(["--n", "8", "--steps", "1", "--ranks", "1", "--no-vtk", "-q"])
+            .arg("-o")
+            .arg(&out_dir)
+            .arg("--json")
+            .arg(&json)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{json:?} accepted");
+        assert!(err.contains("--json") && err.contains(&want), "{err}");
+        // Nothing ran: no summary, no output folder.
+        assert!(
+            out.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(!out_dir.exists(), "the run wrote {}", out_dir.display());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn warmup_leaves_at_least_the_last_step_timed() {
+    let cfg = Config {
+        n: PerAxis::All(8),
+        steps: 3,
+        warmup: 10,
+        ..Config::default()
+    };
+    assert_eq!(run(&cfg, 1).timed_steps, 1);
+    assert_eq!(run(&Config { warmup: 1, ..cfg }, 1).timed_steps, 2);
+}

@@ -75,7 +75,8 @@ struct Cli {
     /// Process grid PXxPYxPZ (default: even blocks, smallest surface).
     #[arg(long, value_parser = parse_triple)]
     grid: Option<[usize; 3]>,
-    /// Write the report as JSON to this file.
+    /// Write the report as JSON to this file (its folder must exist; checked
+    /// before the run).
     #[arg(long)]
     json: Option<PathBuf>,
     /// No progress messages and no table.
@@ -137,6 +138,9 @@ fn main() -> std::process::ExitCode {
 /// `--ranks` in-process ranks; rank 0 prints and writes the report.
 fn real_main(cli: &Cli) -> Result<()> {
     let cfg = config(cli)?;
+    if let Some(p) = &cli.json {
+        appkit::output::check_file_target("--json", p)?;
+    }
     let report =
         appkit::launch::launch("poisson", cli.ranks, |c| poisson::run(c, &cfg, !cli.quiet))?;
     match report {

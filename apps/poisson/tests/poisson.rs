@@ -228,3 +228,32 @@ fn bad_input_is_reported_without_a_panic() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_json_file_that_cannot_be_written_is_refused_before_the_run() {
+    let dir = std::env::temp_dir().join(format!("poisson-json-target-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let missing = dir.join("missing");
+    // A folder that does not exist, and a path that is a folder.
+    for (json, want) in [
+        (missing.join("r.json"), missing.display().to_string()),
+        (dir.clone(), "is a folder".to_string()),
+    ] {
+        // Not quiet: a run would print its summary.
+        let out = poisson_cmd()
+            .args(["--n", "16", "--ranks", "1"])
+            .arg("--json")
+            .arg(&json)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{json:?} accepted");
+        assert!(err.contains("--json") && err.contains(&want), "{err}");
+        assert!(
+            out.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
