@@ -167,6 +167,28 @@ pub fn write_json<T: serde::Serialize + ?Sized>(path: &Path, value: &T) -> Resul
     atomic_write(path, text.as_bytes())
 }
 
+/// Tells every rank whether a step that only rank 0 took failed
+/// (collective): `mine` is rank 0's error message (ignored elsewhere), and
+/// every rank gets it back, so that all stop with rank 0's reason.
+pub fn rank0_failure(
+    comm: &dyn Communicator,
+    mine: Option<String>,
+) -> Result<Option<String>, CommError> {
+    let mut reason = match mine {
+        Some(m) if comm.rank() == 0 => m.into_bytes(),
+        _ => Vec::new(),
+    };
+    let mut len = (reason.len() as u64).to_le_bytes();
+    comm.broadcast_bytes(&mut len, 0)?;
+    let len = u64::from_le_bytes(len) as usize;
+    if len == 0 {
+        return Ok(None);
+    }
+    reason.resize(len, 0);
+    comm.broadcast_bytes(&mut reason, 0)?;
+    Ok(Some(String::from_utf8_lossy(&reason).into_owned()))
+}
+
 /// Creates the output folder `dir` (and its parents) on rank 0 and tells
 /// every rank whether that worked (collective): either every rank returns
 /// `Ok` with the folder in place, or every rank returns
@@ -243,6 +265,20 @@ pub(crate) mod tests {
         assert!(!q.exists());
         assert_eq!(entries(&dir), vec!["field.chk"]);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn rank_0s_failure_reaches_every_rank() {
+        let got = comm::local::run(3, |c| {
+            let mine = Some(format!("rank {} failed", c.rank()));
+            let none = rank0_failure(c, (c.rank() != 0).then(|| "not rank 0".to_string()))?;
+            Ok::<_, CommError>((rank0_failure(c, mine)?, none))
+        })
+        .unwrap();
+        for (r, (failed, none)) in got.iter().enumerate() {
+            assert_eq!(failed.as_deref(), Some("rank 0 failed"), "rank {r}");
+            assert_eq!(none, &None, "rank {r}: only rank 0's outcome counts");
+        }
     }
 
     #[test]

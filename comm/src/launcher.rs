@@ -1,8 +1,10 @@
 //! Recognising a process started by an MPI launcher (`mpirun`, `mpiexec`,
 //! `srun`), with or without the `mpi` feature.
 
-/// Variables that MPI launchers set in every process they start.
-const LAUNCHER_VARS: [&str; 6] = [
+/// Variables that MPI launchers set in every process they start (a test
+/// that starts a binary outside any launcher removes them from its
+/// environment).
+pub const LAUNCHER_VARS: [&str; 6] = [
     "OMPI_COMM_WORLD_SIZE",
     "PMI_SIZE",
     "PMI_RANK",

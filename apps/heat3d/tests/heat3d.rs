@@ -436,14 +436,7 @@ fn every_cpu_stencil_gives_the_same_field_and_is_reported() {
 /// The `heat3d` binary, outside any MPI launcher.
 fn heat3d_cmd() -> std::process::Command {
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_heat3d"));
-    for v in [
-        "OMPI_COMM_WORLD_SIZE",
-        "PMI_SIZE",
-        "PMI_RANK",
-        "PMIX_RANK",
-        "MV2_COMM_WORLD_SIZE",
-        "MPI_LOCALNRANKS",
-    ] {
+    for v in comm::LAUNCHER_VARS {
         c.env_remove(v);
     }
     c

@@ -653,16 +653,10 @@ fn open_series(
     } else {
         Ok(None)
     };
-    let mut reason = match &opened {
-        Err(e) => format!("{e:#}").into_bytes(),
-        Ok(_) => Vec::new(),
-    };
-    let mut len = [reason.len() as u64];
-    comm.broadcast(&mut len, 0)?;
-    if len[0] > 0 {
-        reason.resize(len[0] as usize, 0);
-        comm.broadcast_bytes(&mut reason, 0)?;
-        bail!("{}", String::from_utf8_lossy(&reason));
+    // Every rank stops with rank 0's reason.
+    let mine = opened.as_ref().err().map(|e| format!("{e:#}"));
+    if let Some(reason) = appkit::output::rank0_failure(comm, mine)? {
+        bail!("{reason}");
     }
     Ok((opened?, kept))
 }

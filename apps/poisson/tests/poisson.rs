@@ -120,14 +120,7 @@ fn report_fields_and_levels() {
 
 fn poisson_cmd() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_poisson"));
-    for v in [
-        "OMPI_COMM_WORLD_SIZE",
-        "PMI_SIZE",
-        "PMI_RANK",
-        "PMIX_RANK",
-        "MV2_COMM_WORLD_SIZE",
-        "MPI_LOCALNRANKS",
-    ] {
+    for v in comm::LAUNCHER_VARS {
         c.env_remove(v);
     }
     c
