@@ -42,7 +42,7 @@
 use crate::stream::{self, Stream};
 use crate::util::{self, HeatReport, Timings};
 use anyhow::{bail, Context, Result};
-use heat3d::stencil::peak::{self, fma_peak, FmaPeak};
+use heat3d::stencil::peak::{self, fma_peak, term_rates, FmaPeak};
 use serde::Serialize;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -242,6 +242,10 @@ pub struct OrderRun {
     pub gflops: f64,
     /// `gflops` / the FMA peak measured in the same run.
     pub peak_fraction: f64,
+    /// GFLOP/s of the same operations with their data in the L1 cache
+    /// (`heat3d::stencil::peak::term_rates`, AVX-512 only): the most a
+    /// sweep without fused multiply-adds reaches on this core.
+    pub l1_terms_gflops: Option<f64>,
     /// The CPU kernel of heat3d's sweeps (its default).
     pub kernel: String,
 }
@@ -525,7 +529,7 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak
         before.lanes
     );
     println!(
-        "{:>5} {:>6} {:>9} {:>9} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8} {:>7} {:>7}",
+        "{:>5} {:>6} {:>9} {:>9} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8} {:>7} {:>7} {:>7}",
         "order",
         "padded",
         "step ms",
@@ -537,6 +541,7 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak
         "sweep/strm",
         "GFLOP/s",
         "%peak",
+        "%L1",
         "kernel"
     );
     let mut runs = vec![];
@@ -569,10 +574,14 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak
             flops_per_cell,
             gflops,
             peak_fraction: gflops / before.gflops,
+            l1_terms_gflops: term_rates(order, 20_000, 5).map(|t| t.cell),
             kernel: r.cpu_stencil.clone(),
         };
+        let of_l1 = run.l1_terms_gflops.map_or("-".to_string(), |c| {
+            format!("{:.1}%", 100.0 * run.gflops / c)
+        });
         println!(
-            "{:>5} {:>6} {:>9.3} {:>9.3} {:>10.1} {:>10.3} {:>8.2} {:>9.2}x {:>11.2}x {:>8.2} {:>6.1}% {:>7}",
+            "{:>5} {:>6} {:>9.3} {:>9.3} {:>10.1} {:>10.3} {:>8.2} {:>9.2}x {:>11.2}x {:>8.2} {:>6.1}% {:>7} {:>7}",
             order,
             padded,
             ms(run.timings.step),
@@ -584,6 +593,7 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak
             run.sweep_ratio,
             run.gflops,
             100.0 * run.peak_fraction,
+            of_l1,
             run.kernel
         );
         runs.push(run);
@@ -598,8 +608,12 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak
         r.peak_fraction = r.gflops / best.gflops;
     }
     println!(
-        "FMA peak (best pass before and after): {:.1} GFLOP/s; the sweep's ceiling without fused multiply-adds is half of it; best order: {}",
+        "FMA peak (best pass before and after): {:.1} GFLOP/s; the sweep's ceiling without fused multiply-adds is half of it at two operations a cycle, and its operations with their data in the L1 (%L1: of that rate) reach {}; best order: {}",
         best.gflops,
+        match runs.iter().filter_map(|r| r.l1_terms_gflops).reduce(f64::max) {
+            Some(c) => format!("at most {:.1} GFLOP/s, {:.1}% of the peak", c, 100.0 * c / best.gflops),
+            None => "- (measured with AVX-512 only)".to_string(),
+        },
         runs.iter()
             .max_by(|a, b| a.peak_fraction.total_cmp(&b.peak_fraction))
             .map_or(String::new(), |r| format!(

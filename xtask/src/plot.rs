@@ -268,6 +268,27 @@ pub fn draw(path: &Path, title: &str, weak: &[WeakRun], orders: &[OrderRun]) -> 
     ))?
     .label("ceiling without FMA (50 %)")
     .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], ceiling.stroke_width(1)));
+    // The same operations with their data in the L1 (AVX-512 only).
+    let l1: Vec<(i32, f64)> = orders
+        .iter()
+        .filter_map(|o| {
+            let c = o.l1_terms_gflops?;
+            // `peak_fraction / gflops` is one over the run's FMA peak.
+            (o.gflops > 0.0).then(|| (o.order as i32, 100.0 * c * o.peak_fraction / o.gflops))
+        })
+        .collect();
+    if !l1.is_empty() {
+        let color = RGBColor(44, 160, 44);
+        c.draw_series(LineSeries::new(l1.clone(), color.stroke_width(2)))?
+            .label("its operations in the L1")
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+            });
+        c.draw_series(
+            l1.iter()
+                .map(|&p| TriangleMarker::new(p, 5, color.filled())),
+        )?;
+    }
     c.configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.85))
@@ -279,7 +300,7 @@ pub fn draw(path: &Path, title: &str, weak: &[WeakRun], orders: &[OrderRun]) -> 
         "title": "order sweep: % of the FMA peak",
         "x": "FD order",
         "y": "sweep GFLOP/s over the FMA peak measured in the same run (%)",
-        "series": ["sweep", "ceiling without FMA (50 %)"],
+        "series": ["sweep", "ceiling without FMA (50 %)", "its operations in the L1"],
     }));
 
     root.present()?;

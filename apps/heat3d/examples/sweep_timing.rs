@@ -6,13 +6,16 @@
 //! ```
 //!
 //! Every kernel's output is checked bit for bit against the first one's.
+//! With AVX-512 it also prints what the sweep's operations reach with their
+//! data in the L1 (`heat3d::stencil::peak::term_rates`), and each kernel's
+//! share of that.
 //! Times are the median of `REPS` sweeps (default 10) of the `N^3` owned
 //! cells of a field with `ORDER / 2` ghost layers; the copy moves one padded
 //! array into another, the faster of `copy_from_slice` and a copy with
 //! non-temporal stores (the median of each, then the smaller).
 
 use halo::{FieldLayout, Region};
-use heat3d::stencil::peak::{copy_streaming, flops_per_cell, fma_peak};
+use heat3d::stencil::peak::{copy_streaming, flops_per_cell, fma_peak, term_rates};
 use heat3d::stencil::{Kernel, Stores, Sweep};
 use std::time::Instant;
 
@@ -73,6 +76,19 @@ fn main() {
         peak.gflops,
         peak.isa
     );
+    // What the sweep's operations reach with their data in the L1: one
+    // axis's terms on aligned rows and along a row, and a whole cell at
+    // those rates (the ceiling of kernels without fused multiply-adds).
+    let ceiling = term_rates(order, 20_000, 5);
+    if let Some(t) = ceiling {
+        println!(
+            "terms in the L1 (avx512, separate multiplies and adds): one axis {:.1} GFLOP/s on aligned rows, {:.1} along a row; a whole cell {:.1} GFLOP/s, {:.1}% of the FMA peak",
+            t.strided,
+            t.contiguous,
+            t.cell,
+            100.0 * t.cell / peak.gflops
+        );
+    }
     let flops = (n * n * n * flops_per_cell(order)) as f64;
     let mut reference: Option<Vec<f64>> = None;
     for kernel in Kernel::ALL.into_iter().filter(|k| k.available()) {
@@ -101,8 +117,16 @@ fn main() {
                     "{kernel:?} {stores:?} changed the bits"
                 ),
             }
+            let of_ceiling = ceiling
+                .map(|c| {
+                    format!(
+                        "  {:>5.1}% of the L1 terms",
+                        100.0 * flops / t / 1e9 / c.cell
+                    )
+                })
+                .unwrap_or_default();
             println!(
-                "{:>7} {:<9} {:>9.3} ms  {:>5.2}x the copy  {:>6.2} GFLOP/s  {:>5.1}% of the FMA peak",
+                "{:>7} {:<9} {:>9.3} ms  {:>5.2}x the copy  {:>6.2} GFLOP/s  {:>5.1}% of the FMA peak{of_ceiling}",
                 kernel.name(),
                 format!("{stores:?}"),
                 t * 1e3,
