@@ -209,7 +209,11 @@ pub struct Config {
     /// Diagnostics every this many steps (and at the end).
     pub diag_every: usize,
     /// Where the field is computed: `cpu`, or `cuda` (a build with the
-    /// `cuda` feature).
+    /// `cuda` feature). The options that apply to one backend only are
+    /// refused, by name, on a run that would not use them: `device` and
+    /// the `gpu_*` options on `cpu`, `cpu_stencil` and `tile_rows` where no
+    /// host finite-difference sweep runs (`cuda`, or the spectral
+    /// operator), `tile_rows` also where the host takes no multi-step pass.
     pub backend: ByName<gpu::Backend>,
     /// GPU ordinal for every rank; when absent, the r-th rank of a machine
     /// takes device r mod (number of devices), so ranks spread over their

@@ -237,6 +237,7 @@ impl<'c> Solver<'c> {
                 if cfg!(feature = "cuda") { ", cuda" } else { "" }
             ),
         };
+        unused_options(cfg, on_device)?;
         let shape = cfg.shape();
         let grid = match cfg.grid {
             Some(g) => ProcessGrid::new(g, [true; 3])?,
@@ -939,6 +940,92 @@ fn auto_steps_with_tile(layout: &FieldLayout, tile: impl Fn(usize) -> usize) -> 
         .unwrap_or(1)
 }
 
+/// An error naming every option `cfg` sets away from its default that a
+/// run on the device (`on_device`) or the host would not use, and what it
+/// applies to, so that no setting is silently ignored: the CPU sweeps'
+/// options (`cpu_stencil`, `tile_rows`) where no host sweep runs, the GPU
+/// options on the CPU backend. (`tile_rows` on the host is checked with
+/// the steps a pass, [`host_steps_per_pass`].)
+fn unused_options(cfg: &Config, on_device: bool) -> Result<()> {
+    let name = |v: &dyn std::fmt::Debug| format!("{v:?}").to_lowercase();
+    let d = Config::default();
+    let mut unused = vec![];
+    if on_device || cfg.operator == Operator::Spectral {
+        let run = if on_device {
+            format!("backend {}", cfg.backend.value().name())
+        } else {
+            "operator spectral".to_string()
+        };
+        if cfg.cpu_stencil != d.cpu_stencil {
+            unused.push(format!(
+                "cpu_stencil = {} (the host's finite-difference sweeps; this run: {run})",
+                name(&cfg.cpu_stencil)
+            ));
+        }
+        if cfg.tile_rows != d.tile_rows {
+            unused.push(format!(
+                "tile_rows = {} (the host's multi-step pass; this run: {run})",
+                cfg.tile_rows
+            ));
+        }
+    }
+    if !on_device {
+        let gpu: [(&str, String, bool); 6] = [
+            (
+                "device",
+                cfg.device.map_or(String::new(), |i| i.to_string()),
+                cfg.device != d.device,
+            ),
+            (
+                "gpu_chunk",
+                cfg.gpu_chunk.to_string(),
+                cfg.gpu_chunk != d.gpu_chunk,
+            ),
+            (
+                "gpu_block",
+                cfg.gpu_block.to_string(),
+                cfg.gpu_block != d.gpu_block,
+            ),
+            (
+                "gpu_stencil",
+                name(&cfg.gpu_stencil),
+                cfg.gpu_stencil != d.gpu_stencil,
+            ),
+            (
+                "gpu_exchange",
+                name(&cfg.gpu_exchange),
+                cfg.gpu_exchange != d.gpu_exchange,
+            ),
+            (
+                "gpu_periodic",
+                name(&cfg.gpu_periodic),
+                cfg.gpu_periodic != d.gpu_periodic,
+            ),
+        ];
+        for (key, value, set) in gpu {
+            if set {
+                unused.push(format!(
+                    "{key} = {value} (a GPU backend; this run: backend {})",
+                    cfg.backend.value().name()
+                ));
+            }
+        }
+    }
+    if !unused.is_empty() {
+        bail!(
+            "{} would have no effect on this run: {}; leave {} at the default",
+            if unused.len() == 1 {
+                "this option"
+            } else {
+                "these options"
+            },
+            unused.join(", "),
+            if unused.len() == 1 { "it" } else { "them" }
+        );
+    }
+    Ok(())
+}
+
 /// The steps one host pass advances (`steps_per_pass`) on `ranks` ranks
 /// with the rank's `layout`. More than one need one rank (its own periodic
 /// neighbour, every owned extent at least the radius) besides
@@ -954,6 +1041,19 @@ fn host_steps_per_pass(cfg: &Config, ranks: usize, layout: &FieldLayout) -> Resu
                 "one rank, its own periodic neighbour, at least the radius along every axis (this run: {ranks} rank(s), {:?} owned cells)",
                 layout.owned
             ),
+        );
+    }
+    // The tiles are those of the multi-step pass; with the default steps a
+    // pass where that pass is possible they also decide its steps.
+    if cfg.tile_rows != 0 && (!unmet.is_empty() || cfg.steps_per_pass == 1) {
+        bail!(
+            "tile_rows = {} sets the tiles of the host's multi-step pass, which this run does not take ({}); leave it at 0",
+            cfg.tile_rows,
+            if unmet.is_empty() {
+                "steps_per_pass = 1".to_string()
+            } else {
+                format!("it needs {}", unmet.join(", "))
+            }
         );
     }
     let auto = if unmet.is_empty() && cfg.steps_per_pass == 0 {
@@ -1252,6 +1352,97 @@ mod tests {
         // Higher orders and several components keep plain stores.
         assert_eq!(at(256, 2, 1), Stores::Cached);
         assert_eq!(at(256, 1, 2), Stores::Cached);
+    }
+
+    #[test]
+    fn options_a_run_would_not_use_are_refused_by_name() {
+        let spectral = Config {
+            operator: Operator::Spectral,
+            cpu_stencil: CpuStencil::Avx2,
+            ..Config::default()
+        };
+        let e = unused_options(&spectral, false).unwrap_err().to_string();
+        assert!(
+            e.contains("this option would have no effect")
+                && e.contains("cpu_stencil = avx2 (the host's finite-difference sweeps; this run: operator spectral)"),
+            "{e}"
+        );
+        let on_gpu = Config {
+            tile_rows: 8,
+            cpu_stencil: CpuStencil::Scalar,
+            backend: "cuda".parse().unwrap(),
+            ..Config::default()
+        };
+        let e = unused_options(&on_gpu, true).unwrap_err().to_string();
+        assert!(
+            e.contains("these options")
+                && e.contains("cpu_stencil = scalar")
+                && e.contains("tile_rows = 8 (the host's multi-step pass; this run: backend cuda)"),
+            "{e}"
+        );
+        let gpu_on_cpu = Config {
+            gpu_block: 128,
+            gpu_stencil: config::GpuStencil::Shared,
+            device: Some(1),
+            ..Config::default()
+        };
+        let e = unused_options(&gpu_on_cpu, false).unwrap_err().to_string();
+        for part in [
+            "device = 1 (a GPU backend; this run: backend cpu)",
+            "gpu_block = 128",
+            "gpu_stencil = shared",
+        ] {
+            assert!(e.contains(part), "{part}: {e}");
+        }
+        // What a run uses passes: the CPU options on the host's
+        // finite-difference sweeps, the GPU options on the device.
+        let host = Config {
+            cpu_stencil: CpuStencil::Avx2,
+            tile_rows: 8,
+            ..Config::default()
+        };
+        unused_options(&host, false).unwrap();
+        unused_options(&gpu_on_cpu, true).unwrap();
+        unused_options(&Config::default(), false).unwrap();
+    }
+
+    #[test]
+    fn tile_rows_need_the_multi_step_pass() {
+        let layout = FieldLayout {
+            owned: [16; 3],
+            ghost: [1; 3],
+            components: 1,
+        };
+        let cfg = |mode: Mode, k: usize| Config {
+            mode,
+            steps_per_pass: k,
+            tile_rows: 6,
+            ..Config::default()
+        };
+        // Used: the pass is taken, or its steps are left to the default
+        // (which the tile then decides).
+        for k in [0, 2, 4] {
+            host_steps_per_pass(&cfg(Mode::Blocking, k), 1, &layout).unwrap();
+        }
+        // Not used: one step a pass asked for, overlap mode, several ranks.
+        let e = host_steps_per_pass(&cfg(Mode::Blocking, 1), 1, &layout)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("tile_rows = 6 sets the tiles of the host's multi-step pass, which this run does not take (steps_per_pass = 1)"),
+            "{e}"
+        );
+        let e = host_steps_per_pass(&cfg(Mode::Overlap, 0), 1, &layout)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("it needs blocking mode (this run: Overlap)"),
+            "{e}"
+        );
+        let e = host_steps_per_pass(&cfg(Mode::Blocking, 0), 2, &layout)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("it needs one rank"), "{e}");
     }
 
     #[test]

@@ -107,8 +107,8 @@ pub struct Config {
     /// count; a build with the `cuda` feature).
     pub backend: ByName<gpu::Backend>,
     /// GPU ordinal of the `cuda` backend for every rank; when absent, the
-    /// r-th rank of a machine takes device r mod the device count. The
-    /// `cpu` backend ignores it.
+    /// r-th rank of a machine takes device r mod the device count. Refused
+    /// on the `cpu` backend, as is a `gpu_exchange` other than `auto`.
     pub device: Option<usize>,
     /// How the device FFTs' reshapes travel between ranks (`cuda`
     /// backend; the `cpu` backend ignores it).

@@ -153,6 +153,7 @@ impl<'c> Solver<'c> {
     pub fn new(comm: &'c dyn Communicator, cfg: &Config, restart: Option<&Path>) -> Result<Self> {
         cfg.validate()?;
         let on_device = *cfg.backend.value() != gpu::Backend::Cpu;
+        gpu_options_unused(cfg, on_device)?;
         #[cfg(feature = "cuda")]
         let dev = if on_device {
             Some(device::preflight(comm, cfg)?)
@@ -673,6 +674,38 @@ fn log(f: &mut Option<Series>, d: &Diagnostics) -> Result<()> {
     Ok(())
 }
 
+/// An error naming the GPU options `cfg` sets away from their defaults on
+/// the CPU backend, which would not use them (no setting is silently
+/// ignored).
+fn gpu_options_unused(cfg: &Config, on_device: bool) -> Result<()> {
+    if on_device {
+        return Ok(());
+    }
+    let mut unused = vec![];
+    // The defaults: no device named, `auto` exchange.
+    if let Some(i) = cfg.device {
+        unused.push(format!("device = {i}"));
+    }
+    if cfg.gpu_exchange != Config::default().gpu_exchange {
+        unused.push(format!(
+            "gpu_exchange = {}",
+            format!("{:?}", cfg.gpu_exchange).to_lowercase()
+        ));
+    }
+    if !unused.is_empty() {
+        bail!(
+            "{} a GPU backend, and this run has backend {}: leave {} at the default",
+            match unused.len() {
+                1 => format!("{} applies to", unused[0]),
+                _ => format!("{} apply to", unused.join(" and ")),
+            },
+            cfg.backend.value().name(),
+            if unused.len() == 1 { "it" } else { "them" }
+        );
+    }
+    Ok(())
+}
+
 /// Runs PFC on `comm` (collective), from the initial condition or from the
 /// checkpoint `restart`. `progress` shows a progress bar on rank 0.
 pub fn run(
@@ -777,4 +810,35 @@ pub fn run(
         hash_hex: appkit::hash::hex(hash),
         files,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_options_on_the_cpu_backend_are_refused_by_name() {
+        let cfg = Config {
+            gpu_exchange: config::GpuExchange::Staged,
+            ..Config::default()
+        };
+        let e = gpu_options_unused(&cfg, false).unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "gpu_exchange = staged applies to a GPU backend, and this run has backend cpu"
+            ),
+            "{e}"
+        );
+        let both = Config {
+            device: Some(2),
+            ..cfg.clone()
+        };
+        let e = gpu_options_unused(&both, false).unwrap_err().to_string();
+        assert!(
+            e.contains("device = 2 and gpu_exchange = staged apply to"),
+            "{e}"
+        );
+        gpu_options_unused(&both, true).unwrap();
+        gpu_options_unused(&Config::default(), false).unwrap();
+    }
 }
