@@ -659,7 +659,25 @@ pub fn run(a: &Args) -> Result<()> {
         .iter()
         .enumerate()
         {
-            let r = heat3d(&b, "spec", &words(&format!("--operator spectral --spectral-step exact --initial {init} --n {n} --steps 20 --backend {be} {case}")), 600);
+            // The host's run takes the case's ranks and grid, not its
+            // device exchange (an option the CPU backend refuses).
+            let on_be = if *be == "cpu" {
+                let w: Vec<&str> = case.split_whitespace().collect();
+                let mut keep = vec![];
+                let mut i = 0;
+                while i < w.len() {
+                    if w[i] == "--gpu-exchange" {
+                        i += 2;
+                    } else {
+                        keep.push(w[i]);
+                        i += 1;
+                    }
+                }
+                keep.join(" ")
+            } else {
+                case.to_string()
+            };
+            let r = heat3d(&b, "spec", &words(&format!("--operator spectral --spectral-step exact --initial {init} --n {n} --steps 20 --backend {be} {on_be}")), 600);
             match r.result {
                 Ok(r) => {
                     e[i] = r.last.max_error;
