@@ -60,10 +60,12 @@ pub enum OutputError {
 }
 
 /// Checks, before a run, that a file can be written at `path` once it is
-/// over: its folder exists and is a folder, and `path` itself is not a
-/// folder; `what` names where the path came from in the error. (It does
-/// not try to write: a folder without write permission still fails at the
-/// end, with the operating system's reason.)
+/// over: its folder exists and is a folder, `path` itself is not a folder,
+/// and the folder takes a new file (a temporary one next to `path`, made
+/// and removed again, as [`write_json`] writes through one: a folder
+/// without write permission or on a read-only file system fails here, with
+/// the operating system's reason); `what` names where the path came from in
+/// the error.
 pub fn check_file_target(what: &str, path: &Path) -> Result<(), OutputError> {
     let err = |why: String| OutputError::Target {
         what: what.to_string(),
@@ -85,7 +87,23 @@ pub fn check_file_target(what: &str, path: &Path) -> Result<(), OutputError> {
     if path.is_dir() {
         return Err(err("is a folder, not a file".into()));
     }
-    Ok(())
+    let probe = temporary(path);
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(file) => {
+            drop(file);
+            // A probe left behind is harmless (a hidden temporary name).
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(err(format!(
+            "cannot be written: the folder {} takes no new file ({e})",
+            parent.display()
+        ))),
+    }
 }
 
 fn detail(reason: &Option<String>) -> String {
@@ -287,14 +305,26 @@ pub(crate) mod tests {
         std::fs::write(dir.join("plain"), b"x").unwrap();
         check_file_target("--json", &dir.join("r.json")).unwrap();
         check_file_target("--json", Path::new("r.json")).unwrap();
-        for (p, why) in [
+        let mut bad = vec![
             (dir.join("missing/r.json"), "does not exist"),
             (dir.join("plain/r.json"), "is not a folder"),
             (dir.clone(), "is a folder, not a file"),
-        ] {
+        ];
+        // A folder that takes no new file, even for root: procfs.
+        if cfg!(target_os = "linux") && Path::new("/proc/self").is_dir() {
+            bad.push((PathBuf::from("/proc/r.json"), "cannot be written: the folder /proc"));
+        }
+        for (p, why) in bad {
             let e = check_file_target("--json", &p).unwrap_err().to_string();
             assert!(e.starts_with("--json ") && e.contains(why), "{e}");
         }
+        // The probe is removed: the folder holds what it held.
+        let mut left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["plain"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
