@@ -312,7 +312,10 @@ pub(crate) mod tests {
         ];
         // A folder that takes no new file, even for root: procfs.
         if cfg!(target_os = "linux") && Path::new("/proc/self").is_dir() {
-            bad.push((PathBuf::from("/proc/r.json"), "cannot be written: the folder /proc"));
+            bad.push((
+                PathBuf::from("/proc/r.json"),
+                "cannot be written: the folder /proc",
+            ));
         }
         for (p, why) in bad {
             let e = check_file_target("--json", &p).unwrap_err().to_string();

@@ -118,6 +118,8 @@ impl Bottom {
                 // closed off from every Dirichlet face (closed faces all
                 // around it) where the shift is 0. Its solution would be
                 // fixed only up to a constant the bottom solve cannot pick.
+                // (`Poisson::check_closed_regions` refuses such regions when
+                // the hierarchy is built; this is the bottom's own check.)
                 return Err(MgError::Invalid(format!(
                     "the operator is singular on the {g:?}-cell bottom level (pivot {j} = {d:e} \
                      of at most {dmax:e}): a region with zero shift closed off from every \

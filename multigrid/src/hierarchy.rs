@@ -242,6 +242,7 @@ impl Hierarchy {
             )));
         }
         problem.check_coefficient()?;
+        problem.check_closed_regions()?;
         let max_levels = Self::max_levels(problem.shape);
         let mut shapes = vec![problem.shape];
         for l in 1..levels {

@@ -296,6 +296,136 @@ impl Poisson {
     }
 }
 
+impl Poisson {
+    /// Checks that every region of cells joined by open faces (coefficient
+    /// above 0) has a positive shift somewhere or an open face on a
+    /// Dirichlet wall, where the problem is not declared singular: a region
+    /// closed off from every Dirichlet face by closed faces, with a zero
+    /// shift throughout, holds a constant null vector the problem does not
+    /// declare (its solution is fixed only up to that constant, and a
+    /// right-hand side with a non-zero sum over it has none). A single cell
+    /// with every face closed and no shift is no such region: the solvers
+    /// hold it at 0. The regions are found by a breadth-first walk from
+    /// every cell that fixes its region's constant, over the open faces;
+    /// a cell left unreached with an open face is named in the error. Only
+    /// faces can be closed with a [`FaceCoefficient`], so problems without
+    /// one pass at once (their one region has a Dirichlet face or, as
+    /// [`check_coefficient`](Self::check_coefficient) ensures, a positive
+    /// shift).
+    pub(crate) fn check_closed_regions(&self) -> Result<(), MgError> {
+        let Some(beta) = &self.coefficient else {
+            return Ok(());
+        };
+        if self.is_singular() {
+            return Ok(());
+        }
+        let n = self.shape;
+        let m = n[0] * n[1] * n[2];
+        let per = self.periodic();
+        let idx = |p: [usize; 3]| (p[0] * n[1] + p[1]) * n[2] + p[2];
+        // The neighbour of `p` across its face `side` (0 lower, 1 upper)
+        // along `d` and that face's coefficient; `None` past a wall.
+        let across = |p: [usize; 3], d: usize, side: usize| -> Option<([usize; 3], f64)> {
+            let mut face = p;
+            face[d] += side;
+            let mut q = p;
+            if side == 0 {
+                if p[d] == 0 {
+                    if !per[d] {
+                        return None;
+                    }
+                    q[d] = n[d] - 1;
+                } else {
+                    q[d] -= 1;
+                }
+            } else if p[d] + 1 == n[d] {
+                if !per[d] {
+                    return None;
+                }
+                face[d] = 0;
+                q[d] = 0;
+            } else {
+                q[d] += 1;
+            }
+            Some((q, beta(d, face)))
+        };
+        // Cells that fix their region's constant: a positive shift, or an
+        // open face on a Dirichlet wall.
+        let mut reached = vec![0u64; m.div_ceil(64)];
+        let is = |r: &[u64], i: usize| r[i / 64] & (1 << (i % 64)) != 0;
+        let cell = |i: usize| [i / (n[1] * n[2]), (i / n[2]) % n[1], i % n[2]];
+        let mut left = 0usize;
+        for i in 0..m {
+            let p = cell(i);
+            let shifted = self.shift.as_ref().is_some_and(|a| a(p) > 0.0);
+            let wall = || {
+                (0..3).any(|d| {
+                    let lo =
+                        p[d] == 0 && self.faces[d][0] == Boundary::Dirichlet && beta(d, p) > 0.0;
+                    let mut up = p;
+                    up[d] += 1;
+                    let hi = p[d] + 1 == n[d]
+                        && self.faces[d][1] == Boundary::Dirichlet
+                        && beta(d, up) > 0.0;
+                    lo || hi
+                })
+            };
+            if shifted || wall() {
+                reached[i / 64] |= 1 << (i % 64);
+            } else {
+                left += 1;
+            }
+        }
+        if left == 0 {
+            return Ok(());
+        }
+        // The regions of the other cells, each walked once over its open
+        // faces (the queue holds only the walk's front): one that meets
+        // no fixing cell and has an open face is singular.
+        let anchor = reached.clone();
+        let mut queue = std::collections::VecDeque::new();
+        for start in 0..m {
+            if is(&reached, start) {
+                continue;
+            }
+            reached[start / 64] |= 1 << (start % 64);
+            queue.push_back(start);
+            let (mut fixed, mut open) = (false, false);
+            while let Some(i) = queue.pop_front() {
+                let p = cell(i);
+                for d in 0..3 {
+                    for side in 0..2 {
+                        let Some((q, b)) = across(p, d, side) else {
+                            continue;
+                        };
+                        if b <= 0.0 {
+                            continue;
+                        }
+                        open = true;
+                        let j = idx(q);
+                        if is(&anchor, j) {
+                            fixed = true;
+                        } else if !is(&reached, j) {
+                            reached[j / 64] |= 1 << (j % 64);
+                            queue.push_back(j);
+                        }
+                    }
+                }
+            }
+            if open && !fixed {
+                return Err(MgError::Invalid(format!(
+                    "cell {:?} lies in a region with zero shift closed off from every Dirichlet \
+                     face by closed faces (coefficient 0): the operator is singular there (a \
+                     constant on the region is a null vector); give the region a positive shift \
+                     somewhere or open one of its faces",
+                    cell(start)
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The coefficient of a coarse face as the (fixed-order) mean of the four
 /// fine faces it covers.
 fn beta_rec(

@@ -263,7 +263,7 @@ fn a_shift_of_zero_everywhere_is_refused_without_a_dirichlet_face() {
 }
 
 #[test]
-fn a_closed_off_region_without_shift_is_named_at_the_bottom() {
+fn a_closed_off_region_without_shift_is_named() {
     // A Dirichlet box, a positive shift except on a 2 x 2 x 2 block whose
     // outer faces are closed (its inner faces open): the block's constants
     // are a null vector the problem does not declare.
@@ -293,4 +293,73 @@ fn a_closed_off_region_without_shift_is_named_at_the_bottom() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("singular") && e.contains("zero shift"), "{e}");
+}
+
+/// A Dirichlet box of `n^3` cells, shift 2 outside the cells `inside`
+/// selects and `inner` in them, whose faces between inside and outside
+/// are closed (the wall faces all open).
+fn closed_block(
+    n: usize,
+    inside: impl Fn([usize; 3]) -> bool + Send + Sync + Copy + 'static,
+    inner: f64,
+) -> Poisson {
+    let closed: FaceCoefficient = Arc::new(move |d, p: [usize; 3]| {
+        let mut q = p;
+        let lower = (p[d] > 0).then(|| {
+            q[d] -= 1;
+            inside(q)
+        });
+        let upper = (p[d] < n).then(|| inside(p));
+        match (lower, upper) {
+            (Some(a), Some(b)) if a != b => 0.0,
+            _ => 1.0,
+        }
+    });
+    let shift: CellCoefficient = Arc::new(move |p| if inside(p) { inner } else { 2.0 });
+    Poisson::new([n; 3], [1.0; 3], [D; 3])
+        .unwrap()
+        .with_coefficient(closed)
+        .with_shift(shift)
+}
+
+#[test]
+fn a_closed_off_region_inside_one_bottom_cell_is_named_at_build() {
+    // The 2 x 2 x 2 block at cells 2..4 is one cell of level 1: on a
+    // hierarchy of 3 levels (bottom 2^3 cells) it hides inside one bottom
+    // cell, whose faces are all closed and whose shift is 0, which the
+    // bottom holds at 0 without seeing the block's null vector.
+    let block = |p: [usize; 3]| (0..3).all(|d| (2..4).contains(&p[d]));
+    let build = |prob: &Poisson, levels: usize| {
+        local::run(1, |cm| {
+            let grid = ProcessGrid::for_shape(prob.shape, 1, prob.periodic())?;
+            Hierarchy::new(cm, grid, prob, levels, MgOptions::default()).map(|_| ())
+        })
+    };
+    for levels in [1, 2, 3] {
+        let e = build(&closed_block(8, block, 0.0), levels)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("cell [2, 2, 2] lies in a region with zero shift closed off"),
+            "{levels} levels: {e}"
+        );
+    }
+    // A positive shift in one of its cells fixes the block's constant.
+    let shift_in_one: CellCoefficient = Arc::new(move |p| {
+        if p == [3, 3, 3] || !block(p) {
+            2.0
+        } else {
+            0.0
+        }
+    });
+    let fixed = closed_block(8, block, 0.0).with_shift(shift_in_one);
+    build(&fixed, 3).unwrap();
+    // A single closed cell without shift is held at 0, not a region.
+    let single = |p: [usize; 3]| p == [2, 2, 2];
+    build(&closed_block(8, single, 0.0), 3).unwrap();
+    // A block that reaches a Dirichlet wall through an open face: its
+    // constant is fixed by the wall.
+    let at_wall = |p: [usize; 3]| (0..3).all(|d| (0..2).contains(&p[d]));
+    let prob = closed_block(8, at_wall, 0.0);
+    build(&prob, 3).unwrap();
 }
