@@ -65,7 +65,7 @@ fn cases(mpi: bool) -> Vec<Case> {
                 v.push(Case {
                     ranks,
                     pi_theta,
-                    theta: p,
+                    theta: theta_for(pi_theta, p),
                     l: p,
                     queue: 2,
                     mpi,
@@ -80,7 +80,7 @@ fn cases(mpi: bool) -> Vec<Case> {
                 v.push(Case {
                     ranks,
                     pi_theta,
-                    theta: p,
+                    theta: theta_for(pi_theta, p),
                     l: p,
                     queue,
                     mpi,
@@ -92,7 +92,7 @@ fn cases(mpi: bool) -> Vec<Case> {
             v.push(Case {
                 ranks,
                 pi_theta,
-                theta,
+                theta: theta_for(pi_theta, theta),
                 l,
                 queue: 2,
                 mpi,
@@ -100,6 +100,16 @@ fn cases(mpi: bool) -> Vec<Case> {
         }
     }
     v
+}
+
+/// The theta protocol a case names: `p`, or `auto` with one theta rank
+/// (no theta transposition, and dynamo refuses another protocol there).
+fn theta_for(pi_theta: usize, p: &'static str) -> &'static str {
+    if pi_theta == 1 {
+        "auto"
+    } else {
+        p
+    }
 }
 
 fn base_args() -> Vec<String> {

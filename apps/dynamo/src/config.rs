@@ -87,13 +87,14 @@ pub struct Config {
     /// from the checkpoint's), every one of a fixed-step run (a restart
     /// too).
     pub dt: f64,
-    /// Upper bound of the step size.
+    /// Upper bound of the adaptive step size (refused with `adaptive =
+    /// false`, which takes `dt` every step).
     pub dtmax: f64,
     /// Adapt the step to the CFL limit (otherwise a `dt` above the limit stops the run).
     pub adaptive: bool,
     /// Courant factor.
     pub courant: f64,
-    /// Alfven factor.
+    /// Alfven factor of the CFL limit (runs with a magnetic field only).
     pub alfven: f64,
     /// Steps to run (after the checkpoint when restarting).
     pub steps: usize,
@@ -107,7 +108,8 @@ pub struct Config {
     /// Scalar components per transposition call.
     pub queue: usize,
     /// Protocol of the theta transposition (`a2av`, `a2aw`, `a2ap`, `p2p`,
-    /// `pipelined`, `auto`).
+    /// `pipelined`, `auto`); only `auto` with `pi_theta = 1`, which has no
+    /// theta transposition.
     pub theta_algorithm: ByName<Protocol>,
     /// Protocol of the l transposition.
     pub l_algorithm: ByName<Protocol>,
@@ -241,7 +243,8 @@ impl Config {
         }
         validate::positive_finite("dt", self.dt)?;
         validate::positive_finite("dtmax", self.dtmax)?;
-        if self.dt > self.dtmax {
+        // `dtmax` bounds the adaptive steps; a fixed-step run takes `dt`.
+        if self.adaptive && self.dt > self.dtmax {
             bail!(
                 "dt = {} is above dtmax = {}: need dt <= dtmax",
                 self.dt,
@@ -257,6 +260,50 @@ impl Config {
         validate::at_least("pi_theta", self.pi_theta, 1)?;
         validate::at_least("queue", self.queue, 1)?;
         validate::at_least("diag_every", self.diag_every, 1)?;
+        self.check_unused()
+    }
+
+    /// An error naming each key set away from its default that this run
+    /// would not read, and what it applies to (a value silently dropped
+    /// would let a user believe they had run what they asked for).
+    fn check_unused(&self) -> Result<()> {
+        let d = Config::default();
+        let mut unused = vec![];
+        if self.pi_theta == 1 && self.theta_algorithm != d.theta_algorithm {
+            unused.push(format!(
+                "theta_algorithm = {} applies to the 2d distribution (pi_theta > 1; this run has pi_theta = 1 and no theta transposition)",
+                self.theta_algorithm
+            ));
+        }
+        if self.magnetic_prandtl.is_none() && self.alfven != d.alfven {
+            unused.push(format!(
+                "alfven = {} applies to runs with a magnetic field (magnetic_prandtl; this run has none)",
+                self.alfven
+            ));
+        }
+        if !self.adaptive && self.dtmax != d.dtmax {
+            unused.push(format!(
+                "dtmax = {} applies to adaptive steps (adaptive = true; this run takes dt = {} every step)",
+                self.dtmax, self.dt
+            ));
+        }
+        if !self.output.vtk && self.output.vtk_every != d.output.vtk_every {
+            unused.push(format!(
+                "output.vtk_every = {} applies when output.vtk = true",
+                self.output.vtk_every
+            ));
+        }
+        if !unused.is_empty() {
+            bail!(
+                "{} would have no effect on this run: {}",
+                if unused.len() == 1 {
+                    "this key"
+                } else {
+                    "these keys"
+                },
+                unused.join("; ")
+            );
+        }
         Ok(())
     }
 
@@ -309,6 +356,33 @@ mod tests {
         );
         check("minc = 3\n", &["minc = 3", "m = 4"]);
         check("dt = 1e-3\ndtmax = 1e-4\n", &["dt = 0.001", "dtmax"]);
+        check(
+            "theta_algorithm = \"p2p\"\n",
+            &[
+                "theta_algorithm = p2p applies to the 2d distribution",
+                "pi_theta = 1",
+            ],
+        );
+        check(
+            "alfven = 2.0\n",
+            &["alfven = 2 applies to runs with a magnetic field"],
+        );
+        check(
+            "adaptive = false\ndtmax = 1e-3\n",
+            &["dtmax = 0.001 applies to adaptive steps"],
+        );
+        check(
+            "[output]\nvtk = false\nvtk_every = 5\n",
+            &["output.vtk_every = 5 applies when output.vtk = true"],
+        );
+        // Read by these runs: accepted.
+        for ok in [
+            "theta_algorithm = \"p2p\"\npi_theta = 2\n",
+            "alfven = 2.0\nmagnetic_prandtl = 5.0\n",
+            "adaptive = false\ndt = 2e-4\n",
+        ] {
+            Config::from_toml(ok).unwrap().validate().unwrap();
+        }
         check("radius_ratio = 1.2\n", &["radius_ratio = 1.2"]);
         check("nphi = 100\n", &["nphi = 100", "130"]);
         check("ekman = -1\n", &["ekman"]);

@@ -179,7 +179,8 @@ pub struct Config {
     pub overlap: bool,
     /// Communication-avoiding smoothing.
     pub comm_avoiding: bool,
-    /// Diagnostics every this many steps.
+    /// The progress bar's message (time, change, iterations) every this
+    /// many steps; every step's row goes to `flow.csv` whatever it is.
     pub diag_every: usize,
     /// Output files.
     pub output: Output,
@@ -313,6 +314,85 @@ impl Config {
         if self.initial == Initial::TaylorGreen && self.bodies != Bodies::None {
             bail!("initial = \"taylor-green\" needs bodies = \"none\"");
         }
+        self.check_unused()
+    }
+
+    /// An error naming each key set away from its default that this run
+    /// would not read, and what it applies to: a value the run silently
+    /// dropped would let a user believe they had run what they asked for.
+    fn check_unused(&self) -> Result<()> {
+        let d = Config::default();
+        let bodies = format!("bodies = {:?}", name(&self.bodies));
+        let mut unused = vec![];
+        if let (Some(p), false) = (&self.packing, self.bodies == Bodies::File) {
+            unused.push(format!(
+                "packing = {:?} applies to bodies = \"file\" (this run: {bodies})",
+                p.display().to_string()
+            ));
+        }
+        if self.bodies != Bodies::Random {
+            if self.radius != d.radius {
+                unused.push(format!(
+                    "radius = {} applies to bodies = \"random\" (this run: {bodies}{})",
+                    self.radius,
+                    if self.bodies == Bodies::None || self.bodies == Bodies::File {
+                        ""
+                    } else {
+                        "; an array's radius follows from solid_fraction"
+                    }
+                ));
+            }
+            if self.seed != d.seed {
+                unused.push(format!(
+                    "seed = {} applies to bodies = \"random\" (this run: {bodies})",
+                    self.seed
+                ));
+            }
+        }
+        if matches!(self.bodies, Bodies::File | Bodies::None)
+            && self.solid_fraction != d.solid_fraction
+        {
+            unused.push(format!(
+                "solid_fraction = {} applies to bodies = \"sc\", \"bcc\", \"fcc\" and \"random\" (this run: {bodies})",
+                self.solid_fraction
+            ));
+        }
+        if self.bodies == Bodies::None && self.method != d.method {
+            unused.push(format!(
+                "method = {:?} applies to immersed bodies (this run: {bodies})",
+                name(&self.method)
+            ));
+        }
+        if self.navier_stokes && self.steady_tol != 0.0 && self.steady_tol != d.steady_tol {
+            unused.push(format!(
+                "steady_tol = {} applies to Stokes runs (navier_stokes = false; a Navier-Stokes run takes all its steps: set it to 0)",
+                self.steady_tol
+            ));
+        }
+        if self.initial != Initial::TaylorGreen && self.amplitude != d.amplitude {
+            unused.push(format!(
+                "amplitude = {} applies to initial = \"taylor-green\" (this run: initial = {:?})",
+                self.amplitude,
+                name(&self.initial)
+            ));
+        }
+        if !self.output.vtk && self.output.vtk_every != d.output.vtk_every {
+            unused.push(format!(
+                "output.vtk_every = {} applies when output.vtk = true",
+                self.output.vtk_every
+            ));
+        }
+        if !unused.is_empty() {
+            bail!(
+                "{} would have no effect on this run: {}",
+                if unused.len() == 1 {
+                    "this key"
+                } else {
+                    "these keys"
+                },
+                unused.join("; ")
+            );
+        }
         Ok(())
     }
 
@@ -334,9 +414,104 @@ impl Config {
     }
 }
 
+/// The TOML spelling of an enum value (its serde name).
+fn name<T: Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|j| j.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_this_run_would_not_read_are_refused_by_name() {
+        let e = |c: Config| c.validate().unwrap_err().to_string();
+        let msg = e(Config {
+            packing: Some(PathBuf::from("bed.txt")),
+            ..Config::default()
+        });
+        assert!(
+            msg.contains(
+                "packing = \"bed.txt\" applies to bodies = \"file\" (this run: bodies = \"sc\")"
+            ),
+            "{msg}"
+        );
+        let msg = e(Config {
+            radius: 0.2,
+            seed: 7,
+            ..Config::default()
+        });
+        assert!(
+            msg.contains("these keys")
+                && msg.contains("radius = 0.2 applies to bodies = \"random\"")
+                && msg.contains("follows from solid_fraction")
+                && msg.contains("seed = 7 applies to bodies = \"random\""),
+            "{msg}"
+        );
+        let none = Config {
+            bodies: Bodies::None,
+            ..Config::default()
+        };
+        let msg = e(Config {
+            solid_fraction: 0.3,
+            method: Method::GhostCell,
+            ..none.clone()
+        });
+        assert!(
+            msg.contains("solid_fraction = 0.3 applies to")
+                && msg.contains("method = \"ghost-cell\" applies to immersed bodies"),
+            "{msg}"
+        );
+        let msg = e(Config {
+            navier_stokes: true,
+            steady_tol: 1e-6,
+            ..Config::default()
+        });
+        assert!(
+            msg.contains("steady_tol = 0.000001 applies to Stokes runs"),
+            "{msg}"
+        );
+        let msg = e(Config {
+            amplitude: 2.0,
+            ..Config::default()
+        });
+        assert!(
+            msg.contains("amplitude = 2 applies to initial = \"taylor-green\""),
+            "{msg}"
+        );
+        let mut no_vtk = Config::default();
+        no_vtk.output.vtk = false;
+        no_vtk.output.vtk_every = 5;
+        assert!(e(no_vtk).contains("output.vtk_every = 5 applies when output.vtk = true"));
+        // What the run reads passes, and so do the defaults.
+        Config::default().validate().unwrap();
+        Config {
+            bodies: Bodies::Random,
+            radius: 0.2,
+            seed: 7,
+            ..Config::default()
+        }
+        .validate()
+        .unwrap();
+        Config {
+            navier_stokes: true,
+            steady_tol: 0.0,
+            ..Config::default()
+        }
+        .validate()
+        .unwrap();
+        Config {
+            bodies: Bodies::None,
+            initial: Initial::TaylorGreen,
+            amplitude: 2.0,
+            ..Config::default()
+        }
+        .validate()
+        .unwrap();
+    }
 
     #[test]
     fn unknown_keys_and_methods_are_named() {

@@ -99,7 +99,10 @@ pub struct Config {
     pub max_iter: usize,
     /// Levels, finest and bottom included; when absent, the deepest
     /// hierarchy whose bottom level keeps at least 8 cells
-    /// ([`default_levels`]).
+    /// ([`default_levels`]). With one level the dense bottom solve takes
+    /// the whole grid, and the V-cycle's keys (`pre`, `post`, `omega`,
+    /// `overlap`, `ca`, `agglomerate_below`) are refused away from their
+    /// defaults.
     pub levels: Option<usize>,
     /// Red-black sweeps before the coarse correction.
     pub pre: usize,
@@ -288,6 +291,51 @@ impl Config {
             );
         }
         validate::ranks_for(ranks, n.iter().product(), self.grid)?;
+        self.check_unused()
+    }
+
+    /// With one level the grid is solved by the dense bottom solve alone:
+    /// an error naming each V-cycle key set away from its default, which
+    /// such a run would not read.
+    fn check_unused(&self) -> Result<()> {
+        let levels = self.levels.unwrap_or_else(|| default_levels(self.shape()));
+        if levels != 1 {
+            return Ok(());
+        }
+        let d = Config::default();
+        let name = |v: &dyn std::fmt::Debug| format!("{v:?}").to_lowercase();
+        let unused: Vec<String> = [
+            ("pre", self.pre.to_string(), self.pre != d.pre),
+            ("post", self.post.to_string(), self.post != d.post),
+            ("omega", self.omega.to_string(), self.omega != d.omega),
+            (
+                "overlap",
+                self.overlap.to_string(),
+                self.overlap != d.overlap,
+            ),
+            ("ca", name(&self.ca), self.ca != d.ca),
+            (
+                "agglomerate_below",
+                self.agglomerate_below.to_string(),
+                self.agglomerate_below != d.agglomerate_below,
+            ),
+        ]
+        .into_iter()
+        .filter(|(_, _, set)| *set)
+        .map(|(k, v, _)| format!("{k} = {v}"))
+        .collect();
+        if !unused.is_empty() {
+            bail!(
+                "{} the V-cycle's smoothing and coarsening, and with {} the {:?} grid is solved by the dense bottom solve alone: leave {} at the default or use more levels",
+                match unused.len() {
+                    1 => format!("{} applies to", unused[0]),
+                    _ => format!("{} apply to", unused.join(", ")),
+                },
+                if self.levels.is_some() { "levels = 1" } else { "the default of 1 level" },
+                self.shape(),
+                if unused.len() == 1 { "it" } else { "them" }
+            );
+        }
         Ok(())
     }
 }
@@ -317,6 +365,53 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("robin"), "{e}");
+    }
+
+    #[test]
+    fn v_cycle_keys_are_refused_with_one_level() {
+        let one = Config {
+            n: PerAxis::All(8),
+            levels: Some(1),
+            ..Config::default()
+        };
+        let e = Config {
+            pre: 3,
+            ca: Ca::Off,
+            ..one.clone()
+        }
+        .validate(1)
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("pre = 3, ca = off apply to the V-cycle's smoothing")
+                && e.contains(
+                    "with levels = 1 the [8, 8, 8] grid is solved by the dense bottom solve"
+                ),
+            "{e}"
+        );
+        one.validate(1).unwrap();
+        // Read with two levels.
+        Config {
+            pre: 3,
+            levels: Some(2),
+            ..one.clone()
+        }
+        .validate(1)
+        .unwrap();
+        // One level by default: a grid of fewer than 16 cells.
+        let e = Config {
+            n: PerAxis::All(2),
+            levels: None,
+            omega: 1.0,
+            ..Config::default()
+        }
+        .validate(1)
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("omega = 1 applies") && e.contains("the default of 1 level"),
+            "{e}"
+        );
     }
 
     #[test]
