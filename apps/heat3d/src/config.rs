@@ -176,7 +176,7 @@ pub struct Config {
     /// Reshape protocol of the spectral operator's distributed FFTs, by
     /// `dfft`'s name (`alltoallv`, `alltoall`, `p2p`, `p2p-pipelined`,
     /// `auto`, ...); the finite-difference operator does not reshape and
-    /// ignores it.
+    /// refuses it away from its default.
     pub protocol: ByName<dfft::Protocol>,
     /// Stencil order (2, 4, ..., 20) of the finite-difference operator.
     pub order: usize,
@@ -420,6 +420,74 @@ impl Config {
                 crate::MAX_HOST_STEPS_PER_PASS
             );
         }
+        self.check_unused()
+    }
+
+    /// An error naming each key set away from its default that the run's
+    /// operator or initial condition would not read, and what it applies
+    /// to. (The keys of one backend are checked when the run starts, where
+    /// the backend is resolved.)
+    fn check_unused(&self) -> Result<()> {
+        let d = Config::default();
+        let name = |v: &dyn std::fmt::Debug| format!("{v:?}").to_lowercase();
+        let mut unused = vec![];
+        match self.operator {
+            Operator::Spectral => {
+                let fd = "the finite-difference operator (this run: operator spectral)";
+                if self.order != d.order {
+                    unused.push(format!("order = {} applies to {fd}", self.order));
+                }
+                if self.integrator != d.integrator {
+                    unused.push(format!(
+                        "integrator = {} applies to {fd}; the spectral step is spectral_step",
+                        name(&self.integrator)
+                    ));
+                }
+                if self.mode != d.mode {
+                    unused.push(format!(
+                        "mode = {} applies to the halo exchange of {fd}",
+                        name(&self.mode)
+                    ));
+                }
+            }
+            Operator::Fd => {
+                let sp = "the spectral operator (this run: operator fd)";
+                if self.spectral_step != d.spectral_step {
+                    unused.push(format!(
+                        "spectral_step = {} applies to {sp}",
+                        name(&self.spectral_step)
+                    ));
+                }
+                if self.protocol != d.protocol {
+                    unused.push(format!(
+                        "protocol = {} applies to the reshapes of {sp}",
+                        self.protocol
+                    ));
+                }
+            }
+        }
+        match self.initial {
+            Initial::Gaussian if self.modes != d.modes => unused.push(format!(
+                "modes = {:?} applies to initial = \"sines\" (this run: initial = \"gaussian\")",
+                self.modes
+            )),
+            Initial::Sines if self.sigma != d.sigma => unused.push(format!(
+                "sigma = {} applies to initial = \"gaussian\" (this run: initial = \"sines\")",
+                self.sigma
+            )),
+            _ => {}
+        }
+        if !unused.is_empty() {
+            bail!(
+                "{} would have no effect on this run: {}",
+                if unused.len() == 1 {
+                    "this key"
+                } else {
+                    "these keys"
+                },
+                unused.join("; ")
+            );
+        }
         Ok(())
     }
 }
@@ -427,6 +495,74 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_the_operator_or_start_would_not_read_are_refused() {
+        let e = |c: Config| c.validate(1).unwrap_err().to_string();
+        let spectral = Config {
+            operator: Operator::Spectral,
+            ..Config::default()
+        };
+        let msg = e(Config {
+            order: 8,
+            integrator: Integrator::Rk4,
+            mode: Mode::Blocking,
+            ..spectral.clone()
+        });
+        for part in [
+            "these keys would have no effect on this run",
+            "order = 8 applies to the finite-difference operator (this run: operator spectral)",
+            "integrator = rk4 applies to",
+            "mode = blocking applies to the halo exchange",
+        ] {
+            assert!(msg.contains(part), "{part}: {msg}");
+        }
+        let msg = e(Config {
+            spectral_step: SpectralStep::Implicit,
+            protocol: "p2p".parse().unwrap(),
+            ..Config::default()
+        });
+        assert!(
+            msg.contains("spectral_step = implicit applies to the spectral operator")
+                && msg.contains("protocol = p2p applies to the reshapes"),
+            "{msg}"
+        );
+        let msg = e(Config {
+            modes: [2, 1, 1],
+            ..Config::default()
+        });
+        assert!(
+            msg.contains("modes = [2, 1, 1] applies to initial = \"sines\""),
+            "{msg}"
+        );
+        let msg = e(Config {
+            initial: Initial::Sines,
+            sigma: 0.1,
+            ..Config::default()
+        });
+        assert!(
+            msg.contains("sigma = 0.1 applies to initial = \"gaussian\""),
+            "{msg}"
+        );
+        // Read by these runs: accepted.
+        Config {
+            spectral_step: SpectralStep::Implicit,
+            protocol: "p2p".parse().unwrap(),
+            ..spectral
+        }
+        .validate(1)
+        .unwrap();
+        Config {
+            order: 8,
+            integrator: Integrator::Rk4,
+            mode: Mode::Blocking,
+            initial: Initial::Sines,
+            modes: [2, 1, 1],
+            ..Config::default()
+        }
+        .validate(1)
+        .unwrap();
+    }
 
     #[test]
     fn the_example_file_lists_the_defaults() {
@@ -576,13 +712,19 @@ mod tests {
             ..Config::default()
         };
         ok([8, 8, 7], [3, 1, 3]).validate(1).unwrap();
-        // The Gaussian does not read the modes.
-        Config {
+        // The Gaussian does not read the modes: refused as unused, not as
+        // out of range.
+        let e = Config {
             initial: Initial::Gaussian,
             ..ok([8, 8, 8], [0, 9, 4])
         }
         .validate(1)
-        .unwrap();
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("modes = [0, 9, 4] applies to initial = \"sines\""),
+            "{e}"
+        );
         let c = Config::default();
         let limit = c.dt_limit().unwrap();
         // FD-2, Euler: dt <= h^2 / (6 D) in 3D.
