@@ -219,6 +219,48 @@ impl Config {
         }
         validate::at_least("diag_every", self.diag_every, 1)?;
         self.check_backend()?;
+        self.check_unused()
+    }
+
+    /// An error naming each key of the other initial condition set away
+    /// from its default (the noise's `seed` and `noise_amplitude`, the
+    /// crystal seed's `seed_radius` and `amplitude`), which this run would
+    /// not read.
+    fn check_unused(&self) -> Result<()> {
+        let d = Config::default();
+        let mut unused = vec![];
+        match self.initial {
+            Initial::Seed => {
+                if self.seed != d.seed {
+                    unused.push(format!("seed = {}", self.seed));
+                }
+                if self.noise_amplitude != d.noise_amplitude {
+                    unused.push(format!("noise_amplitude = {}", self.noise_amplitude));
+                }
+            }
+            Initial::Noise => {
+                if self.seed_radius != d.seed_radius {
+                    unused.push(format!("seed_radius = {}", self.seed_radius));
+                }
+                if let Some(a) = self.amplitude {
+                    unused.push(format!("amplitude = {a}"));
+                }
+            }
+        }
+        if !unused.is_empty() {
+            let (this, other) = match self.initial {
+                Initial::Seed => ("seed", "noise"),
+                Initial::Noise => ("noise", "seed"),
+            };
+            bail!(
+                "{} to initial = \"{other}\", and this run has initial = \"{this}\": leave {} at the default",
+                match unused.len() {
+                    1 => format!("{} applies", unused[0]),
+                    _ => format!("{} apply", unused.join(" and ")),
+                },
+                if unused.len() == 1 { "it" } else { "them" }
+            );
+        }
         Ok(())
     }
 
@@ -340,6 +382,40 @@ pub fn bcc_amplitude(r: f64, psi0: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_of_the_other_initial_condition_are_refused() {
+        let e = Config {
+            initial: Initial::Noise,
+            seed_radius: 1.0,
+            amplitude: Some(0.2),
+            ..Config::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("seed_radius = 1 and amplitude = 0.2 apply to initial = \"seed\", and this run has initial = \"noise\""),
+            "{e}"
+        );
+        let e = Config {
+            initial: Initial::Seed,
+            seed: 9,
+            ..Config::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("seed = 9 applies to initial = \"noise\""), "{e}");
+        for initial in [Initial::Seed, Initial::Noise] {
+            Config {
+                initial,
+                ..Config::default()
+            }
+            .validate()
+            .unwrap();
+        }
+    }
 
     #[test]
     fn unknown_keys_are_named_with_their_line() {
