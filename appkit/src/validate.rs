@@ -42,6 +42,18 @@ pub enum Invalid {
         /// Ranks of the run.
         ranks: usize,
     },
+    /// Keys set away from their defaults that the run would not read, each
+    /// as `key = value applies to ... (this run: ...)`.
+    #[error(
+        "{} would have no effect on this run: {}; leave {} at the default",
+        if keys.len() == 1 { "this key" } else { "these keys" },
+        keys.join("; "),
+        if keys.len() == 1 { "it" } else { "them" }
+    )]
+    Unused {
+        /// What each key applies to and what the run has instead.
+        keys: Vec<String>,
+    },
 }
 
 impl Invalid {
@@ -52,6 +64,28 @@ impl Invalid {
             expected: expected.to_string(),
             got: got.to_string(),
         }
+    }
+}
+
+/// An error listing `keys` (see [`Invalid::Unused`]) when there are any:
+/// a setting the run would silently drop lets a user believe they ran what
+/// they asked for.
+///
+/// ```
+/// use appkit::validate;
+///
+/// assert!(validate::unused(vec![]).is_ok());
+/// let e = validate::unused(vec!["seed = 2 applies to bodies = \"random\" (this run: bodies = \"sc\")".into()]);
+/// assert_eq!(
+///     e.unwrap_err().to_string(),
+///     "this key would have no effect on this run: seed = 2 applies to bodies = \"random\" (this run: bodies = \"sc\"); leave it at the default"
+/// );
+/// ```
+pub fn unused(keys: Vec<String>) -> Result<(), Invalid> {
+    if keys.is_empty() {
+        Ok(())
+    } else {
+        Err(Invalid::Unused { keys })
     }
 }
 

@@ -271,40 +271,29 @@ impl Config {
         let mut unused = vec![];
         if self.pi_theta == 1 && self.theta_algorithm != d.theta_algorithm {
             unused.push(format!(
-                "theta_algorithm = {} applies to the 2d distribution (pi_theta > 1; this run has pi_theta = 1 and no theta transposition)",
+                "theta_algorithm = {} applies to the 2d distribution, pi_theta > 1 (this run: pi_theta = 1, no theta transposition)",
                 self.theta_algorithm
             ));
         }
         if self.magnetic_prandtl.is_none() && self.alfven != d.alfven {
             unused.push(format!(
-                "alfven = {} applies to runs with a magnetic field (magnetic_prandtl; this run has none)",
+                "alfven = {} applies to runs with a magnetic field (this run: no magnetic_prandtl)",
                 self.alfven
             ));
         }
         if !self.adaptive && self.dtmax != d.dtmax {
             unused.push(format!(
-                "dtmax = {} applies to adaptive steps (adaptive = true; this run takes dt = {} every step)",
+                "dtmax = {} applies to adaptive steps (this run: adaptive = false, dt = {} every step)",
                 self.dtmax, self.dt
             ));
         }
         if !self.output.vtk && self.output.vtk_every != d.output.vtk_every {
             unused.push(format!(
-                "output.vtk_every = {} applies when output.vtk = true",
+                "output.vtk_every = {} applies to output.vtk = true (this run: output.vtk = false)",
                 self.output.vtk_every
             ));
         }
-        if !unused.is_empty() {
-            bail!(
-                "{} would have no effect on this run: {}",
-                if unused.len() == 1 {
-                    "this key"
-                } else {
-                    "these keys"
-                },
-                unused.join("; ")
-            );
-        }
-        Ok(())
+        Ok(validate::unused(unused)?)
     }
 
     /// A hash of everything that defines the equations and the grid (not
@@ -373,7 +362,7 @@ mod tests {
         );
         check(
             "[output]\nvtk = false\nvtk_every = 5\n",
-            &["output.vtk_every = 5 applies when output.vtk = true"],
+            &["output.vtk_every = 5 applies to output.vtk = true (this run: output.vtk = false)"],
         );
         // Read by these runs: accepted.
         for ok in [

@@ -365,7 +365,7 @@ impl Config {
         }
         if self.navier_stokes && self.steady_tol != 0.0 && self.steady_tol != d.steady_tol {
             unused.push(format!(
-                "steady_tol = {} applies to Stokes runs (navier_stokes = false; a Navier-Stokes run takes all its steps: set it to 0)",
+                "steady_tol = {} applies to Stokes runs (this run: navier_stokes = true, which takes all its steps)",
                 self.steady_tol
             ));
         }
@@ -378,22 +378,11 @@ impl Config {
         }
         if !self.output.vtk && self.output.vtk_every != d.output.vtk_every {
             unused.push(format!(
-                "output.vtk_every = {} applies when output.vtk = true",
+                "output.vtk_every = {} applies to output.vtk = true (this run: output.vtk = false)",
                 self.output.vtk_every
             ));
         }
-        if !unused.is_empty() {
-            bail!(
-                "{} would have no effect on this run: {}",
-                if unused.len() == 1 {
-                    "this key"
-                } else {
-                    "these keys"
-                },
-                unused.join("; ")
-            );
-        }
-        Ok(())
+        Ok(validate::unused(unused)?)
     }
 
     /// Checks that the `n^3` cells split over `ranks` ranks the way the
@@ -485,7 +474,7 @@ mod tests {
         let mut no_vtk = Config::default();
         no_vtk.output.vtk = false;
         no_vtk.output.vtk_every = 5;
-        assert!(e(no_vtk).contains("output.vtk_every = 5 applies when output.vtk = true"));
+        assert!(e(no_vtk).contains("output.vtk_every = 5 applies to output.vtk = true"));
         // What the run reads passes, and so do the defaults.
         Config::default().validate().unwrap();
         Config {

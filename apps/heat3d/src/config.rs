@@ -439,7 +439,7 @@ impl Config {
                 }
                 if self.integrator != d.integrator {
                     unused.push(format!(
-                        "integrator = {} applies to {fd}; the spectral step is spectral_step",
+                        "integrator = {} applies to the finite-difference operator (this run: operator spectral, whose step is spectral_step)",
                         name(&self.integrator)
                     ));
                 }
@@ -477,18 +477,7 @@ impl Config {
             )),
             _ => {}
         }
-        if !unused.is_empty() {
-            bail!(
-                "{} would have no effect on this run: {}",
-                if unused.len() == 1 {
-                    "this key"
-                } else {
-                    "these keys"
-                },
-                unused.join("; ")
-            );
-        }
-        Ok(())
+        Ok(validate::unused(unused)?)
     }
 }
 

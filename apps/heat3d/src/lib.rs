@@ -958,13 +958,13 @@ fn unused_options(cfg: &Config, on_device: bool) -> Result<()> {
         };
         if cfg.cpu_stencil != d.cpu_stencil {
             unused.push(format!(
-                "cpu_stencil = {} (the host's finite-difference sweeps; this run: {run})",
+                "cpu_stencil = {} applies to the host's finite-difference sweeps (this run: {run})",
                 name(&cfg.cpu_stencil)
             ));
         }
         if cfg.tile_rows != d.tile_rows {
             unused.push(format!(
-                "tile_rows = {} (the host's multi-step pass; this run: {run})",
+                "tile_rows = {} applies to the host's multi-step pass (this run: {run})",
                 cfg.tile_rows
             ));
         }
@@ -1005,25 +1005,13 @@ fn unused_options(cfg: &Config, on_device: bool) -> Result<()> {
         for (key, value, set) in gpu {
             if set {
                 unused.push(format!(
-                    "{key} = {value} (a GPU backend; this run: backend {})",
+                    "{key} = {value} applies to a GPU backend (this run: backend {})",
                     cfg.backend.value().name()
                 ));
             }
         }
     }
-    if !unused.is_empty() {
-        bail!(
-            "{} would have no effect on this run: {}; leave {} at the default",
-            if unused.len() == 1 {
-                "this option"
-            } else {
-                "these options"
-            },
-            unused.join(", "),
-            if unused.len() == 1 { "it" } else { "them" }
-        );
-    }
-    Ok(())
+    Ok(appkit::validate::unused(unused)?)
 }
 
 /// The steps one host pass advances (`steps_per_pass`) on `ranks` ranks
@@ -1363,8 +1351,8 @@ mod tests {
         };
         let e = unused_options(&spectral, false).unwrap_err().to_string();
         assert!(
-            e.contains("this option would have no effect")
-                && e.contains("cpu_stencil = avx2 (the host's finite-difference sweeps; this run: operator spectral)"),
+            e.contains("this key would have no effect")
+                && e.contains("cpu_stencil = avx2 applies to the host's finite-difference sweeps (this run: operator spectral)"),
             "{e}"
         );
         let on_gpu = Config {
@@ -1375,9 +1363,11 @@ mod tests {
         };
         let e = unused_options(&on_gpu, true).unwrap_err().to_string();
         assert!(
-            e.contains("these options")
+            e.contains("these keys")
                 && e.contains("cpu_stencil = scalar")
-                && e.contains("tile_rows = 8 (the host's multi-step pass; this run: backend cuda)"),
+                && e.contains(
+                    "tile_rows = 8 applies to the host's multi-step pass (this run: backend cuda)"
+                ),
             "{e}"
         );
         let gpu_on_cpu = Config {
@@ -1388,7 +1378,7 @@ mod tests {
         };
         let e = unused_options(&gpu_on_cpu, false).unwrap_err().to_string();
         for part in [
-            "device = 1 (a GPU backend; this run: backend cpu)",
+            "device = 1 applies to a GPU backend (this run: backend cpu)",
             "gpu_block = 128",
             "gpu_stencil = shared",
         ] {

@@ -228,40 +228,36 @@ impl Config {
     /// not read.
     fn check_unused(&self) -> Result<()> {
         let d = Config::default();
-        let mut unused = vec![];
+        let mut keys = vec![];
         match self.initial {
             Initial::Seed => {
                 if self.seed != d.seed {
-                    unused.push(format!("seed = {}", self.seed));
+                    keys.push(format!("seed = {}", self.seed));
                 }
                 if self.noise_amplitude != d.noise_amplitude {
-                    unused.push(format!("noise_amplitude = {}", self.noise_amplitude));
+                    keys.push(format!("noise_amplitude = {}", self.noise_amplitude));
                 }
             }
             Initial::Noise => {
                 if self.seed_radius != d.seed_radius {
-                    unused.push(format!("seed_radius = {}", self.seed_radius));
+                    keys.push(format!("seed_radius = {}", self.seed_radius));
                 }
                 if let Some(a) = self.amplitude {
-                    unused.push(format!("amplitude = {a}"));
+                    keys.push(format!("amplitude = {a}"));
                 }
             }
         }
-        if !unused.is_empty() {
-            let (this, other) = match self.initial {
-                Initial::Seed => ("seed", "noise"),
-                Initial::Noise => ("noise", "seed"),
-            };
-            bail!(
-                "{} to initial = \"{other}\", and this run has initial = \"{this}\": leave {} at the default",
-                match unused.len() {
-                    1 => format!("{} applies", unused[0]),
-                    _ => format!("{} apply", unused.join(" and ")),
-                },
-                if unused.len() == 1 { "it" } else { "them" }
-            );
-        }
-        Ok(())
+        let (this, other) = match self.initial {
+            Initial::Seed => ("seed", "noise"),
+            Initial::Noise => ("noise", "seed"),
+        };
+        let unused = keys
+            .into_iter()
+            .map(|k| {
+                format!("{k} applies to initial = \"{other}\" (this run: initial = \"{this}\")")
+            })
+            .collect();
+        Ok(validate::unused(unused)?)
     }
 
     /// `backend` must be one this build of pfc runs: `cpu`, or `cuda` with
@@ -395,7 +391,11 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(
-            e.contains("seed_radius = 1 and amplitude = 0.2 apply to initial = \"seed\", and this run has initial = \"noise\""),
+            e.contains("these keys")
+                && e.contains(
+                    "seed_radius = 1 applies to initial = \"seed\" (this run: initial = \"noise\")"
+                )
+                && e.contains("amplitude = 0.2 applies to initial = \"seed\""),
             "{e}"
         );
         let e = Config {

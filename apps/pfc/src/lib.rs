@@ -681,29 +681,19 @@ fn gpu_options_unused(cfg: &Config, on_device: bool) -> Result<()> {
     if on_device {
         return Ok(());
     }
+    let run = format!("this run: backend {}", cfg.backend.value().name());
     let mut unused = vec![];
     // The defaults: no device named, `auto` exchange.
     if let Some(i) = cfg.device {
-        unused.push(format!("device = {i}"));
+        unused.push(format!("device = {i} applies to a GPU backend ({run})"));
     }
     if cfg.gpu_exchange != Config::default().gpu_exchange {
         unused.push(format!(
-            "gpu_exchange = {}",
+            "gpu_exchange = {} applies to a GPU backend ({run})",
             format!("{:?}", cfg.gpu_exchange).to_lowercase()
         ));
     }
-    if !unused.is_empty() {
-        bail!(
-            "{} a GPU backend, and this run has backend {}: leave {} at the default",
-            match unused.len() {
-                1 => format!("{} applies to", unused[0]),
-                _ => format!("{} apply to", unused.join(" and ")),
-            },
-            cfg.backend.value().name(),
-            if unused.len() == 1 { "it" } else { "them" }
-        );
-    }
-    Ok(())
+    Ok(appkit::validate::unused(unused)?)
 }
 
 /// Runs PFC on `comm` (collective), from the initial condition or from the
@@ -835,7 +825,7 @@ mod tests {
         };
         let e = gpu_options_unused(&both, false).unwrap_err().to_string();
         assert!(
-            e.contains("device = 2 and gpu_exchange = staged apply to"),
+            e.contains("these keys") && e.contains("device = 2 applies to a GPU backend"),
             "{e}"
         );
         gpu_options_unused(&both, true).unwrap();

@@ -304,7 +304,16 @@ impl Config {
         }
         let d = Config::default();
         let name = |v: &dyn std::fmt::Debug| format!("{v:?}").to_lowercase();
-        let unused: Vec<String> = [
+        let run = format!(
+            "this run: {}, the dense bottom solve takes the {:?} grid whole",
+            if self.levels.is_some() {
+                "levels = 1"
+            } else {
+                "one level by default"
+            },
+            self.shape()
+        );
+        let unused = [
             ("pre", self.pre.to_string(), self.pre != d.pre),
             ("post", self.post.to_string(), self.post != d.post),
             ("omega", self.omega.to_string(), self.omega != d.omega),
@@ -322,21 +331,9 @@ impl Config {
         ]
         .into_iter()
         .filter(|(_, _, set)| *set)
-        .map(|(k, v, _)| format!("{k} = {v}"))
+        .map(|(k, v, _)| format!("{k} = {v} applies to the V-cycle ({run})"))
         .collect();
-        if !unused.is_empty() {
-            bail!(
-                "{} the V-cycle's smoothing and coarsening, and with {} the {:?} grid is solved by the dense bottom solve alone: leave {} at the default or use more levels",
-                match unused.len() {
-                    1 => format!("{} applies to", unused[0]),
-                    _ => format!("{} apply to", unused.join(", ")),
-                },
-                if self.levels.is_some() { "levels = 1" } else { "the default of 1 level" },
-                self.shape(),
-                if unused.len() == 1 { "it" } else { "them" }
-            );
-        }
-        Ok(())
+        Ok(validate::unused(unused)?)
     }
 }
 
