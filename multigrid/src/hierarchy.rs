@@ -241,8 +241,7 @@ impl Hierarchy {
                 comm.size()
             )));
         }
-        problem.check_coefficient()?;
-        problem.check_closed_regions()?;
+        let closed = problem.check_coefficient()?;
         let max_levels = Self::max_levels(problem.shape);
         let mut shapes = vec![problem.shape];
         for l in 1..levels {
@@ -277,6 +276,8 @@ impl Hierarchy {
                 });
             }
         }
+        // After the cheap checks of the shapes: a walk over the fine cells.
+        problem.check_closed_regions(closed)?;
         let nsmooth = (levels - 1).max(1);
         let mut grids = vec![grid];
         for l in 1..nsmooth {

@@ -238,7 +238,8 @@ impl Poisson {
     /// somewhere: a shift of zero everywhere leaves such an operator
     /// singular, which [`is_singular`](Self::is_singular) (and the solvers'
     /// handling of the null space) takes only from the absence of a shift.
-    pub(crate) fn check_coefficient(&self) -> Result<(), MgError> {
+    /// Returns whether any face coefficient is 0 (a closed face).
+    pub(crate) fn check_coefficient(&self) -> Result<bool, MgError> {
         if let Some(alpha) = &self.shift {
             let mut positive = false;
             for i in 0..self.shape[0] {
@@ -270,8 +271,9 @@ impl Poisson {
             }
         }
         let Some(beta) = &self.coefficient else {
-            return Ok(());
+            return Ok(false);
         };
+        let mut closed = false;
         let per = self.periodic();
         for d in 0..3 {
             let mut hi = self.shape;
@@ -282,6 +284,7 @@ impl Poisson {
                 for j in 0..hi[1] {
                     for k in 0..hi[2] {
                         let v = beta(d, [i, j, k]);
+                        closed |= v == 0.0;
                         if !(v.is_finite() && v >= 0.0) {
                             return Err(MgError::Invalid(format!(
                                 "face coefficient {v} on axis {d} at face index {:?} must be finite and non-negative",
@@ -292,7 +295,7 @@ impl Poisson {
                 }
             }
         }
-        Ok(())
+        Ok(closed)
     }
 }
 
@@ -305,24 +308,27 @@ impl Poisson {
     /// declare (its solution is fixed only up to that constant, and a
     /// right-hand side with a non-zero sum over it has none). A single cell
     /// with every face closed and no shift is no such region: the solvers
-    /// hold it at 0. The regions are found by a breadth-first walk from
-    /// every cell that fixes its region's constant, over the open faces;
-    /// a cell left unreached with an open face is named in the error. Only
-    /// faces can be closed with a [`FaceCoefficient`], so problems without
-    /// one pass at once (their one region has a Dirichlet face or, as
-    /// [`check_coefficient`](Self::check_coefficient) ensures, a positive
-    /// shift).
-    pub(crate) fn check_closed_regions(&self) -> Result<(), MgError> {
+    /// hold it at 0. Only a [`FaceCoefficient`] can close faces, and
+    /// `closed` says whether it closes any (from
+    /// [`check_coefficient`](Self::check_coefficient)): without a closed
+    /// face the box is one region, which has a Dirichlet face or a positive
+    /// shift. Otherwise the cells that fix their region's constant are
+    /// marked first; then each region of the other cells is walked once,
+    /// breadth first over its open faces, and one that meets no fixing
+    /// cell and has an open face is named in the error. Memory: one bit a
+    /// cell and the walk's front.
+    pub(crate) fn check_closed_regions(&self, closed: bool) -> Result<(), MgError> {
         let Some(beta) = &self.coefficient else {
             return Ok(());
         };
-        if self.is_singular() {
+        if self.is_singular() || !closed {
             return Ok(());
         }
         let n = self.shape;
         let m = n[0] * n[1] * n[2];
         let per = self.periodic();
         let idx = |p: [usize; 3]| (p[0] * n[1] + p[1]) * n[2] + p[2];
+        let cell = |i: usize| [i / (n[1] * n[2]), (i / n[2]) % n[1], i % n[2]];
         // The neighbour of `p` across its face `side` (0 lower, 1 upper)
         // along `d` and that face's coefficient; `None` past a wall.
         let across = |p: [usize; 3], d: usize, side: usize| -> Option<([usize; 3], f64)> {
@@ -349,17 +355,11 @@ impl Poisson {
             }
             Some((q, beta(d, face)))
         };
-        // Cells that fix their region's constant: a positive shift, or an
-        // open face on a Dirichlet wall.
-        let mut reached = vec![0u64; m.div_ceil(64)];
-        let is = |r: &[u64], i: usize| r[i / 64] & (1 << (i % 64)) != 0;
-        let cell = |i: usize| [i / (n[1] * n[2]), (i / n[2]) % n[1], i % n[2]];
-        let mut left = 0usize;
-        for i in 0..m {
-            let p = cell(i);
-            let shifted = self.shift.as_ref().is_some_and(|a| a(p) > 0.0);
-            let wall = || {
-                (0..3).any(|d| {
+        // Whether cell `p` fixes its region's constant: a positive shift,
+        // or an open face on a Dirichlet wall.
+        let fixes = |p: [usize; 3]| {
+            self.shift.as_ref().is_some_and(|a| a(p) > 0.0)
+                || (0..3).any(|d| {
                     let lo =
                         p[d] == 0 && self.faces[d][0] == Boundary::Dirichlet && beta(d, p) > 0.0;
                     let mut up = p;
@@ -369,9 +369,13 @@ impl Poisson {
                         && beta(d, up) > 0.0;
                     lo || hi
                 })
-            };
-            if shifted || wall() {
-                reached[i / 64] |= 1 << (i % 64);
+        };
+        let mut seen = vec![0u64; m.div_ceil(64)];
+        let is = |r: &[u64], i: usize| r[i / 64] & (1 << (i % 64)) != 0;
+        let mut left = 0usize;
+        for i in 0..m {
+            if fixes(cell(i)) {
+                seen[i / 64] |= 1 << (i % 64);
             } else {
                 left += 1;
             }
@@ -379,16 +383,14 @@ impl Poisson {
         if left == 0 {
             return Ok(());
         }
-        // The regions of the other cells, each walked once over its open
-        // faces (the queue holds only the walk's front): one that meets
-        // no fixing cell and has an open face is singular.
-        let anchor = reached.clone();
+        // A marked cell met by a walk is a fixing one or a cell of the
+        // region being walked (regions are disjoint): `fixes` tells which.
         let mut queue = std::collections::VecDeque::new();
         for start in 0..m {
-            if is(&reached, start) {
+            if is(&seen, start) {
                 continue;
             }
-            reached[start / 64] |= 1 << (start % 64);
+            seen[start / 64] |= 1 << (start % 64);
             queue.push_back(start);
             let (mut fixed, mut open) = (false, false);
             while let Some(i) = queue.pop_front() {
@@ -403,11 +405,11 @@ impl Poisson {
                         }
                         open = true;
                         let j = idx(q);
-                        if is(&anchor, j) {
-                            fixed = true;
-                        } else if !is(&reached, j) {
-                            reached[j / 64] |= 1 << (j % 64);
+                        if !is(&seen, j) {
+                            seen[j / 64] |= 1 << (j % 64);
                             queue.push_back(j);
+                        } else if !fixed && fixes(q) {
+                            fixed = true;
                         }
                     }
                 }

@@ -197,7 +197,7 @@ pub fn bitexact(mpi: bool, jobs: usize) -> Result<()> {
     let reference = Case {
         ranks: 1,
         pi_theta: 1,
-        theta: "a2av",
+        theta: theta_for(1, "a2av"),
         l: "a2av",
         queue: 1,
         mpi: false,

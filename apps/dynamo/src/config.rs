@@ -269,7 +269,7 @@ impl Config {
     fn check_unused(&self) -> Result<()> {
         let d = Config::default();
         let mut unused = vec![];
-        if self.pi_theta == 1 && self.theta_algorithm != d.theta_algorithm {
+        if self.pi_theta == 1 && self.theta_algorithm.value() != d.theta_algorithm.value() {
             unused.push(format!(
                 "theta_algorithm = {} applies to the 2d distribution, pi_theta > 1 (this run: pi_theta = 1, no theta transposition)",
                 self.theta_algorithm

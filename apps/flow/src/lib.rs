@@ -230,9 +230,13 @@ fn restart_keys(cfg: &Config, geom: &Geometry) -> Result<Vec<(&'static str, Stri
         ("nu", js(&cfg.nu)?),
         ("navier_stokes", js(&cfg.navier_stokes)?),
         ("force", js(&cfg.force)?),
-        ("method", js(&cfg.method)?),
         ("bodies", js(&cfg.bodies)?),
     ];
+    // The method shapes the bodies' boundary; without bodies it is not
+    // read (and refused away from its default), so not compared either.
+    if cfg.bodies != Bodies::None {
+        keys.push(("method", js(&cfg.method)?));
+    }
     if !matches!(cfg.bodies, Bodies::None | Bodies::File) {
         keys.push(("solid_fraction", js(&cfg.solid_fraction)?));
     }

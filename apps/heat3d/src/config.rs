@@ -458,7 +458,7 @@ impl Config {
                         name(&self.spectral_step)
                     ));
                 }
-                if self.protocol != d.protocol {
+                if self.protocol.value() != d.protocol.value() {
                     unused.push(format!(
                         "protocol = {} applies to the reshapes of {sp}",
                         self.protocol

@@ -969,7 +969,20 @@ fn unused_options(cfg: &Config, on_device: bool) -> Result<()> {
             ));
         }
     }
-    if !on_device {
+    // The GPU stencil's options where the run has no stencil on the GPU:
+    // on the CPU backend, or with the spectral operator (whose device step
+    // takes only `gpu_exchange`, for its reshapes, and `device`).
+    if !on_device || cfg.operator == Operator::Spectral {
+        let run = if on_device {
+            "operator spectral".to_string()
+        } else {
+            format!("backend {}", cfg.backend.value().name())
+        };
+        let what = if on_device {
+            "the GPU finite-difference stencil"
+        } else {
+            "a GPU backend"
+        };
         let gpu: [(&str, String, bool); 6] = [
             (
                 "device",
@@ -1003,10 +1016,11 @@ fn unused_options(cfg: &Config, on_device: bool) -> Result<()> {
             ),
         ];
         for (key, value, set) in gpu {
-            if set {
+            // On the device the spectral step takes `device` and
+            // `gpu_exchange`.
+            if set && !(on_device && matches!(key, "device" | "gpu_exchange")) {
                 unused.push(format!(
-                    "{key} = {value} applies to a GPU backend (this run: backend {})",
-                    cfg.backend.value().name()
+                    "{key} = {value} applies to {what} (this run: {run})"
                 ));
             }
         }
@@ -1393,6 +1407,33 @@ mod tests {
         };
         unused_options(&host, false).unwrap();
         unused_options(&gpu_on_cpu, true).unwrap();
+        // The spectral operator on the device has no stencil there; its
+        // reshapes take gpu_exchange.
+        let e = unused_options(
+            &Config {
+                operator: Operator::Spectral,
+                ..gpu_on_cpu.clone()
+            },
+            true,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("gpu_block = 128 applies to the GPU finite-difference stencil (this run: operator spectral)")
+                && e.contains("gpu_stencil = shared")
+                && !e.contains("device"),
+            "{e}"
+        );
+        unused_options(
+            &Config {
+                operator: Operator::Spectral,
+                gpu_exchange: config::GpuExchange::Staged,
+                device: Some(0),
+                ..Config::default()
+            },
+            true,
+        )
+        .unwrap();
         unused_options(&Config::default(), false).unwrap();
     }
 

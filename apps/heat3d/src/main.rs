@@ -57,7 +57,7 @@ struct Cli {
     spectral_step: Option<SpectralStep>,
     /// Reshape protocol of the spectral operator's distributed FFTs, as dfft
     /// names them: alltoallv (default), alltoall, p2p, p2p-pipelined, auto, ...
-    /// (an unknown name lists the valid ones). Accepted and ignored by the
+    /// (an unknown name lists the valid ones). Refused by the
     /// finite-difference operator, which does not reshape.
     #[arg(long, value_name = "NAME")]
     protocol: Option<ByName<dfft::Protocol>>,

@@ -111,7 +111,7 @@ pub struct Config {
     /// on the `cpu` backend, as is a `gpu_exchange` other than `auto`.
     pub device: Option<usize>,
     /// How the device FFTs' reshapes travel between ranks (`cuda`
-    /// backend; the `cpu` backend ignores it).
+    /// backend; refused on the `cpu` backend away from `auto`).
     pub gpu_exchange: GpuExchange,
     /// Output files.
     pub output: Output,

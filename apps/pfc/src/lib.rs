@@ -815,7 +815,7 @@ mod tests {
         let e = gpu_options_unused(&cfg, false).unwrap_err().to_string();
         assert!(
             e.contains(
-                "gpu_exchange = staged applies to a GPU backend, and this run has backend cpu"
+                "this key would have no effect on this run: gpu_exchange = staged applies to a GPU backend (this run: backend cpu)"
             ),
             "{e}"
         );

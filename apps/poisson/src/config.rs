@@ -380,10 +380,9 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(
-            e.contains("pre = 3, ca = off apply to the V-cycle's smoothing")
-                && e.contains(
-                    "with levels = 1 the [8, 8, 8] grid is solved by the dense bottom solve"
-                ),
+            e.contains("these keys")
+                && e.contains("pre = 3 applies to the V-cycle (this run: levels = 1, the dense bottom solve takes the [8, 8, 8] grid whole)")
+                && e.contains("ca = off applies to the V-cycle"),
             "{e}"
         );
         one.validate(1).unwrap();
@@ -406,7 +405,7 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(
-            e.contains("omega = 1 applies") && e.contains("the default of 1 level"),
+            e.contains("omega = 1 applies") && e.contains("one level by default"),
             "{e}"
         );
     }

@@ -70,15 +70,14 @@ pub struct TermRates {
 }
 
 /// [`TermRates`] of `order` on AVX-512, the best of `passes` timed runs of
-/// `reps` rows each; `None` where the CPU lacks AVX-512F or `order` is not
-/// one of 2, 4, .., 20.
+/// `reps` rows each (at least one of each); `None` where the CPU lacks the
+/// AVX-512 sweep's instructions ([`Kernel::Avx512`](super::Kernel)) or
+/// `order` is not one of 2, 4, .., 20.
 pub fn term_rates(order: usize, reps: usize, passes: usize) -> Option<TermRates> {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f")
-        && (2..=20).contains(&order)
-        && order.is_multiple_of(2)
-    {
+    if super::Kernel::Avx512.available() && (2..=20).contains(&order) && order.is_multiple_of(2) {
         let r = order / 2;
+        let reps = reps.max(1);
         let w: Vec<f64> = (1..=r).map(|m| 1.0 / (m * m) as f64).collect();
         let time = |stride: usize| {
             // Rows of `TERM_LEN` cells `TERM_PITCH` apart (a multiple of
@@ -112,7 +111,7 @@ pub fn term_rates(order: usize, reps: usize, passes: usize) -> Option<TermRates>
                         )
                     };
                     black_box(&mut out);
-                    t.elapsed().as_secs_f64() / (reps.max(1) * LEN) as f64
+                    t.elapsed().as_secs_f64() / (reps * LEN) as f64
                 })
                 .fold(f64::INFINITY, f64::min)
         };
