@@ -14,7 +14,8 @@ struct Cli {
     /// TOML configuration file (every key optional; see examples/*.toml).
     #[arg(short, long)]
     config: Option<PathBuf>,
-    /// In-process ranks (default: the number of cores).
+    /// In-process ranks (default: the number of cores). Ignored under
+    /// mpirun, whose process count is the rank count.
     #[arg(long)]
     ranks: Option<usize>,
     /// Ekman number.

@@ -17,7 +17,8 @@ struct Cli {
     #[arg(short, long)]
     config: Option<PathBuf>,
     /// In-process ranks (default: the number of cores; one with
-    /// `--backend cuda`, which runs on any rank count).
+    /// `--backend cuda`, which runs on any rank count). Ignored under
+    /// mpirun, whose process count is the rank count.
     #[arg(long)]
     ranks: Option<usize>,
     /// BCC lattice periods per axis: N or NXxNYxNZ.
