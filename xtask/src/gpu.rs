@@ -429,11 +429,17 @@ pub fn run(a: &Args) -> Result<()> {
         bail!("no usable CUDA device: {}", probe.stderr.trim());
     }
     println!("device: {}", probe.stdout.trim());
+    // The apps' tests that start the app find it here, not in the build's
+    // target folder (absent where staged binaries run).
+    let app = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let (heat3d_bin, pfc_bin) = (app(&b.heat3d), app(&b.pfc));
     for test in &b.tests {
         let out = run_captured(
             {
                 let mut c = Command::new(test);
-                c.args(["--test-threads=1", "--nocapture"]);
+                c.args(["--test-threads=1", "--nocapture"])
+                    .env("HEAT3D_BIN", &heat3d_bin)
+                    .env("PFC_BIN", &pfc_bin);
                 c
             },
             Duration::from_secs(600),

@@ -433,9 +433,12 @@ fn every_cpu_stencil_gives_the_same_field_and_is_reported() {
     }
 }
 
-/// The `heat3d` binary, outside any MPI launcher.
+/// The `heat3d` binary, outside any MPI launcher: `HEAT3D_BIN` where set
+/// (`cargo xtask gpu --bin-dir` runs these tests away from the build's
+/// target folder), else this build's.
 fn heat3d_cmd() -> std::process::Command {
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_heat3d"));
+    let bin = std::env::var_os("HEAT3D_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_heat3d").into());
+    let mut c = std::process::Command::new(bin);
     for v in comm::LAUNCHER_VARS {
         c.env_remove(v);
     }

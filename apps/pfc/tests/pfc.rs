@@ -311,7 +311,10 @@ fn json_into_a_missing_folder_is_refused_before_the_run() {
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("out");
     let json = dir.join("missing").join("r.json");
-    let run = std::process::Command::new(env!("CARGO_BIN_EXE_pfc"))
+    // `PFC_BIN` where set (`cargo xtask gpu --bin-dir` runs these tests
+    // away from the build's target folder), else this build's.
+    let bin = std::env::var_os("PFC_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_pfc").into());
+    let run = std::process::Command::new(bin)
         .args(["--ranks", "1", "--periods", "2", "--points-per-period", "4"])
         .args(["--steps", "1", "-q", "-o"])
         .arg(&out)
