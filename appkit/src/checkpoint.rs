@@ -739,6 +739,7 @@ mod tests {
             read_any_shape(&p, "pfc"),
             Err(CheckpointError::Checksum { .. })
         ));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

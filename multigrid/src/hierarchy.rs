@@ -8,7 +8,7 @@ use crate::problem::{Boundary, Poisson};
 use crate::transfer;
 use crate::{LevelStats, MgError, MgOptions, SolveReport};
 use comm::exact::{allreduce_exact_sums, ExactSum};
-use comm::{BlockDecomposition, Communicator, IndexBox, ProcessGrid, Redistribution};
+use comm::{BlockDecomposition, Communicator, IndexBox, ProcessGrid, Redistribution, ReduceOp};
 use halo::{Exchanger, Field, FieldLayout, HaloSpec, Neighborhood, Region, Topology};
 use std::time::Instant;
 
@@ -162,6 +162,56 @@ fn even_blocks(
     Ok(None)
 }
 
+/// Checks the problem's coefficients collectively, each rank those of its
+/// own fine cells and faces ([`Poisson::scan_coefficients`]), then that a
+/// shift fixes the constant ([`Poisson::check_shift_fixes`]). Every rank
+/// returns the same result: the lowest failing rank's error, or whether
+/// any face is closed.
+fn check_coefficients(
+    comm: &dyn Communicator,
+    problem: &Poisson,
+    grid: ProcessGrid,
+) -> Result<bool, MgError> {
+    let own = BlockDecomposition::new(problem.shape, grid)?.box_of(comm.rank());
+    let scan = problem.scan_coefficients(own.lo, own.hi);
+    let found = scan.as_ref().copied().unwrap_or_default();
+    let mut any = [i64::from(found.positive_shift), i64::from(found.closed)];
+    agree(comm, scan.map(|_| ()))?;
+    comm.allreduce_i64(&mut any, ReduceOp::Max)?;
+    problem.check_shift_fixes(any[0] != 0)?;
+    Ok(any[1] != 0)
+}
+
+/// One outcome on every rank (collective): `Ok` where every rank's
+/// `local` is, else the error of the lowest rank whose `local` failed, as
+/// [`MgError::Invalid`] with that rank's message.
+fn agree(comm: &dyn Communicator, local: Result<(), MgError>) -> Result<(), MgError> {
+    let size = comm.size() as i64;
+    let mut first = [-(if local.is_err() {
+        comm.rank() as i64
+    } else {
+        size
+    })];
+    comm.allreduce_i64(&mut first, ReduceOp::Max)?;
+    let root = -first[0];
+    if root == size {
+        return Ok(());
+    }
+    let root = root as usize;
+    let mut msg = match &local {
+        Err(e) if comm.rank() == root => e.to_string().into_bytes(),
+        _ => Vec::new(),
+    };
+    let mut len = (msg.len() as u64).to_le_bytes();
+    comm.broadcast_bytes(&mut len, root)?;
+    msg.resize(u64::from_le_bytes(len) as usize, 0);
+    comm.broadcast_bytes(&mut msg, root)?;
+    match local {
+        Err(e) if comm.rank() == root => Err(e),
+        _ => Err(MgError::Invalid(String::from_utf8_lossy(&msg).into_owned())),
+    }
+}
+
 /// The grid a coarse smoothing level runs on, given its parent's.
 fn coarse_grid(shape: [usize; 3], parent: ProcessGrid, below: usize) -> ProcessGrid {
     let cells: usize = shape.iter().product();
@@ -241,7 +291,7 @@ impl Hierarchy {
                 comm.size()
             )));
         }
-        let closed = problem.check_coefficient()?;
+        let closed = check_coefficients(comm, problem, grid)?;
         let max_levels = Self::max_levels(problem.shape);
         let mut shapes = vec![problem.shape];
         for l in 1..levels {
@@ -276,8 +326,14 @@ impl Hierarchy {
                 });
             }
         }
-        // After the cheap checks of the shapes: a walk over the fine cells.
-        problem.check_closed_regions(closed)?;
+        // After the cheap checks of the shapes: a walk over the fine cells,
+        // which needs all of them, on rank 0 (where any face is closed).
+        let walk = if comm.rank() == 0 {
+            problem.check_closed_regions(closed)
+        } else {
+            Ok(())
+        };
+        agree(comm, walk)?;
         let nsmooth = (levels - 1).max(1);
         let mut grids = vec![grid];
         for l in 1..nsmooth {

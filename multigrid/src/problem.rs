@@ -233,18 +233,22 @@ impl Poisson {
         beta_rec(beta.as_ref(), level, d, q)
     }
 
-    /// Checks every fine face coefficient and shift (finite, non-negative),
-    /// and that a shift on a problem without a Dirichlet face is positive
-    /// somewhere: a shift of zero everywhere leaves such an operator
-    /// singular, which [`is_singular`](Self::is_singular) (and the solvers'
-    /// handling of the null space) takes only from the absence of a shift.
-    /// Returns whether any face coefficient is 0 (a closed face).
-    pub(crate) fn check_coefficient(&self) -> Result<bool, MgError> {
+    /// Checks the shift of the fine cells `lo..hi` (global indices) and
+    /// the coefficients of their lower faces, with the high wall faces
+    /// where the box reaches a non-periodic high wall: finite and
+    /// non-negative. The boxes of a decomposition together cover every
+    /// cell and every face once, so each rank checks only its own; the
+    /// first bad value of the box is named.
+    pub(crate) fn scan_coefficients(
+        &self,
+        lo: [usize; 3],
+        hi: [usize; 3],
+    ) -> Result<Scan, MgError> {
+        let mut scan = Scan::default();
         if let Some(alpha) = &self.shift {
-            let mut positive = false;
-            for i in 0..self.shape[0] {
-                for j in 0..self.shape[1] {
-                    for k in 0..self.shape[2] {
+            for i in lo[0]..hi[0] {
+                for j in lo[1]..hi[1] {
+                    for k in lo[2]..hi[2] {
                         let v = alpha([i, j, k]);
                         if !(v.is_finite() && v >= 0.0) {
                             return Err(MgError::Invalid(format!(
@@ -252,39 +256,25 @@ impl Poisson {
                                 [i, j, k]
                             )));
                         }
-                        positive |= v > 0.0;
+                        scan.positive_shift |= v > 0.0;
                     }
                 }
             }
-            let dirichlet = self
-                .faces
-                .iter()
-                .flatten()
-                .any(|&b| b == Boundary::Dirichlet);
-            if !positive && !dirichlet {
-                return Err(MgError::Invalid(
-                    "the shift is 0 in every cell and no face is Dirichlet, so the operator \
-                     is singular: leave the shift out (the solvers then handle the constant \
-                     null space) or make it positive somewhere"
-                        .into(),
-                ));
-            }
         }
         let Some(beta) = &self.coefficient else {
-            return Ok(false);
+            return Ok(scan);
         };
-        let mut closed = false;
         let per = self.periodic();
         for d in 0..3 {
-            let mut hi = self.shape;
-            if !per[d] {
-                hi[d] += 1;
+            let mut top = hi;
+            if !per[d] && hi[d] == self.shape[d] {
+                top[d] += 1;
             }
-            for i in 0..hi[0] {
-                for j in 0..hi[1] {
-                    for k in 0..hi[2] {
+            for i in lo[0]..top[0] {
+                for j in lo[1]..top[1] {
+                    for k in lo[2]..top[2] {
                         let v = beta(d, [i, j, k]);
-                        closed |= v == 0.0;
+                        scan.closed |= v == 0.0;
                         if !(v.is_finite() && v >= 0.0) {
                             return Err(MgError::Invalid(format!(
                                 "face coefficient {v} on axis {d} at face index {:?} must be finite and non-negative",
@@ -295,8 +285,39 @@ impl Poisson {
                 }
             }
         }
-        Ok(closed)
+        Ok(scan)
     }
+
+    /// Refuses a shift that is 0 in every cell (`positive`: whether any
+    /// rank's [`Scan`] found a positive one) of a problem without a
+    /// Dirichlet face: such an operator is singular, which
+    /// [`is_singular`](Self::is_singular) (and the solvers' handling of the
+    /// null space) takes only from the absence of a shift.
+    pub(crate) fn check_shift_fixes(&self, positive: bool) -> Result<(), MgError> {
+        let dirichlet = self
+            .faces
+            .iter()
+            .flatten()
+            .any(|&b| b == Boundary::Dirichlet);
+        if self.shift.is_some() && !positive && !dirichlet {
+            return Err(MgError::Invalid(
+                "the shift is 0 in every cell and no face is Dirichlet, so the operator \
+                 is singular: leave the shift out (the solvers then handle the constant \
+                 null space) or make it positive somewhere"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What [`Poisson::scan_coefficients`] found in one box.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Scan {
+    /// Some cell of the box has a positive shift.
+    pub positive_shift: bool,
+    /// Some face of the box has coefficient 0 (is closed).
+    pub closed: bool,
 }
 
 impl Poisson {
@@ -309,14 +330,15 @@ impl Poisson {
     /// right-hand side with a non-zero sum over it has none). A single cell
     /// with every face closed and no shift is no such region: the solvers
     /// hold it at 0. Only a [`FaceCoefficient`] can close faces, and
-    /// `closed` says whether it closes any (from
-    /// [`check_coefficient`](Self::check_coefficient)): without a closed
+    /// `closed` says whether it closes any (from the ranks'
+    /// [`scan_coefficients`](Self::scan_coefficients)): without a closed
     /// face the box is one region, which has a Dirichlet face or a positive
     /// shift. Otherwise the cells that fix their region's constant are
     /// marked first; then each region of the other cells is walked once,
     /// breadth first over its open faces, and one that meets no fixing
     /// cell and has an open face is named in the error. Memory: one bit a
-    /// cell and the walk's front.
+    /// cell of the whole grid and the walk's front; the hierarchy runs it
+    /// on rank 0 only.
     pub(crate) fn check_closed_regions(&self, closed: bool) -> Result<(), MgError> {
         let Some(beta) = &self.coefficient else {
             return Ok(());

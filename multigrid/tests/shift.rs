@@ -322,6 +322,61 @@ fn closed_block(
         .with_shift(shift)
 }
 
+/// Every rank's error from building `prob` on a 2 x 1 x 1 grid (rank 0
+/// owns cells 0..4 of axis 0, rank 1 cells 4..8 and the high wall faces).
+fn errors_on_two_ranks(prob: &Poisson) -> Vec<String> {
+    local::run(2, |cm| {
+        let grid = ProcessGrid::new([2, 1, 1], prob.periodic())?;
+        let built = Hierarchy::new(cm, grid, prob, 2, MgOptions::default());
+        Ok::<_, MgError>(built.err().map(|e| e.to_string()).unwrap_or_default())
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_bad_value_in_one_ranks_cells_is_every_ranks_error() {
+    // Each rank checks its own cells and faces; what rank 1 finds must
+    // stop rank 0 too, with the same message.
+    let nan_shift: CellCoefficient = Arc::new(|p| if p == [6, 2, 3] { f64::NAN } else { 1.0 });
+    let prob = Poisson::new([8; 3], [1.0; 3], [D; 3])
+        .unwrap()
+        .with_shift(nan_shift);
+    let e = errors_on_two_ranks(&prob);
+    assert_eq!(e[0], e[1]);
+    assert!(
+        e[0].contains("shift NaN") && e[0].contains("[6, 2, 3]"),
+        "{e:?}"
+    );
+    // A face of the high wall of axis 0 (index 8), which only rank 1 checks.
+    let wall: FaceCoefficient = Arc::new(|d, p| if d == 0 && p == [8, 1, 5] { -2.0 } else { 1.0 });
+    let prob = Poisson::new([8; 3], [1.0; 3], [D; 3])
+        .unwrap()
+        .with_coefficient(wall);
+    let e = errors_on_two_ranks(&prob);
+    assert_eq!(e[0], e[1]);
+    assert!(
+        e[0].contains("face coefficient -2 on axis 0 at face index [8, 1, 5]"),
+        "{e:?}"
+    );
+    // A shift positive only in rank 1's cells fixes the constant of a
+    // periodic box for every rank.
+    let upper: CellCoefficient = Arc::new(|p| if p == [7, 0, 0] { 1.0 } else { 0.0 });
+    let prob = Poisson::new([8; 3], [1.0; 3], [P; 3])
+        .unwrap()
+        .with_shift(upper);
+    assert_eq!(errors_on_two_ranks(&prob), ["", ""]);
+    // Closed faces only in rank 1's cells: rank 0, which walks the
+    // regions, must learn that some face is closed.
+    let block =
+        |p: [usize; 3]| p[0] >= 5 && p[0] < 7 && (2..4).contains(&p[1]) && (2..4).contains(&p[2]);
+    let e = errors_on_two_ranks(&closed_block(8, block, 0.0));
+    assert_eq!(e[0], e[1]);
+    assert!(
+        e[0].contains("cell [5, 2, 2] lies in a region with zero shift closed off"),
+        "{e:?}"
+    );
+}
+
 #[test]
 fn a_closed_off_region_inside_one_bottom_cell_is_named_at_build() {
     // The 2 x 2 x 2 block at cells 2..4 is one cell of level 1: on a
