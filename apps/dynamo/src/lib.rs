@@ -60,6 +60,8 @@ pub struct Sample {
 /// What a run reports (rank 0).
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The configuration the run used (every key, defaults included).
+    pub config: Config,
     /// Ranks.
     pub ranks: usize,
     /// Radial and theta ranks.
@@ -577,6 +579,7 @@ pub fn run(
     }
     let hash = state_hash(comm, &s)?;
     Ok(Report {
+        config: cfg.clone(),
         ranks: comm.size(),
         grid: [
             s.dist().decomposition().pi_r(),

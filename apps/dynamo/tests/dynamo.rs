@@ -629,7 +629,7 @@ fn a_blow_up_is_reported_as_an_overflow() {
 }
 
 #[test]
-fn a_json_report_into_a_missing_folder_is_refused_before_the_run() {
+fn a_json_report_records_the_configuration_and_a_missing_folder_is_refused() {
     let dir = temp_dir("json");
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("out");
@@ -651,5 +651,31 @@ fn a_json_report_into_a_missing_folder_is_refused_before_the_run() {
         "{err}"
     );
     assert!(!out.exists(), "the run started");
+    // Into a folder that exists: the report records the configuration.
+    let report = dir.join("report.json");
+    let run = std::process::Command::new(bin)
+        .args([
+            "--nr", "17", "--ntheta", "16", "--steps", "1", "--ranks", "1",
+        ])
+        .args(["--no-vtk", "--quiet", "--json"])
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+    let config = &json["config"];
+    assert_eq!(
+        (&config["nr"], &config["ntheta"]),
+        (&17.into(), &16.into()),
+        "{json}"
+    );
+    assert_eq!(config["steps"], 1, "{json}");
+    assert_eq!(config["ekman"], Config::default().ekman, "{json}");
+    assert_eq!(json["steps"], 1, "{json}");
 }

@@ -407,19 +407,25 @@ pub fn run(
     let mut files = Vec::new();
     let mut series = match (&dir, rank == 0) {
         (Some(d), true) => {
-            let p = d.join(if restart.is_some() {
-                format!("flow_from_{:06}.csv", f.steps())
-            } else {
-                "flow.csv".to_string()
-            });
+            let p = d.join("flow.csv");
             files.push(p.display().to_string());
-            Some(appkit::csv::Series::create(
-                &p,
-                &[
-                    "step", "time", "change", "its_u", "its_v", "its_w", "its_p", "seconds",
-                ],
-                appkit::csv::FloatFormat::ExpDigits(10),
-            )?)
+            let columns = [
+                "step", "time", "change", "its_u", "its_v", "its_w", "its_p", "seconds",
+            ];
+            let format = appkit::csv::FloatFormat::ExpDigits(10);
+            Some(if restart.is_some() {
+                // A restart continues the series: the rows up to the
+                // checkpoint's step are kept (those of a run that went on
+                // past it are dropped), and a row that does not parse is
+                // kept as it is.
+                let from = f.steps();
+                appkit::csv::Series::append(&p, &columns, format, |row| {
+                    row[0].parse::<u64>().map_or(true, |s| s <= from)
+                })
+                .with_context(|| format!("continuing the time series {}", p.display()))?
+            } else {
+                appkit::csv::Series::create(&p, &columns, format)?
+            })
         }
         _ => None,
     };

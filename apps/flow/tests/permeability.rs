@@ -139,32 +139,42 @@ fn bad_geometry_is_named() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Runs `base` for 6 steps on `ranks[0]` ranks, and for 3 steps on
-/// `ranks[1]` ranks, writing a checkpoint, then 3 more from it on
-/// `ranks[2]` ranks; asserts that both end with the same hash.
+/// Runs `base` for 6 steps on `ranks[0]` ranks, and for 5 steps on
+/// `ranks[1]` ranks, writing checkpoints at steps 3 and 5, then 3 steps
+/// from the one of step 3 on `ranks[2]` ranks into the same folder;
+/// asserts that both end with the same hash, and that `flow.csv` then
+/// holds steps 1 to 6 once each, with the uninterrupted run's values but
+/// the seconds.
 fn check_restart(base: Config, label: &str, ranks: [usize; 3]) {
     let dir = std::env::temp_dir().join(format!("flow-restart-{label}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
+    let out = |sub: &str, checkpoint_every| flow::config::Output {
+        dir: Some(dir.join(sub)),
+        vtk: false,
+        checkpoint_every,
+        ..Default::default()
+    };
     let whole = report(
         &Config {
             steps: 6,
+            output: out("whole", 0),
             ..base.clone()
         },
         ranks[0],
     )
     .hash;
     let first = Config {
-        steps: 3,
-        output: flow::config::Output {
-            dir: Some(dir.clone()),
-            vtk: false,
-            ..Default::default()
-        },
+        steps: 5,
+        output: out("parts", 3),
         ..base.clone()
     };
     report(&first, ranks[1]);
-    let ck = dir.join("flow_000003.chk");
-    let second = Config { steps: 3, ..base };
+    let ck = dir.join("parts").join("flow_000003.chk");
+    let second = Config {
+        steps: 3,
+        output: out("parts", 0),
+        ..base
+    };
     let (g, n, a) = flow::bodies::build(&second).unwrap();
     let g = Arc::new(g);
     let r = comm::local::run(ranks[2], |c| {
@@ -172,10 +182,24 @@ fn check_restart(base: Config, label: &str, ranks: [usize; 3]) {
     })
     .unwrap()
     .swap_remove(0);
+    // Every column but the last (the seconds) of every row.
+    let rows = |sub: &str| -> Vec<String> {
+        std::fs::read_to_string(dir.join(sub).join("flow.csv"))
+            .unwrap()
+            .lines()
+            .map(|l| l.rsplit_once(',').unwrap().0.to_string())
+            .collect()
+    };
+    let (whole_rows, parts_rows) = (rows("whole"), rows("parts"));
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(
         r.hash, whole,
         "{label}: the restarted run differs from the uninterrupted one"
+    );
+    assert_eq!(whole_rows.len(), 7, "{label}: {whole_rows:?}");
+    assert_eq!(
+        parts_rows, whole_rows,
+        "{label}: the continued flow.csv differs from the uninterrupted one's"
     );
 }
 

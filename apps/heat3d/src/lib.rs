@@ -76,7 +76,7 @@ pub struct Report {
     pub config: Config,
     /// Number of ranks.
     pub ranks: usize,
-    /// Backend name of the communicator (`local` or `mpi`).
+    /// Backend name of the communicator (`in-process` or `mpi`).
     pub backend: &'static str,
     /// What rank 0 computed on: `cpu`, or the GPU's description.
     pub device: String,

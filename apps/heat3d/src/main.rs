@@ -15,7 +15,7 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(version, about, long_about = None)]
 struct Cli {
-    /// TOML configuration file (every key optional; see README).
+    /// TOML configuration file (every key optional; apps/heat3d/examples/heat3d.toml lists each with its default).
     #[arg(short, long)]
     config: Option<PathBuf>,
     /// In-process ranks (default: the number of cores; one with a GPU
