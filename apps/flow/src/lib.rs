@@ -380,6 +380,43 @@ pub fn write_vtk(comm: &dyn Communicator, f: &mut Flow, dir: &Path) -> Result<Op
     )?)
 }
 
+/// Opens the time series `path` on rank 0 (`None` elsewhere) and tells
+/// every rank whether that worked (collective). A fresh run creates it; a
+/// restart from step `from` continues it: the rows up to that step are
+/// kept (those of a run that went on past it are dropped; a row that does
+/// not parse is kept as it is), and a file of other columns is refused and
+/// left as it is.
+fn open_series(
+    comm: &dyn Communicator,
+    path: &Path,
+    from: Option<u64>,
+) -> Result<Option<appkit::csv::Series>> {
+    use appkit::csv::{FloatFormat, Series};
+    let columns = [
+        "step", "time", "change", "its_u", "its_v", "its_w", "its_p", "seconds",
+    ];
+    let format = FloatFormat::ExpDigits(10);
+    let opened = if comm.rank() == 0 {
+        match from {
+            None => Series::create(path, &columns, format)
+                .with_context(|| format!("creating the time series {}", path.display())),
+            Some(from) => Series::append(path, &columns, format, |row| {
+                row[0].parse::<u64>().map_or(true, |s| s <= from)
+            })
+            .with_context(|| format!("continuing the time series {}", path.display())),
+        }
+        .map(Some)
+    } else {
+        Ok(None)
+    };
+    // Every rank stops with rank 0's reason.
+    let mine = opened.as_ref().err().map(|e| format!("{e:#}"));
+    if let Some(reason) = appkit::output::rank0_failure(comm, mine)? {
+        bail!("{reason}");
+    }
+    opened
+}
+
 /// A whole run on `comm` (collective).
 pub fn run(
     comm: &dyn Communicator,
@@ -405,30 +442,13 @@ pub fn run(
         appkit::output::create_dir(comm, d)?;
     }
     let mut files = Vec::new();
-    let mut series = match (&dir, rank == 0) {
-        (Some(d), true) => {
-            let p = d.join("flow.csv");
-            files.push(p.display().to_string());
-            let columns = [
-                "step", "time", "change", "its_u", "its_v", "its_w", "its_p", "seconds",
-            ];
-            let format = appkit::csv::FloatFormat::ExpDigits(10);
-            Some(if restart.is_some() {
-                // A restart continues the series: the rows up to the
-                // checkpoint's step are kept (those of a run that went on
-                // past it are dropped), and a row that does not parse is
-                // kept as it is.
-                let from = f.steps();
-                appkit::csv::Series::append(&p, &columns, format, |row| {
-                    row[0].parse::<u64>().map_or(true, |s| s <= from)
-                })
-                .with_context(|| format!("continuing the time series {}", p.display()))?
-            } else {
-                appkit::csv::Series::create(&p, &columns, format)?
-            })
-        }
-        _ => None,
+    let mut series = match &dir {
+        Some(d) => open_series(comm, &d.join("flow.csv"), restart.map(|_| f.steps()))?,
+        None => None,
     };
+    if let Some(s) = &series {
+        files.push(s.path().display().to_string());
+    }
     let bar = if rank == 0 {
         Progress::steps(cfg.steps as u64, progress)
     } else {

@@ -204,6 +204,43 @@ fn check_restart(base: Config, label: &str, ranks: [usize; 3]) {
 }
 
 #[test]
+fn a_restart_into_a_series_of_other_columns_stops_every_rank() {
+    let dir = std::env::temp_dir().join(format!("flow-restart-csv-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = Config {
+        n: 8,
+        steps: 1,
+        steady_tol: 0.0,
+        output: flow::config::Output {
+            dir: Some(dir.clone()),
+            vtk: false,
+            ..Default::default()
+        },
+        ..Config::default()
+    };
+    report(&cfg, 1);
+    let csv = dir.join("flow.csv");
+    std::fs::write(&csv, "a,b\n1,2\n").unwrap();
+    let (g, n, a) = flow::bodies::build(&cfg).unwrap();
+    let g = Arc::new(g);
+    let ck = dir.join("flow_000001.chk");
+    // Each rank's own outcome: rank 1 must stop too, with rank 0's reason.
+    let errors = comm::local::run(2, |c| {
+        let r = flow::run(c, &cfg, g.clone(), (n, a), Some(&ck), false);
+        Ok::<_, String>(r.err().map(|e| format!("{e:#}")).unwrap_or_default())
+    })
+    .unwrap();
+    let kept = std::fs::read_to_string(&csv).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(errors[0], errors[1]);
+    assert!(
+        errors[0].contains("flow.csv") && errors[0].contains("\"a,b\""),
+        "{errors:?}"
+    );
+    assert_eq!(kept, "a,b\n1,2\n");
+}
+
+#[test]
 fn a_restart_continues_bit_for_bit_on_another_rank_count() {
     let base = Config {
         n: 16,
