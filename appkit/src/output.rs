@@ -207,6 +207,35 @@ pub fn rank0_failure(
     Ok(Some(String::from_utf8_lossy(&reason).into_owned()))
 }
 
+/// Why [`rank0_result`] failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Rank0Error {
+    /// Rank 0's step failed: its message, the same on every rank.
+    #[error("{0}")]
+    Failed(String),
+    /// Telling the ranks failed.
+    #[error(transparent)]
+    Comm(#[from] CommError),
+}
+
+/// [`rank0_failure`] for a result (collective): every rank returns `Ok`
+/// where rank 0's `result` is `Ok`, else rank 0's message (its error
+/// formatted with `{:#}`, which gives an `anyhow` error's causes too);
+/// `result` is ignored on the other ranks. A step that only rank 0 takes
+/// (writing a row of a time series) then stops every rank, instead of
+/// leaving the others waiting in the next collective call.
+pub fn rank0_result<E: std::fmt::Display>(
+    comm: &dyn Communicator,
+    result: Result<(), E>,
+) -> Result<(), Rank0Error> {
+    let mine = result.err().map(|e| format!("{e:#}"));
+    match rank0_failure(comm, mine)? {
+        Some(reason) => Err(Rank0Error::Failed(reason)),
+        None => Ok(()),
+    }
+}
+
 /// Creates the output folder `dir` (and its parents) on rank 0 and tells
 /// every rank whether that worked (collective): either every rank returns
 /// `Ok` with the folder in place, or every rank returns
@@ -296,6 +325,21 @@ pub(crate) mod tests {
         for (r, (failed, none)) in got.iter().enumerate() {
             assert_eq!(failed.as_deref(), Some("rank 0 failed"), "rank {r}");
             assert_eq!(none, &None, "rank {r}: only rank 0's outcome counts");
+        }
+        let got = comm::local::run(3, |c| {
+            let mine: Result<(), String> = Err(format!("rank {} failed", c.rank()));
+            let failed = rank0_result(c, mine).map_err(|e| e.to_string());
+            let others: Result<(), String> = match c.rank() {
+                0 => Ok(()),
+                r => Err(format!("rank {r} failed")),
+            };
+            let ok = rank0_result(c, others).map_err(|e| e.to_string());
+            Ok::<_, CommError>((failed, ok))
+        })
+        .unwrap();
+        for (r, (failed, ok)) in got.iter().enumerate() {
+            assert_eq!(failed, &Err("rank 0 failed".to_string()), "rank {r}");
+            assert_eq!(ok, &Ok(()), "rank {r}: only rank 0's outcome counts");
         }
     }
 

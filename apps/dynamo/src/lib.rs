@@ -512,11 +512,15 @@ pub fn run(
         _ => (None, Vec::new()),
     };
     let first = sample(comm, &s, dt, &mut drift)?;
-    // A continued series already holds the row of the restart step.
-    if !history.last().is_some_and(|h| h.step == first.step) {
-        log(&mut series, &first)?;
+    // A continued series already holds the row of the restart step (only
+    // rank 0 knows; every rank learns whether its write failed).
+    let wrote = if !history.last().is_some_and(|h| h.step == first.step) {
         history.push(first);
-    }
+        log(&mut series, &first)
+    } else {
+        Ok(())
+    };
+    appkit::output::rank0_result(comm, wrote)?;
     let bar = if rank == 0 {
         Progress::steps(planned_steps(cfg, s.time(), dt, s.steps()), progress)
     } else {
@@ -539,7 +543,7 @@ pub fn run(
         let done = taken as usize == cfg.steps || reached_end(s.time(), end, s.steps());
         if taken % cfg.diag_every as u64 == 0 || done {
             last = sample(comm, &s, size, &mut drift)?;
-            log(&mut series, &last)?;
+            appkit::output::rank0_result(comm, log(&mut series, &last))?;
             history.push(last);
             bar.set_message(format!(
                 "t = {:.5}  dt = {:.2e}  Ekin = {:.4}{}",

@@ -471,8 +471,8 @@ pub fn run(
             st.momentum_iterations[2],
             st.pressure_iterations,
         ];
-        if let Some(out) = &mut series {
-            out.row(&[
+        let wrote = match &mut series {
+            Some(out) => out.row(&[
                 f.steps().into(),
                 f.time().into(),
                 change.into(),
@@ -481,8 +481,10 @@ pub fn run(
                 st.momentum_iterations[2].into(),
                 st.pressure_iterations.into(),
                 st.seconds.into(),
-            ])?;
-        }
+            ]),
+            None => Ok(()),
+        };
+        appkit::output::rank0_result(comm, wrote)?;
         if !change.is_finite() {
             bail!("the velocity is not finite after step {}", f.steps());
         }

@@ -1129,14 +1129,18 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
     if let Some(d) = &out_dir {
         appkit::output::create_dir(comm, d)?;
     }
-    let mut diag_file = match (&out_dir, rank) {
-        (Some(d), 0) if cfg.output.diagnostics => Some(Series::create(
+    let opened = match (&out_dir, rank) {
+        (Some(d), 0) if cfg.output.diagnostics => Series::create(
             &d.join("diagnostics.csv"),
             &["step", "time", "mean", "max_error", "rms_error"],
             FloatFormat::Exp,
-        )?),
-        _ => None,
+        )
+        .map(Some),
+        _ => Ok(None),
     };
+    // Every rank stops with rank 0's reason.
+    appkit::output::rank0_result(comm, opened.as_ref().map(|_| ()))?;
+    let mut diag_file = opened?;
     let bar = Progress::steps(cfg.steps as u64, progress && rank == 0);
     let mut times: Vec<StepTimes> = Vec::with_capacity(cfg.steps);
     let mut last = s.diagnostics(0)?;
@@ -1152,7 +1156,7 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
         }
         Ok(())
     };
-    log(&last, &mut diag_file)?;
+    appkit::output::rank0_result(comm, log(&last, &mut diag_file))?;
     let wall = Instant::now();
     let per_pass = s.steps_per_pass();
     let mut step = 0;
@@ -1183,7 +1187,7 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
                 }
             }
             last = s.diagnostics(step)?;
-            log(&last, &mut diag_file)?;
+            appkit::output::rank0_result(comm, log(&last, &mut diag_file))?;
             bar.set_message(format!("max error {:.3e}", last.max_error));
         }
         bar.inc(n as u64);

@@ -244,6 +244,34 @@ fn non_finite_values_stop_the_run_with_step_and_cell() {
 }
 
 #[test]
+fn a_diagnostics_file_rank_0_cannot_write_stops_every_rank() {
+    // `/dev/full` takes no byte: rank 0 cannot write the header, and rank
+    // 1 must stop with its reason instead of waiting for it in the steps.
+    let dir = std::env::temp_dir().join(format!("heat3d-full-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink("/dev/full", dir.join("diagnostics.csv")).unwrap();
+    let cfg = Config {
+        n: PerAxis::Each([8, 8, 8]),
+        steps: 2,
+        output: heat3d::config::Output {
+            dir: Some(dir.clone()),
+            vtk: false,
+            ..Default::default()
+        },
+        ..Config::default()
+    };
+    let errors = comm::local::run(2, |c| {
+        let r = heat3d::run(c, &cfg, false);
+        Ok::<_, String>(r.err().map(|e| format!("{e:#}")).unwrap_or_default())
+    })
+    .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(errors[0], errors[1]);
+    assert!(errors[0].contains("diagnostics.csv"), "{errors:?}");
+}
+
+#[test]
 fn output_files_are_complete_and_readable() {
     let dir = std::env::temp_dir().join(format!("heat3d-out-{}", std::process::id()));
     let cfg = Config {

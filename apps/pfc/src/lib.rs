@@ -723,10 +723,14 @@ pub fn run(
         }
     };
     let first = s.diagnostics()?;
-    // A continued series already holds the row of the restart step.
-    if kept != Some(first.step) {
-        log(&mut csv, &first)?;
-    }
+    // A continued series already holds the row of the restart step (only
+    // rank 0 knows; every rank learns whether its write failed).
+    let wrote = if kept != Some(first.step) {
+        log(&mut csv, &first)
+    } else {
+        Ok(())
+    };
+    appkit::output::rank0_result(comm, wrote)?;
     let vtk_every = cfg.output.vtk_every as u64;
     let ck_every = cfg.output.checkpoint_every as u64;
     if let (Some(d), true) = (&out, vtk_every > 0) {
@@ -753,7 +757,7 @@ pub fn run(
         let n = s.step_number();
         if n % cfg.diag_every as u64 == 0 || i == cfg.steps {
             last = s.diagnostics()?;
-            log(&mut csv, &last)?;
+            appkit::output::rank0_result(comm, log(&mut csv, &last))?;
             bar.set_message(format!("F {:.6e}", last.free_energy));
         }
         if let Some(d) = &out {
