@@ -576,11 +576,16 @@ pub fn run(
     }
     bar.finish();
     let seconds = comm.allreduce_scalar(start.elapsed().as_secs_f64(), ReduceOp::Max)?;
-    if let (Some(d), true) = (&dir, rank == 0 && series.is_some()) {
-        let p: PathBuf = d.join("energies.png");
-        output::plot_energies(&p, &history).context("plotting the energies")?;
-        files.push(p.display().to_string());
-    }
+    let plotted = match (&dir, rank == 0 && series.is_some()) {
+        (Some(d), true) => {
+            let p: PathBuf = d.join("energies.png");
+            files.push(p.display().to_string());
+            output::plot_energies(&p, &history).context("plotting the energies")
+        }
+        _ => Ok(()),
+    };
+    // Every rank stops with rank 0's reason (the hash below is collective).
+    appkit::output::rank0_result(comm, plotted)?;
     let hash = state_hash(comm, &s)?;
     Ok(Report {
         config: cfg.clone(),

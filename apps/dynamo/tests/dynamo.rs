@@ -467,6 +467,31 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
 }
 
 #[test]
+fn a_plot_rank_0_cannot_write_stops_every_rank() {
+    // A folder where the plot goes: rank 0 fails to write it at the end,
+    // and rank 1 must stop with its reason, not wait in the state hash.
+    let dir = temp_dir("plot");
+    std::fs::create_dir_all(dir.join("energies.png")).unwrap();
+    let cfg = Config {
+        steps: 2,
+        diag_every: 1,
+        output: output_to(&dir, true),
+        ..small()
+    };
+    let errors = comm::local::run(2, |c| {
+        let r = dynamo::run(c, &cfg, None, false);
+        Ok::<_, String>(r.err().map(|e| format!("{e:#}")).unwrap_or_default())
+    })
+    .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(errors[0], errors[1]);
+    assert!(
+        errors[0].contains("plotting the energies") && errors[0].contains("energies.png"),
+        "{errors:?}"
+    );
+}
+
+#[test]
 fn a_run_to_end_time_takes_the_steps_that_reach_it() {
     // 25 additions of 1e-4 give 0.0024999999999999996 < 0.0025.
     let dir = temp_dir("end-time");
