@@ -223,8 +223,11 @@ pub enum Rank0Error {
 /// where rank 0's `result` is `Ok`, else rank 0's message (its error
 /// formatted with `{:#}`, which gives an `anyhow` error's causes too);
 /// `result` is ignored on the other ranks. A step that only rank 0 takes
-/// (writing a row of a time series) then stops every rank, instead of
-/// leaving the others waiting in the next collective call.
+/// (writing a row of a time series) then stops every rank with rank 0's
+/// reason, instead of the others failing in their next collective call
+/// (`comm::local::run` reports a peer failure there, MPI aborts the job)
+/// or, where the caller keeps each rank's error and goes on, waiting there
+/// until the deadlock limit.
 pub fn rank0_result<E: std::fmt::Display>(
     comm: &dyn Communicator,
     result: Result<(), E>,

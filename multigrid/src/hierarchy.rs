@@ -403,17 +403,24 @@ impl Hierarchy {
         }
         // The bottom lives on the last smoothing level's ranks (as its
         // child), or is the fine level itself.
+        // Its factorisation fails (a singular or indefinite operator) on
+        // those ranks alone, which tell the others.
         let last = &lvls[nsmooth - 1];
         let bottom = match &last.work {
-            None => None,
+            None => Ok(None),
             Some(w) => {
                 let boxes = match &w.child {
                     Some(c) => c.boxes.clone(),
                     None => last.boxes.clone(),
                 };
-                Some(Bottom::new(problem, levels - 1, bshape, boxes)?)
+                Bottom::new(problem, levels - 1, bshape, boxes).map(Some)
             }
         };
+        let (bottom, failed) = match bottom {
+            Ok(b) => (b, Ok(())),
+            Err(e) => (None, Err(e)),
+        };
+        agree(comm, failed)?;
         let bottom_stats = LevelStats {
             global: bshape,
             ranks: grids[nsmooth - 1].size(),

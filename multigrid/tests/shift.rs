@@ -378,6 +378,55 @@ fn a_bad_value_in_one_ranks_cells_is_every_ranks_error() {
 }
 
 #[test]
+fn a_bottom_that_fails_on_its_ranks_fails_every_rank() {
+    // Faces of 1e-14 around the 4^3 block at cells 4..8 of a 16^3 box: not
+    // closed (the build's walk takes only zeros), but the block is one
+    // bottom cell (3 levels: 4^3 bottom cells) whose pivot, with no shift,
+    // is below 1e-12 of the largest: singular at the bottom. On 8 ranks
+    // the coarse levels (64 cells a rank) are gathered onto fewer ranks,
+    // so the bottom fails only there; every rank must return its error.
+    let inside = |p: [usize; 3]| (0..3).all(|d| (4..8).contains(&p[d]));
+    let beta: FaceCoefficient = Arc::new(move |d, p: [usize; 3]| {
+        let mut q = p;
+        let lower = (p[d] > 0).then(|| {
+            q[d] -= 1;
+            inside(q)
+        });
+        let upper = (p[d] < 16).then(|| inside(p));
+        match (lower, upper) {
+            (Some(a), Some(b)) if a != b => 1e-14,
+            _ => 1.0,
+        }
+    });
+    let shift: CellCoefficient = Arc::new(move |p| if inside(p) { 0.0 } else { 2.0 });
+    let prob = Poisson::new([16; 3], [1.0; 3], [D; 3])
+        .unwrap()
+        .with_coefficient(beta)
+        .with_shift(shift);
+    let build = |prob: &Poisson| {
+        local::run(8, |cm| {
+            let grid = ProcessGrid::new([2, 2, 2], prob.periodic())?;
+            let built = Hierarchy::new(cm, grid, prob, 3, MgOptions::default());
+            Ok::<_, MgError>(built.map(|h| h.level_stats()).map_err(|e| e.to_string()))
+        })
+        .unwrap()
+    };
+    // Without the block, the bottom (the last entry) is on fewer ranks.
+    let plain = Poisson::new([16; 3], [1.0; 3], [D; 3]).unwrap();
+    let stats = build(&plain).swap_remove(0).unwrap();
+    assert!(stats.last().unwrap().ranks < 8, "{stats:?}");
+    let errors = build(&prob);
+    for (r, e) in errors.iter().enumerate() {
+        let e = e.as_ref().err().map_or("built", String::as_str);
+        assert!(
+            e.contains("singular on the [4, 4, 4]-cell bottom level"),
+            "rank {r}: {e}"
+        );
+        assert_eq!(e, errors[0].as_ref().unwrap_err(), "rank {r}");
+    }
+}
+
+#[test]
 fn a_closed_off_region_inside_one_bottom_cell_is_named_at_build() {
     // The 2 x 2 x 2 block at cells 2..4 is one cell of level 1: on a
     // hierarchy of 3 levels (bottom 2^3 cells) it hides inside one bottom
