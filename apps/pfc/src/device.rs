@@ -157,6 +157,16 @@ pub(crate) fn preflight(comm: &dyn Communicator, cfg: &Config) -> Result<Arc<Dev
                 + 4 * share(modes) * 16)
     };
     let (free, total) = dev.memory().map_err(gpu_err)?;
+    // Every rank measures before any allocates (the reduction is the
+    // barrier; otherwise a rank measuring late would see another's fields
+    // already taken and refuse by the timing), and all refuse together.
+    let mut refused = [i64::from(need > free as u128)];
+    comm.allreduce_i64(&mut refused, comm::ReduceOp::Max)?;
+    if refused[0] != 0 && need <= free as u128 {
+        return Err(anyhow!(
+            "another rank found too little free memory on its device (see its error)"
+        ));
+    }
     if need > free as u128 {
         return Err(anyhow!(gpu::GpuError::OutOfMemory {
             what: format!(
