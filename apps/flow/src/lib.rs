@@ -410,10 +410,7 @@ fn open_series(
         Ok(None)
     };
     // Every rank stops with rank 0's reason.
-    let mine = opened.as_ref().err().map(|e| format!("{e:#}"));
-    if let Some(reason) = appkit::output::rank0_failure(comm, mine)? {
-        bail!("{reason}");
-    }
+    appkit::output::rank0_result(comm, opened.as_ref().map(|_| ()))?;
     opened
 }
 
