@@ -155,12 +155,12 @@ pub struct Solver {
     pub(crate) fwd_lvl: Vec<Complex64>,
     pub(crate) bwd_lm: Vec<Complex64>,
     pub(crate) bwd_lvl: Vec<Complex64>,
-    pub(crate) gs: Grid,
-    pub(crate) gt: Grid,
-    pub(crate) gp: Grid,
-    pub(crate) os: Grid,
-    pub(crate) ot: Grid,
-    pub(crate) op: Grid,
+    pub(crate) gs: Vec<f64>,
+    pub(crate) gt: Vec<f64>,
+    pub(crate) gp: Vec<f64>,
+    pub(crate) os: Vec<f64>,
+    pub(crate) ot: Vec<f64>,
+    pub(crate) op: Vec<f64>,
     pub(crate) phases: Phases,
     pub(crate) nan: Option<NanPlace>,
 }
@@ -189,43 +189,6 @@ fn backward_counts(magnetic: bool) -> (usize, usize) {
         (3, 2)
     } else {
         (2, 1)
-    }
-}
-
-/// Grid values whose first value lies on a 64-byte boundary, so that
-/// where `nphi` is a multiple of eight (the benchmark cases: `nphi = 2
-/// ntheta = 192`) every row starts on a cache line and the phi synthesis
-/// writes whole lines with plain stores, without the masked stores at each
-/// end of a row that a grid 16 bytes past a boundary (a large `Vec`'s
-/// usual place) needs. Same operations, same bits; case 0 on
-/// one rank 0.077-0.079 -> 0.072-0.077 s a step, the transforms 0.042-0.043
-/// -> 0.036-0.040 s an evaluation (three alternated pairs).
-pub(crate) struct Grid {
-    buf: Vec<f64>,
-    off: usize,
-    len: usize,
-}
-
-impl Grid {
-    /// `len` zeros from a 64-byte boundary (the allocation's 8-byte
-    /// alignment leaves at most seven values before it).
-    fn zeroed(len: usize) -> Grid {
-        let buf = vec![0.0; len + 7];
-        let off = buf.as_ptr().align_offset(64).min(7);
-        Grid { buf, off, len }
-    }
-}
-
-impl std::ops::Deref for Grid {
-    type Target = [f64];
-    fn deref(&self) -> &[f64] {
-        &self.buf[self.off..self.off + self.len]
-    }
-}
-
-impl std::ops::DerefMut for Grid {
-    fn deref_mut(&mut self) -> &mut [f64] {
-        &mut self.buf[self.off..self.off + self.len]
     }
 }
 
@@ -352,12 +315,12 @@ impl Solver {
             fwd_lvl: vec![ZERO; (ns + 2 * nv) * lvl],
             bwd_lm: vec![ZERO; (nsb + 2 * nvb) * lml],
             bwd_lvl: vec![ZERO; (nsb + 2 * nvb) * lvl],
-            gs: Grid::zeroed(ns * gl),
-            gt: Grid::zeroed(nv * gl),
-            gp: Grid::zeroed(nv * gl),
-            os: Grid::zeroed(nsb * gl),
-            ot: Grid::zeroed(nvb * gl),
-            op: Grid::zeroed(nvb * gl),
+            gs: vec![0.0; ns * gl],
+            gt: vec![0.0; nv * gl],
+            gp: vec![0.0; nv * gl],
+            os: vec![0.0; nsb * gl],
+            ot: vec![0.0; nvb * gl],
+            op: vec![0.0; nvb * gl],
             tuples,
             grid,
             phases: Phases::default(),
@@ -949,24 +912,5 @@ fn locate_nan(sht: &sht::Sht, row: &Row<'_>, products: &[&[f64]], r: f64, j: usi
         phi: sht.phi(k),
         what,
         overflow,
-    }
-}
-
-#[cfg(test)]
-mod grid_tests {
-    use super::Grid;
-
-    #[test]
-    fn grids_start_on_a_cache_line_and_hold_their_length() {
-        for len in [0, 1, 7, 8, 1000, 1 << 20] {
-            let mut g = Grid::zeroed(len);
-            assert_eq!(g.len(), len);
-            assert!(g.iter().all(|&v| v == 0.0));
-            if len > 0 {
-                assert_eq!(g.as_ptr() as usize % 64, 0, "len {len}");
-                g[len - 1] = 1.0;
-                assert_eq!(g.iter().sum::<f64>(), 1.0);
-            }
-        }
     }
 }
