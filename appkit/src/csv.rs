@@ -262,6 +262,55 @@ impl Series {
     }
 }
 
+/// Opens the time series `path` on rank 0 and tells every rank whether
+/// that worked (collective): a new file ([`Series::create`]), or, with
+/// `from = Some(step)` (a restarted run), the file continued
+/// ([`Series::append`]) with the rows up to that step kept and those after
+/// it dropped, the step being each row's first column (a row whose first
+/// column is not a step is kept as it is). `kept` sees every kept row, on
+/// rank 0. Rank 0 gets the series, the other ranks `None`; when rank 0
+/// cannot open it, every rank returns rank 0's reason, which names the
+/// file.
+pub fn open_series(
+    comm: &dyn comm::Communicator,
+    path: &Path,
+    columns: &[&str],
+    format: FloatFormat,
+    from: Option<u64>,
+    mut kept: impl FnMut(&[&str]),
+) -> Result<Option<Series>, crate::output::Rank0Error> {
+    let opened = if comm.rank() == 0 {
+        match from {
+            None => Series::create(path, columns, format)
+                .map_err(|e| format!("creating the time series {}: {e}", path.display())),
+            Some(from) => Series::append(path, columns, format, |fields| {
+                match fields.first().and_then(|f| f.parse::<u64>().ok()) {
+                    Some(step) if step > from => false,
+                    _ => {
+                        kept(fields);
+                        true
+                    }
+                }
+            })
+            .map_err(|e| {
+                format!(
+                    "continuing the time series {}: {e} (restart into another output folder, or move the file away)",
+                    path.display()
+                )
+            }),
+        }
+        .map(Some)
+    } else {
+        Ok(None)
+    };
+    let (series, outcome) = match opened {
+        Ok(s) => (s, Ok(())),
+        Err(e) => (None, Err(e)),
+    };
+    crate::output::rank0_result(comm, outcome)?;
+    Ok(series)
+}
+
 fn check_columns(columns: &[&str]) -> Result<(), CsvError> {
     match columns
         .iter()
@@ -399,6 +448,54 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "step,e\n0,0e0\n");
         let e = Series::append(&p, &["a,b"], FloatFormat::Exp, |_| true).unwrap_err();
         assert!(matches!(e, CsvError::BadColumn { .. }), "{e:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_series_opened_on_rank_0_continues_after_the_restart_step() {
+        let dir = crate::output::tests::tmp("csv-open");
+        let p = dir.join("s.csv");
+        let cols = ["step", "x"];
+        comm::local::run(2, |c| {
+            let mut s = open_series(c, &p, &cols, FloatFormat::Exp, None, |_| {})?;
+            assert_eq!(s.is_some(), c.rank() == 0);
+            if let Some(s) = &mut s {
+                for i in 0..5u64 {
+                    s.row(&[i.into(), (i as f64 * 0.5).into()]).unwrap();
+                }
+            }
+            Ok::<_, crate::output::Rank0Error>(())
+        })
+        .unwrap();
+        let seen = comm::local::run(2, |c| {
+            let mut seen = Vec::new();
+            let s = open_series(c, &p, &cols, FloatFormat::Exp, Some(2), |f| {
+                seen.push(f[0].to_string())
+            })?;
+            drop(s);
+            Ok::<_, crate::output::Rank0Error>(seen)
+        })
+        .unwrap();
+        assert_eq!(seen[0], ["0", "1", "2"]);
+        assert!(seen[1].is_empty(), "only rank 0 reads the file");
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(text.lines().count(), 4, "{text}");
+        // Another header: every rank stops with rank 0's reason.
+        let errs = comm::local::run(2, |c| {
+            Ok::<_, String>(
+                open_series(c, &p, &["step", "y"], FloatFormat::Exp, Some(1), |_| {})
+                    .unwrap_err()
+                    .to_string(),
+            )
+        })
+        .unwrap();
+        for m in errs {
+            assert!(
+                m.starts_with("continuing the time series") && m.contains("s.csv"),
+                "{m}"
+            );
+        }
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), text, "left as it was");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -4,6 +4,7 @@
 //!
 //! | module | what it holds |
 //! |---|---|
+//! | [`app`] | the shell of a `main`: the common flags ([`RunArgs`](app::RunArgs), [`OutputArgs`](app::OutputArgs), [`CheckpointArgs`](app::CheckpointArgs)), the one `[output]` section ([`Output`](app::Output)) with one meaning of `*_every` and `-q` in every application, [`configure`](app::configure) (defaults < file < flags), [`execute`](app::execute) (checks, launch, summary, files, JSON) |
 //! | [`config`] | TOML files into serde structs with unknown keys rejected, [`PerAxis`](config::PerAxis) values, command-line parsers such as [`parse_triple`](config::parse_triple), the [`set_from!`] override macro |
 //! | [`validate`] | checks that name the value and the valid range |
 //! | [`launch`] | a `main` on in-process ranks or under `mpirun`: rank 0's result, the error printed, the exit status |
@@ -20,6 +21,7 @@
 //! the parallel backend: [`launch`] defers to [`comm::launch`].
 #![warn(missing_docs)]
 
+pub mod app;
 pub mod checkpoint;
 pub mod config;
 pub mod crc32c;

@@ -429,6 +429,38 @@ impl RadialGrid {
         w
     }
 
+    /// The weights `w_k` with `p(r) = sum_k w_k f(r_k)` for the polynomial
+    /// `p` of degree `<= Nr - 1` through the grid values (the second
+    /// barycentric form on the Gauss-Lobatto points, whose weights are
+    /// `(-1)^k`, halved at both ends); they sum to 1. At a grid point the
+    /// weight is 1 there and 0 elsewhere. `r` may lie outside `[ri, ro]`
+    /// (extrapolation, ill-conditioned far away).
+    pub fn interpolation_weights(&self, r: f64) -> Vec<f64> {
+        let x = (2.0 * r - self.ri - self.ro) / (self.ro - self.ri);
+        if let Some(k) = self.x.iter().position(|&xk| xk == x) {
+            let mut w = vec![0.0; self.nr];
+            w[k] = 1.0;
+            return w;
+        }
+        let last = self.nr - 1;
+        let t: Vec<f64> = self
+            .x
+            .iter()
+            .enumerate()
+            .map(|(k, xk)| {
+                let sign = if k % 2 == 0 { 1.0 } else { -1.0 };
+                let b = if k == 0 || k == last {
+                    0.5 * sign
+                } else {
+                    sign
+                };
+                b / (x - xk)
+            })
+            .collect();
+        let s: f64 = t.iter().sum();
+        t.into_iter().map(|v| v / s).collect()
+    }
+
     /// `int_ri^ro f(r) dr` by Clenshaw-Curtis from the grid values `f(r_k)`.
     ///
     /// # Errors

@@ -634,3 +634,52 @@ fn shell_conduction_profile_grid_and_spectral() {
         }
     }
 }
+
+/// The barycentric interpolant reproduces every polynomial of degree up
+/// to `Nr - 1` (against the polynomial evaluated directly), is exact at
+/// the grid points, and its weights sum to 1.
+#[test]
+fn interpolation_reproduces_polynomials_up_to_the_grid_degree() {
+    let (ri, ro) = (7.0 / 13.0, 20.0 / 13.0);
+    for nr in [5, 17, 33] {
+        let g = RadialGrid::new(nr, ri, ro).unwrap();
+        let p = |r: f64| {
+            let x = (r - 1.0) * 1.7;
+            (0..nr).fold(0.0, |acc, k| acc * x + (k as f64 + 1.0).recip())
+        };
+        let f: Vec<f64> = g.r().iter().map(|&r| p(r)).collect();
+        for r in [ri, 0.6, 1.0, 1.234, ro, g.r()[nr / 2]] {
+            let w = g.interpolation_weights(r);
+            let v: f64 = w.iter().zip(&f).map(|(a, b)| a * b).sum();
+            let sum: f64 = w.iter().sum();
+            assert!(
+                (sum - 1.0).abs() < 1e-13,
+                "nr {nr} r {r}: weights sum to {sum}"
+            );
+            assert!(
+                (v - p(r)).abs() < 1e-12 * p(r).abs().max(1.0),
+                "nr {nr} r {r}: {v} against {}",
+                p(r)
+            );
+        }
+        // At every grid point the interpolant is the grid value.
+        for (k, &r) in g.r().iter().enumerate() {
+            let w = g.interpolation_weights(r);
+            let v: f64 = w.iter().zip(&f).map(|(a, b)| a * b).sum();
+            assert!(
+                (v - f[k]).abs() < 1e-12 * f[k].abs().max(1.0),
+                "nr {nr} point {k}"
+            );
+        }
+    }
+    // Degree Nr is not reproduced: the test can fail.
+    let g = RadialGrid::new(5, ri, ro).unwrap();
+    let q = |r: f64| r.powi(5);
+    let f: Vec<f64> = g.r().iter().map(|&r| q(r)).collect();
+    let w = g.interpolation_weights(0.9);
+    let v: f64 = w.iter().zip(&f).map(|(a, b)| a * b).sum();
+    assert!(
+        (v - q(0.9)).abs() > 1e-8,
+        "degree 5 on 5 points reproduced: {v}"
+    );
+}

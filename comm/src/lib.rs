@@ -49,6 +49,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod agree;
 mod communicator;
 mod error;
 pub mod exact;
@@ -60,6 +61,7 @@ pub mod mpi;
 mod redist;
 mod scope;
 
+pub use agree::{agree, Agreed};
 pub use communicator::{
     as_bytes, as_bytes_mut, validate_peer, validate_tag, validate_v, wait_all, CommExt,
     Communicator, Elem, ReduceOp, Request, RequestImpl, Strided, MAX_USER_TAG,
@@ -69,6 +71,10 @@ pub use grid::{BlockDecomposition, IndexBox, ProcessGrid};
 pub use launcher::{is_launched_by_mpirun, launcher_world_size, LAUNCHER_VARS};
 pub use redist::{Protocol, Redistribution, REDIST_TAG};
 pub use scope::{scope, scope_in, Req, Scope, ScopeStore};
+
+/// Whether this build has the MPI backend (feature `mpi`): [`launch`] runs
+/// on the MPI world under `mpirun` only then.
+pub const MPI_ENABLED: bool = cfg!(feature = "mpi");
 
 /// Runs an application body `f` on every rank: on the MPI world when the
 /// process was started by `mpirun` (feature `mpi`), else on `ranks`

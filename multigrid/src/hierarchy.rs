@@ -183,33 +183,15 @@ fn check_coefficients(
 }
 
 /// One outcome on every rank (collective): `Ok` where every rank's
-/// `local` is, else the error of the lowest rank whose `local` failed, as
-/// [`MgError::Invalid`] with that rank's message.
+/// `local` is, else the error of the lowest rank whose `local` failed
+/// ([`comm::agree`]), as [`MgError::Invalid`] with that rank's message on
+/// the others.
 fn agree(comm: &dyn Communicator, local: Result<(), MgError>) -> Result<(), MgError> {
-    let size = comm.size() as i64;
-    let mut first = [-(if local.is_err() {
-        comm.rank() as i64
-    } else {
-        size
-    })];
-    comm.allreduce_i64(&mut first, ReduceOp::Max)?;
-    let root = -first[0];
-    if root == size {
-        return Ok(());
-    }
-    let root = root as usize;
-    let mut msg = match &local {
-        Err(e) if comm.rank() == root => e.to_string().into_bytes(),
-        _ => Vec::new(),
-    };
-    let mut len = (msg.len() as u64).to_le_bytes();
-    comm.broadcast_bytes(&mut len, root)?;
-    msg.resize(u64::from_le_bytes(len) as usize, 0);
-    comm.broadcast_bytes(&mut msg, root)?;
-    match local {
-        Err(e) if comm.rank() == root => Err(e),
-        _ => Err(MgError::Invalid(String::from_utf8_lossy(&msg).into_owned())),
-    }
+    comm::agree(comm, local).map_err(|e| match e {
+        comm::Agreed::Mine(e) => e,
+        comm::Agreed::Other { message, .. } => MgError::Invalid(message),
+        comm::Agreed::Comm(e) => e.into(),
+    })
 }
 
 /// The grid a coarse smoothing level runs on, given its parent's.

@@ -2,7 +2,8 @@
 //! (see `.ci/run`), in this order, streaming every command's output and
 //! stopping at the first failure:
 //!
-//! 1. `cargo fmt --all -- --check`
+//! 1. `cargo fmt --all -- --check`, then `cargo xtask msrv` (every crate's
+//!    declared `rust-version` against its dependencies')
 //! 2. `cargo clippy --workspace --all-targets -- -D warnings`, then the
 //!    same with the `mpi` features of every crate that has one
 //! 3. `cargo doc --workspace --no-deps` with warnings as errors
@@ -38,8 +39,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Short names of the stages, for `--skip`.
-pub const STAGES: [&str; 12] = [
+pub const STAGES: [&str; 13] = [
     "fmt",
+    "msrv",
     "clippy",
     "clippy-mpi",
     "doc",
@@ -56,7 +58,7 @@ pub const STAGES: [&str; 12] = [
 /// Options of `cargo xtask ci`. CI runs it without any.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
-    /// Stages to leave out, for local use (comma-separated: fmt, clippy,
+    /// Stages to leave out, for local use (comma-separated: fmt, msrv, clippy,
     /// clippy-mpi, doc, test, asan, lapack, cuda, hip, selftest, bitexact,
     /// bitexact-mpi).
     #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(STAGES))]
@@ -305,6 +307,7 @@ pub fn run(args: &Args) -> Result<()> {
         p.stage(skip, "fmt", "cargo fmt --all -- --check", || {
             cargo(&["fmt", "--all", "--", "--check"])
         })?;
+        p.stage(skip, "msrv", "cargo xtask msrv", crate::msrv::run)?;
         for (stage, features) in [("clippy", None), ("clippy-mpi", Some(MPI_FEATURES))] {
             let mut args = vec!["clippy", "--workspace", "--all-targets"];
             args.extend(features.iter().flat_map(|f| ["--features", f]));

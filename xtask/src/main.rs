@@ -32,6 +32,8 @@
 //!   benchmarks that live in their crates, with their references.
 //! - `cargo xtask bench sht-transpose [--quick]`: the distributed SHT's
 //!   theta and l transposition algorithms vs queue length ([`sht_dist`]).
+//! - `cargo xtask msrv`: every crate's `rust-version` is at least the newest
+//!   its dependencies declare ([`msrv`]).
 //! - `cargo xtask ci`: everything CI checks, in order, stopping at the first
 //!   failure ([`ci`]).
 
@@ -50,6 +52,7 @@ mod fft_suite;
 mod flow;
 mod gpu;
 mod gpu_scaling;
+mod msrv;
 mod plot;
 mod sht_bench;
 mod sht_dist;
@@ -83,6 +86,8 @@ enum Task {
     /// spectral operator on cuFFT, bad input. `--stage DIR` builds it for a
     /// GPU machine without a Rust toolchain.
     Gpu(gpu::Args),
+    /// Every crate declares at least the rust-version its dependencies need.
+    Msrv,
 }
 
 fn main() -> std::process::ExitCode {
@@ -92,6 +97,7 @@ fn main() -> std::process::ExitCode {
         Task::Bench { target } => bench::run(target),
         Task::Ci(a) => ci::run(a),
         Task::Gpu(a) => gpu::run(a),
+        Task::Msrv => msrv::run(),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

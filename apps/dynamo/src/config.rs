@@ -11,7 +11,7 @@ pub use appkit::config::ByName;
 use appkit::validate;
 use comm::Protocol;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The initial state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -24,34 +24,18 @@ pub enum Initial {
     Conduction,
 }
 
-/// Output files.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Output {
-    /// Folder for every output file; nothing is written when absent.
-    pub dir: Option<PathBuf>,
-    /// VTK snapshots (the 3D fields as a structured grid, and the
-    /// equatorial slice) every this many steps; 0: only at the end.
-    pub vtk_every: usize,
-    /// Write the VTK snapshots at all.
-    pub vtk: bool,
-    /// Checkpoint (`dynamo_NNNNNNNN.chk`) every this many steps; 0: only at the end.
-    pub checkpoint_every: usize,
-    /// Write the time series `dynamo.csv` and its plot `energies.png`.
-    pub diagnostics: bool,
-}
+/// The `[output]` section, the same in every application (see
+/// [`appkit::app`] for the meaning of each key): `dynamo.csv` and
+/// `energies.png` (diagnostics), `dynamo_NNNNNNNN.chk` (checkpoints), and the
+/// VTK snapshots of the 3D fields and the equatorial slice.
+pub use appkit::app::Output;
 
-impl Default for Output {
-    fn default() -> Self {
-        Output {
-            dir: None,
-            vtk_every: 0,
-            vtk: true,
-            checkpoint_every: 0,
-            diagnostics: true,
-        }
-    }
-}
+/// What dynamo writes: every kind of output.
+const WRITES: appkit::app::Writes = appkit::app::Writes {
+    vtk_series: true,
+    checkpoints: true,
+    diagnostics: true,
+};
 
 /// Everything a run needs. Every key is optional in the TOML file; unknown
 /// keys are errors. The defaults are the benchmark's case 0.
@@ -287,12 +271,7 @@ impl Config {
                 self.dtmax, self.dt
             ));
         }
-        if !self.output.vtk && self.output.vtk_every != d.output.vtk_every {
-            unused.push(format!(
-                "output.vtk_every = {} applies to output.vtk = true (this run: output.vtk = false)",
-                self.output.vtk_every
-            ));
-        }
+        unused.extend(self.output.unused("dynamo", WRITES));
         Ok(validate::unused(unused)?)
     }
 

@@ -59,33 +59,6 @@ pub struct Midpoint {
     pub b_theta: f64,
 }
 
-/// The Chebyshev-Lobatto barycentric weights `(-1)^k`, halved at both ends.
-fn barycentric(n: usize) -> Vec<f64> {
-    (0..n)
-        .map(|k| {
-            let s = if k % 2 == 0 { 1.0 } else { -1.0 };
-            if k == 0 || k == n - 1 {
-                0.5 * s
-            } else {
-                s
-            }
-        })
-        .collect()
-}
-
-/// Interpolation weights at `x` on the Lobatto points `xs` (sum to 1).
-fn interp_weights(xs: &[f64], x: f64) -> Vec<f64> {
-    if let Some(k) = xs.iter().position(|&xk| xk == x) {
-        let mut w = vec![0.0; xs.len()];
-        w[k] = 1.0;
-        return w;
-    }
-    let b = barycentric(xs.len());
-    let t: Vec<f64> = xs.iter().zip(&b).map(|(xk, bk)| bk / (x - xk)).collect();
-    let s: f64 = t.iter().sum();
-    t.into_iter().map(|v| v / s).collect()
-}
-
 impl Solver {
     /// The serial index of `(l, m)` in an array over all modes.
     fn serial(&self, l: usize, m: usize) -> usize {
@@ -192,11 +165,11 @@ impl Solver {
         const Q: usize = 7;
         let nlm = self.nlm();
         let nr = self.res.nr;
-        let (ri, ro) = self.res.radii();
+
         let nrad = radii.len();
         let wts: Vec<Vec<f64>> = radii
             .iter()
-            .map(|&r| interp_weights(self.grid.x(), (2.0 * r - ri - ro) / (ro - ri)))
+            .map(|&r| self.grid.interpolation_weights(r))
             .collect();
         // Per radius and mode: W, W'/r, Z/r, T, G, G'/r, H/r (complex).
         let mut a = vec![0.0; 2 * Q * nlm * nrad];
@@ -362,19 +335,5 @@ pub fn angle_between(a: f64, b: f64) -> f64 {
         d - 2.0 * PI
     } else {
         d
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn interpolation_weights_reproduce_polynomials() {
-        let g = chebyshev::RadialGrid::new(17, 7.0 / 13.0, 20.0 / 13.0).unwrap();
-        let w = interp_weights(g.x(), 0.3);
-        let f: Vec<f64> = g.x().iter().map(|x| x.powi(7) - 2.0 * x).collect();
-        let v: f64 = f.iter().zip(&w).map(|(a, b)| a * b).sum();
-        assert!((v - (0.3f64.powi(7) - 0.6)).abs() < 1e-14, "{v}");
     }
 }

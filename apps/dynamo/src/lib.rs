@@ -95,6 +95,16 @@ pub struct Report {
     pub files: Vec<String>,
 }
 
+impl appkit::app::Report for Report {
+    fn summary(&self) -> String {
+        Report::summary(self)
+    }
+
+    fn files(&self) -> &[String] {
+        &self.files
+    }
+}
+
 impl Report {
     /// A human-readable summary.
     pub fn summary(&self) -> String {
@@ -374,36 +384,15 @@ fn open_series(
     from: Option<u64>,
 ) -> Result<(Option<Series>, Vec<Sample>)> {
     let mut earlier = Vec::new();
-    let opened = if comm.rank() == 0 {
-        let format = FloatFormat::ExpDigits(12);
-        match from {
-            None => Series::create(path, &COLUMNS, format)
-                .with_context(|| format!("creating the time series {}", path.display())),
-            Some(from) => Series::append(path, &COLUMNS, format, |fields| {
-                match Sample::from_row(fields) {
-                    Some(s) if s.step > from => false,
-                    Some(s) => {
-                        earlier.push(s);
-                        true
-                    }
-                    // A row that does not parse is kept as it is.
-                    None => true,
-                }
-            })
-            .with_context(|| {
-                format!(
-                    "continuing the time series {} (restart into another output folder, or move the file away)",
-                    path.display()
-                )
-            }),
-        }
-        .map(Some)
-    } else {
-        Ok(None)
-    };
-    // Every rank stops with rank 0's reason.
-    appkit::output::rank0_result(comm, opened.as_ref().map(|_| ()))?;
-    Ok((opened?, earlier))
+    let series = appkit::csv::open_series(
+        comm,
+        path,
+        &COLUMNS,
+        FloatFormat::ExpDigits(12),
+        from,
+        |fields| earlier.extend(Sample::from_row(fields)),
+    )?;
+    Ok((series, earlier))
 }
 
 fn log(series: &mut Option<Series>, s: &Sample) -> Result<()> {
@@ -466,6 +455,33 @@ pub fn sample(
     })
 }
 
+/// Writes the checkpoint and the snapshot that the output schedule has at
+/// the current step (`last`: the run's last) and lists them in `files` on
+/// rank 0 (collective).
+fn write_due(
+    comm: &dyn Communicator,
+    s: &mut Solver,
+    cfg: &Config,
+    extra: &checkpoint::Extra,
+    last: bool,
+    files: &mut Vec<String>,
+) -> Result<()> {
+    let Some(d) = &cfg.output.dir else {
+        return Ok(());
+    };
+    if cfg.output.checkpoint_due(s.steps(), last) {
+        let p = d.join(format!("dynamo_{:08}.chk", s.steps()));
+        checkpoint::write(comm, s, cfg, extra, &p)?;
+        if comm.rank() == 0 {
+            files.push(p.display().to_string());
+        }
+    }
+    if cfg.output.vtk_due(s.steps(), last) {
+        files.extend(output::snapshot(comm, s, d)?);
+    }
+    Ok(())
+}
+
 /// A whole run on `comm` (collective): build, initial state or restart,
 /// the time loop with diagnostics, checkpoints and snapshots, and the
 /// report (on rank 0).
@@ -518,6 +534,12 @@ pub fn run(
         Ok(())
     };
     appkit::output::rank0_result(comm, wrote)?;
+    // The initial state of a fresh run is step 0 of the snapshot schedule.
+    if let (Some(d), None) = (&dir, restart) {
+        if cfg.output.vtk_every > 0 && cfg.output.vtk_due(s.steps(), false) {
+            files.extend(output::snapshot(comm, &mut s, d)?);
+        }
+    }
     let bar = if rank == 0 {
         Progress::steps(planned_steps(cfg, s.time(), dt, s.steps()), progress)
     } else {
@@ -555,23 +577,28 @@ pub fn run(
             ));
         }
         bar.inc(1);
-        if let Some(d) = &dir {
-            let every = cfg.output.checkpoint_every;
-            if (every > 0 && taken % every as u64 == 0) || done {
-                let p = d.join(format!("dynamo_{:08}.chk", s.steps()));
-                let extra = checkpoint::Extra { dt, drift };
-                checkpoint::write(comm, &mut s, cfg, &extra, &p)?;
-                if rank == 0 {
-                    files.push(p.display().to_string());
-                }
-            }
-            let every = cfg.output.vtk_every;
-            if cfg.output.vtk && ((every > 0 && taken % every as u64 == 0) || done) {
-                files.extend(output::snapshot(comm, &mut s, d)?);
-            }
-        }
+        let extra = checkpoint::Extra { dt, drift };
+        write_due(comm, &mut s, cfg, &extra, done, &mut files)?;
     }
     bar.finish();
+    // A fresh run of no steps ends at its initial state (its snapshot is
+    // already written when vtk_every > 0).
+    if taken == 0 && restart.is_none() {
+        let extra = checkpoint::Extra { dt, drift };
+        let mut end = cfg.output.clone();
+        end.vtk &= end.vtk_every == 0;
+        write_due(
+            comm,
+            &mut s,
+            &Config {
+                output: end,
+                ..cfg.clone()
+            },
+            &extra,
+            true,
+            &mut files,
+        )?;
+    }
     let seconds = comm.allreduce_scalar(start.elapsed().as_secs_f64(), ReduceOp::Max)?;
     let plotted = match (&dir, rank == 0 && series.is_some()) {
         (Some(d), true) => {

@@ -704,3 +704,56 @@ fn a_json_report_records_the_configuration_and_a_missing_folder_is_refused() {
     assert_eq!(config["ekman"], Config::default().ekman, "{json}");
     assert_eq!(json["steps"], 1, "{json}");
 }
+
+/// The documented benchmark command: the report inside the output folder
+/// the run itself creates (refused before the shell knew of the folder).
+#[test]
+fn a_json_report_may_go_into_the_output_folder_the_run_creates() {
+    let dir = temp_dir("json-in-output");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = dir.join("new/out");
+    let report = out.join("report.json");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_dynamo"))
+        .args([
+            "--nr", "17", "--ntheta", "16", "--steps", "2", "--ranks", "2",
+        ])
+        .args(["--vtk-every", "1", "--checkpoint-every", "5", "-q", "-o"])
+        .arg(&out)
+        .arg("--json")
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        !stdout.contains("wrote"),
+        "--quiet lists no files: {stdout}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    // Snapshots at steps 0 (the initial state), 1 and 2; one checkpoint,
+    // after the last step (5 is past the run's end).
+    let files: Vec<String> = json["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap().to_string())
+        .collect();
+    let chk: Vec<&String> = files.iter().filter(|f| f.ends_with(".chk")).collect();
+    assert_eq!(chk.len(), 1, "{files:?}");
+    assert!(chk[0].ends_with("dynamo_00000002.chk"), "{files:?}");
+    for step in 0..=2 {
+        let name = format!("{step:08}");
+        assert!(
+            files
+                .iter()
+                .any(|f| f.ends_with(".pvts") && f.contains(&name)),
+            "no snapshot of step {step}: {files:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

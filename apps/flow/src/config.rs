@@ -101,30 +101,18 @@ pub enum Initial {
     TaylorGreen,
 }
 
-/// Output files.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Output {
-    /// Folder for every output file; nothing is written when absent.
-    pub dir: Option<PathBuf>,
-    /// VTK snapshots every this many steps; 0: only at the end.
-    pub vtk_every: usize,
-    /// Write VTK snapshots at all.
-    pub vtk: bool,
-    /// Checkpoint every this many steps; 0: only at the end.
-    pub checkpoint_every: usize,
-}
+/// The `[output]` section, the same in every application (see
+/// [`appkit::app`] for the meaning of each key): `flow.csv` (diagnostics),
+/// `flow_NNNNNN.chk` (checkpoints) and the VTK snapshots of the velocity and
+/// the pressure.
+pub use appkit::app::Output;
 
-impl Default for Output {
-    fn default() -> Self {
-        Output {
-            dir: None,
-            vtk_every: 0,
-            vtk: true,
-            checkpoint_every: 0,
-        }
-    }
-}
+/// What flow writes (the `[output]` keys it reads).
+const WRITES: appkit::app::Writes = appkit::app::Writes {
+    vtk_series: true,
+    checkpoints: true,
+    diagnostics: true,
+};
 
 /// Everything a run needs. Every key is optional in the TOML file; unknown
 /// keys are errors. The defaults are the Zick & Homsy case: a simple cubic
@@ -376,12 +364,7 @@ impl Config {
                 name(&self.initial)
             ));
         }
-        if !self.output.vtk && self.output.vtk_every != d.output.vtk_every {
-            unused.push(format!(
-                "output.vtk_every = {} applies to output.vtk = true (this run: output.vtk = false)",
-                self.output.vtk_every
-            ));
-        }
+        unused.extend(self.output.unused("flow", WRITES));
         Ok(validate::unused(unused)?)
     }
 

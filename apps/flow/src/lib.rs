@@ -101,6 +101,16 @@ pub struct Report {
     pub files: Vec<String>,
 }
 
+impl appkit::app::Report for Report {
+    fn summary(&self) -> String {
+        Report::summary(self)
+    }
+
+    fn files(&self) -> &[String] {
+        &self.files
+    }
+}
+
 impl Report {
     /// A human-readable summary.
     pub fn summary(&self) -> String {
@@ -391,27 +401,44 @@ fn open_series(
     path: &Path,
     from: Option<u64>,
 ) -> Result<Option<appkit::csv::Series>> {
-    use appkit::csv::{FloatFormat, Series};
     let columns = [
         "step", "time", "change", "its_u", "its_v", "its_w", "its_p", "seconds",
     ];
-    let format = FloatFormat::ExpDigits(10);
-    let opened = if comm.rank() == 0 {
-        match from {
-            None => Series::create(path, &columns, format)
-                .with_context(|| format!("creating the time series {}", path.display())),
-            Some(from) => Series::append(path, &columns, format, |row| {
-                row[0].parse::<u64>().map_or(true, |s| s <= from)
-            })
-            .with_context(|| format!("continuing the time series {}", path.display())),
-        }
-        .map(Some)
-    } else {
-        Ok(None)
+    let format = appkit::csv::FloatFormat::ExpDigits(10);
+    Ok(appkit::csv::open_series(
+        comm,
+        path,
+        &columns,
+        format,
+        from,
+        |_| {},
+    )?)
+}
+
+/// Writes the checkpoint and the snapshot that the output schedule has at
+/// the current step (`last`: the run's last), and lists them in `files`
+/// (collective).
+fn write_due(
+    comm: &dyn Communicator,
+    f: &mut Flow,
+    cfg: &Config,
+    last: bool,
+    files: &mut Vec<String>,
+) -> Result<()> {
+    let Some(d) = &cfg.output.dir else {
+        return Ok(());
     };
-    // Every rank stops with rank 0's reason.
-    appkit::output::rank0_result(comm, opened.as_ref().map(|_| ()))?;
-    opened
+    if cfg.output.checkpoint_due(f.steps(), last) {
+        let p = d.join(format!("flow_{:06}.chk", f.steps()));
+        write_checkpoint(comm, f, cfg, &p)?;
+        files.push(p.display().to_string());
+    }
+    if cfg.output.vtk_due(f.steps(), last) {
+        if let Some(p) = write_vtk(comm, f, d)? {
+            files.push(p.display().to_string());
+        }
+    }
+    Ok(())
 }
 
 /// A whole run on `comm` (collective).
@@ -440,11 +467,21 @@ pub fn run(
     }
     let mut files = Vec::new();
     let mut series = match &dir {
-        Some(d) => open_series(comm, &d.join("flow.csv"), restart.map(|_| f.steps()))?,
-        None => None,
+        Some(d) if cfg.output.series() => {
+            open_series(comm, &d.join("flow.csv"), restart.map(|_| f.steps()))?
+        }
+        _ => None,
     };
     if let Some(s) = &series {
         files.push(s.path().display().to_string());
+    }
+    // The initial state of a fresh run is step 0 of the snapshot schedule.
+    if let (Some(d), None, true) = (&dir, restart, cfg.steps > 0) {
+        if cfg.output.vtk_every > 0 && cfg.output.vtk_due(f.steps(), false) {
+            if let Some(p) = write_vtk(comm, &mut f, d)? {
+                files.push(p.display().to_string());
+            }
+        }
     }
     let bar = if rank == 0 {
         Progress::steps(cfg.steps as u64, progress)
@@ -498,34 +535,16 @@ pub fn run(
         }
         bar.inc(1);
         steady = !cfg.navier_stokes && cfg.steady_tol > 0.0 && change < cfg.steady_tol;
-        if let Some(d) = &dir {
-            let every = cfg.output.checkpoint_every;
-            if every > 0 && taken % every as u64 == 0 {
-                let p = d.join(format!("flow_{:06}.chk", f.steps()));
-                write_checkpoint(comm, &f, cfg, &p)?;
-                files.push(p.display().to_string());
-            }
-            let every = cfg.output.vtk_every;
-            if cfg.output.vtk && every > 0 && taken % every as u64 == 0 {
-                if let Some(p) = write_vtk(comm, &mut f, d)? {
-                    files.push(p.display().to_string());
-                }
-            }
-        }
+        let done = steady || taken as usize == cfg.steps;
+        write_due(comm, &mut f, cfg, done, &mut files)?;
         if steady {
             break;
         }
     }
     bar.finish();
-    if let Some(d) = &dir {
-        let p = d.join(format!("flow_{:06}.chk", f.steps()));
-        write_checkpoint(comm, &f, cfg, &p)?;
-        files.push(p.display().to_string());
-        if cfg.output.vtk {
-            if let Some(p) = write_vtk(comm, &mut f, d)? {
-                files.push(p.display().to_string());
-            }
-        }
+    // A fresh run of no steps ends at its initial state.
+    if taken == 0 && restart.is_none() {
+        write_due(comm, &mut f, cfg, true, &mut files)?;
     }
     let sums = f.sums(comm)?;
     let vol = cfg.length.powi(3);

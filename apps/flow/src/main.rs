@@ -1,9 +1,10 @@
 //! `flow`: the command-line front end. Defaults < configuration file <
 //! command-line flags.
 
-use anyhow::{bail, Result};
+use appkit::app::{self, CheckpointArgs, OutputArgs, Plan, RunArgs};
 use clap::Parser;
 use flow::config::{Bodies, Config, Initial, Method};
+use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -12,13 +13,20 @@ use std::sync::Arc;
 #[derive(Debug, Parser)]
 #[command(version, about, long_about = None)]
 struct Cli {
-    /// TOML configuration file (every key optional; see examples/*.toml).
-    #[arg(short, long)]
-    config: Option<PathBuf>,
-    /// In-process ranks (default: the number of cores). Ignored under
-    /// mpirun, whose process count is the rank count.
-    #[arg(long)]
-    ranks: Option<usize>,
+    #[command(flatten)]
+    run: RunArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+    #[command(flatten)]
+    checkpoint: CheckpointArgs,
+    #[command(flatten)]
+    flags: Flags,
+}
+
+/// The application's own flags: each sets the configuration key of its
+/// name.
+#[derive(Debug, clap::Args, Serialize)]
+struct Flags {
     /// Cells per axis.
     #[arg(long)]
     n: Option<usize>,
@@ -79,126 +87,43 @@ struct Cli {
     /// Progress message every this many steps.
     #[arg(long)]
     diag_every: Option<usize>,
-    /// VTK snapshots every this many steps (0: at the end only).
-    #[arg(long)]
-    vtk_every: Option<usize>,
-    /// No VTK output.
-    #[arg(long)]
-    no_vtk: bool,
-    /// Checkpoint every this many steps (0: at the end only).
-    #[arg(long)]
-    checkpoint_every: Option<usize>,
-    /// Continue from this checkpoint (any rank count).
-    #[arg(long)]
-    restart: Option<PathBuf>,
-    /// Output folder.
-    #[arg(short, long)]
-    output: Option<PathBuf>,
-    /// Write the report as JSON to this file.
-    #[arg(long)]
-    json: Option<PathBuf>,
-    /// No progress bar.
-    #[arg(short, long)]
-    quiet: bool,
-}
-
-fn config(cli: &Cli) -> Result<Config> {
-    let mut c = match &cli.config {
-        Some(p) => Config::from_file(p)?,
-        None => Config::default(),
-    };
-    appkit::set_from!(
-        c,
-        cli;
-        n,
-        method,
-        bodies,
-        solid_fraction,
-        radius,
-        seed,
-        nu,
-        navier_stokes,
-        dt_factor,
-        steps,
-        steady_tol,
-        initial,
-        rotational,
-        overlap,
-        comm_avoiding,
-        momentum_tol,
-        pressure_tol,
-        diag_every
-    );
-    if cli.dt.is_some() {
-        c.dt = cli.dt;
-    }
-    if cli.packing.is_some() {
-        c.packing = cli.packing.clone();
-    }
-    if let Some(v) = cli.vtk_every {
-        c.output.vtk_every = v;
-    }
-    if cli.no_vtk {
-        c.output.vtk = false;
-    }
-    if let Some(v) = cli.checkpoint_every {
-        c.output.checkpoint_every = v;
-    }
-    if cli.output.is_some() {
-        c.output.dir = cli.output.clone();
-    }
-    c.validate()?;
-    Ok(c)
 }
 
 fn main() -> std::process::ExitCode {
-    appkit::launch::exit_code(real_main(&Cli::parse()))
+    let cli = Cli::parse();
+    app::main(|| -> anyhow::Result<()> {
+        let cfg: Config = app::configure(&cli.run, &[&cli.output, &cli.checkpoint, &cli.flags])?;
+        cfg.validate()?;
+        let restart = cli.checkpoint.restart.as_deref();
+        let plan = Plan::new(&cli.run)
+            .output(cfg.output.dir.as_deref())
+            .restart(restart);
+        // The rank count, where it is known before the launch (the run
+        // checks it again on its communicator).
+        if let Some(r) = plan.ranks().filter(|&r| r > 0) {
+            cfg.check_ranks(r)?;
+        }
+        // The geometry is a pure function of the configuration: built once
+        // per process and shared by its ranks.
+        let (geom, spheres, radius) = flow::bodies::build(&cfg)?;
+        let geom = Arc::new(geom);
+        Ok(app::execute(plan, |c, progress| {
+            flow::run(c, &cfg, geom.clone(), (spheres, radius), restart, progress)
+        })?)
+    })
 }
 
-fn real_main(cli: &Cli) -> Result<()> {
-    let cfg = config(cli)?;
-    if let Some(p) = &cli.restart {
-        if !p.is_file() {
-            bail!("checkpoint file {} does not exist", p.display());
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_flag_sets_a_key_of_the_configuration() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        assert_eq!(
+            appkit::app::flags_without_keys::<Config, Flags>(),
+            Vec::<String>::new()
+        );
     }
-    if let Some(p) = &cli.json {
-        appkit::output::check_file_target("--json", p)?;
-    }
-    // The rank count the launch will use, where it is known here (the run
-    // checks it again on its communicator).
-    let ranks = if comm::is_launched_by_mpirun() {
-        comm::launcher_world_size().filter(|_| cfg!(feature = "mpi"))
-    } else {
-        Some(cli.ranks.unwrap_or_else(comm::local::default_ranks))
-    };
-    if let Some(r) = ranks.filter(|&r| r > 0) {
-        cfg.check_ranks(r)?;
-    }
-    // The geometry is a pure function of the configuration: built once per
-    // process and shared by its ranks.
-    let (geom, spheres, radius) = flow::bodies::build(&cfg)?;
-    let geom = Arc::new(geom);
-    let report = appkit::launch::launch("flow", cli.ranks, |c| {
-        flow::run(
-            c,
-            &cfg,
-            geom.clone(),
-            (spheres, radius),
-            cli.restart.as_deref(),
-            !cli.quiet,
-        )
-    })?;
-    if let Some(r) = report {
-        println!("{}", r.summary());
-        if !cli.quiet {
-            for f in &r.files {
-                println!("wrote {f}");
-            }
-        }
-        if let Some(p) = &cli.json {
-            appkit::output::write_json(p, &r)?;
-        }
-    }
-    Ok(())
 }

@@ -5,7 +5,7 @@ use anyhow::{bail, Result};
 pub use appkit::config::{ByName, PerAxis};
 use appkit::validate;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Blocking (exchange, then stencil) or overlapped (post, interior, finish, shell).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -135,28 +135,19 @@ pub enum Initial {
     Sines,
 }
 
-/// Output files.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Output {
-    /// Folder for every output file; nothing is written when absent.
-    pub dir: Option<PathBuf>,
-    /// Write the final field as VTK XML image data (one piece per rank plus
-    /// a `.pvti` header).
-    pub vtk: bool,
-    /// Write `diagnostics.csv` (step, time, mean, errors).
-    pub diagnostics: bool,
-}
+/// The `[output]` section, the same in every application (see
+/// [`appkit::app`] for the meaning of each key): `diagnostics.csv` (step,
+/// time, mean, errors) and the final field as VTK image data (one `.vti`
+/// piece per rank and the `.pvti` header); heat3d writes no snapshots during
+/// a run and no checkpoints, and refuses those keys.
+pub use appkit::app::Output;
 
-impl Default for Output {
-    fn default() -> Self {
-        Output {
-            dir: None,
-            vtk: true,
-            diagnostics: true,
-        }
-    }
-}
+/// What heat3d writes (the `[output]` keys it reads).
+const WRITES: appkit::app::Writes = appkit::app::Writes {
+    vtk_series: false,
+    checkpoints: false,
+    diagnostics: true,
+};
 
 /// Everything a run needs. Every key is optional in the TOML file; unknown
 /// keys are errors.
@@ -477,6 +468,7 @@ impl Config {
             )),
             _ => {}
         }
+        unused.extend(self.output.unused("heat3d", WRITES));
         Ok(validate::unused(unused)?)
     }
 }

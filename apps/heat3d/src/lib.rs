@@ -1267,6 +1267,16 @@ pub fn reshape_protocols(plan: &dfft::Fft3d) -> Vec<String> {
         .collect()
 }
 
+impl appkit::app::Report for Report {
+    fn summary(&self) -> String {
+        Report::summary(self)
+    }
+
+    fn files(&self) -> &[String] {
+        &self.files
+    }
+}
+
 impl Report {
     /// The human-readable summary printed at the end of a run.
     pub fn summary(&self) -> String {

@@ -1,27 +1,32 @@
 //! `heat3d`: the command-line front end. Defaults < configuration file <
 //! command-line flags.
 
-use anyhow::Result;
+use appkit::app::{self, OutputArgs, Plan, RunArgs};
 use appkit::config::parse_triple;
 use clap::Parser;
 use heat3d::config::{
     ByName, Config, CpuStencil, GpuExchange, GpuPeriodic, GpuStencil, Initial, Integrator, Mode,
-    Operator, PerAxis, SpectralStep,
+    Operator, SpectralStep,
 };
-use std::path::PathBuf;
+use serde::Serialize;
 
 /// Heat equation du/dt = D lap(u) on a periodic box with central finite
 /// differences of order 2 to 20, on in-process ranks or under MPI.
 #[derive(Debug, Parser)]
 #[command(version, about, long_about = None)]
 struct Cli {
-    /// TOML configuration file (every key optional; apps/heat3d/examples/heat3d.toml lists each with its default).
-    #[arg(short, long)]
-    config: Option<PathBuf>,
-    /// In-process ranks (default: the number of cores; one with a GPU
-    /// backend, which keeps the whole grid on the device). Ignored under mpirun.
-    #[arg(long)]
-    ranks: Option<usize>,
+    #[command(flatten)]
+    run: RunArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+    #[command(flatten)]
+    flags: Flags,
+}
+
+/// The application's own flags: each sets the configuration key of its
+/// name.
+#[derive(Debug, clap::Args, Serialize)]
+struct Flags {
     /// Cells per axis: N or NXxNYxNZ.
     #[arg(long, value_parser = parse_triple)]
     n: Option<[usize; 3]>,
@@ -99,102 +104,38 @@ struct Cli {
     /// The CPU kernel of the finite-difference sweeps: auto (AVX-512 where the CPU has it, then AVX2, but AVX2 first at orders 8 and 10; else the portable loop), scalar, avx2 or avx512; same bits.
     #[arg(long, value_enum)]
     cpu_stencil: Option<CpuStencil>,
-    /// Output folder for diagnostics.csv and the VTK files.
-    #[arg(short, long)]
-    output: Option<PathBuf>,
-    /// Do not write the VTK files.
-    #[arg(long)]
-    no_vtk: bool,
-    /// Write the report as JSON to this file (its folder must exist; checked
-    /// before the run).
-    #[arg(long)]
-    json: Option<PathBuf>,
-    /// No progress bar.
-    #[arg(short, long)]
-    quiet: bool,
-}
-
-fn config(cli: &Cli) -> Result<Config> {
-    let mut c = match &cli.config {
-        Some(p) => Config::from_file(p)?,
-        None => Config::default(),
-    };
-    if let Some(n) = cli.n {
-        c.n = PerAxis::Each(n);
-    }
-    appkit::set_from!(
-        c,
-        cli;
-        order,
-        steps,
-        cfl,
-        diffusivity,
-        mode,
-        integrator,
-        initial,
-        warmup,
-        operator,
-        spectral_step,
-        protocol,
-        backend,
-        gpu_chunk,
-        gpu_block,
-        gpu_stencil,
-        gpu_exchange,
-        gpu_periodic,
-        steps_per_pass,
-        tile_rows,
-        cpu_stencil
-    );
-    if cli.device.is_some() {
-        c.device = cli.device;
-    }
-    if cli.dt.is_some() {
-        c.dt = cli.dt;
-    }
-    if cli.grid.is_some() {
-        c.grid = cli.grid;
-    }
-    if cli.output.is_some() {
-        c.output.dir = cli.output.clone();
-    }
-    if cli.no_vtk {
-        c.output.vtk = false;
-    }
-    Ok(c)
-}
-
-fn finish(cli: &Cli, report: &heat3d::Report) -> Result<()> {
-    println!("{}", report.summary());
-    for f in &report.files {
-        println!("wrote {f}");
-    }
-    if let Some(p) = &cli.json {
-        appkit::output::write_json(p, report)?;
-    }
-    Ok(())
 }
 
 fn main() -> std::process::ExitCode {
-    appkit::launch::exit_code(real_main(&Cli::parse()))
+    let cli = Cli::parse();
+    app::main(|| -> anyhow::Result<()> {
+        let cfg: Config = app::configure(&cli.run, &[&cli.output, &cli.flags])?;
+        // On a GPU one rank holds the grid on the device; more ranks are
+        // asked for explicitly.
+        let ranks = match cfg.backend.value() {
+            gpu::Backend::Cpu => None,
+            _ => Some(1),
+        };
+        let plan = Plan::new(&cli.run)
+            .output(cfg.output.dir.as_deref())
+            .default_ranks(ranks);
+        Ok(app::execute(plan, |c, progress| {
+            heat3d::run(c, &cfg, progress)
+        })?)
+    })
 }
 
-/// Runs on the MPI world under `mpirun` (feature `mpi`), else on
-/// `--ranks` in-process ranks; rank 0 prints and writes the report.
-fn real_main(cli: &Cli) -> Result<()> {
-    let cfg = config(cli)?;
-    if let Some(p) = &cli.json {
-        appkit::output::check_file_target("--json", p)?;
-    }
-    // On a GPU one rank holds the grid on the device; more ranks are asked
-    // for explicitly.
-    let ranks = match cfg.backend.value() {
-        gpu::Backend::Cpu => cli.ranks,
-        _ => cli.ranks.or(Some(1)),
-    };
-    let report = appkit::launch::launch("heat3d", ranks, |c| heat3d::run(c, &cfg, !cli.quiet))?;
-    match report {
-        Some(r) => finish(cli, &r),
-        None => Ok(()),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_flag_sets_a_key_of_the_configuration() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        assert_eq!(
+            appkit::app::flags_without_keys::<Config, Flags>(),
+            Vec::<String>::new()
+        );
     }
 }

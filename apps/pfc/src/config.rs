@@ -11,7 +11,7 @@ use anyhow::{bail, Result};
 pub use appkit::config::{ByName, PerAxis};
 use appkit::validate;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The BCC cubic lattice constant for a first reciprocal shell of length 1.
 pub const LATTICE: f64 = 2.0 * std::f64::consts::PI * std::f64::consts::SQRT_2;
@@ -42,31 +42,18 @@ pub enum GpuExchange {
     Nccl,
 }
 
-/// Output files.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Output {
-    /// Folder for every output file; nothing is written when absent.
-    pub dir: Option<PathBuf>,
-    /// VTK snapshot (`pfc_NNNNNN.pvti` + one `.vti` per rank) every this
-    /// many steps; 0 writes none. The initial and final states are included.
-    pub vtk_every: usize,
-    /// Checkpoint (`pfc_NNNNNN.chk`) every this many steps; 0 writes none.
-    pub checkpoint_every: usize,
-    /// Write `pfc.csv` (step, time, free energy, mean density).
-    pub diagnostics: bool,
-}
+/// The `[output]` section, the same in every application (see
+/// [`appkit::app`] for the meaning of each key): `pfc.csv` (diagnostics),
+/// `pfc_NNNNNN.chk` (checkpoints) and `pfc_NNNNNN.pvti` with one `.vti` per
+/// rank (snapshots; with `vtk_every > 0` a fresh run's initial state too).
+pub use appkit::app::Output;
 
-impl Default for Output {
-    fn default() -> Self {
-        Output {
-            dir: None,
-            vtk_every: 0,
-            checkpoint_every: 0,
-            diagnostics: true,
-        }
-    }
-}
+/// What pfc writes (the `[output]` keys it reads).
+const WRITES: appkit::app::Writes = appkit::app::Writes {
+    vtk_series: true,
+    checkpoints: true,
+    diagnostics: true,
+};
 
 /// Everything a run needs. Every key is optional in the TOML file; unknown
 /// keys are errors.
@@ -251,12 +238,13 @@ impl Config {
             Initial::Seed => ("seed", "noise"),
             Initial::Noise => ("noise", "seed"),
         };
-        let unused = keys
+        let mut unused: Vec<String> = keys
             .into_iter()
             .map(|k| {
                 format!("{k} applies to initial = \"{other}\" (this run: initial = \"{this}\")")
             })
             .collect();
+        unused.extend(self.output.unused("pfc", WRITES));
         Ok(validate::unused(unused)?)
     }
 

@@ -39,7 +39,7 @@ pub mod config;
 mod device;
 pub mod kernels;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use appkit::csv::{FloatFormat, Series};
 /// A 64-bit mixing function (the splitmix64 finaliser).
 pub use appkit::hash::mix;
@@ -568,6 +568,16 @@ pub struct Report {
     pub files: Vec<String>,
 }
 
+impl appkit::app::Report for Report {
+    fn summary(&self) -> String {
+        Report::summary(self)
+    }
+
+    fn files(&self) -> &[String] {
+        &self.files
+    }
+}
+
 impl Report {
     /// The human-readable summary printed at the end of a run.
     pub fn summary(&self) -> String {
@@ -627,36 +637,19 @@ fn open_series(
     from: Option<u64>,
 ) -> Result<(Option<Series>, Option<u64>)> {
     let mut kept = None;
-    let opened = if comm.rank() == 0 {
-        let format = FloatFormat::ExpDigits(17);
-        match from {
-            None => Series::create(path, &COLUMNS, format)
-                .with_context(|| format!("creating the diagnostics {}", path.display())),
-            Some(from) => Series::append(path, &COLUMNS, format, |fields| {
-                match fields.first().and_then(|f| f.parse::<u64>().ok()) {
-                    Some(step) if step > from => false,
-                    Some(step) => {
-                        kept = Some(step);
-                        true
-                    }
-                    // A row that does not parse is kept as it is.
-                    None => true,
-                }
-            })
-            .with_context(|| {
-                format!(
-                    "continuing the diagnostics {} (restart into another output folder, or move the file away)",
-                    path.display()
-                )
-            }),
-        }
-        .map(Some)
-    } else {
-        Ok(None)
-    };
-    // Every rank stops with rank 0's reason.
-    appkit::output::rank0_result(comm, opened.as_ref().map(|_| ()))?;
-    Ok((opened?, kept))
+    let series = appkit::csv::open_series(
+        comm,
+        path,
+        &COLUMNS,
+        FloatFormat::ExpDigits(17),
+        from,
+        |fields| {
+            if let Some(step) = fields.first().and_then(|f| f.parse::<u64>().ok()) {
+                kept = Some(step);
+            }
+        },
+    )?;
+    Ok((series, kept))
 }
 
 fn log(f: &mut Option<Series>, d: &Diagnostics) -> Result<()> {
@@ -728,10 +721,20 @@ pub fn run(
         Ok(())
     };
     appkit::output::rank0_result(comm, wrote)?;
-    let vtk_every = cfg.output.vtk_every as u64;
-    let ck_every = cfg.output.checkpoint_every as u64;
-    if let (Some(d), true) = (&out, vtk_every > 0) {
-        keep(s.write_vtk(d)?);
+    // The initial state of a fresh run is step 0 of the snapshot schedule.
+    if let (Some(d), None) = (&out, restart) {
+        if cfg.output.vtk_every > 0 && cfg.output.vtk_due(s.step_number(), false) {
+            keep(s.write_vtk(d)?);
+        }
+    }
+    // A fresh run of no steps ends at its initial state.
+    if let (Some(d), None, 0) = (&out, restart, cfg.steps) {
+        if cfg.output.vtk_due(s.step_number(), true) && cfg.output.vtk_every == 0 {
+            keep(s.write_vtk(d)?);
+        }
+        if cfg.output.checkpoint_due(s.step_number(), true) {
+            keep(s.write_checkpoint(d)?);
+        }
     }
     let bar = Progress::steps(cfg.steps as u64, progress && rank == 0);
     let mut last = first;
@@ -758,10 +761,11 @@ pub fn run(
             bar.set_message(format!("F {:.6e}", last.free_energy));
         }
         if let Some(d) = &out {
-            if vtk_every > 0 && (n % vtk_every == 0 || i == cfg.steps) {
+            let done = i == cfg.steps;
+            if cfg.output.vtk_due(n, done) {
                 keep(s.write_vtk(d)?);
             }
-            if ck_every > 0 && n % ck_every == 0 {
+            if cfg.output.checkpoint_due(n, done) {
                 keep(s.write_checkpoint(d)?);
             }
         }

@@ -1,11 +1,11 @@
 //! `pfc`: the command-line front end. Defaults < configuration file <
 //! command-line flags.
 
-use anyhow::{bail, Result};
+use appkit::app::{self, CheckpointArgs, OutputArgs, Plan, RunArgs};
 use appkit::config::parse_triple;
 use clap::Parser;
-use pfc::config::{ByName, Config, Initial, PerAxis};
-use std::path::PathBuf;
+use pfc::config::{ByName, Config, Initial};
+use serde::Serialize;
 
 /// Phase-field crystal model (conserved Swift-Hohenberg) on a periodic box,
 /// semi-implicit spectral steps through distributed FFTs on in-process ranks
@@ -13,14 +13,20 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(version, about, long_about = None)]
 struct Cli {
-    /// TOML configuration file (every key optional; see examples/pfc.toml).
-    #[arg(short, long)]
-    config: Option<PathBuf>,
-    /// In-process ranks (default: the number of cores; one with
-    /// `--backend cuda`, which runs on any rank count). Ignored under
-    /// mpirun, whose process count is the rank count.
-    #[arg(long)]
-    ranks: Option<usize>,
+    #[command(flatten)]
+    run: RunArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+    #[command(flatten)]
+    checkpoint: CheckpointArgs,
+    #[command(flatten)]
+    flags: Flags,
+}
+
+/// The application's own flags: each sets the configuration key of its
+/// name.
+#[derive(Debug, clap::Args, Serialize)]
+struct Flags {
     /// BCC lattice periods per axis: N or NXxNYxNZ.
     #[arg(long, value_parser = parse_triple)]
     periods: Option<[usize; 3]>,
@@ -68,104 +74,40 @@ struct Cli {
     /// device count).
     #[arg(long)]
     device: Option<usize>,
-    /// VTK snapshot every this many steps (0: none).
-    #[arg(long)]
-    vtk_every: Option<usize>,
-    /// Checkpoint every this many steps (0: none).
-    #[arg(long)]
-    checkpoint_every: Option<usize>,
-    /// Continue from this checkpoint (any rank count).
-    #[arg(long)]
-    restart: Option<PathBuf>,
-    /// Output folder.
-    #[arg(short, long)]
-    output: Option<PathBuf>,
-    /// Write the report as JSON to this file.
-    #[arg(long)]
-    json: Option<PathBuf>,
-    /// No progress bar.
-    #[arg(short, long)]
-    quiet: bool,
-}
-
-fn config(cli: &Cli) -> Result<Config> {
-    let mut c = match &cli.config {
-        Some(p) => Config::from_file(p)?,
-        None => Config::default(),
-    };
-    if let Some(p) = cli.periods {
-        c.periods = PerAxis::Each(p);
-    }
-    appkit::set_from!(
-        c,
-        cli;
-        points_per_period,
-        r,
-        mean_density,
-        dt,
-        steps,
-        initial,
-        seed,
-        seed_radius,
-        diag_every,
-        protocol,
-        backend,
-        gpu_exchange
-    );
-    if cli.device.is_some() {
-        c.device = cli.device;
-    }
-    if let Some(v) = cli.vtk_every {
-        c.output.vtk_every = v;
-    }
-    if let Some(v) = cli.checkpoint_every {
-        c.output.checkpoint_every = v;
-    }
-    if cli.output.is_some() {
-        c.output.dir = cli.output.clone();
-    }
-    c.validate()?;
-    Ok(c)
 }
 
 fn main() -> std::process::ExitCode {
-    appkit::launch::exit_code(real_main(&Cli::parse()))
+    let cli = Cli::parse();
+    app::main(|| -> anyhow::Result<()> {
+        let cfg: Config = app::configure(&cli.run, &[&cli.output, &cli.checkpoint, &cli.flags])?;
+        cfg.validate()?;
+        let restart = cli.checkpoint.restart.as_deref();
+        // On a GPU one rank drives the device unless more are asked for.
+        let ranks = match cfg.backend.value() {
+            gpu::Backend::Cpu => None,
+            _ => Some(1),
+        };
+        let plan = Plan::new(&cli.run)
+            .output(cfg.output.dir.as_deref())
+            .restart(restart)
+            .default_ranks(ranks);
+        Ok(app::execute(plan, |c, progress| {
+            pfc::run(c, &cfg, restart, progress)
+        })?)
+    })
 }
 
-fn real_main(cli: &Cli) -> Result<()> {
-    let cfg = config(cli)?;
-    if let Some(p) = &cli.restart {
-        if !p.is_file() {
-            bail!("checkpoint file {} does not exist", p.display());
-        }
-    }
-    if let Some(p) = &cli.json {
-        // Written after the run: its folder is checked before it.
-        appkit::output::check_file_target("--json", p)?;
-    }
-    let ranks = match cfg.backend.value() {
-        gpu::Backend::Cpu => cli.ranks,
-        _ => cli.ranks.or(Some(1)),
-    };
-    let report = appkit::launch::launch("pfc", ranks, |c| {
-        pfc::run(c, &cfg, cli.restart.as_deref(), !cli.quiet)
-    })?;
-    match report {
-        Some(r) => finish(cli, &r),
-        None => Ok(()),
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Prints the summary and writes the JSON report (rank 0).
-fn finish(cli: &Cli, report: &pfc::Report) -> Result<()> {
-    println!("{}", report.summary());
-    for f in &report.files {
-        if !cli.quiet {
-            println!("wrote {f}");
-        }
+    #[test]
+    fn every_flag_sets_a_key_of_the_configuration() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        assert_eq!(
+            appkit::app::flags_without_keys::<Config, Flags>(),
+            Vec::<String>::new()
+        );
     }
-    if let Some(p) = &cli.json {
-        appkit::output::write_json(p, report)?;
-    }
-    Ok(())
 }

@@ -497,6 +497,12 @@ fn heat3d_triple(v: [usize; 3]) -> String {
     format!("{}x{}x{}", v[0], v[1], v[2])
 }
 
+impl appkit::app::Report for Report {
+    fn summary(&self) -> String {
+        Report::summary(self)
+    }
+}
+
 impl Report {
     /// The human-readable summary printed at the end of a run.
     pub fn summary(&self) -> String {

@@ -1,11 +1,11 @@
 //! `poisson`: the command-line front end. Defaults < configuration file <
 //! command-line flags.
 
-use anyhow::Result;
+use appkit::app::{self, Plan, RunArgs};
 use appkit::config::parse_triple;
 use clap::Parser;
-use poisson::config::{Bc, Ca, Config, PerAxis, Solver};
-use std::path::PathBuf;
+use poisson::config::{Bc, Ca, Config, Solver};
+use serde::Serialize;
 
 /// HPGMG-style Poisson benchmark: a manufactured solution solved by
 /// multigrid-preconditioned CG or V-cycles, on in-process ranks or under
@@ -14,18 +14,19 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(version, about, long_about = None)]
 struct Cli {
-    /// TOML configuration file (every key optional; see README).
-    #[arg(short, long)]
-    config: Option<PathBuf>,
-    /// In-process ranks (default: the number of cores). Ignored under mpirun.
-    #[arg(long)]
-    ranks: Option<usize>,
-    /// Cells per axis: N (or NXxNYxNZ).
-    #[arg(long, value_parser = parse_triple)]
+    #[command(flatten)]
+    run: RunArgs,
+    #[command(flatten)]
+    flags: Flags,
+}
+
+/// The application's own flags: each sets the configuration key of its
+/// name.
+#[derive(Debug, clap::Args, Serialize)]
+struct Flags {
+    /// Cells per axis: N or NXxNYxNZ (`--shape` is the same flag).
+    #[arg(long, visible_alias = "shape", value_parser = parse_triple)]
     n: Option<[usize; 3]>,
-    /// Cells per axis: AxBxC.
-    #[arg(long, value_parser = parse_triple, conflicts_with = "n")]
-    shape: Option<[usize; 3]>,
     /// Boundary conditions.
     #[arg(long, value_enum)]
     bc: Option<Bc>,
@@ -51,9 +52,11 @@ struct Cli {
     /// Relaxation factor of the sweeps.
     #[arg(long)]
     omega: Option<f64>,
-    /// Blocking halo exchanges in the sweeps (no overlap with smoothing).
-    #[arg(long)]
-    no_overlap: bool,
+    /// Blocking halo exchanges in the sweeps (no overlap with smoothing):
+    /// sets `overlap = false`.
+    #[arg(long = "no-overlap", action = clap::ArgAction::SetFalse)]
+    #[serde(skip_serializing_if = "is_true")]
+    overlap: bool,
     /// Communication-avoiding smoothing: everywhere, nowhere, or on the
     /// fine or the coarse levels only.
     #[arg(long, value_enum)]
@@ -75,76 +78,35 @@ struct Cli {
     /// Process grid PXxPYxPZ (default: even blocks, smallest surface).
     #[arg(long, value_parser = parse_triple)]
     grid: Option<[usize; 3]>,
-    /// Write the report as JSON to this file (its folder must exist; checked
-    /// before the run).
-    #[arg(long)]
-    json: Option<PathBuf>,
-    /// No progress messages and no table.
-    #[arg(short, long)]
-    quiet: bool,
 }
 
-fn config(cli: &Cli) -> Result<Config> {
-    let mut c = match &cli.config {
-        Some(p) => Config::from_file(p)?,
-        None => Config::default(),
-    };
-    if let Some(n) = cli.n.or(cli.shape) {
-        c.n = PerAxis::Each(n);
-    }
-    appkit::set_from!(
-        c,
-        cli;
-        bc,
-        solver,
-        tol,
-        max_iter,
-        pre,
-        post,
-        omega,
-        ca,
-        agglomerate_below,
-        max_bottom_cells,
-        repeat,
-        factor_cycles
-    );
-    if cli.levels.is_some() {
-        c.levels = cli.levels;
-    }
-    if cli.grid.is_some() {
-        c.grid = cli.grid;
-    }
-    if cli.no_overlap {
-        c.overlap = false;
-    }
-    Ok(c)
-}
-
-fn finish(cli: &Cli, report: &poisson::Report) -> Result<()> {
-    if !cli.quiet {
-        println!("{}", report.summary());
-    }
-    if let Some(p) = &cli.json {
-        appkit::output::write_json(p, report)?;
-    }
-    Ok(())
+/// A switch left at its default is no key.
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 fn main() -> std::process::ExitCode {
-    appkit::launch::exit_code(real_main(&Cli::parse()))
+    let cli = Cli::parse();
+    app::main(|| -> anyhow::Result<()> {
+        let cfg: Config = app::configure(&cli.run, &[&cli.flags])?;
+        let plan = Plan::new(&cli.run);
+        Ok(app::execute(plan, |c, progress| {
+            poisson::run(c, &cfg, progress)
+        })?)
+    })
 }
 
-/// Runs on the MPI world under `mpirun` (feature `mpi`), else on
-/// `--ranks` in-process ranks; rank 0 prints and writes the report.
-fn real_main(cli: &Cli) -> Result<()> {
-    let cfg = config(cli)?;
-    if let Some(p) = &cli.json {
-        appkit::output::check_file_target("--json", p)?;
-    }
-    let report =
-        appkit::launch::launch("poisson", cli.ranks, |c| poisson::run(c, &cfg, !cli.quiet))?;
-    match report {
-        Some(r) => finish(cli, &r),
-        None => Ok(()),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_flag_sets_a_key_of_the_configuration() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        assert_eq!(
+            appkit::app::flags_without_keys::<Config, Flags>(),
+            Vec::<String>::new()
+        );
     }
 }
