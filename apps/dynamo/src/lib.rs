@@ -159,7 +159,7 @@ impl Report {
 /// The solver for `cfg` on `comm` (collective).
 pub fn build(comm: &dyn Communicator, cfg: &Config) -> Result<Solver> {
     let size = comm.size();
-    if size % cfg.pi_theta != 0 {
+    if !size.is_multiple_of(cfg.pi_theta) {
         bail!(
             "pi_theta = {} does not divide the {size} ranks: the process grid is pi_r x pi_theta",
             cfg.pi_theta
@@ -527,7 +527,7 @@ pub fn run(
     let first = sample(comm, &s, dt, &mut drift)?;
     // A continued series already holds the row of the restart step (only
     // rank 0 knows; every rank learns whether its write failed).
-    let wrote = if !history.last().is_some_and(|h| h.step == first.step) {
+    let wrote = if history.last().is_none_or(|h| h.step != first.step) {
         history.push(first);
         log(&mut series, &first)
     } else {
@@ -560,7 +560,7 @@ pub fn run(
         dt = in_use;
         taken += 1;
         let done = taken as usize == cfg.steps || reached_end(s.time(), end, s.steps());
-        if taken % cfg.diag_every as u64 == 0 || done {
+        if taken.is_multiple_of(cfg.diag_every as u64) || done {
             last = sample(comm, &s, size, &mut drift)?;
             appkit::output::rank0_result(comm, log(&mut series, &last))?;
             history.push(last);

@@ -32,7 +32,7 @@ fn bottom(n: usize) -> (usize, bool) {
 
 /// Whether `n` is even and its multigrid bottom level fits ([`bottom`]).
 pub(crate) fn fits_multigrid(n: usize) -> bool {
-    n % 2 == 0 && bottom(n).1
+    n.is_multiple_of(2) && bottom(n).1
 }
 
 /// Why `n^3` cells do not split over `ranks` ranks the way the multigrid
@@ -245,7 +245,7 @@ impl Config {
                 ibm::GhostPoints::MAX_POINTS
             );
         }
-        if self.n % 2 != 0 {
+        if !self.n.is_multiple_of(2) {
             bail!(
                 "n = {} is odd: the multigrid hierarchy needs an even number of cells per axis ({})",
                 self.n,

@@ -169,7 +169,7 @@ pub fn even_blocks(shape: [usize; 3], dims: [usize; 3]) -> bool {
     (0..3).all(|d| {
         (0..dims[d]).all(|i| {
             let len = comm::grid::block_range(shape[d], dims[d], i).1;
-            len >= 2 && len % 2 == 0
+            len >= 2 && len.is_multiple_of(2)
         })
     })
 }
@@ -193,11 +193,11 @@ pub fn choose_grid(
     let cells: usize = shape.iter().product();
     let mut best: Option<((usize, usize), [usize; 3])> = None;
     for a in 1..=ranks {
-        if ranks % a != 0 {
+        if !ranks.is_multiple_of(a) {
             continue;
         }
         for b in 1..=ranks / a {
-            if (ranks / a) % b != 0 {
+            if !(ranks / a).is_multiple_of(b) {
                 continue;
             }
             let dims = [a, b, ranks / a / b];
@@ -213,7 +213,7 @@ pub fn choose_grid(
             };
             let surface: usize = (0..3).map(|d| cuts(d) * (cells / shape[d])).sum();
             let key = (surface, dims[2]);
-            if best.map_or(true, |(k, _)| key < k) {
+            if best.is_none_or(|(k, _)| key < k) {
                 best = Some((key, dims));
             }
         }
