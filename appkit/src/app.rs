@@ -57,7 +57,7 @@
 //!
 //! fn main() -> std::process::ExitCode {
 //!     let cli = Cli::parse();
-//!     app::main("demo", || {
+//!     app::main(|| {
 //!         let cfg: Config = app::configure(&cli.run, &[&cli.output, &cli.flags])?;
 //!         let plan = app::Plan::new(&cli.run).output(cfg.output.dir.as_deref());
 //!         app::execute(plan, |_comm, _progress| {

@@ -22,7 +22,7 @@
 //!    (`1 + 9 order/2` flops per cell, over the `interior` phase) is set
 //!    against the core's FMA peak, measured in the same run by a loop of
 //!    independent FMA chains on the widest vectors the CPU has
-//!    ([`heat3d::stencil::peak`]; the best pass, before and after the
+//!    ([`stencil::peak`]; the best pass, before and after the
 //!    sweep). The sweep may not fuse its multiplies and adds (its bits must
 //!    match the device kernel's), so half of that peak is its ceiling.
 //! 3. **Steps a pass**: one rank, blocking, at the sweep size, orders 2,
@@ -42,12 +42,12 @@
 use crate::stream::{self, Stream};
 use crate::util::{self, HeatReport, Timings};
 use anyhow::{bail, Context, Result};
-use heat3d::stencil::peak::{self, fma_peak, term_rates, FmaPeak};
 use serde::Serialize;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+use stencil::peak::{self, fma_peak, term_rates, FmaPeak};
 
 /// What `cargo xtask bench` can measure.
 #[derive(Debug, clap::Subcommand)]
@@ -243,7 +243,7 @@ pub struct OrderRun {
     /// `gflops` / the FMA peak measured in the same run.
     pub peak_fraction: f64,
     /// GFLOP/s of the same operations with their data in the L1 cache
-    /// (`heat3d::stencil::peak::term_rates`, AVX-512 only): the most a
+    /// (`stencil::peak::term_rates`, AVX-512 only): the most a
     /// sweep without fused multiply-adds reaches on this core.
     pub l1_terms_gflops: Option<f64>,
     /// The CPU kernel of heat3d's sweeps (its default).
@@ -447,7 +447,7 @@ fn sweep_spec(plan: &Plan, order: usize, per_pass: usize) -> Spec<'static> {
 /// default at 128^3 and 256^3) and 6 and 8 (two).
 const PASS_ORDERS: [usize; 4] = [2, 4, 6, 8];
 /// Steps a pass compared.
-const PER_PASS: [usize; 3] = [1, 2, heat3d::MAX_HOST_STEPS_PER_PASS];
+const PER_PASS: [usize; 3] = [1, 2, stencil::policy::MAX_HOST_STEPS_PER_PASS];
 /// Interleaved rounds of the steps-a-pass comparison (best kept).
 const PASS_ROUNDS: usize = 2;
 

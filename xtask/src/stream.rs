@@ -1,17 +1,17 @@
 //! A memory-bandwidth reference: the fastest way one thread can read one
 //! f64 array and write another of the same length, as one rank's stencil
 //! sweep does: the faster of the library copy (`copy_from_slice`, i.e.
-//! `memcpy`) and a copy with non-temporal stores (x86-64; heat3d's
+//! `memcpy`) and a copy with non-temporal stores (x86-64; `stencil`'s
 //! `copy_streaming`, which its `sweep_timing` example times too), per
 //! pass. A plain read-and-write loop (STREAM's "scale", `dst[i] = s *
 //! src[i]`) runs at about half that rate on a core whose stores allocate
 //! cache lines, and would flatter any kernel timed against it;
 //! `scale_passes` keeps it for comparison.
 
-use heat3d::stencil::peak::copy_streaming as copy_nt;
 use serde::Serialize;
 use std::hint::black_box;
 use std::time::Instant;
+use stencil::peak::copy_streaming as copy_nt;
 
 /// One stream measurement.
 #[derive(Debug, Clone, Copy, Serialize)]

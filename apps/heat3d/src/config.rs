@@ -1,6 +1,5 @@
 //! The run configuration: TOML file, command-line overrides, validation.
 
-use crate::stencil;
 use anyhow::{bail, Result};
 pub use appkit::config::{ByName, PerAxis};
 use appkit::validate;
@@ -74,7 +73,7 @@ pub enum GpuStencil {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum CpuStencil {
-    /// [`crate::stencil::Kernel::detect_for`]'s choice: AVX-512 where the
+    /// [`stencil::Kernel::detect_for`]'s choice: AVX-512 where the
     /// CPU has it, then AVX2, except at orders 8 and 10, AVX2 first; the
     /// portable loop where neither exists.
     Auto,
@@ -233,7 +232,7 @@ pub struct Config {
     /// How one self-periodic rank's GPU stencil reads across its faces.
     pub gpu_periodic: GpuPeriodic,
     /// Euler steps one pass over the box advances (1 to
-    /// [`crate::MAX_HOST_STEPS_PER_PASS`] on the host, 1 or 2 on a GPU; 0:
+    /// [`stencil::policy::MAX_HOST_STEPS_PER_PASS`] on the host, 1 or 2 on a GPU; 0:
     /// the default). Several steps a pass (temporal blocking: the
     /// intermediate values stay in cache, or on the chip) need one rank that
     /// is its own periodic neighbour, blocking mode and the Euler
@@ -247,7 +246,7 @@ pub struct Config {
     pub steps_per_pass: usize,
     /// Rows of axis 1 a tile of the host's multi-step pass holds (0: the
     /// default, the widest tile whose rings of planes fit
-    /// `wavefront::budget`: 3/4 of an L2 of 2 MiB or more, else 7/32 of
+    /// `stencil::wavefront::budget`: 3/4 of an L2 of 2 MiB or more, else 7/32 of
     /// the last-level cache). Narrower tiles keep the rings in a smaller
     /// cache and compute more rows twice. Changes no bit.
     pub tile_rows: usize,
@@ -404,11 +403,11 @@ impl Config {
                 self.gpu_block
             );
         }
-        if self.steps_per_pass > crate::MAX_HOST_STEPS_PER_PASS {
+        if self.steps_per_pass > stencil::policy::MAX_HOST_STEPS_PER_PASS {
             bail!(
                 "steps_per_pass = {} is not supported (valid: 1 to {}, or 0 for the default; a GPU passes at most 2)",
                 self.steps_per_pass,
-                crate::MAX_HOST_STEPS_PER_PASS
+                stencil::policy::MAX_HOST_STEPS_PER_PASS
             );
         }
         self.check_unused()

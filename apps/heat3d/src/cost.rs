@@ -11,7 +11,7 @@
 //! [`model_rms_error`]). It is validated against measured runs in the tests.
 
 use crate::config::{Config, Operator};
-use crate::{profile, stencil};
+use crate::profile;
 use anyhow::Result;
 use rustfft::num_complex::Complex64;
 use rustfft::FftPlanner;

@@ -24,7 +24,6 @@
 //! exchange.
 
 use crate::config::{Config, GpuExchange, GpuPeriodic, GpuStencil, Integrator, Mode};
-use crate::stencil::Sweep;
 use crate::StepTimes;
 use anyhow::{anyhow, Result};
 use comm::Communicator;
@@ -36,6 +35,7 @@ use halo::{
 };
 use std::sync::Arc;
 use std::time::Instant;
+use stencil::Sweep;
 
 /// The geometry of a step: layout, owned region, interior, shell.
 pub(crate) type Geometry<'a> = (&'a FieldLayout, &'a Region, &'a Region, &'a [Region]);

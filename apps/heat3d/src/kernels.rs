@@ -24,9 +24,9 @@ pub const ENTRIES: [&str; 10] = [
 pub const TWO_STEP_ENTRY: &str = "fd_two";
 
 /// The stencil radii the device path compiles: `order / 2` for every
-/// [`ORDERS`](crate::stencil::ORDERS) (the spectral operator uses radius 1).
+/// [`ORDERS`](stencil::ORDERS) (the spectral operator uses radius 1).
 pub fn radii() -> impl Iterator<Item = usize> {
-    crate::stencil::ORDERS.into_iter().map(|order| order / 2)
+    stencil::ORDERS.into_iter().map(|order| order / 2)
 }
 
 /// The kernel module's name for stencil radius `radius`.

@@ -14,8 +14,6 @@ pub mod cost;
 #[cfg(feature = "cuda")]
 mod device;
 pub mod kernels;
-pub mod stencil;
-pub mod wavefront;
 
 use anyhow::{bail, Context, Result};
 use appkit::csv::{FloatFormat, Series};
@@ -28,8 +26,8 @@ use halo::{Exchanger, Field, FieldLayout, HaloSpec, Neighborhood, Region, Topolo
 use num_complex::Complex64;
 use serde::Serialize;
 use std::time::Instant;
-use stencil::{all_finite, Kernel, Stores, Sweep};
-use wavefront::Wavefront;
+use stencil::wavefront::Wavefront;
+use stencil::{all_finite, policy, Kernel, Stores, Sweep};
 
 /// Phase names of the finite-difference step, in the order of [`PhaseTimes`].
 pub const PHASES: [&str; 5] = ["post", "interior", "wait", "shell", "update"];
@@ -206,7 +204,7 @@ struct Solver<'c> {
     interior: Region,
     shell: Vec<Region>,
     dt: f64,
-    /// Host steps a pass (1, or up to [`MAX_HOST_STEPS_PER_PASS`] for one
+    /// Host steps a pass (1, or up to [`policy::MAX_HOST_STEPS_PER_PASS`] for one
     /// self-periodic rank: see [`host_steps_per_pass`]).
     host_per_pass: usize,
     /// The rings of the host's multi-step pass (when `host_per_pass > 1`).
@@ -273,7 +271,7 @@ impl<'c> Solver<'c> {
         let h = cfg.spacing();
         let euler = Sweep::new(cfg.order, h, dt * cfg.diffusivity, true)
             .map_err(anyhow::Error::msg)?
-            .with_stores(host_stores(&layout));
+            .with_stores(policy::host_stores(&layout));
         let lap = Sweep::new(cfg.order, h, cfg.diffusivity, false).map_err(anyhow::Error::msg)?;
         let mut u = Field::new(layout);
         fill_analytic(cfg, 0.0, &topo.owned(), &mut u);
@@ -864,82 +862,6 @@ impl Spectral {
     }
 }
 
-/// The padded bytes of one field from which the host's Euler sweep at
-/// radius 1 stores its output with non-temporal stores.
-pub const STREAM_FROM: usize = 48 << 20;
-
-/// The store policy of the host's Euler sweep on `layout`: non-temporal
-/// stores at radius 1 (order 2) on fields of at least [`STREAM_FROM`]
-/// bytes, which the next step reads back from memory anyway, else plain
-/// ones. Changes no bit. Measured on one core of an Intel Xeon (2 MiB L2,
-/// fields on huge pages; `heat3d --order 2 --ranks 1 --mode blocking`,
-/// same hashes), ms a step plain / streaming: 256^3 (137 MB a field) four
-/// steps a pass 14.6-15.2 / 13.9-14.1, one step a pass 28.7-29.5 /
-/// 25.0-25.3, two ranks 14.9-15.8 / 13.2-13.8 (69 MB a field); 192^3 (58
-/// MB) 6.1-6.2 / 5.9-6.2; 128^3 (18 MB) 1.83-1.92 / 1.94-1.99. At order 4
-/// streaming was slower for one step a pass (26.8-27.1 / 30.6-31.0 ms at
-/// 256^3), and at orders 8 and 16 the single sweep as fast or slower
-/// (`sweep_timing 256 16`: 61 / 80 ms).
-pub fn host_stores(layout: &FieldLayout) -> Stores {
-    let bytes = layout
-        .padded_len()
-        .saturating_mul(std::mem::size_of::<f64>());
-    if layout.ghost[0] == 1 && layout.components == 1 && bytes >= STREAM_FROM {
-        Stores::Streaming
-    } else {
-        Stores::Cached
-    }
-}
-
-/// The most steps one host pass may advance (`steps_per_pass`).
-pub const MAX_HOST_STEPS_PER_PASS: usize = 4;
-
-/// The most cells, over the owned ones, a default multi-step pass may
-/// compute (see [`Wavefront::redundancy`]).
-const HOST_AUTO_REDUNDANCY: f64 = 1.10;
-
-/// The host's default steps a pass on `layout` where more than one are
-/// possible: the most of 4 and 2 whose pass computes at most
-/// [`HOST_AUTO_REDUNDANCY`] times the owned cells, else 1. The rows a tile
-/// computes twice grow with the steps and the radius, and their
-/// arithmetic can cost more than the traffic saved. `cargo xtask bench
-/// heat3d` (one core of an AMD EPYC, ms a step for 1 / 2 / 4 steps a pass,
-/// 2026-12-03): at 256^3 FD-2 25.5 / 18.0 / 13.2, FD-4 35.4 / 27.6 / 21.0,
-/// FD-6 39.9 / 34.0 / 30.7, FD-8 56.0 / 47.2 / 45.0; at 128^3 FD-2 3.28 /
-/// 2.50 / 1.79, FD-4 4.42 / 3.58 / 3.15, FD-6 6.04 / 4.09 / 5.16, FD-8
-/// 8.43 / 5.23 / 7.17; and `heat3d` at 256^3 FD-12 77.2 / 66.1 / 149 and
-/// FD-20 120 / 142 / 688. The rule takes 4 at FD-2 and FD-4 at both
-/// sizes, 2 at FD-6 and FD-8 (10 and 5 % slower than 4 at 256^3, 26 and
-/// 37 % faster at 128^3), FD-10 and FD-12, and 1 from FD-14 (FD-10 and
-/// FD-14 to FD-18 untimed). Those rings held 7 MiB (in the L3); with the
-/// 1.5 MiB of a 2 MiB L2 (an Intel Xeon, see [`wavefront::budget`]) the
-/// tiles are narrower and the rule takes 4 at FD-2, 2 at FD-4 and FD-6,
-/// 1 from FD-8: `heat3d --n 256` took 14.2-15.6 / 25.1-25.2 / 43.6-45.3
-/// ms a step at FD-2 / FD-4 / FD-8, against 14.0-14.3 (4 steps, tiles of
-/// 32 rows), 23.6-24.3 (4 steps, 32 rows) and 42.8-44.4 (2 steps, 24
-/// rows) for the best other choices timed, and 20.0 (2 steps), 29.1-30.1
-/// (1 step) and 46.4-47.0 (2 steps, 48 rows) for worse ones (2026-12-04,
-/// two rounds).
-fn host_auto_steps(layout: &FieldLayout) -> usize {
-    auto_steps_within(layout, wavefront::budget())
-}
-
-/// [`host_auto_steps`] with rings of about `bytes` (see
-/// [`wavefront::budget`]).
-fn auto_steps_within(layout: &FieldLayout, bytes: usize) -> usize {
-    auto_steps_with_tile(layout, |k| wavefront::tile_within(layout, k, bytes))
-}
-
-/// [`host_auto_steps`] with tiles of `tile(k)` rows for `k` steps a pass.
-fn auto_steps_with_tile(layout: &FieldLayout, tile: impl Fn(usize) -> usize) -> usize {
-    [MAX_HOST_STEPS_PER_PASS, 2]
-        .into_iter()
-        .find(|&k| {
-            wavefront::redundancy(layout.owned, layout.ghost[0], tile(k), k) <= HOST_AUTO_REDUNDANCY
-        })
-        .unwrap_or(1)
-}
-
 /// An error naming every option `cfg` sets away from its default that a
 /// run on the device (`on_device`) or the host would not use, and what it
 /// applies to, so that no setting is silently ignored: the CPU sweeps'
@@ -1031,7 +953,7 @@ fn unused_options(cfg: &Config, on_device: bool) -> Result<()> {
 /// The steps one host pass advances (`steps_per_pass`) on `ranks` ranks
 /// with the rank's `layout`. More than one need one rank (its own periodic
 /// neighbour, every owned extent at least the radius) besides
-/// [`multi_step_unmet`]'s conditions; the default is [`host_auto_steps`]
+/// [`multi_step_unmet`]'s conditions; the default is [`policy::auto_steps`]
 /// where they are possible.
 fn host_steps_per_pass(cfg: &Config, ranks: usize, layout: &FieldLayout) -> Result<usize> {
     let r = layout.ghost[0];
@@ -1060,8 +982,8 @@ fn host_steps_per_pass(cfg: &Config, ranks: usize, layout: &FieldLayout) -> Resu
     }
     let auto = if unmet.is_empty() && cfg.steps_per_pass == 0 {
         match cfg.tile_rows {
-            0 => host_auto_steps(layout),
-            rows => auto_steps_with_tile(layout, |_| rows),
+            0 => policy::auto_steps(layout),
+            rows => policy::auto_steps_with_tile(layout, |_| rows),
         }
     } else {
         1
@@ -1070,7 +992,7 @@ fn host_steps_per_pass(cfg: &Config, ranks: usize, layout: &FieldLayout) -> Resu
         cfg.steps_per_pass,
         &unmet,
         auto,
-        MAX_HOST_STEPS_PER_PASS,
+        policy::MAX_HOST_STEPS_PER_PASS,
         "the host",
     )
 }
@@ -1348,29 +1270,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_large_order_2_fields_stream_their_output() {
-        let at = |n: usize, r: usize, components: usize| {
-            host_stores(&FieldLayout {
-                owned: [n; 3],
-                ghost: [r; 3],
-                components,
-            })
-        };
-        // 256^3 at radius 1: 258^3 doubles, 137 MB.
-        assert_eq!(at(256, 1, 1), Stores::Streaming);
-        // The smallest cube at the threshold and the one below it.
-        let n = (1..)
-            .find(|&n| (n + 2usize).pow(3) * 8 >= STREAM_FROM)
-            .unwrap();
-        assert_eq!(at(n, 1, 1), Stores::Streaming);
-        assert_eq!(at(n - 1, 1, 1), Stores::Cached);
-        assert_eq!(at(128, 1, 1), Stores::Cached);
-        // Higher orders and several components keep plain stores.
-        assert_eq!(at(256, 2, 1), Stores::Cached);
-        assert_eq!(at(256, 1, 2), Stores::Cached);
-    }
-
-    #[test]
     fn options_a_run_would_not_use_are_refused_by_name() {
         let spectral = Config {
             operator: Operator::Spectral,
@@ -1506,52 +1405,11 @@ mod tests {
         let b = Mode::Blocking;
         for order in (2..=20).step_by(2) {
             let got = host_steps_per_pass(&cfg(order, b, 0), 1, &layout(order / 2)).unwrap();
-            assert_eq!(got, host_auto_steps(&layout(order / 2)), "order {order}");
+            assert_eq!(got, policy::auto_steps(&layout(order / 2)), "order {order}");
             // Possible at every order when asked for.
-            for k in 1..=MAX_HOST_STEPS_PER_PASS {
+            for k in 1..=policy::MAX_HOST_STEPS_PER_PASS {
                 let got = host_steps_per_pass(&cfg(order, b, k), 1, &layout(order / 2)).unwrap();
                 assert_eq!(got, k, "order {order}");
-            }
-        }
-        // The rule at the sizes it was measured at (the README and the
-        // config's doc state it): 4 at FD-2 and FD-4, 2 at FD-6 to FD-12, 1
-        // from FD-14.
-        let cube = |n: usize, order: usize| FieldLayout {
-            owned: [n; 3],
-            ghost: [order / 2; 3],
-            components: 1,
-        };
-        for (n, order, want) in [
-            (256, 2, 4),
-            (256, 4, 4),
-            (256, 6, 2),
-            (256, 8, 2),
-            (256, 10, 2),
-            (256, 12, 2),
-            (256, 14, 1),
-            (256, 20, 1),
-            (128, 12, 2),
-            (128, 14, 1),
-            (128, 2, 4),
-            (128, 4, 4),
-            (128, 6, 2),
-            (128, 8, 2),
-        ] {
-            let got = auto_steps_within(&cube(n, order), wavefront::BUDGET);
-            assert_eq!(got, want, "{n}^3, order {order}");
-        }
-        // With the 1.5 MiB of rings of a 2 MiB L2 (see `wavefront::budget`;
-        // FD-2, FD-4 and FD-8 at 256^3 measured): 4 at FD-2, 2 at FD-4 and
-        // FD-6, 1 from FD-8.
-        for n in [128, 256] {
-            for order in (2..=20).step_by(2) {
-                let want = match order {
-                    2 => 4,
-                    4 | 6 => 2,
-                    _ => 1,
-                };
-                let got = auto_steps_within(&cube(n, order), 3 << 19);
-                assert_eq!(got, want, "{n}^3, order {order}, L2 rings");
             }
         }
         let one = |c: &Config, ranks| host_steps_per_pass(c, ranks, &layout(1)).unwrap();
@@ -1578,13 +1436,14 @@ mod tests {
                 && e.contains("the Euler finite-difference step (this run: Rk4"),
             "{e}"
         );
-        let over = MAX_HOST_STEPS_PER_PASS + 1;
+        let over = policy::MAX_HOST_STEPS_PER_PASS + 1;
         let e = host_steps_per_pass(&cfg(2, b, over), 1, &layout(1))
             .unwrap_err()
             .to_string();
         assert!(
             e.contains(&format!(
-                "= {over} is not supported on the host (valid: 1 to {MAX_HOST_STEPS_PER_PASS}"
+                "= {over} is not supported on the host (valid: 1 to {}",
+                policy::MAX_HOST_STEPS_PER_PASS
             )),
             "{e}"
         );

@@ -136,7 +136,7 @@ fn several_steps_a_pass_give_the_bits_of_one() {
                 },
                 1,
             );
-            for k in 2..=heat3d::MAX_HOST_STEPS_PER_PASS {
+            for k in 2..=stencil::policy::MAX_HOST_STEPS_PER_PASS {
                 let many = run(
                     &Config {
                         steps_per_pass: k,
@@ -154,7 +154,7 @@ fn several_steps_a_pass_give_the_bits_of_one() {
             for tile_rows in [1, 3, 40] {
                 let tiled = run(
                     &Config {
-                        steps_per_pass: heat3d::MAX_HOST_STEPS_PER_PASS,
+                        steps_per_pass: stencil::policy::MAX_HOST_STEPS_PER_PASS,
                         tile_rows,
                         ..base.clone()
                     },
@@ -417,10 +417,7 @@ fn every_cpu_stencil_gives_the_same_field_and_is_reported() {
         ..Config::default()
     };
     let auto = run(&base, 2);
-    assert_eq!(
-        auto.cpu_stencil,
-        heat3d::stencil::Kernel::detect_for(3).name()
-    );
+    assert_eq!(auto.cpu_stencil, stencil::Kernel::detect_for(3).name());
     // Orders 8 and 10 are where `auto` takes AVX2 first.
     let mid = Config {
         order: 8,
@@ -428,7 +425,7 @@ fn every_cpu_stencil_gives_the_same_field_and_is_reported() {
     };
     assert_eq!(
         run(&mid, 2).cpu_stencil,
-        heat3d::stencil::Kernel::detect_for(4).name()
+        stencil::Kernel::detect_for(4).name()
     );
     for (choice, name) in [
         (CpuStencil::Scalar, "scalar"),
@@ -439,7 +436,7 @@ fn every_cpu_stencil_gives_the_same_field_and_is_reported() {
             cpu_stencil: choice,
             ..base.clone()
         };
-        let available = heat3d::stencil::Kernel::ALL
+        let available = stencil::Kernel::ALL
             .into_iter()
             .any(|k| k.available() && k.name() == name);
         let got = comm::local::run(2, |c| {

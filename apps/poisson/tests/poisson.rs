@@ -198,7 +198,10 @@ fn bad_input_is_reported_without_a_panic() {
     let cases: &[(&[&str], &str)] = &[
         (&["--bc", "robin"], "robin"),
         (&["--n", "12x8"], "AxBxC"),
-        (&["--n", "16", "--shape", "8x8x8"], "cannot be used multiple times"),
+        (
+            &["--n", "16", "--shape", "8x8x8"],
+            "cannot be used multiple times",
+        ),
         // 16 halves four times: at most 5 levels.
         (&["--n", "16", "--levels", "6"], "at most 5 levels"),
         // 36 / 4 = 9 cells per rank on axis 0.

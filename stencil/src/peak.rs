@@ -345,7 +345,7 @@ mod tests {
     fn the_peak_is_measured_on_the_widest_vectors() {
         let p = fma_peak(20_000, 3);
         assert!(p.gflops.is_finite() && p.gflops > 0.0);
-        if super::super::Kernel::Avx512.available() {
+        if crate::Kernel::Avx512.available() {
             assert_eq!(p.isa, "avx512");
         }
         let lanes = match p.isa {
@@ -359,7 +359,7 @@ mod tests {
     #[test]
     fn the_l1_term_rates_are_measured_where_avx512_is() {
         let t = term_rates(20, 200, 2);
-        assert_eq!(t.is_some(), super::super::Kernel::Avx512.available());
+        assert_eq!(t.is_some(), crate::Kernel::Avx512.available());
         if let Some(t) = t {
             for g in [t.strided, t.contiguous, t.cell] {
                 assert!(g.is_finite() && g > 0.0, "{t:?}");
@@ -375,7 +375,7 @@ mod tests {
     #[test]
     #[cfg(target_arch = "x86_64")]
     fn the_term_loop_computes_the_sweeps_terms() {
-        if !super::super::Kernel::Avx512.available() {
+        if !crate::Kernel::Avx512.available() {
             return;
         }
         // Against the scalar sum in the same order (so the same bits), on

@@ -29,7 +29,7 @@
 //! level took 0.04-0.94 ms a step longer in five and the same time in two
 //! (13.4-13.7 ms a step against 12.7-13.7).
 
-use crate::stencil::Sweep;
+use crate::Sweep;
 use halo::FieldLayout;
 
 /// The bytes of ring planes a tile aims at where no cache size can be

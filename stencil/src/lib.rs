@@ -5,9 +5,34 @@
 //! scalar loop, or explicit SIMD along the fastest axis (AVX2, AVX-512)
 //! picked at run time from what the CPU has. All of them compute every cell
 //! with the same operations in the same order, so they give the same bits.
+//!
+//! ```
+//! use halo::{FieldLayout, Region};
+//! use stencil::{Kernel, Sweep};
+//!
+//! // FD-8 on a 16^3 block with 4 ghost cells (radius 4): u + s lap(u).
+//! let layout = FieldLayout { owned: [16; 3], ghost: [4; 3], components: 1 };
+//! let u = vec![1.0; layout.padded_len()];
+//! let region = Region { lo: [4; 3], hi: [20; 3] }; // the owned cells, in padded indices
+//! let mut outs = Vec::new();
+//! for kernel in Kernel::ALL.into_iter().filter(|k| k.available()) {
+//!     let sweep = Sweep::new(8, [0.1; 3], 1e-4, true).unwrap().with_kernel(kernel).unwrap();
+//!     let mut out = vec![0.0; layout.padded_len()];
+//!     assert!(sweep.apply(&layout, &u, &mut out, &region)); // all finite
+//!     outs.push(out);
+//! }
+//! // Every kernel gives the same bits.
+//! assert!(outs.iter().all(|o| o == &outs[0]));
+//! ```
+//!
+//! [`wavefront`] advances several Euler steps in one pass with the same
+//! bits, [`policy`] holds the host's tuning rules as data, and [`peak`]
+//! measures what the core can reach.
 
 pub mod peak;
+pub mod policy;
 mod simd;
+pub mod wavefront;
 
 use halo::{FieldLayout, Region};
 
@@ -196,8 +221,7 @@ impl Kernel {
 pub enum Stores {
     /// Plain stores (the default of [`Sweep::new`]): each output line is
     /// read before it is written and may stay in cache for the next sweep.
-    /// heat3d's solver streams instead at radius 1 on large fields
-    /// (`heat3d::host_stores`).
+    /// [`policy::host_stores`] streams instead at radius 1 on large fields.
     #[default]
     Cached,
     /// Non-temporal stores for every whole 64-byte line of the output: the
@@ -209,7 +233,7 @@ pub enum Stores {
     /// stay in cache (64^3, 32^3); on an Intel Xeon core with fields on
     /// huge pages it is faster at radius 1 on large fields (137 MB; the
     /// same at 58 MB, slower at 18 MB) and slower at higher orders, so
-    /// heat3d takes it at radius 1 from 48 MiB (`heat3d::host_stores`).
+    /// [`policy::host_stores`] takes it at radius 1 from 48 MiB.
     Streaming,
 }
 
@@ -277,14 +301,14 @@ impl Sweep {
     /// weights.
     ///
     /// ```
-    /// let s = heat3d::stencil::Sweep::new(6, [0.1; 3], 1e-3, true).unwrap();
+    /// let s = stencil::Sweep::new(6, [0.1; 3], 1e-3, true).unwrap();
     /// assert_eq!(s.radius(), 3);
     /// ```
     ///
     /// It cannot be changed apart from them:
     ///
     /// ```compile_fail
-    /// let mut s = heat3d::stencil::Sweep::new(6, [0.1; 3], 1e-3, true).unwrap();
+    /// let mut s = stencil::Sweep::new(6, [0.1; 3], 1e-3, true).unwrap();
     /// s.radius = 1;
     /// ```
     pub fn radius(&self) -> usize {

@@ -2,12 +2,12 @@
 //! machine has, with a copy of the same bytes and the FMA peak beside it:
 //!
 //! ```text
-//! cargo run --release -p heat3d --example sweep_timing -- N ORDER [REPS]
+//! cargo run --release -p stencil --example sweep_timing -- N ORDER [REPS]
 //! ```
 //!
 //! Every kernel's output is checked bit for bit against the first one's.
 //! With AVX-512 it also prints what the sweep's operations reach with their
-//! data in the L1 (`heat3d::stencil::peak::term_rates`), and each kernel's
+//! data in the L1 (`stencil::peak::term_rates`), and each kernel's
 //! share of that.
 //! Times are the median of `REPS` sweeps (default 10) of the `N^3` owned
 //! cells of a field with `ORDER / 2` ghost layers; the copy moves one padded
@@ -15,9 +15,9 @@
 //! non-temporal stores (the median of each, then the smaller).
 
 use halo::{FieldLayout, Region};
-use heat3d::stencil::peak::{copy_streaming, flops_per_cell, fma_peak, term_rates};
-use heat3d::stencil::{Kernel, Stores, Sweep};
 use std::time::Instant;
+use stencil::peak::{copy_streaming, flops_per_cell, fma_peak, term_rates};
+use stencil::{Kernel, Stores, Sweep};
 
 fn median(mut t: Vec<f64>) -> f64 {
     t.sort_by(f64::total_cmp);

@@ -679,7 +679,7 @@ pub(super) mod x86 {
     /// Four doubles in an AVX register. Only used inside functions compiled
     /// with AVX2, called after `Kernel::Avx2.available()` found it.
     #[derive(Clone, Copy)]
-    pub(in crate::stencil) struct V4(__m256d);
+    pub(crate) struct V4(__m256d);
 
     impl Vf for V4 {
         const W: usize = 4;
@@ -753,7 +753,7 @@ pub(super) mod x86 {
     /// Eight doubles in an AVX-512 register. Only used inside functions compiled with
     /// AVX-512F, called after `Kernel::Avx512.available()` found it.
     #[derive(Clone, Copy)]
-    pub(in crate::stencil) struct V8(__m512d);
+    pub(crate) struct V8(__m512d);
 
     impl Vf for V8 {
         const W: usize = 8;
