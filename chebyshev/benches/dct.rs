@@ -1,7 +1,7 @@
 //! DCT-I transform and derivative throughput against dense matrix products
 //! doing the same work, side by side in one run.
 //!
-//! `cargo bench -p chebyshev --bench dct` (optional arguments: `--quick`
+//! `cargo bench -p parnum-chebyshev --bench dct` (optional arguments: `--quick`
 //! for a short run). For each `Nr` in {33, 65, 129, 257} and
 //! `lmax` in {63, 127} the batch holds `(lmax + 1)(lmax + 2) / 2` complex
 //! columns (all `(l, m)` modes of one field), that is

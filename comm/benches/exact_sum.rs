@@ -1,7 +1,7 @@
 //! Cost of exact summation: `ExactSum::add_slice` + `to_f64` against a plain
 //! `iter().sum()`, a Neumaier (compensated) sum and the `xsum` crate.
 //!
-//! Run with `cargo bench -p comm --bench exact_sum`. Prints, for each size,
+//! Run with `cargo bench -p parnum-comm --bench exact_sum`. Prints, for each size,
 //! the median time per element over several repetitions and the ratios of
 //! the exact sum to the plain sum and to the fastest xsum variant.
 

@@ -1,7 +1,7 @@
 //! Self-test of the MPI backend; run it under `mpirun` with any rank count:
 //!
 //! ```text
-//! cargo build -p comm --features mpi --example mpi_selftest
+//! cargo build -p parnum-comm --features mpi --example mpi_selftest
 //! mpirun -np 4 target/debug/examples/mpi_selftest
 //! ```
 //!

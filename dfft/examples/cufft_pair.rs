@@ -2,7 +2,7 @@
 //! of an `N^3` grid, repeated; prints one JSON line with the median time of
 //! the pair.
 //!
-//! `cargo run --release -p dfft --features cuda --example cufft_pair -- N [REPEATS]`
+//! `cargo run --release -p parnum-dfft --features cuda --example cufft_pair -- N [REPEATS]`
 
 use dfft::cuda::{DeviceComplex, DeviceR2c};
 

@@ -3,7 +3,7 @@
 //! then one 3D backward transform per derivative), timed in the same run,
 //! with the largest difference between the two.
 //!
-//! `cargo run --release -p dfft --example derivatives [-- N RANKS]`
+//! `cargo run --release -p parnum-dfft --example derivatives [-- N RANKS]`
 //! (default 128^3 on 2 in-process ranks, z-pencil input).
 
 use comm::{local, CommExt, ReduceOp};

@@ -17,7 +17,7 @@
 //! is checked against the input (maximum difference at most 1e-10) before
 //! anything is reported.
 //!
-//! `cargo run --release -p dfft --example dist_bench -- [--n 256]
+//! `cargo run --release -p parnum-dfft --example dist_bench -- [--n 256]
 //! [--ranks 2] [--kinds c2c,r2c] [--reps 5] [--output input|transposed]
 //! [--protocol auto|alltoall|alltoallv|alltoallw|p2p|p2p_plined]
 //! [--json PATH]`

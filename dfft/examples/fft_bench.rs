@@ -2,7 +2,7 @@
 //! one in-process rank, median of several repetitions (the reference to run
 //! beside it: FFTW, or `scipy.fft.fftn(x, workers=1)`).
 //!
-//! `cargo run --release -p dfft --example fft_bench [-- N REPS]` (default 256, 5).
+//! `cargo run --release -p parnum-dfft --example fft_bench [-- N REPS]` (default 256, 5).
 
 use dfft::{Fft3d, FftError, Kind, Layout, Options};
 use num_complex::Complex64;

@@ -12,7 +12,7 @@
 //! FFTW is linked from the system (`libfftw3-dev` on Debian), so the
 //! example needs the `fftw` feature, which nothing else turns on:
 //!
-//! `cargo run --release -p dfft --features fftw --example fftw_compare --
+//! `cargo run --release -p parnum-dfft --features fftw --example fftw_compare --
 //! [--sizes 64,128,256] [--kinds c2c,r2c] [--rounds 3] [--min-time 0.3]
 //! [--json PATH] [--overwrite]`
 //!

@@ -2,7 +2,7 @@
 //! backward transform pair for brick, pencil and slab inputs, with the
 //! classic pencil pipeline and with the minimum-reshape selection.
 //!
-//! `cargo run --release -p dfft --example reshape_table [-- NX NY NZ RANKS]`
+//! `cargo run --release -p parnum-dfft --example reshape_table [-- NX NY NZ RANKS]`
 
 use dfft::{Fft3d, Kind, Layout, Options, Output, Selection};
 

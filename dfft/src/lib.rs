@@ -26,7 +26,7 @@
 //! more reshapes than the pencil pipeline. [`Output::Transposed`] leaves
 //! the spectrum in the last layout. Reshapes
 //! per forward + backward C2C pair on 8 ranks for 64^3 (the same on 32 ranks
-//! for 120 x 120 x 115; `cargo run --release -p dfft --example
+//! for 120 x 120 x 115; `cargo run --release -p parnum-dfft --example
 //! reshape_table -- NX NY NZ RANKS` prints it for any case):
 //!
 //! | input layout | pencil pipeline | min-reshape, input layout | min-reshape, transposed |
@@ -46,7 +46,7 @@
 //! need, and returns them in the input layout. For the gradient with the
 //! Hessian diagonal on 4 ranks from z-pencils it moves 6 fields against 14
 //! for one 3D forward plus one 3D backward transform per derivative
-//! (`cargo run --release -p dfft --example derivatives -- N RANKS` times
+//! (`cargo run --release -p parnum-dfft --example derivatives -- N RANKS` times
 //! both routes and prints their difference).
 //!
 //! Every result has the same bits as the single-rank transform: the 1D

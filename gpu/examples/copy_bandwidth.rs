@@ -4,7 +4,7 @@
 //! median time and the bandwidth counting bytes read plus bytes written (and
 //! the number of devices present).
 //!
-//! `cargo run --release -p gpu --features cuda --example copy_bandwidth -- [MIB] [REPEATS]`
+//! `cargo run --release -p parnum-gpu --features cuda --example copy_bandwidth -- [MIB] [REPEATS]`
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);

@@ -1,7 +1,7 @@
 //! Halo exchange throughput for ghost widths 1 to 10 against a plain memory
 //! copy of the same bytes, measured side by side in one run.
 //!
-//! `cargo bench -p halo --bench halo_exchange [-- RANKS [N]]` (default: 2
+//! `cargo bench -p parnum-halo --bench halo_exchange [-- RANKS [N]]` (default: 2
 //! in-process ranks, 128^3 cells per rank, faces only).
 
 use comm::{local, BlockDecomposition, CommExt, ProcessGrid, ReduceOp};

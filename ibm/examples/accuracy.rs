@@ -3,7 +3,7 @@
 //! values) at several resolutions and sub-sampling depths, and the cost of
 //! distance queries on a random packing.
 //!
-//! `cargo run --release -p ibm --example accuracy`
+//! `cargo run --release -p parnum-ibm --example accuracy`
 
 use comm::IndexBox;
 use ibm::{Body, CutCells, CutOptions, Lattice, LatticeKind, MacGrid, Packing};

@@ -8,7 +8,7 @@
 //! * `faer B`, `faer m`: faer's own solve, all columns in one call / once per m (2 columns);
 //! * `getrs B`, `getrs m`: LAPACK `dgetrs`, all columns in one call / once per m.
 //!
-//! Run: `cargo bench -p imex --bench imex [--features lapack] [-- --quick]`.
+//! Run: `cargo bench -p parnum-imex --bench imex [--features lapack] [-- --quick]`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! and vector (spheroidal/toroidal), at lmax 63..511 on the Gauss grid
 //! `ntheta = 3 (lmax + 1) / 2`, `nphi = 2 ntheta`.
 //!
-//! `cargo bench -p sht --bench sht [-- --lmax 63,127 --json PATH]`; with
+//! `cargo bench -p parnum-sht --bench sht [-- --lmax 63,127 --json PATH]`; with
 //! SHTns and ducc0 side by side: `cargo xtask bench sht`, which runs this
 //! with `--json` and the references in the same run.
 //!

@@ -2,7 +2,7 @@
 //! machine has, with a copy of the same bytes and the FMA peak beside it:
 //!
 //! ```text
-//! cargo run --release -p stencil --example sweep_timing -- N ORDER [REPS]
+//! cargo run --release -p parnum-stencil --example sweep_timing -- N ORDER [REPS]
 //! ```
 //!
 //! Every kernel's output is checked bit for bit against the first one's.

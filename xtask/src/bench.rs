@@ -55,19 +55,19 @@ pub enum Target {
     /// The heat3d application: weak scaling, order sweep vs stream, overlap.
     Heat3d(Args),
     /// imex: factor and solve of one l-loop, faer vs LAPACK vs dgetrs per m
-    /// (`cargo bench -p imex --bench imex --features lapack`).
+    /// (`cargo bench -p parnum-imex --bench imex --features lapack`).
     Imex(CrateArgs),
     /// chebyshev: DCT-I transforms and derivatives vs dense products
-    /// (`cargo bench -p chebyshev --bench dct`).
+    /// (`cargo bench -p parnum-chebyshev --bench dct`).
     Chebyshev(CrateArgs),
     /// heat3d: grid and cost per step each operator needs for a target
     /// error (FD-2..FD-20 vs spectral, 1e-2 and 1e-8).
     MethodCost(crate::cost::Args),
     /// comm: exact sum vs plain, Neumaier and xsum
-    /// (`cargo bench -p comm --bench exact_sum`).
+    /// (`cargo bench -p parnum-comm --bench exact_sum`).
     ExactSum(CrateArgs),
     /// halo: exchange throughput for widths 1 to 10 vs memcpy
-    /// (`cargo bench -p halo --bench halo_exchange`).
+    /// (`cargo bench -p parnum-halo --bench halo_exchange`).
     Halo(CrateArgs),
     /// multigrid (through the poisson app): DOF/s at 128³ and 256³ on 1, 2
     /// and 4 ranks, communication-avoiding smoothing on and off, the
@@ -688,10 +688,10 @@ fn overlap(weak: &[WeakRun]) -> Vec<OverlapRow> {
 pub fn run(target: &Target) -> Result<()> {
     let args = match target {
         Target::Heat3d(a) => a,
-        Target::Imex(a) => return crate_bench("imex", "imex", &["lapack"], &a.rest),
-        Target::Chebyshev(a) => return crate_bench("chebyshev", "dct", &[], &a.rest),
-        Target::ExactSum(a) => return crate_bench("comm", "exact_sum", &[], &a.rest),
-        Target::Halo(a) => return crate_bench("halo", "halo_exchange", &[], &a.rest),
+        Target::Imex(a) => return crate_bench("parnum-imex", "imex", &["lapack"], &a.rest),
+        Target::Chebyshev(a) => return crate_bench("parnum-chebyshev", "dct", &[], &a.rest),
+        Target::ExactSum(a) => return crate_bench("parnum-comm", "exact_sum", &[], &a.rest),
+        Target::Halo(a) => return crate_bench("parnum-halo", "halo_exchange", &[], &a.rest),
         Target::Multigrid(a) => return crate::bench_mg::run(a),
         Target::ShtTranspose(a) => return crate::sht_dist::bench(a),
         Target::Sht(a) => return crate::sht_bench::run(a),

@@ -3,7 +3,9 @@
 //! stopping at the first failure:
 //!
 //! 1. `cargo fmt --all -- --check`, then `cargo xtask msrv` (every crate's
-//!    declared `rust-version` against its dependencies')
+//!    declared `rust-version` against its dependencies'), then `cargo
+//!    package --no-verify` of every library crate (published as
+//!    `parnum-NAME`)
 //! 2. `cargo clippy --workspace --all-targets -- -D warnings`, then the
 //!    same with the `mpi` features of every crate that has one
 //! 3. `cargo doc --workspace --no-deps` with warnings as errors
@@ -21,7 +23,7 @@
 //!    exchangers) under AddressSanitizer with the nightly toolchain, when
 //!    one is installed (`rustup run nightly`); skipped with a message
 //!    otherwise
-//! 6. `cargo build -p comm --features mpi --example mpi_selftest`, then the
+//! 6. `cargo build -p parnum-comm --features mpi --example mpi_selftest`, then the
 //!    self-test under `mpirun -np 1`, `2` and `4` (skipped when
 //!    `comm/examples/mpi_selftest.rs` does not exist)
 //! 7. `cargo xtask bitexact` (in-process suite)
@@ -39,9 +41,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Short names of the stages, for `--skip`.
-pub const STAGES: [&str; 13] = [
+pub const STAGES: [&str; 14] = [
     "fmt",
     "msrv",
+    "package",
     "clippy",
     "clippy-mpi",
     "doc",
@@ -58,15 +61,35 @@ pub const STAGES: [&str; 13] = [
 /// Options of `cargo xtask ci`. CI runs it without any.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
-    /// Stages to leave out, for local use (comma-separated: fmt, msrv, clippy,
+    /// Stages to leave out, for local use (comma-separated: fmt, msrv, package, clippy,
     /// clippy-mpi, doc, test, asan, lapack, cuda, hip, selftest, bitexact,
     /// bitexact-mpi).
     #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(STAGES))]
     pub skip: Vec<String>,
 }
 
+/// The library crates, each published on its own (`cargo package`
+/// checks their manifests, that every dependency resolves with the
+/// workspace's siblings packaged beside it, and their file lists; the
+/// build of the same sources is the rest of CI, so `--no-verify` skips
+/// building them a second time).
+const LIBRARIES: [&str; 11] = [
+    "parnum-comm",
+    "parnum-halo",
+    "parnum-dfft",
+    "parnum-stencil",
+    "parnum-sht",
+    "parnum-chebyshev",
+    "parnum-imex",
+    "parnum-multigrid",
+    "parnum-ibm",
+    "parnum-gpu",
+    "parnum-appkit",
+];
+
 /// The CUDA features of the crates that have device code.
-const CUDA_FEATURES: &str = "gpu/cuda,halo/cuda,dfft/cuda,heat3d/cuda,pfc/cuda";
+const CUDA_FEATURES: &str =
+    "parnum-gpu/cuda,parnum-halo/cuda,parnum-dfft/cuda,heat3d/cuda,pfc/cuda";
 
 /// Longest the MPI self-test may run at one process count (it hangs rather
 /// than fails on a deadlock).
@@ -136,7 +159,8 @@ impl Pipeline {
 }
 
 /// The `mpi` feature of every crate that has one.
-const MPI_FEATURES: &str = "comm/mpi,sht/mpi,heat3d/mpi,pfc/mpi,poisson/mpi,dynamo/mpi,flow/mpi";
+const MPI_FEATURES: &str =
+    "parnum-comm/mpi,parnum-sht/mpi,heat3d/mpi,pfc/mpi,poisson/mpi,dynamo/mpi,flow/mpi";
 
 /// Runs a prepared command with the output streamed.
 fn run_cmd(cmd: &mut Command, what: &str) -> Result<()> {
@@ -166,7 +190,14 @@ fn asan() -> Result<()> {
     run_cmd(
         Command::new("rustup")
             .args([
-                "run", "nightly", "cargo", "test", "-p", "comm", "-p", "halo",
+                "run",
+                "nightly",
+                "cargo",
+                "test",
+                "-p",
+                "parnum-comm",
+                "-p",
+                "parnum-halo",
             ])
             .args(["--lib", "--tests", "--target", "x86_64-unknown-linux-gnu"])
             .current_dir(util::workspace_root())
@@ -197,7 +228,7 @@ fn build_selftest() -> Result<PathBuf> {
     let args = [
         "build",
         "-p",
-        "comm",
+        "parnum-comm",
         "--features",
         "mpi",
         "--example",
@@ -308,6 +339,16 @@ pub fn run(args: &Args) -> Result<()> {
             cargo(&["fmt", "--all", "--", "--check"])
         })?;
         p.stage(skip, "msrv", "cargo xtask msrv", crate::msrv::run)?;
+        let mut package = vec!["package", "--no-verify", "--locked"];
+        for l in LIBRARIES {
+            package.extend(["-p", l]);
+        }
+        p.stage(
+            skip,
+            "package",
+            &format!("cargo {}", package.join(" ")),
+            || cargo(&package),
+        )?;
         for (stage, features) in [("clippy", None), ("clippy-mpi", Some(MPI_FEATURES))] {
             let mut args = vec!["clippy", "--workspace", "--all-targets"];
             args.extend(features.iter().flat_map(|f| ["--features", f]));
@@ -338,7 +379,7 @@ pub fn run(args: &Args) -> Result<()> {
             p.stage(
                 skip,
                 "asan",
-                "cargo +nightly test -p comm -p halo --lib --tests (AddressSanitizer)",
+                "cargo +nightly test -p parnum-comm -p parnum-halo --lib --tests (AddressSanitizer)",
                 asan,
             )?;
         } else {
@@ -348,12 +389,12 @@ pub fn run(args: &Args) -> Result<()> {
         p.stage(
             skip,
             "lapack",
-            "cargo clippy -p imex --all-targets --features lapack -- -D warnings",
+            "cargo clippy -p parnum-imex --all-targets --features lapack -- -D warnings",
             || {
                 cargo(&[
                     "clippy",
                     "-p",
-                    "imex",
+                    "parnum-imex",
                     "--all-targets",
                     "--features",
                     "lapack",
@@ -366,13 +407,22 @@ pub fn run(args: &Args) -> Result<()> {
         p.stage(
             skip,
             "lapack",
-            "cargo test -p imex --features lapack",
-            || cargo(&["test", "-p", "imex", "--features", "lapack"]),
+            "cargo test -p parnum-imex --features lapack",
+            || cargo(&["test", "-p", "parnum-imex", "--features", "lapack"]),
         )?;
         // The CUDA backend (cudarc opens the libraries at run time, so it
         // builds here; the device tests skip themselves without a GPU).
         let cuda_pkgs = [
-            "-p", "gpu", "-p", "halo", "-p", "dfft", "-p", "heat3d", "-p", "pfc",
+            "-p",
+            "parnum-gpu",
+            "-p",
+            "parnum-halo",
+            "-p",
+            "parnum-dfft",
+            "-p",
+            "heat3d",
+            "-p",
+            "pfc",
         ];
         let cuda_features = ["--features", CUDA_FEATURES];
         let clippy: Vec<&str> = ["clippy"]
@@ -413,8 +463,17 @@ pub fn run(args: &Args) -> Result<()> {
         // build script finds through HIP_PATH), and the kernel sources of
         // halo, dfft, heat3d and pfc built for AMD GPUs by hiprtc (their
         // `hip_kernels` tests); no AMD GPU needed.
-        let kernel_pkgs = ["-p", "halo", "-p", "dfft", "-p", "heat3d", "-p", "pfc"];
-        let hip_clippy: Vec<&str> = ["clippy", "-p", "gpu"]
+        let kernel_pkgs = [
+            "-p",
+            "parnum-halo",
+            "-p",
+            "parnum-dfft",
+            "-p",
+            "heat3d",
+            "-p",
+            "pfc",
+        ];
+        let hip_clippy: Vec<&str> = ["clippy", "-p", "parnum-gpu"]
             .into_iter()
             .chain(kernel_pkgs)
             .chain(["--all-targets", "--features", "hip", "--", "-D", "warnings"])
@@ -433,17 +492,17 @@ pub fn run(args: &Args) -> Result<()> {
         p.stage(
             skip,
             "hip",
-            "HIP_PATH=/usr cargo test -p gpu --features hip",
+            "HIP_PATH=/usr cargo test -p parnum-gpu --features hip",
             || {
                 run_cmd(
                     util::cargo().env("HIP_PATH", "/usr").args([
                         "test",
                         "-p",
-                        "gpu",
+                        "parnum-gpu",
                         "--features",
                         "hip",
                     ]),
-                    "cargo test -p gpu --features hip",
+                    "cargo test -p parnum-gpu --features hip",
                 )
             },
         )?;
@@ -473,7 +532,7 @@ pub fn run(args: &Args) -> Result<()> {
             p.stage(
                 skip,
                 "selftest",
-                "cargo build -p comm --features mpi --example mpi_selftest",
+                "cargo build -p parnum-comm --features mpi --example mpi_selftest",
                 || {
                     exe = build_selftest()?;
                     Ok(())

@@ -144,7 +144,7 @@ fn ours_and_fftw(args: &Args, json_path: &Path) -> Result<Value> {
         "run",
         "--release",
         "-p",
-        "dfft",
+        "parnum-dfft",
         "--features",
         "fftw",
         "--example",
@@ -162,7 +162,7 @@ fn ours_and_fftw(args: &Args, json_path: &Path) -> Result<Value> {
     ])
     .arg(json_path);
     eprintln!(
-        "$ cargo run --release -p dfft --features fftw --example fftw_compare -- --sizes {sizes} --kinds {} --rounds {} --min-time {} --json {}",
+        "$ cargo run --release -p parnum-dfft --features fftw --example fftw_compare -- --sizes {sizes} --kinds {} --rounds {} --min-time {} --json {}",
         args.kinds.join(","),
         args.rounds.max(1),
         args.min_time,

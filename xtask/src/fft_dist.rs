@@ -73,7 +73,7 @@ fn ours(a: &Args, output: &str, stat: &str, json_path: &Path) -> Result<Vec<(Str
         "run",
         "--release",
         "-p",
-        "dfft",
+        "parnum-dfft",
         "--example",
         "dist_bench",
         "--",

@@ -137,7 +137,8 @@ fn package_name(id: &str) -> &str {
     }
 }
 
-const FEATURES: &str = "gpu/cuda,halo/cuda,dfft/cuda,heat3d/cuda,heat3d/mpi,pfc/cuda,pfc/mpi";
+const FEATURES: &str =
+    "parnum-gpu/cuda,parnum-halo/cuda,parnum-dfft/cuda,heat3d/cuda,heat3d/mpi,pfc/cuda,pfc/mpi";
 
 /// Builds every binary and returns (name, path) pairs.
 fn build_all() -> Result<Vec<(String, PathBuf)>> {
@@ -162,11 +163,11 @@ fn build_all() -> Result<Vec<(String, PathBuf)>> {
             "build",
             "--release",
             "-p",
-            "gpu",
+            "parnum-gpu",
             "-p",
-            "dfft",
+            "parnum-dfft",
             "--features",
-            "gpu/cuda,dfft/cuda",
+            "parnum-gpu/cuda,parnum-dfft/cuda",
             "--example",
             "copy_bandwidth",
             "--example",
@@ -181,11 +182,11 @@ fn build_all() -> Result<Vec<(String, PathBuf)>> {
             "--no-run",
             "--lib",
             "-p",
-            "gpu",
+            "parnum-gpu",
             "-p",
-            "halo",
+            "parnum-halo",
             "-p",
-            "dfft",
+            "parnum-dfft",
             "-p",
             "heat3d",
             "-p",

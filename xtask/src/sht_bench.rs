@@ -10,7 +10,7 @@
 //! - **vector**: spheroidal/toroidal synthesis (`S, T -> u_theta, u_phi`)
 //!   then analysis.
 //!
-//! Ours comes from the crate benchmark (`cargo bench -p sht --bench sht --
+//! Ours comes from the crate benchmark (`cargo bench -p parnum-sht --bench sht --
 //! --json`); the references from Python on the same grid, one thread:
 //! SHTns (`shtns.sht(lmax, lmax, 1, sht_orthonormal | SHT_NO_CS_PHASE,
 //! nthreads=1)`, `set_grid(ntheta, nphi, sht_gauss, polar_opt)`, its native
@@ -203,21 +203,31 @@ fn reference(which: &str, args: &Args) -> std::result::Result<Vec<Value>, String
 fn ours(args: &Args, json_path: &std::path::Path) -> Result<Vec<Value>> {
     let list: Vec<String> = args.lmax.iter().map(|l| l.to_string()).collect();
     let mut cmd = util::cargo();
-    cmd.args(["bench", "-p", "sht", "--bench", "sht", "--", "--lmax"])
-        .arg(list.join(","))
-        .arg("--json")
-        .arg(json_path)
-        .arg("--polar")
-        .arg(args.ours_polar.to_string());
+    cmd.args([
+        "bench",
+        "-p",
+        "parnum-sht",
+        "--bench",
+        "sht",
+        "--",
+        "--lmax",
+    ])
+    .arg(list.join(","))
+    .arg("--json")
+    .arg(json_path)
+    .arg("--polar")
+    .arg(args.ours_polar.to_string());
     eprintln!(
-        "$ cargo bench -p sht --bench sht -- --lmax {} --json {} --polar {}",
+        "$ cargo bench -p parnum-sht --bench sht -- --lmax {} --json {} --polar {}",
         list.join(","),
         json_path.display(),
         args.ours_polar
     );
-    let status = cmd.status().context("cannot run cargo bench -p sht")?;
+    let status = cmd
+        .status()
+        .context("cannot run cargo bench -p parnum-sht")?;
     if !status.success() {
-        bail!("cargo bench -p sht --bench sht failed with {status}");
+        bail!("cargo bench -p parnum-sht --bench sht failed with {status}");
     }
     let text = std::fs::read_to_string(json_path)
         .with_context(|| format!("cannot read {}", json_path.display()))?;
