@@ -385,8 +385,32 @@ pub fn configure<C>(run: &RunArgs, flags: &[&dyn Overrides]) -> Result<C, ShellE
 where
     C: Default + Serialize + DeserializeOwned,
 {
+    configure_renamed(run, flags, &[])
+}
+
+/// [`configure`] for a configuration whose keys were renamed (`(old,
+/// new)` pairs, see
+/// [`read_toml_renamed`](crate::config::read_toml_renamed)): a file that
+/// uses an old name still works, and a deprecation note is printed on
+/// standard error (by the first process under an MPI launcher).
+pub fn configure_renamed<C>(
+    run: &RunArgs,
+    flags: &[&dyn Overrides],
+    renamed: &[(&str, &str)],
+) -> Result<C, ShellError>
+where
+    C: Default + Serialize + DeserializeOwned,
+{
     let base: C = match &run.config {
-        Some(p) => crate::config::read_toml(p)?,
+        Some(p) => {
+            let (c, notes) = crate::config::read_toml_renamed(p, renamed)?;
+            if comm::launcher_rank().unwrap_or(0) == 0 {
+                for n in notes {
+                    eprintln!("warning: {n}");
+                }
+            }
+            c
+        }
         None => C::default(),
     };
     if flags.is_empty() {

@@ -82,12 +82,95 @@ pub fn read_toml<T: DeserializeOwned + Serialize>(path: &Path) -> Result<T, Conf
     parse(&text, Some(path))
 }
 
+/// [`read_toml`] for a configuration whose keys were renamed: each
+/// `(old, new)` pair of `renamed` (dotted names for keys in tables, such as
+/// `output.vtk_every`) moves a value given under the old name to the new
+/// one. Returns the configuration and one deprecation note per old name
+/// used (for the caller to print). Giving both names is an error naming
+/// both. A file without old names is read exactly as [`read_toml`] reads
+/// it (its errors name the line).
+pub fn read_toml_renamed<T: DeserializeOwned + Serialize>(
+    path: &Path,
+    renamed: &[(&str, &str)],
+) -> Result<(T, Vec<String>), ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+        path: path.to_path_buf(),
+        error,
+    })?;
+    let parse_error = |message: String| ConfigError::Parse {
+        path: Some(path.to_path_buf()),
+        message,
+    };
+    let mut table: toml::Table = match toml::from_str(&text) {
+        Ok(t) => t,
+        // Malformed TOML: the parser's own message with the line.
+        Err(_) => return parse(&text, Some(path)).map(|v| (v, Vec::new())),
+    };
+    let mut notes = Vec::new();
+    for (old, new) in renamed {
+        let Some(value) = take_dotted(&mut table, old) else {
+            continue;
+        };
+        if get_dotted(&table, new).is_some() {
+            return Err(parse_error(format!(
+                "both `{old}` and `{new}` are given; `{old}` is the old name of `{new}`: keep `{new}` only"
+            )));
+        }
+        put_dotted(&mut table, new, value);
+        notes.push(format!(
+            "{}: the key `{old}` is deprecated; it is now `{new}`",
+            path.display()
+        ));
+    }
+    if notes.is_empty() {
+        return parse(&text, Some(path)).map(|v| (v, notes));
+    }
+    let text = toml::to_string(&table).map_err(|e| parse_error(e.to_string()))?;
+    parse(&text, Some(path)).map(|v| (v, notes))
+}
+
+fn take_dotted(t: &mut toml::Table, key: &str) -> Option<toml::Value> {
+    match key.split_once('.') {
+        None => t.remove(key),
+        Some((head, rest)) => match t.get_mut(head) {
+            Some(toml::Value::Table(inner)) => take_dotted(inner, rest),
+            _ => None,
+        },
+    }
+}
+
+fn get_dotted<'a>(t: &'a toml::Table, key: &str) -> Option<&'a toml::Value> {
+    match key.split_once('.') {
+        None => t.get(key),
+        Some((head, rest)) => match t.get(head) {
+            Some(toml::Value::Table(inner)) => get_dotted(inner, rest),
+            _ => None,
+        },
+    }
+}
+
+fn put_dotted(t: &mut toml::Table, key: &str, value: toml::Value) {
+    match key.split_once('.') {
+        None => {
+            t.insert(key.to_string(), value);
+        }
+        Some((head, rest)) => {
+            let inner = t
+                .entry(head.to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if let toml::Value::Table(inner) = inner {
+                put_dotted(inner, rest, value);
+            }
+        }
+    }
+}
+
 /// Parses TOML text into `T`, with the checks of [`read_toml`].
 pub fn parse_toml<T: DeserializeOwned + Serialize>(text: &str) -> Result<T, ConfigError> {
     parse(text, None)
 }
 
-fn parse<T: DeserializeOwned + Serialize>(
+pub(crate) fn parse<T: DeserializeOwned + Serialize>(
     text: &str,
     path: Option<&Path>,
 ) -> Result<T, ConfigError> {
@@ -388,6 +471,44 @@ mod tests {
             m.contains("cannot read configuration file /nonexistent/appkit.toml"),
             "{m}"
         );
+    }
+
+    #[test]
+    fn renamed_keys_are_read_under_their_new_names_with_a_note() {
+        let dir = tmp("renamed");
+        let p = dir.join("old.toml");
+        let renamed = [("dt", "n"), ("out.dirr", "out.dir")];
+        std::fs::write(&p, "dt = 4\n[out]\ndirr = \"x\"\n").unwrap();
+        // Without the renames both keys are errors: the test can fail.
+        assert!(read_toml::<Strict>(&p).is_err());
+        let (c, notes): (Strict, _) = read_toml_renamed(&p, &renamed).unwrap();
+        assert_eq!(c.n, PerAxis::All(4));
+        assert_eq!(c.out.dir.as_deref(), Some(Path::new("x")));
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(
+            notes[0].ends_with("the key `dt` is deprecated; it is now `n`"),
+            "{notes:?}"
+        );
+        assert!(
+            notes[1].contains("`out.dirr`") && notes[1].contains("`out.dir`"),
+            "{notes:?}"
+        );
+        // Both names: an error naming both.
+        std::fs::write(&p, "dt = 4\nn = 5\n").unwrap();
+        let e = read_toml_renamed::<Strict>(&p, &renamed)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("both `dt` and `n`") && e.contains("old.toml"),
+            "{e}"
+        );
+        // No old name: the plain reading, line numbers and all.
+        std::fs::write(&p, "n = 4\nnn = 1\n").unwrap();
+        let e = read_toml_renamed::<Strict>(&p, &renamed)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nn") && e.contains("line 2"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -31,6 +31,22 @@ pub fn launcher_world_size() -> Option<usize> {
     world_size_from(|v| std::env::var(v).ok())
 }
 
+/// This process's rank in the MPI launcher's world, when the launcher says
+/// (before MPI is initialised: for messages that one process should print).
+pub fn launcher_rank() -> Option<usize> {
+    RANK_VARS
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}
+
+/// The variables in which MPI launchers give a process its world rank.
+const RANK_VARS: [&str; 4] = [
+    "OMPI_COMM_WORLD_RANK",
+    "PMI_RANK",
+    "PMIX_RANK",
+    "MV2_COMM_WORLD_RANK",
+];
+
 /// [`launcher_world_size`] over any source of variables.
 fn world_size_from(var: impl Fn(&str) -> Option<String>) -> Option<usize> {
     SIZE_VARS.iter().find_map(|v| var(v)?.trim().parse().ok())

@@ -68,7 +68,7 @@ pub use communicator::{
 };
 pub use error::{CommError, Result};
 pub use grid::{BlockDecomposition, IndexBox, ProcessGrid};
-pub use launcher::{is_launched_by_mpirun, launcher_world_size, LAUNCHER_VARS};
+pub use launcher::{is_launched_by_mpirun, launcher_rank, launcher_world_size, LAUNCHER_VARS};
 pub use redist::{Protocol, Redistribution, REDIST_TAG};
 pub use scope::{scope, scope_in, Req, Scope, ScopeStore};
 

@@ -828,14 +828,14 @@ impl DeviceFft3d {
 
     fn check(&self, real: usize, spec: usize) -> Result<(), FftError> {
         if real != self.input_len() {
-            return Err(FftError::Buffer {
+            return Err(FftError::LengthMismatch {
                 what: "device FFT real",
                 expected: self.input_len(),
                 got: real,
             });
         }
         if spec != self.output_len() {
-            return Err(FftError::Buffer {
+            return Err(FftError::LengthMismatch {
                 what: "device FFT spectrum",
                 expected: self.output_len(),
                 got: spec,

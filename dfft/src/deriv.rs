@@ -275,14 +275,14 @@ impl Derivatives {
     ) -> Result<(), FftError> {
         let n0 = self.input_len();
         if f.len() != n0 {
-            return Err(FftError::Buffer {
+            return Err(FftError::LengthMismatch {
                 what: "derivative input",
                 expected: n0,
                 got: f.len(),
             });
         }
         if out.len() != self.output_len() {
-            return Err(FftError::Buffer {
+            return Err(FftError::LengthMismatch {
                 what: "derivative output",
                 expected: self.output_len(),
                 got: out.len(),

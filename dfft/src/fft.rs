@@ -548,7 +548,7 @@ impl Fft3d {
 
     fn check(&self, what: &'static str, expected: usize, got: usize) -> Result<(), FftError> {
         if expected != got {
-            return Err(FftError::Buffer {
+            return Err(FftError::LengthMismatch {
                 what,
                 expected,
                 got,
@@ -2053,7 +2053,7 @@ mod tests {
             let r = cp.backward_overwriting(c, short, &mut cplx, &mut s);
             assert!(matches!(
                 r,
-                Err(FftError::Buffer {
+                Err(FftError::LengthMismatch {
                     what: "backward input",
                     ..
                 })
@@ -2061,7 +2061,7 @@ mod tests {
             let r = rp.backward_c2r_overwriting(c, &mut rw, &mut real[1..], &mut s);
             assert!(matches!(
                 r,
-                Err(FftError::Buffer {
+                Err(FftError::LengthMismatch {
                     what: "backward output",
                     ..
                 })

@@ -125,7 +125,7 @@ pub enum FftError {
     },
     /// A buffer of the wrong length.
     #[error("{what} buffer holds {got} elements, the plan needs {expected}")]
-    Buffer {
+    LengthMismatch {
         /// Which buffer.
         what: &'static str,
         /// Length required.

@@ -143,14 +143,14 @@ impl<T: Elem> Reshape<T> {
         output: &mut [T],
     ) -> Result<(), FftError> {
         if input.len() != self.input_len() {
-            return Err(FftError::Buffer {
+            return Err(FftError::LengthMismatch {
                 what: "reshape input",
                 expected: self.input_len(),
                 got: input.len(),
             });
         }
         if output.len() != self.output_len() {
-            return Err(FftError::Buffer {
+            return Err(FftError::LengthMismatch {
                 what: "reshape output",
                 expected: self.output_len(),
                 got: output.len(),

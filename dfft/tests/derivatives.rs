@@ -199,7 +199,7 @@ fn bad_requests_are_errors() {
         let e = p.apply(c, &[0.0; 3], &mut [0.0; 3]).unwrap_err();
         assert!(matches!(
             e,
-            FftError::Buffer {
+            FftError::LengthMismatch {
                 what: "derivative input",
                 ..
             }

@@ -29,7 +29,7 @@ enum Fault {
     /// Returns an error before calling the transform.
     ErrorBefore,
     /// Calls the transform with a scratch buffer one element short: the
-    /// library itself returns `FftError::Buffer` on that rank only.
+    /// library itself returns `FftError::LengthMismatch` on that rank only.
     BadScratch,
     /// Panics between the two reshapes of a reshape chain.
     PanicBetweenReshapes,
@@ -88,7 +88,7 @@ fn run_case(proto: Protocol, failed: usize, fault: Fault) -> (Duration, local::R
             if fail_now && fault == Fault::BadScratch {
                 // The library refuses the buffer on this rank alone.
                 let e = r.expect_err("a short scratch buffer is an error");
-                assert!(matches!(e, FftError::Buffer { .. }), "{e:?}");
+                assert!(matches!(e, FftError::LengthMismatch { .. }), "{e:?}");
                 return Err(e);
             }
             r.map_err(record)?;

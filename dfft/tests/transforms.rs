@@ -394,7 +394,7 @@ fn bad_requests_are_errors() {
         assert!(
             matches!(
                 e,
-                FftError::Buffer {
+                FftError::LengthMismatch {
                     what: "forward input",
                     ..
                 }
@@ -405,7 +405,7 @@ fn bad_requests_are_errors() {
         assert!(
             matches!(
                 e,
-                FftError::Buffer {
+                FftError::LengthMismatch {
                     what: "scratch",
                     ..
                 }

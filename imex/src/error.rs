@@ -3,24 +3,24 @@
 use thiserror::Error;
 
 /// Everything that can go wrong when building schemes, layouts, operators and steppers, or when
-/// stepping. Each variant names the value that was received and the value (or range) that was
+/// stepping. Each variant names the value it got and the value (or range) that was
 /// expected.
 #[derive(Debug, Clone, PartialEq, Error)]
 #[non_exhaustive]
 pub enum ImexError {
     /// A scheme name that is not one of [`crate::Scheme::NAMES`].
-    #[error("unknown time scheme {received:?}; valid names: {valid}")]
+    #[error("unknown time scheme {got:?}; valid names: {valid}")]
     UnknownScheme {
         /// The name that was asked for.
-        received: String,
+        got: String,
         /// The valid names, comma separated.
         valid: String,
     },
     /// A backend name that is not one of [`crate::AnyLu::NAMES`].
-    #[error("unknown LU backend {received:?}; valid names: {valid}")]
+    #[error("unknown LU backend {got:?}; valid names: {valid}")]
     UnknownBackend {
         /// The name that was asked for.
-        received: String,
+        got: String,
         /// The valid names, comma separated.
         valid: String,
     },
@@ -35,36 +35,36 @@ pub enum ImexError {
         feature: &'static str,
     },
     /// A time step that is zero, negative, NaN or infinite.
-    #[error("time step must be positive and finite, received {received}")]
+    #[error("time step must be positive and finite, got {got}")]
     InvalidTimeStep {
         /// The time step that was passed.
-        received: f64,
+        got: f64,
     },
     /// A time that is NaN or infinite.
-    #[error("time must be finite, received {received}")]
+    #[error("time must be finite, got {got}")]
     InvalidTime {
         /// The time that was passed.
-        received: f64,
+        got: f64,
     },
     /// The number of radial points (the size of every per-degree matrix) is zero.
-    #[error("the number of radial points must be at least 1, received {received}")]
+    #[error("the number of radial points must be at least 1, got {got}")]
     InvalidRadialSize {
         /// The size that was passed.
-        received: usize,
+        got: usize,
     },
     /// A flat data buffer whose length does not match the shape it is meant to have.
-    #[error("{what} has {received} values, expected {expected}")]
-    DataLength {
+    #[error("{what} has {got} values, expected {expected}")]
+    LengthMismatch {
         /// What the buffer is.
         what: &'static str,
         /// The required length.
         expected: usize,
         /// The length passed.
-        received: usize,
+        got: usize,
     },
     /// A per-degree matrix with the wrong shape.
     #[error(
-        "{what} of degree l = {l} is {received_rows} x {received_cols}, expected \
+        "{what} of degree l = {l} is {got_rows} x {got_cols}, expected \
          {expected_rows} x {expected_cols}"
     )]
     MatrixShape {
@@ -77,9 +77,9 @@ pub enum ImexError {
         /// Expected number of columns.
         expected_cols: usize,
         /// Rows of the matrix passed.
-        received_rows: usize,
+        got_rows: usize,
         /// Columns of the matrix passed.
-        received_cols: usize,
+        got_cols: usize,
     },
     /// A matrix entry that is NaN or infinite.
     #[error("{what} of degree l = {l} has a non-finite entry at ({row}, {col})")]
@@ -103,7 +103,7 @@ pub enum ImexError {
     },
     /// The orders of one degree are not strictly increasing (or repeat).
     #[error(
-        "orders of degree l = {l} must be strictly increasing: m = {received} follows m = {previous}"
+        "orders of degree l = {l} must be strictly increasing: m = {got} follows m = {previous}"
     )]
     UnsortedOrders {
         /// The degree.
@@ -111,7 +111,7 @@ pub enum ImexError {
         /// The order before.
         previous: usize,
         /// The order that does not increase.
-        received: usize,
+        got: usize,
     },
     /// A degree that appears twice in a layout or in the operator list.
     #[error("degree l = {l} is given twice in the {what}")]
@@ -174,32 +174,32 @@ pub enum ImexError {
         m: usize,
     },
     /// A mode block whose layout differs from the stepper's.
-    #[error("{what} has layout {received}, expected {expected}")]
+    #[error("{what} has layout {got}, expected {expected}")]
     LayoutMismatch {
         /// Which block (`"state"` or `"explicit terms"`).
         what: &'static str,
         /// The stepper's layout, summarised.
         expected: String,
         /// The block's layout, summarised.
-        received: String,
+        got: String,
     },
     /// A row permutation that is not a permutation of `0..n`.
-    #[error("entry {position} of the row permutation is {received}: expected a permutation of 0..{n} without repeats")]
+    #[error("entry {position} of the row permutation is {got}: expected a permutation of 0..{n} without repeats")]
     InvalidPermutation {
         /// Position of the bad entry.
         position: usize,
         /// Its value.
-        received: usize,
+        got: usize,
         /// The dimension.
         n: usize,
     },
     /// A LAPACK pivot outside `position + 1 ..= n` (1-based).
-    #[error("LAPACK pivot {position} is {received}: expected {} ..= {n}", position + 1)]
+    #[error("LAPACK pivot {position} is {got}: expected {} ..= {n}", position + 1)]
     InvalidPivot {
         /// Position of the bad pivot.
         position: usize,
         /// Its value.
-        received: i32,
+        got: i32,
         /// The dimension.
         n: usize,
     },
@@ -223,10 +223,10 @@ pub enum ImexError {
         pivot: usize,
     },
     /// A matrix too large for the LAPACK backend's 32-bit integers.
-    #[error("dimension {received} is too large for LAPACK (expected at most {max})")]
+    #[error("dimension {got} is too large for LAPACK (expected at most {max})")]
     TooLarge {
         /// The dimension passed.
-        received: usize,
+        got: usize,
         /// The largest allowed.
         max: usize,
     },
@@ -255,18 +255,18 @@ pub enum ImexError {
     /// [`crate::Stepper::advance`] was called without [`crate::Stepper::begin_step`].
     #[error("no step is in progress: call begin_step first")]
     NoStepInProgress,
-    /// [`crate::Stepper::import_meta`] received the state of a different scheme.
-    #[error("checkpoint was written by scheme {received:?}, this stepper runs {expected:?}")]
+    /// [`crate::Stepper::import_meta`] got the state of a different scheme.
+    #[error("checkpoint was written by scheme {got:?}, this stepper runs {expected:?}")]
     SchemeMismatch {
         /// The stepper's scheme name ([`crate::Scheme::name`]).
         expected: String,
         /// The scheme name in the checkpoint.
-        received: String,
+        got: String,
     },
-    /// [`crate::Stepper::import_meta`] received more filled multistep history entries than the
+    /// [`crate::Stepper::import_meta`] got more filled multistep history entries than the
     /// scheme keeps (or than steps were taken).
     #[error(
-        "checkpoint of scheme {scheme:?} claims {received} filled history entries, expected at \
+        "checkpoint of scheme {scheme:?} claims {got} filled history entries, expected at \
          most {max} (the scheme's history depth, capped by the number of completed steps)"
     )]
     HistoryDepth {
@@ -276,25 +276,25 @@ pub enum ImexError {
         /// of completed steps.
         max: usize,
         /// The count in the checkpoint.
-        received: usize,
+        got: usize,
     },
-    /// [`crate::Stepper::import_meta`] received a step-size history entry that no stepper
+    /// [`crate::Stepper::import_meta`] got a step-size history entry that no stepper
     /// produces: NaN, infinite, negative, or zero where a step has been taken.
     #[error(
-        "step-size history entry {index} is {received}, expected finite and >= 0 (and > 0 for \
+        "step-size history entry {index} is {got}, expected finite and >= 0 (and > 0 for \
          the {taken} most recent completed steps)"
     )]
     InvalidStepHistory {
         /// Position in the history (0 = the last step).
         index: usize,
         /// The value passed.
-        received: f64,
+        got: f64,
         /// How many entries must be positive (`min(steps, 2)`).
         taken: usize,
     },
     /// The exported history of one mode does not have the length the stepper expects.
     #[error(
-        "history of mode (l = {l}, m = {m}) has {received} values, expected {expected} \
+        "history of mode (l = {l}, m = {m}) has {got} values, expected {expected} \
          ({entries} entries of 2 x nr values)"
     )]
     HistoryLength {
@@ -307,7 +307,7 @@ pub enum ImexError {
         /// The required number of values.
         expected: usize,
         /// The number of values passed.
-        received: usize,
+        got: usize,
     },
     /// The exported history of one mode holds a NaN or infinite value.
     #[error(

@@ -60,7 +60,7 @@ impl ModeLayout {
         M: IntoIterator<Item = usize>,
     {
         if nr == 0 {
-            return Err(ImexError::InvalidRadialSize { received: nr });
+            return Err(ImexError::InvalidRadialSize { got: nr });
         }
         let mut out: Vec<Degree> = Vec::new();
         let mut offset = 0;
@@ -77,7 +77,7 @@ impl ModeLayout {
                     return Err(ImexError::UnsortedOrders {
                         l,
                         previous: ms[k - 1],
-                        received: m,
+                        got: m,
                     });
                 }
             }
@@ -200,10 +200,10 @@ impl ModeBlock {
     /// Wraps existing packed data; fails unless `data.len() == layout.len()`.
     pub fn from_vec(layout: &ModeLayout, data: Vec<f64>) -> Result<Self, ImexError> {
         if data.len() != layout.len() {
-            return Err(ImexError::DataLength {
+            return Err(ImexError::LengthMismatch {
                 what: "mode block data",
                 expected: layout.len(),
-                received: data.len(),
+                got: data.len(),
             });
         }
         Ok(Self {
@@ -306,10 +306,10 @@ impl ModeBlock {
     pub fn set_mode(&mut self, l: usize, m: usize, values: &[Complex64]) -> Result<(), ImexError> {
         let nr = self.layout.nr();
         if values.len() != nr {
-            return Err(ImexError::DataLength {
+            return Err(ImexError::LengthMismatch {
                 what: "complex radial values of one mode",
                 expected: nr,
-                received: values.len(),
+                got: values.len(),
             });
         }
         let (re, im) = self.mode_mut(l, m).ok_or(ImexError::ModeNotHeld { l, m })?;

@@ -34,17 +34,17 @@ impl LuFactors {
     /// entry of `U` is zero or not finite.
     pub fn from_packed(n: usize, lu: Vec<f64>, perm: Vec<usize>) -> Result<Self, ImexError> {
         if lu.len() != n * n {
-            return Err(ImexError::DataLength {
+            return Err(ImexError::LengthMismatch {
                 what: "packed LU factors",
                 expected: n * n,
-                received: lu.len(),
+                got: lu.len(),
             });
         }
         if perm.len() != n {
-            return Err(ImexError::DataLength {
+            return Err(ImexError::LengthMismatch {
                 what: "row permutation",
                 expected: n,
-                received: perm.len(),
+                got: perm.len(),
             });
         }
         let mut perm_inv = vec![usize::MAX; n];
@@ -52,7 +52,7 @@ impl LuFactors {
             if p >= n || perm_inv[p] != usize::MAX {
                 return Err(ImexError::InvalidPermutation {
                     position: i,
-                    received: p,
+                    got: p,
                     n,
                 });
             }
@@ -88,10 +88,10 @@ impl LuFactors {
     /// Factors from a packed buffer and LAPACK's 1-based sequential interchanges `ipiv`.
     pub fn from_lapack(n: usize, lu: Vec<f64>, ipiv: &[i32]) -> Result<Self, ImexError> {
         if ipiv.len() != n {
-            return Err(ImexError::DataLength {
+            return Err(ImexError::LengthMismatch {
                 what: "LAPACK pivots",
                 expected: n,
-                received: ipiv.len(),
+                got: ipiv.len(),
             });
         }
         let mut at: Vec<usize> = (0..n).collect();
@@ -100,7 +100,7 @@ impl LuFactors {
             if j >= n || j < i {
                 return Err(ImexError::InvalidPivot {
                     position: i,
-                    received: p,
+                    got: p,
                     n,
                 });
             }
@@ -152,17 +152,17 @@ impl LuFactors {
         scratch: &mut [f64],
     ) -> Result<(), ImexError> {
         if rhs.len() != self.n * ncols {
-            return Err(ImexError::DataLength {
+            return Err(ImexError::LengthMismatch {
                 what: "right-hand sides (n x ncols)",
                 expected: self.n * ncols,
-                received: rhs.len(),
+                got: rhs.len(),
             });
         }
         if scratch.len() < self.solve_scratch_len() {
-            return Err(ImexError::DataLength {
+            return Err(ImexError::LengthMismatch {
                 what: "solve scratch",
                 expected: self.solve_scratch_len(),
-                received: scratch.len(),
+                got: scratch.len(),
             });
         }
         kernels::solve_columns(&self.lu, &self.perm, self.n, rhs, ncols, scratch);
@@ -204,10 +204,10 @@ pub trait LuBackend: Send + Sync + fmt::Debug {
 
 fn check_square(m: &Matrix) -> Result<usize, ImexError> {
     if m.nrows() != m.ncols() {
-        return Err(ImexError::DataLength {
+        return Err(ImexError::LengthMismatch {
             what: "columns of a square matrix",
             expected: m.nrows(),
-            received: m.ncols(),
+            got: m.ncols(),
         });
     }
     Ok(m.nrows())
@@ -215,10 +215,10 @@ fn check_square(m: &Matrix) -> Result<usize, ImexError> {
 
 fn check_rhs(n: usize, rhs: &[f64], ncols: usize) -> Result<(), ImexError> {
     if rhs.len() != n * ncols {
-        return Err(ImexError::DataLength {
+        return Err(ImexError::LengthMismatch {
             what: "right-hand sides (n x ncols)",
             expected: n * ncols,
-            received: rhs.len(),
+            got: rhs.len(),
         });
     }
     Ok(())
@@ -392,7 +392,7 @@ extern "C" {
 #[cfg(feature = "lapack")]
 fn lapack_dim(n: usize) -> Result<i32, ImexError> {
     i32::try_from(n).map_err(|_| ImexError::TooLarge {
-        received: n,
+        got: n,
         max: i32::MAX as usize,
     })
 }
@@ -524,7 +524,7 @@ impl AnyLu {
             "faer" => Ok(Self::Faer(FaerLu)),
             "lapack" => Ok(Self::Lapack(LapackLu::new()?)),
             _ => Err(ImexError::UnknownBackend {
-                received: name.to_string(),
+                got: name.to_string(),
                 valid: Self::NAMES.join(", "),
             }),
         }

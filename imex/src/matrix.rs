@@ -49,10 +49,10 @@ impl Matrix {
     pub fn from_col_major(nrows: usize, ncols: usize, data: Vec<f64>) -> Result<Self, ImexError> {
         let expected = nrows * ncols;
         if data.len() != expected {
-            return Err(ImexError::DataLength {
+            return Err(ImexError::LengthMismatch {
                 what: "column-major matrix data",
                 expected,
-                received: data.len(),
+                got: data.len(),
             });
         }
         Ok(Self { nrows, ncols, data })
@@ -62,10 +62,10 @@ impl Matrix {
     pub fn from_row_major(nrows: usize, ncols: usize, data: &[f64]) -> Result<Self, ImexError> {
         let expected = nrows * ncols;
         if data.len() != expected {
-            return Err(ImexError::DataLength {
+            return Err(ImexError::LengthMismatch {
                 what: "row-major matrix data",
                 expected,
-                received: data.len(),
+                got: data.len(),
             });
         }
         Ok(Self::from_fn(nrows, ncols, |i, j| data[i * ncols + j]))

@@ -295,12 +295,12 @@ impl DirkTableau {
         };
         let s = c.len();
         if s < 2 {
-            return Err(bad(format!("expected at least 2 stages, received {s}")));
+            return Err(bad(format!("expected at least 2 stages, got {s}")));
         }
         for (what, m) in [("explicit A", &a_exp), ("implicit A", &a_imp)] {
             if m.len() != s || m.iter().any(|r| r.len() != s) {
                 return Err(bad(format!(
-                    "{what} must be {s} x {s} (the length of c), received {} rows of lengths {:?}",
+                    "{what} must be {s} x {s} (the length of c), got {} rows of lengths {:?}",
                     m.len(),
                     m.iter().map(Vec::len).collect::<Vec<_>>()
                 )));
@@ -309,7 +309,7 @@ impl DirkTableau {
         for (what, b) in [("explicit b", &b_exp), ("implicit b", &b_imp)] {
             if b.len() != s {
                 return Err(bad(format!(
-                    "{what} must have {s} entries, received {}",
+                    "{what} must have {s} entries, got {}",
                     b.len()
                 )));
             }
@@ -325,7 +325,7 @@ impl DirkTableau {
             return Err(bad("all coefficients must be finite".into()));
         }
         if c[0] != 0.0 {
-            return Err(bad(format!("expected c[0] = 0, received {}", c[0])));
+            return Err(bad(format!("expected c[0] = 0, got {}", c[0])));
         }
         for i in 0..s {
             for j in i..s {
@@ -351,7 +351,7 @@ impl DirkTableau {
         let gamma = a_imp[1][1];
         if gamma <= 0.0 {
             return Err(bad(format!(
-                "the implicit diagonal must be positive, received {gamma}"
+                "the implicit diagonal must be positive, got {gamma}"
             )));
         }
         for (i, row) in a_imp.iter().enumerate().skip(1) {
@@ -625,7 +625,7 @@ impl Scheme {
             "bpr353" => Self::bpr353(),
             _ => {
                 return Err(ImexError::UnknownScheme {
-                    received: name.to_string(),
+                    got: name.to_string(),
                     valid: Self::NAMES.join(", "),
                 })
             }

@@ -575,7 +575,7 @@ impl<B: LuBackend> Stepper<B> {
     ) -> Result<Self, ImexError> {
         if !options.start_time.is_finite() {
             return Err(ImexError::InvalidTime {
-                received: options.start_time,
+                got: options.start_time,
             });
         }
         let nr = layout.nr();
@@ -719,7 +719,7 @@ impl<B: LuBackend> Stepper<B> {
     /// ([`Stepper::import_meta`]).
     pub fn restart(&mut self, time: f64) -> Result<(), ImexError> {
         if !time.is_finite() {
-            return Err(ImexError::InvalidTime { received: time });
+            return Err(ImexError::InvalidTime { got: time });
         }
         self.pending = None;
         self.time = time;
@@ -820,7 +820,7 @@ impl<B: LuBackend> Stepper<B> {
             return Err(ImexError::LayoutMismatch {
                 what,
                 expected: self.layout.summary(),
-                received: block.layout().summary(),
+                got: block.layout().summary(),
             });
         }
         Ok(())
@@ -872,7 +872,7 @@ impl<B: LuBackend> Stepper<B> {
             return Err(ImexError::StepInProgress { stage: p.stage });
         }
         if !(dt > 0.0 && dt.is_finite()) {
-            return Err(ImexError::InvalidTimeStep { received: dt });
+            return Err(ImexError::InvalidTimeStep { got: dt });
         }
         self.check_import_complete()?;
         let steps = [dt, self.dt_hist[0], self.dt_hist[1]];
@@ -1029,8 +1029,8 @@ fn validate_operator(op: &DegreeOperator, nr: usize) -> Result<(), ImexError> {
                 l: op.l,
                 expected_rows: nr,
                 expected_cols: nr,
-                received_rows: m.nrows(),
-                received_cols: m.ncols(),
+                got_rows: m.nrows(),
+                got_cols: m.ncols(),
             });
         }
         if let Some(k) = m.as_slice().iter().position(|v| !v.is_finite()) {
@@ -1062,8 +1062,8 @@ fn validate_operator(op: &DegreeOperator, nr: usize) -> Result<(), ImexError> {
                 l: op.l,
                 expected_rows: 1,
                 expected_cols: nr,
-                received_rows: 1,
-                received_cols: row.coeffs.len(),
+                got_rows: 1,
+                got_cols: row.coeffs.len(),
             });
         }
         if let Some(k) = row.coeffs.iter().position(|v| !v.is_finite()) {

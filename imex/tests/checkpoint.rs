@@ -376,7 +376,7 @@ fn a_checkpoint_of_another_scheme_or_depth_is_rejected() {
             e,
             ImexError::SchemeMismatch {
                 expected: expected.clone(),
-                received: "SBDF3".into()
+                got: "SBDF3".into()
             }
         );
         let msg = e.to_string();
@@ -391,7 +391,7 @@ fn a_checkpoint_of_another_scheme_or_depth_is_rejected() {
         Err(ImexError::HistoryDepth {
             scheme: "SBDF3".into(),
             max: 3,
-            received: 4
+            got: 4
         })
     );
     meta.filled = 2;
@@ -401,7 +401,7 @@ fn a_checkpoint_of_another_scheme_or_depth_is_rejected() {
         Err(ImexError::HistoryDepth {
             scheme: "SBDF3".into(),
             max: 1,
-            received: 2
+            got: 2
         })
     );
     let mut d = stepper("ars222", &layout, StepperOptions::default());
@@ -414,7 +414,7 @@ fn a_checkpoint_of_another_scheme_or_depth_is_rejected() {
         Err(ImexError::HistoryDepth {
             scheme: "ARS222".into(),
             max: 0,
-            received: 1
+            got: 1
         })
     );
     // A DIRK checkpoint is the scalar part alone.
@@ -442,14 +442,14 @@ fn a_checkpoint_of_another_scheme_or_depth_is_rejected() {
             m: 1,
             entries: 4,
             expected: 4 * 2 * NR,
-            received: 2 * 2 * NR,
+            got: 2 * 2 * NR,
         })
     );
     let mut long = c.history[&(2, 1)].clone();
     long.push(0.0);
     assert!(matches!(
         t.import_mode(2, 1, &long),
-        Err(ImexError::HistoryLength { received, .. }) if received == 4 * 2 * NR + 1
+        Err(ImexError::HistoryLength { got, .. }) if got == 4 * 2 * NR + 1
     ));
 }
 
@@ -463,7 +463,7 @@ fn non_finite_or_invalid_values_are_rejected() {
     meta.time = f64::NAN;
     assert!(matches!(
         t.import_meta(&meta),
-        Err(ImexError::InvalidTime { received }) if received.is_nan()
+        Err(ImexError::InvalidTime { got }) if got.is_nan()
     ));
     for (index, bad) in [(0, 0.0), (0, -1e-3), (1, f64::INFINITY), (1, f64::NAN)] {
         let mut meta = c.meta.clone();
@@ -471,9 +471,9 @@ fn non_finite_or_invalid_values_are_rejected() {
         match t.import_meta(&meta) {
             Err(ImexError::InvalidStepHistory {
                 index: i,
-                received,
+                got,
                 taken: 2,
-            }) if i == index && received.to_bits() == bad.to_bits() => {}
+            }) if i == index && got.to_bits() == bad.to_bits() => {}
             other => panic!("dt_history[{index}] = {bad}: {other:?}"),
         }
     }

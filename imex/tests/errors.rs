@@ -1,4 +1,4 @@
-//! Bad input is an error naming the expected and received values, never a panic.
+//! Bad input is an error naming the expected value and the one it got, never a panic.
 
 use imex::{
     AnyLu, DegreeOperator, DirkTableau, FaerLu, ImexError, LapackLu, LuBackend, LuFactors, Matrix,
@@ -43,8 +43,8 @@ fn wrong_matrix_sizes() {
             l: 1,
             expected_rows: 4,
             expected_cols: 4,
-            received_rows: 4,
-            received_cols: 3
+            got_rows: 4,
+            got_cols: 3
         }
     );
     assert_eq!(
@@ -58,7 +58,7 @@ fn wrong_matrix_sizes() {
         Err(ImexError::MatrixShape {
             what: "mass matrix A_l",
             l: 0,
-            received_rows: 5,
+            got_rows: 5,
             ..
         })
     ));
@@ -73,7 +73,7 @@ fn wrong_matrix_sizes() {
         Err(ImexError::MatrixShape {
             what: "boundary row",
             expected_cols: 4,
-            received_cols: 3,
+            got_cols: 3,
             ..
         })
     ));
@@ -114,17 +114,17 @@ fn wrong_matrix_sizes() {
     // Matrix constructors.
     assert_eq!(
         Matrix::from_col_major(3, 3, vec![0.0; 8]).unwrap_err(),
-        ImexError::DataLength {
+        ImexError::LengthMismatch {
             what: "column-major matrix data",
             expected: 9,
-            received: 8
+            got: 8
         }
     );
     assert!(Matrix::from_row_major(2, 3, &[0.0; 7]).is_err());
     assert_eq!(Matrix::identity(2).get(2, 0), None);
     assert!(matches!(
         FaerLu.factor(Matrix::zeros(3, 2)),
-        Err(ImexError::DataLength { .. })
+        Err(ImexError::LengthMismatch { .. })
     ));
 }
 
@@ -159,7 +159,7 @@ fn operators_must_match_the_layout() {
         ImexError::UnsortedOrders {
             l: 4,
             previous: 2,
-            received: 1
+            got: 1
         }
     );
     assert_eq!(
@@ -171,7 +171,7 @@ fn operators_must_match_the_layout() {
     );
     assert_eq!(
         ModeLayout::full(0, 3).unwrap_err(),
-        ImexError::InvalidRadialSize { received: 0 }
+        ImexError::InvalidRadialSize { got: 0 }
     );
 }
 
@@ -185,13 +185,13 @@ fn wrong_block_sizes() {
     let ImexError::LayoutMismatch {
         what,
         expected,
-        received,
+        got,
     } = &e
     else {
         panic!("unexpected {e:?}");
     };
     assert_eq!(*what, "state");
-    assert!(expected.contains("1:2") && received.contains("1:1"), "{e}");
+    assert!(expected.contains("1:2") && got.contains("1:1"), "{e}");
     assert_eq!(s.steps(), 0);
     // An explicit callback that swaps in a block of another layout.
     let mut u = ModeBlock::zeros(&layout);
@@ -210,17 +210,17 @@ fn wrong_block_sizes() {
     // Data lengths.
     assert_eq!(
         ModeBlock::from_vec(&layout, vec![0.0; 3]).unwrap_err(),
-        ImexError::DataLength {
+        ImexError::LengthMismatch {
             what: "mode block data",
             expected: 4 * 2 * 6,
-            received: 3
+            got: 3
         }
     );
     assert!(matches!(
         u.set_mode(1, 1, &[Complex64::new(0.0, 0.0); 3]),
-        Err(ImexError::DataLength {
+        Err(ImexError::LengthMismatch {
             expected: 4,
-            received: 3,
+            got: 3,
             ..
         })
     ));
@@ -234,15 +234,15 @@ fn wrong_block_sizes() {
     let mut scratch = vec![0.0; f.solve_scratch_len()];
     assert_eq!(
         f.solve_columns(&mut [0.0; 7], 2, &mut scratch).unwrap_err(),
-        ImexError::DataLength {
+        ImexError::LengthMismatch {
             what: "right-hand sides (n x ncols)",
             expected: 8,
-            received: 7
+            got: 7
         }
     );
     assert!(matches!(
         f.solve_columns(&mut [0.0; 8], 2, &mut [0.0; 1]),
-        Err(ImexError::DataLength {
+        Err(ImexError::LengthMismatch {
             what: "solve scratch",
             ..
         })
@@ -251,7 +251,7 @@ fn wrong_block_sizes() {
         LuFactors::from_packed(2, vec![1.0, 0.0, 0.0, 1.0], vec![0, 0]).unwrap_err(),
         ImexError::InvalidPermutation {
             position: 1,
-            received: 0,
+            got: 0,
             n: 2
         }
     );
@@ -260,7 +260,7 @@ fn wrong_block_sizes() {
         e,
         ImexError::InvalidPivot {
             position: 0,
-            received: 3,
+            got: 3,
             n: 2
         }
     );
@@ -309,9 +309,7 @@ fn non_positive_or_non_finite_dt() {
     u.fill(1.0);
     for dt in [0.0, -1e-3, f64::NAN, f64::INFINITY, -0.0] {
         let e = s.step(dt, &mut u, |_, _, _| {}).unwrap_err();
-        assert!(
-            matches!(e, ImexError::InvalidTimeStep { received } if received.to_bits() == dt.to_bits())
-        );
+        assert!(matches!(e, ImexError::InvalidTimeStep { got } if got.to_bits() == dt.to_bits()));
         assert!(e.to_string().contains("positive and finite"), "{e}");
     }
     assert!(u.as_slice().iter().all(|&v| v == 1.0));
@@ -319,7 +317,7 @@ fn non_positive_or_non_finite_dt() {
     assert_eq!(s.factorizations(0), Some(0));
     assert!(matches!(
         s.restart(f64::NAN),
-        Err(ImexError::InvalidTime { received }) if received.is_nan()
+        Err(ImexError::InvalidTime { got }) if got.is_nan()
     ));
 }
 
@@ -366,7 +364,7 @@ fn invalid_tableaux() {
     assert!(e.to_string().contains("expected c[1] = 0.5"), "{e}");
     let (ae, ai, be, _, c) = ok();
     let e = DirkTableau::new("x", 1, ae, ai, be, vec![1.0], c).unwrap_err();
-    assert!(e.to_string().contains("2 entries, received 1"), "{e}");
+    assert!(e.to_string().contains("2 entries, got 1"), "{e}");
 }
 
 #[test]

@@ -152,8 +152,8 @@ fn hash_suite(c: &dyn Communicator) -> Result<Vec<String>, String> {
                     nphi: NPHI,
                     lmax: Some(LMAX),
                     queue,
-                    theta_algorithm: alg,
-                    l_algorithm: alg,
+                    theta_protocol: alg,
+                    l_protocol: alg,
                     ..DistConfig::new(NTHETA, NR, pr, pt)
                 };
                 let mut d = DistSht::new(c, &cfg).map_err(|e| e.to_string())?;
@@ -217,8 +217,8 @@ fn bench_suite(c: &dyn Communicator, a: &BenchArgs) -> Result<Vec<String>, Strin
             for alg in Protocol::ALL {
                 let cfg = DistConfig {
                     queue,
-                    theta_algorithm: alg,
-                    l_algorithm: alg,
+                    theta_protocol: alg,
+                    l_protocol: alg,
                     ..DistConfig::new(a.ntheta, a.levels * p, pr, pt)
                 };
                 let mut d = DistSht::new(c, &cfg).map_err(|e| e.to_string())?;

@@ -136,9 +136,9 @@ pub struct DistConfig {
     /// is transposed in chunks of this many.
     pub queue: usize,
     /// Protocol of the theta transposition.
-    pub theta_algorithm: Protocol,
+    pub theta_protocol: Protocol,
     /// Protocol of the `l` transposition.
-    pub l_algorithm: Protocol,
+    pub l_protocol: Protocol,
     /// Threads for the Legendre and phi steps (bit-identical either way).
     pub parallelism: Parallelism,
 }
@@ -155,8 +155,8 @@ impl DistConfig {
             pi_r,
             pi_theta,
             queue: 1,
-            theta_algorithm: Protocol::Auto,
-            l_algorithm: Protocol::Auto,
+            theta_protocol: Protocol::Auto,
+            l_protocol: Protocol::Auto,
             parallelism: Parallelism::None,
         }
     }
@@ -176,8 +176,8 @@ impl DistConfig {
             self.pi_r as i64,
             self.pi_theta as i64,
             self.queue as i64,
-            alg(self.theta_algorithm),
-            alg(self.l_algorithm),
+            alg(self.theta_protocol),
+            alg(self.l_protocol),
         ]
     }
 }
@@ -254,8 +254,8 @@ impl std::fmt::Debug for DistSht {
             .field("grid", &[self.dec.pi_r(), self.dec.pi_theta()])
             .field("coords", &[self.ir, self.it])
             .field("queue", &self.queue)
-            .field("theta_algorithm", &self.theta_alg)
-            .field("l_algorithm", &self.l_alg)
+            .field("theta_protocol", &self.theta_alg)
+            .field("l_protocol", &self.l_alg)
             .finish_non_exhaustive()
     }
 }
@@ -354,8 +354,8 @@ impl DistSht {
             theta_comm,
             radial_comm,
             queue: q,
-            theta_alg: cfg.theta_algorithm,
-            l_alg: cfg.l_algorithm,
+            theta_alg: cfg.theta_protocol,
+            l_alg: cfg.l_protocol,
             par: cfg.parallelism,
             timings: vec![],
             nrl,
@@ -511,11 +511,11 @@ impl DistSht {
     /// The theta transposition's algorithm (the winner under `Auto`; with
     /// one theta rank there is no theta transposition, and `Auto` leaves
     /// [`Protocol::Alltoallw`] unmeasured).
-    pub fn theta_algorithm(&self) -> Protocol {
+    pub fn theta_protocol(&self) -> Protocol {
         self.theta_alg
     }
     /// The `l` transposition's algorithm (the winner under `Auto`).
-    pub fn l_algorithm(&self) -> Protocol {
+    pub fn l_protocol(&self) -> Protocol {
         self.l_alg
     }
     /// The times measured by `Auto` (empty without it).

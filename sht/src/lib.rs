@@ -289,7 +289,7 @@ pub enum ShtError {
     },
     /// A buffer of the wrong length.
     #[error("{what} has length {got}, expected {expected}")]
-    Length {
+    LengthMismatch {
         /// Which buffer.
         what: &'static str,
         /// The length required.
@@ -322,7 +322,7 @@ pub(crate) fn check_len(what: &'static str, got: usize, expected: usize) -> Resu
     if got == expected {
         Ok(())
     } else {
-        Err(ShtError::Length {
+        Err(ShtError::LengthMismatch {
             what,
             expected,
             got,

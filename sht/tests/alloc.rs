@@ -20,8 +20,8 @@ fn warm_transposes_and_transforms_allocate_nothing() {
             let counts = local::run(pr * pt, |c| {
                 let cfg = DistConfig {
                     queue: 2,
-                    theta_algorithm: protocol,
-                    l_algorithm: protocol,
+                    theta_protocol: protocol,
+                    l_protocol: protocol,
                     ..DistConfig::new(24, 6, pr, pt)
                 };
                 let mut d = DistSht::new(c, &cfg)?;

@@ -308,8 +308,8 @@ impl Case {
                 for alg in Protocol::ALL {
                     let cfg = DistConfig {
                         queue,
-                        theta_algorithm: alg,
-                        l_algorithm: alg,
+                        theta_protocol: alg,
+                        l_protocol: alg,
                         ..self.config(pr, pt)
                     };
                     let mut d = DistSht::new(c, &cfg).map_err(|e| e.to_string())?;
@@ -386,14 +386,14 @@ fn threads_and_auto_are_bit_identical() {
                     .collect();
                 if let Some(best) = t.iter().min_by(|a, b| a.seconds.total_cmp(&b.seconds)) {
                     let chosen = match which {
-                        sht::Transposition::Theta => d.theta_algorithm(),
-                        sht::Transposition::L => d.l_algorithm(),
+                        sht::Transposition::Theta => d.theta_protocol(),
+                        sht::Transposition::L => d.l_protocol(),
                     };
                     assert_eq!(chosen, best.algorithm);
                     assert!(t.iter().all(|x| x.seconds > 0.0));
                 }
             }
-            Ok::<_, String>((d.theta_algorithm(), d.l_algorithm(), d.timings().to_vec()))
+            Ok::<_, String>((d.theta_protocol(), d.l_protocol(), d.timings().to_vec()))
         })
         .unwrap();
         // The same choice and the same reported times on every rank.
@@ -418,8 +418,8 @@ fn round_trip_recovers_band_limited_coefficients() {
     let errs = local::run(6, |c: &dyn Communicator| {
         let cfg = DistConfig {
             lmax: Some(lmax),
-            theta_algorithm: Protocol::Alltoallw,
-            l_algorithm: Protocol::P2p,
+            theta_protocol: Protocol::Alltoallw,
+            l_protocol: Protocol::P2p,
             ..DistConfig::new(ntheta, nr, 3, 2)
         };
         let mut d = DistSht::new(c, &cfg)?;
@@ -469,8 +469,8 @@ fn same_error(msgs: &[String], needles: &[&str]) {
 #[test]
 fn errors_name_the_value_and_range_on_every_rank() {
     let base = |pr, pt| DistConfig {
-        theta_algorithm: Protocol::P2p,
-        l_algorithm: Protocol::P2p,
+        theta_protocol: Protocol::P2p,
+        l_protocol: Protocol::P2p,
         ..DistConfig::new(8, 6, pr, pt)
     };
     // lmax >= ntheta.

@@ -67,8 +67,8 @@ fn run_case(
 ) -> (Duration, local::RunError, Seen) {
     let n = pi_r * pi_theta;
     let cfg = DistConfig {
-        theta_algorithm: alg,
-        l_algorithm: alg,
+        theta_protocol: alg,
+        l_protocol: alg,
         ..DistConfig::new(12, 4, pi_r, pi_theta)
     };
     let seen: Mutex<Seen> = Mutex::new(vec![None; n]);

@@ -414,7 +414,7 @@ fn errors() {
     let c = vec![Complex64::new(0.0, 0.0); sht.nlm()];
     assert!(matches!(
         sht.synthesis(&c, &mut g, Parallelism::None),
-        Err(ShtError::Length { .. })
+        Err(ShtError::LengthMismatch { .. })
     ));
     assert!(matches!(
         sht.synthesis(&c[1..], &mut g, Parallelism::None),

@@ -368,7 +368,7 @@ fn vector_errors() {
     let (mut a, mut b) = (vec![0.0; ng], vec![0.0; ng]);
     assert_eq!(
         sht.vector_synthesis(&c, &c[1..], &mut a, &mut b, Parallelism::None),
-        Err(ShtError::Length {
+        Err(ShtError::LengthMismatch {
             what: "tor",
             expected: sht.nlm(),
             got: sht.nlm() - 1
@@ -380,16 +380,16 @@ fn vector_errors() {
     ));
     assert!(matches!(
         sht.vector_synthesis(&c, &c, &mut a, &mut b[1..], Parallelism::None),
-        Err(ShtError::Length { what: "vp", .. })
+        Err(ShtError::LengthMismatch { what: "vp", .. })
     ));
     assert!(matches!(
         sht.gradient(&c, &mut a[1..], &mut b, Parallelism::None),
-        Err(ShtError::Length { what: "vt", .. })
+        Err(ShtError::LengthMismatch { what: "vt", .. })
     ));
     let (mut s, mut t) = (vec![ZERO; sht.nlm()], vec![ZERO; sht.nlm() + 1]);
     assert!(matches!(
         sht.vector_analysis(&a, &b, &mut s, &mut t, Parallelism::None),
-        Err(ShtError::Length { what: "tor", .. })
+        Err(ShtError::LengthMismatch { what: "tor", .. })
     ));
     assert!(matches!(
         sht.vector_analysis(&a[1..], &b, &mut s, &mut t, Parallelism::None),
@@ -403,17 +403,17 @@ fn vector_errors() {
     );
     assert!(matches!(
         sht.vector_legendre_synthesis_m(3, &c[..9], &c[..9], &mut o, &mut o2[1..]),
-        Err(ShtError::Length { what: "out_p", .. })
+        Err(ShtError::LengthMismatch { what: "out_p", .. })
     ));
     let (mut sl, mut tl) = (vec![ZERO; 9], vec![ZERO; 8]);
     assert!(matches!(
         sht.vector_legendre_analysis_m(3, &o, &o2, &mut sl, &mut tl),
-        Err(ShtError::Length { what: "tor_l", .. })
+        Err(ShtError::LengthMismatch { what: "tor_l", .. })
     ));
     let len = sht.spectral_len();
     let (st, sp) = (vec![ZERO; len], vec![ZERO; len - 1]);
     assert!(matches!(
         sht.vector_legendre_analysis(&st, &sp, &mut s, &mut t[..sht.nlm()], Parallelism::None),
-        Err(ShtError::Length { what: "spec_p", .. })
+        Err(ShtError::LengthMismatch { what: "spec_p", .. })
     ));
 }

@@ -30,6 +30,15 @@ pub enum Initial {
 /// VTK snapshots of the 3D fields and the equatorial slice.
 pub use appkit::app::Output;
 
+/// Keys renamed since earlier versions, old name first: a configuration
+/// file that uses the old name still works, with a warning (the protocol
+/// options are named `protocol` in every crate and app, with a prefix where
+/// there are two).
+pub const RENAMED: &[(&str, &str)] = &[
+    ("theta_algorithm", "theta_protocol"),
+    ("l_algorithm", "l_protocol"),
+];
+
 /// What dynamo writes: every kind of output.
 const WRITES: appkit::app::Writes = appkit::app::Writes {
     vtk_series: true,
@@ -94,9 +103,9 @@ pub struct Config {
     /// Protocol of the theta transposition (`a2av`, `a2aw`, `a2ap`, `p2p`,
     /// `pipelined`, `auto`); only `auto` with `pi_theta = 1`, which has no
     /// theta transposition.
-    pub theta_algorithm: ByName<Protocol>,
+    pub theta_protocol: ByName<Protocol>,
     /// Protocol of the l transposition.
-    pub l_algorithm: ByName<Protocol>,
+    pub l_protocol: ByName<Protocol>,
     /// Diagnostics (energies, mid-depth values, drift) every this many steps.
     pub diag_every: usize,
     /// Output files.
@@ -135,8 +144,8 @@ impl Default for Config {
             initial: Initial::Benchmark,
             pi_theta: 1,
             queue: 1,
-            theta_algorithm: name("auto"),
-            l_algorithm: name("auto"),
+            theta_protocol: name("auto"),
+            l_protocol: name("auto"),
             diag_every: 100,
             output: Output::default(),
         }
@@ -145,8 +154,9 @@ impl Default for Config {
 
 impl Config {
     /// Reads a TOML file (unknown keys are errors).
+    /// The keys' old names ([`RENAMED`]) are read as the new ones.
     pub fn from_file(path: &Path) -> Result<Self> {
-        Ok(appkit::config::read_toml(path)?)
+        Ok(appkit::config::read_toml_renamed(path, RENAMED)?.0)
     }
 
     /// Parses TOML text.
@@ -253,10 +263,10 @@ impl Config {
     fn check_unused(&self) -> Result<()> {
         let d = Config::default();
         let mut unused = vec![];
-        if self.pi_theta == 1 && self.theta_algorithm.value() != d.theta_algorithm.value() {
+        if self.pi_theta == 1 && self.theta_protocol.value() != d.theta_protocol.value() {
             unused.push(format!(
-                "theta_algorithm = {} applies to the 2d distribution, pi_theta > 1 (this run: pi_theta = 1, no theta transposition)",
-                self.theta_algorithm
+                "theta_protocol = {} applies to the 2d distribution, pi_theta > 1 (this run: pi_theta = 1, no theta transposition)",
+                self.theta_protocol
             ));
         }
         if self.magnetic_prandtl.is_none() && self.alfven != d.alfven {
@@ -325,9 +335,9 @@ mod tests {
         check("minc = 3\n", &["minc = 3", "m = 4"]);
         check("dt = 1e-3\ndtmax = 1e-4\n", &["dt = 0.001", "dtmax"]);
         check(
-            "theta_algorithm = \"p2p\"\n",
+            "theta_protocol = \"p2p\"\n",
             &[
-                "theta_algorithm = p2p applies to the 2d distribution",
+                "theta_protocol = p2p applies to the 2d distribution",
                 "pi_theta = 1",
             ],
         );
@@ -345,7 +355,7 @@ mod tests {
         );
         // Read by these runs: accepted.
         for ok in [
-            "theta_algorithm = \"p2p\"\npi_theta = 2\n",
+            "theta_protocol = \"p2p\"\npi_theta = 2\n",
             "alfven = 2.0\nmagnetic_prandtl = 5.0\n",
             "adaptive = false\ndt = 2e-4\n",
         ] {
@@ -395,7 +405,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("cnab2"), "{e}");
-        let e = Config::from_toml("l_algorithm = \"fast\"\n")
+        let e = Config::from_toml("l_protocol = \"fast\"\n")
             .unwrap_err()
             .to_string();
         assert!(e.contains("fast"), "{e}");
@@ -410,5 +420,21 @@ mod tests {
         assert_eq!(a.physics_hash(), b.physics_hash());
         b.minc = 2;
         assert_ne!(a.physics_hash(), b.physics_hash());
+    }
+
+    #[test]
+    fn the_old_protocol_keys_still_work() {
+        let dir = std::env::temp_dir().join(format!("dynamo-renamed-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("old.toml");
+        std::fs::write(
+            &p,
+            "pi_theta = 2\ntheta_algorithm = \"p2p\"\nl_algorithm = \"a2aw\"\n",
+        )
+        .unwrap();
+        let c = Config::from_file(&p).unwrap();
+        assert_eq!(c.theta_protocol.name(), "p2p");
+        assert_eq!(c.l_protocol.name(), "a2aw");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

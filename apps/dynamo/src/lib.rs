@@ -190,8 +190,8 @@ pub fn build(comm: &dyn Communicator, cfg: &Config) -> Result<Solver> {
         pi_r,
         pi_theta: cfg.pi_theta,
         queue: cfg.queue,
-        theta_algorithm: *cfg.theta_algorithm.value(),
-        l_algorithm: *cfg.l_algorithm.value(),
+        theta_protocol: *cfg.theta_protocol.value(),
+        l_protocol: *cfg.l_protocol.value(),
     };
     let courant = Courant {
         courant: cfg.courant,
@@ -619,8 +619,8 @@ pub fn run(
             s.dist().decomposition().pi_theta(),
         ],
         protocols: [
-            s.dist().theta_algorithm().to_string(),
-            s.dist().l_algorithm().to_string(),
+            s.dist().theta_protocol().to_string(),
+            s.dist().l_protocol().to_string(),
         ],
         queue: s.dist().queue(),
         scheme: cfg.scheme.name().to_string(),

@@ -81,12 +81,14 @@ struct Flags {
     /// Scalar components per transposition call.
     #[arg(long)]
     queue: Option<usize>,
-    /// Theta transposition: a2av, a2aw, a2ap, p2p, pipelined, auto.
-    #[arg(long, value_name = "NAME")]
-    theta_algorithm: Option<ByName<comm::Protocol>>,
-    /// l transposition: a2av, a2aw, a2ap, p2p, pipelined, auto.
-    #[arg(long, value_name = "NAME")]
-    l_algorithm: Option<ByName<comm::Protocol>>,
+    /// Theta transposition protocol: a2av, a2aw, a2ap, p2p, pipelined,
+    /// auto (`--theta-algorithm`, the old name, is deprecated).
+    #[arg(long, value_name = "NAME", alias = "theta-algorithm")]
+    theta_protocol: Option<ByName<comm::Protocol>>,
+    /// l transposition protocol: a2av, a2aw, a2ap, p2p, pipelined, auto
+    /// (`--l-algorithm`, the old name, is deprecated).
+    #[arg(long, value_name = "NAME", alias = "l-algorithm")]
+    l_protocol: Option<ByName<comm::Protocol>>,
     /// Diagnostics every this many steps.
     #[arg(long)]
     diag_every: Option<usize>,
@@ -95,7 +97,11 @@ struct Flags {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     app::main(|| -> anyhow::Result<()> {
-        let cfg: Config = app::configure(&cli.run, &[&cli.output, &cli.checkpoint, &cli.flags])?;
+        let cfg: Config = app::configure_renamed(
+            &cli.run,
+            &[&cli.output, &cli.checkpoint, &cli.flags],
+            dynamo::config::RENAMED,
+        )?;
         cfg.validate()?;
         let restart = cli.checkpoint.restart.as_deref();
         let plan = Plan::new(&cli.run)

@@ -53,9 +53,9 @@ pub struct Distribution {
     /// Scalar components per transposition call.
     pub queue: usize,
     /// Protocol of the theta transposition.
-    pub theta_algorithm: Protocol,
+    pub theta_protocol: Protocol,
     /// Protocol of the l transposition.
-    pub l_algorithm: Protocol,
+    pub l_protocol: Protocol,
 }
 
 /// The CFL controls.
@@ -213,8 +213,8 @@ impl Solver {
             pi_r: dist.pi_r,
             pi_theta: dist.pi_theta,
             queue: dist.queue,
-            theta_algorithm: dist.theta_algorithm,
-            l_algorithm: dist.l_algorithm,
+            theta_protocol: dist.theta_protocol,
+            l_protocol: dist.l_protocol,
             parallelism: sht::Parallelism::None,
         };
         let sht = DistSht::new(comm, &cfg).context("distributed spherical harmonic transform")?;

@@ -297,8 +297,8 @@ fn bit_identical_on_every_process_grid_and_protocol() {
     ] {
         let cfg = Config {
             pi_theta,
-            theta_algorithm: theta.parse().unwrap(),
-            l_algorithm: l.parse().unwrap(),
+            theta_protocol: theta.parse().unwrap(),
+            l_protocol: l.parse().unwrap(),
             queue,
             ..base.clone()
         };

@@ -162,17 +162,17 @@ impl<B: LuBackend> Stepper<B> {
         let rings = [&d.hist_au, &d.hist_n, &d.hist_lu];
         for (ring, count) in rings.into_iter().zip(self.held_entries()) {
             if ring.len() != count {
-                return Err(ImexError::DataLength {
+                return Err(ImexError::LengthMismatch {
                     what: "history entries held for a degree",
                     expected: count,
-                    received: ring.len(),
+                    got: ring.len(),
                 });
             }
             if let Some(e) = ring.iter().find(|e| e.len() != d.size()) {
-                return Err(ImexError::DataLength {
+                return Err(ImexError::LengthMismatch {
                     what: "history entry of a degree",
                     expected: d.size(),
-                    received: e.len(),
+                    got: e.len(),
                 });
             }
         }
@@ -212,13 +212,11 @@ impl<B: LuBackend> Stepper<B> {
         if meta.scheme != self.scheme.name() {
             return Err(ImexError::SchemeMismatch {
                 expected: self.scheme.name().to_string(),
-                received: meta.scheme.clone(),
+                got: meta.scheme.clone(),
             });
         }
         if !meta.time.is_finite() {
-            return Err(ImexError::InvalidTime {
-                received: meta.time,
-            });
+            return Err(ImexError::InvalidTime { got: meta.time });
         }
         let taken = meta.steps.min(2) as usize;
         for (index, &dt) in meta.dt_history.iter().enumerate() {
@@ -226,7 +224,7 @@ impl<B: LuBackend> Stepper<B> {
             if !valid {
                 return Err(ImexError::InvalidStepHistory {
                     index,
-                    received: dt,
+                    got: dt,
                     taken,
                 });
             }
@@ -237,7 +235,7 @@ impl<B: LuBackend> Stepper<B> {
             return Err(ImexError::HistoryDepth {
                 scheme: meta.scheme.clone(),
                 max,
-                received: meta.filled,
+                got: meta.filled,
             });
         }
 
@@ -313,7 +311,7 @@ impl<B: LuBackend> Stepper<B> {
                 m,
                 entries: self.history_entries().iter().sum(),
                 expected,
-                received: data.len(),
+                got: data.len(),
             });
         }
         if let Some(index) = data.iter().position(|v| !v.is_finite()) {
