@@ -615,6 +615,29 @@ pub fn flags_without_keys<C: Default + Serialize, F: clap::Args>() -> Vec<String
         .collect()
 }
 
+/// The test every application's `main.rs` carries, given the names of its
+/// `clap` struct, its configuration and its own flags (in scope there):
+/// the command is well formed (`clap`'s `debug_assert`) and each of the
+/// application's own flags names a key of its configuration
+/// ([`flags_without_keys`]).
+#[macro_export]
+macro_rules! shell_test {
+    ($cli:ident, $config:ident, $flags:ident) => {
+        #[cfg(test)]
+        mod shell_test {
+            #[test]
+            fn every_flag_sets_a_key_of_the_configuration() {
+                use clap::CommandFactory;
+                super::$cli::command().debug_assert();
+                assert_eq!(
+                    $crate::app::flags_without_keys::<super::$config, super::$flags>(),
+                    Vec::<String>::new()
+                );
+            }
+        }
+    };
+}
+
 /// The `main` of an application: runs `real_main` and turns its result
 /// into the exit status (`error: ...` with the whole chain on stderr).
 pub fn main<E: Display>(real_main: impl FnOnce() -> Result<(), E>) -> ExitCode {

@@ -96,18 +96,8 @@ pub struct Report {
 }
 
 impl appkit::app::Report for Report {
-    fn summary(&self) -> String {
-        Report::summary(self)
-    }
-
-    fn files(&self) -> &[String] {
-        &self.files
-    }
-}
-
-impl Report {
     /// A human-readable summary.
-    pub fn summary(&self) -> String {
+    fn summary(&self) -> String {
         let e = &self.last.energies;
         let mut s = format!(
             "dynamo: {} steps on {} ranks ({} x {}, theta {}, l {}, queue {}), {} to t = {:.6}, dt = {:.3e}\n",
@@ -153,6 +143,10 @@ impl Report {
         );
         s += &format!("  state hash {}", self.state_hash);
         s
+    }
+
+    fn files(&self) -> &[String] {
+        &self.files
     }
 }
 

@@ -113,17 +113,4 @@ fn main() -> std::process::ExitCode {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_flag_sets_a_key_of_the_configuration() {
-        use clap::CommandFactory;
-        Cli::command().debug_assert();
-        assert_eq!(
-            appkit::app::flags_without_keys::<Config, Flags>(),
-            Vec::<String>::new()
-        );
-    }
-}
+appkit::shell_test!(Cli, Config, Flags);

@@ -4,6 +4,7 @@
 //! process grids and restarts; errors.
 
 use anyhow::Result;
+use appkit::app::Report as _;
 use comm::Communicator;
 use dynamo::config::{Config, Initial};
 use dynamo::init::Potential;

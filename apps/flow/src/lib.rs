@@ -102,18 +102,8 @@ pub struct Report {
 }
 
 impl appkit::app::Report for Report {
-    fn summary(&self) -> String {
-        Report::summary(self)
-    }
-
-    fn files(&self) -> &[String] {
-        &self.files
-    }
-}
-
-impl Report {
     /// A human-readable summary.
-    pub fn summary(&self) -> String {
+    fn summary(&self) -> String {
         let c = &self.config;
         let mut s = format!(
             "flow: {}^3 cells on {} ranks, {:?} {:?} (c = {:.5}, {} spheres, a = {:.5}), {}, dt = {:.3e}\n",
@@ -152,6 +142,10 @@ impl Report {
         }
         s += &format!("  hash {}", self.hash);
         s
+    }
+
+    fn files(&self) -> &[String] {
+        &self.files
     }
 }
 

@@ -1190,18 +1190,8 @@ pub fn reshape_protocols(plan: &dfft::Fft3d) -> Vec<String> {
 }
 
 impl appkit::app::Report for Report {
-    fn summary(&self) -> String {
-        Report::summary(self)
-    }
-
-    fn files(&self) -> &[String] {
-        &self.files
-    }
-}
-
-impl Report {
     /// The human-readable summary printed at the end of a run.
-    pub fn summary(&self) -> String {
+    fn summary(&self) -> String {
         let c = &self.config;
         let t = &self.timings;
         let ms = |x: f64| x * 1e3;
@@ -1262,6 +1252,10 @@ impl Report {
             self.device,
             self.hash
         )
+    }
+
+    fn files(&self) -> &[String] {
+        &self.files
     }
 }
 

@@ -569,18 +569,8 @@ pub struct Report {
 }
 
 impl appkit::app::Report for Report {
-    fn summary(&self) -> String {
-        Report::summary(self)
-    }
-
-    fn files(&self) -> &[String] {
-        &self.files
-    }
-}
-
-impl Report {
     /// The human-readable summary printed at the end of a run.
-    pub fn summary(&self) -> String {
+    fn summary(&self) -> String {
         let drift = self.last.mean_density - self.first.mean_density;
         format!(
             "pfc: {:?} grid ({:?} BCC periods x {} points), {} {} rank(s) on grid {:?}\n\
@@ -620,6 +610,10 @@ impl Report {
             self.device,
             self.hash
         )
+    }
+
+    fn files(&self) -> &[String] {
+        &self.files
     }
 }
 

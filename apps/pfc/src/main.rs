@@ -23,8 +23,7 @@ struct Cli {
     flags: Flags,
 }
 
-/// The application's own flags: each sets the configuration key of its
-/// name.
+/// The PFC model's flags: each sets the configuration key of its name.
 #[derive(Debug, clap::Args, Serialize)]
 struct Flags {
     /// BCC lattice periods per axis: N or NXxNYxNZ.
@@ -97,17 +96,4 @@ fn main() -> std::process::ExitCode {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_flag_sets_a_key_of_the_configuration() {
-        use clap::CommandFactory;
-        Cli::command().debug_assert();
-        assert_eq!(
-            appkit::app::flags_without_keys::<Config, Flags>(),
-            Vec::<String>::new()
-        );
-    }
-}
+appkit::shell_test!(Cli, Config, Flags);

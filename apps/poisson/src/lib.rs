@@ -498,14 +498,8 @@ fn heat3d_triple(v: [usize; 3]) -> String {
 }
 
 impl appkit::app::Report for Report {
-    fn summary(&self) -> String {
-        Report::summary(self)
-    }
-}
-
-impl Report {
     /// The human-readable summary printed at the end of a run.
-    pub fn summary(&self) -> String {
+    fn summary(&self) -> String {
         let c = &self.config;
         let onoff = |b: bool| if b { "on" } else { "off" };
         let mut s = String::new();

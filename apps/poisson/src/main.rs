@@ -20,8 +20,7 @@ struct Cli {
     flags: Flags,
 }
 
-/// The application's own flags: each sets the configuration key of its
-/// name.
+/// The benchmark's problem and solver flags: each sets the configuration key of its name.
 #[derive(Debug, clap::Args, Serialize)]
 struct Flags {
     /// Cells per axis: N or NXxNYxNZ (`--shape` is the same flag).
@@ -96,17 +95,4 @@ fn main() -> std::process::ExitCode {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_flag_sets_a_key_of_the_configuration() {
-        use clap::CommandFactory;
-        Cli::command().debug_assert();
-        assert_eq!(
-            appkit::app::flags_without_keys::<Config, Flags>(),
-            Vec::<String>::new()
-        );
-    }
-}
+appkit::shell_test!(Cli, Config, Flags);
