@@ -10,7 +10,7 @@
 //! measured in the same run, with the 50 % ceiling of unfused arithmetic. [`draw`] returns the panels' titles, axes and series
 //! names, which the bench also writes to `heat3d.json`.
 
-use crate::bench::{OrderRun, WeakRun, GOAL_RATIO, MODES};
+use crate::bench::heat3d::{OrderRun, WeakRun, GOAL_RATIO, MODES};
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};

@@ -151,6 +151,22 @@ pub fn build_heat3d(mpi: bool) -> Result<PathBuf> {
     )
 }
 
+/// The CPU's model name (Linux: the first `model name` of
+/// `/proc/cpuinfo`) and the logical core count, for a benchmark's header.
+pub fn cpu_model() -> String {
+    let name = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "an unknown CPU".to_string());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{name} ({cores} cores)")
+}
+
 /// Whether an `mpirun` that answers `--version` is on the path.
 pub fn mpirun_available() -> bool {
     Command::new("mpirun")

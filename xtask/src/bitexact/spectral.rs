@@ -7,14 +7,14 @@
 //! [`STEPS`] exact (integrating-factor) steps, one forward and one backward
 //! distributed transform each, and compares its field hash with the
 //! in-process 1-rank run with the default protocol (see
-//! [`crate::fft_suite`], which also checks that every reshape used the
+//! [`super::fft_suite`], which also checks that every reshape used the
 //! protocol asked for). In-process: the rank counts and process grids of
 //! [`GRIDS`] (slabs and pencils, the halved axis split or whole) x every
 //! concrete protocol and `auto`. MPI: `mpirun -np` 1, 2, 4 on the grids of
 //! [`MPI_GRIDS`] x the same protocols.
 
+use super::fft_suite;
 use crate::bitexact::N;
-use crate::fft_suite;
 use crate::util;
 use anyhow::Result;
 
@@ -63,7 +63,7 @@ pub fn run(mpi: bool, jobs: usize) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fft_suite::Backend;
+    use crate::bitexact::fft_suite::Backend;
 
     #[test]
     fn grids_hold_their_rank_counts_and_fit_n() {

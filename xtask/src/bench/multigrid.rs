@@ -222,7 +222,7 @@ pub fn run(args: &Args) -> Result<()> {
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
     let bin = match &args.poisson {
         Some(p) => p.clone(),
-        None => crate::bitexact_mg::build_poisson(false)?,
+        None => crate::bitexact::poisson::build_poisson(false)?,
     };
     let dir = out_dir.join(format!(".scratch-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;

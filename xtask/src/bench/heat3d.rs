@@ -49,85 +49,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use stencil::peak::{self, fma_peak, term_rates, FmaPeak};
 
-/// What `cargo xtask bench` can measure.
-#[derive(Debug, clap::Subcommand)]
-pub enum Target {
-    /// The heat3d application: weak scaling, order sweep vs stream, overlap.
-    Heat3d(Args),
-    /// imex: factor and solve of one l-loop, faer vs LAPACK vs dgetrs per m
-    /// (`cargo bench -p parnum-imex --bench imex --features lapack`).
-    Imex(CrateArgs),
-    /// chebyshev: DCT-I transforms and derivatives vs dense products
-    /// (`cargo bench -p parnum-chebyshev --bench dct`).
-    Chebyshev(CrateArgs),
-    /// heat3d: grid and cost per step each operator needs for a target
-    /// error (FD-2..FD-20 vs spectral, 1e-2 and 1e-8).
-    MethodCost(crate::cost::Args),
-    /// comm: exact sum vs plain, Neumaier and xsum
-    /// (`cargo bench -p parnum-comm --bench exact_sum`).
-    ExactSum(CrateArgs),
-    /// halo: exchange throughput for widths 1 to 10 vs memcpy
-    /// (`cargo bench -p parnum-halo --bench halo_exchange`).
-    Halo(CrateArgs),
-    /// multigrid (through the poisson app): DOF/s at 128³ and 256³ on 1, 2
-    /// and 4 ranks, communication-avoiding smoothing on and off, the
-    /// V-cycle residual factor, PyAMG on the same problem.
-    Multigrid(crate::bench_mg::Args),
-    /// sht: the theta and l transposition algorithms of the distributed
-    /// transforms at 2 and 4 ranks, queue lengths 1 to 13.
-    ShtTranspose(crate::sht_dist::BenchArgs),
-    /// sht: scalar and vector synthesis + analysis on one core at lmax 63
-    /// to 511, with SHTns and ducc0 on the same grid in the same run.
-    Sht(crate::sht_bench::Args),
-    /// The dynamo app: the Christensen et al. (2001) benchmark values
-    /// (`--case 0|1`) or the time per step and its phases (`--perf`).
-    Dynamo(crate::dynamo::BenchArgs),
-    /// dfft: local 3D transforms (c2c, r2c) on one core against FFTW
-    /// (MEASURE, out of place) and scipy's pocketfft in the same run.
-    Fft(crate::fft_bench::Args),
-    /// dfft: the distributed 3D FFT (c2c, r2c) against HeFFTe (FFTW
-    /// backend, dfft/bench/build_heffte.sh) and mpi4py-fft on the same
-    /// ranks in the same run.
-    FftDist(crate::fft_dist::Args),
-    /// The flow app: sphere-array drag vs Zick and Homsy and Hasimoto
-    /// (`--permeability`), Taylor-Green decay (`--taylor-green`), a random
-    /// bed (`--bed`), the cost of a step (`--perf`).
-    Flow(crate::flow::BenchArgs),
-    /// heat3d on a CUDA device: the copy bandwidth, FD-2 to FD-20 at 256^3
-    /// and 512^3 as a fraction of it, blocking vs overlapped on ranks
-    /// sharing the GPU, the spectral step vs a bare cuFFT pair.
-    Gpu(crate::gpu::BenchArgs),
-    /// heat3d and pfc over several GPUs, one rank per GPU, in-process and
-    /// under mpirun: FD weak and strong scaling, spectral and pfc weak
-    /// scaling; table, JSON and a PNG per series.
-    GpuScaling(crate::gpu_scaling::Args),
-}
-
-/// Options of the benchmarks that live in their crates.
-#[derive(Debug, Clone, clap::Args)]
-pub struct CrateArgs {
-    /// Arguments passed on to the benchmark binary (after `--`).
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
-}
-
-/// Runs a crate's `harness = false` benchmark with its output streamed.
-fn crate_bench(package: &str, bench: &str, features: &[&str], rest: &[String]) -> Result<()> {
-    let mut cmd = util::cargo();
-    cmd.args(["bench", "-p", package, "--bench", bench]);
-    for f in features {
-        cmd.args(["--features", f]);
-    }
-    cmd.arg("--").args(rest);
-    let status = cmd
-        .status()
-        .with_context(|| format!("cannot run cargo bench -p {package}"))?;
-    if !status.success() {
-        anyhow::bail!("cargo bench -p {package} --bench {bench} failed with {status}");
-    }
-    Ok(())
-}
-
 /// Options of `cargo xtask bench heat3d`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
@@ -685,24 +606,7 @@ fn overlap(weak: &[WeakRun]) -> Vec<OverlapRow> {
 }
 
 /// Runs the heat3d bench.
-pub fn run(target: &Target) -> Result<()> {
-    let args = match target {
-        Target::Heat3d(a) => a,
-        Target::Imex(a) => return crate_bench("parnum-imex", "imex", &["lapack"], &a.rest),
-        Target::Chebyshev(a) => return crate_bench("parnum-chebyshev", "dct", &[], &a.rest),
-        Target::ExactSum(a) => return crate_bench("parnum-comm", "exact_sum", &[], &a.rest),
-        Target::Halo(a) => return crate_bench("parnum-halo", "halo_exchange", &[], &a.rest),
-        Target::Multigrid(a) => return crate::bench_mg::run(a),
-        Target::ShtTranspose(a) => return crate::sht_dist::bench(a),
-        Target::Sht(a) => return crate::sht_bench::run(a),
-        Target::MethodCost(a) => return crate::cost::run(a),
-        Target::Dynamo(a) => return crate::dynamo::bench(a),
-        Target::Flow(a) => return crate::flow::bench(a),
-        Target::Fft(a) => return crate::fft_bench::run(a),
-        Target::FftDist(a) => return crate::fft_dist::run(a),
-        Target::Gpu(a) => return crate::gpu::bench(a),
-        Target::GpuScaling(a) => return crate::gpu_scaling::bench(a),
-    };
+pub(super) fn run(args: &Args) -> Result<()> {
     let start = Instant::now();
     let plan = Plan::new(args.quick);
     let out = match &args.out {
@@ -713,7 +617,7 @@ pub fn run(target: &Target) -> Result<()> {
     let bin = util::build_heat3d(false)?;
     let dir = util::scratch_dir("bench")?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let load = load_average();
+    let load = super::load_average();
     println!(
         "bench heat3d{}: {cores} core(s), load average {}; in-process ranks (threads)",
         if args.quick { " --quick" } else { "" },
@@ -781,16 +685,6 @@ pub fn run(target: &Target) -> Result<()> {
     let json_path = out.join("heat3d.json");
     util::write_report(&json_path, &report, &[&png], start)?;
     Ok(())
-}
-
-/// The 1-minute load average (Linux), to flag a busy machine.
-pub(crate) fn load_average() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
 }
 
 fn plan_text(plan: &Plan) -> String {

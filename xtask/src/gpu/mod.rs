@@ -7,6 +7,8 @@
 //! reference probes, and this xtask) into DIR, and `DIR/xtask gpu --bin-dir DIR` (or
 //! `DIR/xtask bench gpu --bin-dir DIR`) runs there from those binaries.
 
+pub(crate) mod scaling;
+
 use crate::util::{self, run_captured, run_report, Ran};
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;

@@ -8,12 +8,12 @@
 //! steps with diagnostics every step (three forward and two backward
 //! distributed transforms per step), and compares its field hash with the
 //! in-process 1-rank run with the default protocol (see
-//! [`crate::fft_suite`], which also checks that every reshape used the
+//! [`super::fft_suite`], which also checks that every reshape used the
 //! protocol asked for). pfc chooses its own process grid. In-process: ranks
 //! [`RANKS`] x every concrete protocol and `auto`; MPI: `mpirun -np`
 //! [`MPI_RANKS`] x the same protocols.
 
-use crate::fft_suite;
+use super::fft_suite;
 use crate::util;
 use anyhow::Result;
 
@@ -64,7 +64,7 @@ pub fn run(mpi: bool, jobs: usize) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fft_suite::Backend;
+    use crate::bitexact::fft_suite::Backend;
 
     #[test]
     fn suite_sizes() {

@@ -1,5 +1,5 @@
 //! What the suites over `dfft`'s reshape protocols share
-//! ([`crate::bitexact_spectral`], [`crate::bitexact_pfc`]): the protocol
+//! ([`super::spectral`], [`super::pfc`]): the protocol
 //! names, one app run per case with its `--json` report, the table and the
 //! verdicts.
 //!

@@ -1,7 +1,5 @@
-//! `cargo xtask bitexact [--mpi] [--orders 2,4,...]`: heat3d must produce
-//! the same bits for every rank count, process grid and exchange mode, and
-//! (with `--mpi`) under MPI as in-process. The distributed SHT suite of
-//! [`crate::sht_dist::bitexact`] runs first.
+//! The heat3d suite of `cargo xtask bitexact` (with `--suite heat3d` or
+//! `all`), after the SHT suite of [`super::sht::bitexact`].
 //!
 //! Every case runs heat3d on the fixed uneven global size [`N`] for
 //! [`STEPS`] forward-Euler steps, writes the report with `--json` and
@@ -12,14 +10,8 @@
 //!
 //! In-process cases run two at a time (the machines have 2 cores); MPI cases
 //! run one at a time, each `mpirun` oversubscribing the cores already.
-//!
-//! `--suite` picks these (SHT and heat3d), the multigrid suite of
-//! [`crate::bitexact_mg`] (the `poisson` app), the suites over `dfft`'s
-//! reshape protocols ([`crate::bitexact_spectral`]: heat3d's spectral
-//! operator; [`crate::bitexact_pfc`]: the pfc app), the dynamo app's
-//! ([`crate::dynamo`]), the flow app's ([`crate::flow`]), or all of them
-//! (the default).
 
+use super::Args;
 use crate::util::{self, HeatReport};
 use anyhow::{bail, Result};
 use std::path::Path;
@@ -51,46 +43,6 @@ pub const MPI_GRIDS: &[(usize, &[[usize; 3]])] = &[
 pub const MODES: [&str; 2] = ["blocking", "overlap"];
 /// Longest one case may run before it is killed and counted as failed.
 const CASE_LIMIT: Duration = Duration::from_secs(180);
-
-/// Options of `cargo xtask bitexact`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct Args {
-    /// Run the MPI suite (under mpirun, -np 1, 2, 4) instead of the
-    /// in-process one, compared against in-process 1-rank runs.
-    #[arg(long)]
-    pub mpi: bool,
-    /// Stencil orders to check (comma-separated).
-    #[arg(long, value_delimiter = ',', default_values_t = ORDERS)]
-    pub orders: Vec<usize>,
-    /// In-process cases run at the same time.
-    #[arg(long, default_value_t = 2)]
-    pub jobs: usize,
-    /// Which suites to run.
-    #[arg(long, value_enum, default_value_t = Suite::All)]
-    pub suite: Suite,
-}
-
-/// The suites of `cargo xtask bitexact`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Suite {
-    /// Every suite.
-    All,
-    /// The SHT and heat3d suites.
-    Heat3d,
-    /// The `poisson` app only ([`crate::bitexact_mg`]).
-    Multigrid,
-    /// heat3d's spectral operator over ranks, grids and reshape protocols
-    /// ([`crate::bitexact_spectral`]).
-    Spectral,
-    /// The pfc app over ranks and reshape protocols ([`crate::bitexact_pfc`]).
-    Pfc,
-    /// The dynamo app over ranks, 1d/2d grids, transposition protocols and
-    /// queue lengths ([`crate::dynamo`]).
-    Dynamo,
-    /// The flow app over ranks, overlap and communication avoidance
-    /// ([`crate::flow`]).
-    Flow,
-}
 
 /// Where a case runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -312,51 +264,13 @@ fn references(orders: &[usize]) -> Vec<Case> {
         .collect()
 }
 
-/// Runs the selected suites (every one even when an earlier one failed);
-/// fails if any case of any of them failed or differed.
-pub fn run(args: &Args) -> Result<()> {
-    let wanted = |s: Suite| args.suite == Suite::All || args.suite == s;
-    let mut failed: Vec<&str> = vec![];
-    let mut outcome = |name, r: Result<()>| {
-        if let Err(e) = r {
-            eprintln!("xtask: bitexact {name}: {e:#}");
-            failed.push(name);
-        }
-    };
-    if wanted(Suite::Heat3d) {
-        outcome("heat3d", run_heat3d(args));
-    }
-    if wanted(Suite::Multigrid) {
-        outcome("multigrid", crate::bitexact_mg::run(args.mpi, args.jobs));
-    }
-    if wanted(Suite::Spectral) {
-        outcome(
-            "spectral",
-            crate::bitexact_spectral::run(args.mpi, args.jobs),
-        );
-    }
-    if wanted(Suite::Pfc) {
-        outcome("pfc", crate::bitexact_pfc::run(args.mpi, args.jobs));
-    }
-    if wanted(Suite::Dynamo) {
-        outcome("dynamo", crate::dynamo::bitexact(args.mpi, args.jobs));
-    }
-    if wanted(Suite::Flow) {
-        outcome("flow", crate::flow::bitexact(args.mpi, args.jobs));
-    }
-    if !failed.is_empty() {
-        bail!("bit-exactness suite(s) failed: {}", failed.join(", "));
-    }
-    Ok(())
-}
-
 /// Runs the heat3d suite; prints the table and `bitexact: N passed, M
 /// failed`, and fails if any case failed or differed.
-fn run_heat3d(args: &Args) -> Result<()> {
+pub(super) fn run_heat3d(args: &Args) -> Result<()> {
     let start = Instant::now();
     check_orders(&args.orders)?;
     // The distributed SHT suite first (seconds), then heat3d's.
-    crate::sht_dist::bitexact(args.mpi)?;
+    super::sht::bitexact(args.mpi)?;
     let plain = util::build_heat3d(false)?;
     let mpi_bin = if args.mpi {
         Some(util::build_heat3d(true)?)
