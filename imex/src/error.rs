@@ -335,7 +335,7 @@ pub enum ImexError {
         /// Its order.
         m: usize,
     },
-    /// The thread pool for [`crate::Parallelism::Rayon`] could not be built.
+    /// The thread pool for [`crate::DegreeThreads::OwnPool`] could not be built.
     #[error("could not build a thread pool of {threads} threads: {reason}")]
     ThreadPool {
         /// The number of threads asked for.

@@ -103,7 +103,7 @@ pub use lu::{AnyLu, AnyScratch, FaerLu, FaerScratch, LapackLu, LuBackend, LuFact
 pub use matrix::Matrix;
 pub use scheme::{DirkTableau, MultistepScheme, MultistepWeights, Scheme, SchemeKind};
 pub use stepper::{
-    BoundaryRow, DegreeOperator, Parallelism, SolveMode, StepProgress, Stepper, StepperMeta,
+    BoundaryRow, DegreeOperator, DegreeThreads, SolveMode, StepProgress, Stepper, StepperMeta,
     StepperOptions,
 };
 

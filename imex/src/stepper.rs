@@ -75,15 +75,19 @@ pub enum SolveMode {
     Native,
 }
 
-/// How the degrees of one stepper are spread over threads.
+/// How the degrees of one stepper are spread over threads: on the calling
+/// thread, or on a thread pool the stepper owns (unlike `chebyshev` and
+/// `sht`, whose `Parallelism` runs on rayon's current pool, which the caller
+/// owns).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Parallelism {
+pub enum DegreeThreads {
     /// One thread.
     #[default]
     Sequential,
-    /// A dedicated rayon pool of this many threads, one degree per task. Results are
-    /// bit-identical to [`Parallelism::Sequential`]: degrees are independent.
-    Rayon(NonZeroUsize),
+    /// A rayon pool of this many threads, built and owned by the stepper, one
+    /// degree per task. Results are bit-identical to
+    /// [`DegreeThreads::Sequential`]: degrees are independent.
+    OwnPool(NonZeroUsize),
 }
 
 /// Options of a [`Stepper`].
@@ -92,7 +96,7 @@ pub struct StepperOptions {
     /// How systems are solved.
     pub solve: SolveMode,
     /// Threads over degrees.
-    pub parallelism: Parallelism,
+    pub threads: DegreeThreads,
     /// The time of the initial state.
     pub start_time: f64,
 }
@@ -101,7 +105,7 @@ impl Default for StepperOptions {
     fn default() -> Self {
         Self {
             solve: SolveMode::ColumnWise,
-            parallelism: Parallelism::Sequential,
+            threads: DegreeThreads::Sequential,
             start_time: 0.0,
         }
     }
@@ -637,9 +641,9 @@ impl<B: LuBackend> Stepper<B> {
                 native,
             });
         }
-        let pool = match options.parallelism {
-            Parallelism::Sequential => None,
-            Parallelism::Rayon(t) => Some(
+        let pool = match options.threads {
+            DegreeThreads::Sequential => None,
+            DegreeThreads::OwnPool(t) => Some(
                 rayon::ThreadPoolBuilder::new()
                     .num_threads(t.get())
                     // Room for backends that use a lot of stack (OpenBLAS's threaded dgetrf).

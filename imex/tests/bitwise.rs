@@ -6,8 +6,8 @@ mod common;
 
 use common::{shell_grid, Lcg};
 use imex::{
-    AnyLu, DegreeOperator, FaerLu, LuBackend, LuFactors, Matrix, ModeBlock, ModeLayout,
-    Parallelism, Scheme, SolveMode, Stepper, StepperOptions,
+    AnyLu, DegreeOperator, DegreeThreads, FaerLu, LuBackend, LuFactors, Matrix, ModeBlock,
+    ModeLayout, Scheme, SolveMode, Stepper, StepperOptions,
 };
 use num_complex::Complex64;
 use std::num::NonZeroUsize;
@@ -258,7 +258,7 @@ fn a_mode_gives_the_same_bits_whatever_other_modes_the_rank_holds() {
             }
             // Threads over degrees do not change the bits either.
             let threaded = StepperOptions {
-                parallelism: Parallelism::Rayon(NonZeroUsize::new(2).unwrap()),
+                threads: DegreeThreads::OwnPool(NonZeroUsize::new(2).unwrap()),
                 ..Default::default()
             };
             let got = run(scheme, &full, threaded, backend);

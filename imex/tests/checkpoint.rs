@@ -10,8 +10,8 @@ use std::num::NonZeroUsize;
 
 use common::shell_grid;
 use imex::{
-    DegreeOperator, FaerLu, ImexError, Matrix, ModeBlock, ModeLayout, Parallelism, Scheme, Stepper,
-    StepperMeta, StepperOptions,
+    DegreeOperator, DegreeThreads, FaerLu, ImexError, Matrix, ModeBlock, ModeLayout, Scheme,
+    Stepper, StepperMeta, StepperOptions,
 };
 use num_complex::Complex64;
 
@@ -251,7 +251,7 @@ fn restart_from_a_checkpoint_continues_bit_for_bit() {
             let mut sa = stepper(scheme, &a, StepperOptions::default());
             // Rank b: on two threads, and used before (other factors, history and time).
             let threads = StepperOptions {
-                parallelism: Parallelism::Rayon(NonZeroUsize::new(2).unwrap()),
+                threads: DegreeThreads::OwnPool(NonZeroUsize::new(2).unwrap()),
                 start_time: 7.0,
                 ..Default::default()
             };

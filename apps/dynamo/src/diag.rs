@@ -14,14 +14,14 @@ use std::f64::consts::PI;
 use anyhow::Result;
 use comm::{Communicator, ReduceOp};
 use num_complex::Complex64;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::solver::{Solver, ZERO};
 
 /// Volume-averaged energies (`1/(2V) int |u|^2 dV`, and `1/(2 V E Pm) int
 /// |B|^2 dV` for the field), with the poloidal/toroidal and axisymmetric
 /// (`m = 0`) parts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Energies {
     /// Kinetic energy.
     pub ekin: f64,
@@ -47,7 +47,7 @@ pub struct Energies {
 
 /// Values at mid-depth in the equatorial plane where `u_r = 0` and
 /// `du_r/dphi > 0` (the benchmark's local diagnostics).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Midpoint {
     /// Longitude of the point.
     pub phi: f64,

@@ -31,7 +31,7 @@ use anyhow::{bail, Context, Result};
 use appkit::csv::{FloatFormat, Series};
 use appkit::progress::Progress;
 use comm::{CommExt, Communicator, ReduceOp};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use config::{Config, Initial};
 use diag::{Energies, Midpoint};
@@ -39,7 +39,7 @@ use model::Physics;
 use solver::{Courant, Distribution, Phases, Resolution, Solver};
 
 /// One row of the time series.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     /// Step number.
     pub step: u64,
@@ -58,7 +58,7 @@ pub struct Sample {
 }
 
 /// What a run reports (rank 0).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     /// The configuration the run used (every key, defaults included).
     pub config: Config,

@@ -68,7 +68,7 @@ pub struct Courant {
 }
 
 /// Seconds spent in each phase since the solver was built.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Phases {
     /// Spherical harmonic transforms (with the theta transposition of the 2d scheme).
     pub transforms: f64,

@@ -41,14 +41,14 @@ use appkit::progress::Progress;
 use appkit::vtk;
 use comm::{CommExt, Communicator};
 use multigrid::{CommAvoiding, MgOptions};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use config::{Bodies, Config, Initial};
 use geometry::Geometry;
 use solver::{Flow, Params, Phases};
 
 /// What a run reports (rank 0).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     /// The configuration as run.
     pub config: Config,

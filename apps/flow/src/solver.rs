@@ -60,7 +60,7 @@ pub struct Params {
 }
 
 /// Seconds per phase of the steps taken (this rank).
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Phases {
     /// Right-hand sides and the three Helmholtz solves.
     pub momentum: f64,
@@ -72,7 +72,7 @@ pub struct Phases {
 }
 
 /// What one step did.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StepStats {
     /// CG iterations of the three momentum solves.
     pub momentum_iterations: [usize; 3],

@@ -36,7 +36,7 @@ use comm::exact::allreduce_exact_sum;
 use comm::{CommExt, Communicator, IndexBox, ReduceOp};
 use config::{Config, Solver};
 use multigrid::{Boundary, Hierarchy, LevelStats, Poisson};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::f64::consts::PI;
 use std::time::Instant;
 
@@ -137,7 +137,7 @@ pub fn history_hash(xs: &[f64]) -> u64 {
 
 /// One level of the per-level table: times and exchanges of the reported
 /// solve, each the maximum over ranks.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct LevelRow {
     /// Level index (0 = finest; the last is the bottom).
     pub level: usize,
@@ -168,7 +168,7 @@ pub struct LevelRow {
 
 /// Phase totals of the reported solve: each phase summed over the levels
 /// on each rank, then the maximum over ranks.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
 pub struct Phases {
     /// Smoothing (s).
     pub smooth_s: f64,
@@ -187,7 +187,7 @@ pub struct Phases {
 
 /// What a run reports (on every rank; identical everywhere). The JSON field
 /// names are documented in the app's README.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     /// The configuration as run.
     pub config: Config,
@@ -200,7 +200,7 @@ pub struct Report {
     /// Number of ranks.
     pub ranks: usize,
     /// Backend name (`in-process` or `mpi`).
-    pub backend: &'static str,
+    pub backend: String,
     /// Fine-level process grid.
     pub grid: [usize; 3],
     /// Number of levels, finest and bottom included.
@@ -456,7 +456,7 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
         cells,
         lengths,
         ranks: comm.size(),
-        backend: comm.backend(),
+        backend: comm.backend().to_string(),
         grid: grid.dims(),
         num_levels: mg.num_levels(),
         setup_s,

@@ -31,7 +31,7 @@
 //!
 //! Every run's JSON report stays in `--out` (default `target/bench/flow`).
 
-use crate::bitexact::flow::{b, build, on, read_report, Report};
+use crate::bitexact::flow::{b, build, cells_per_diameter, on, read_report, Report};
 use crate::util;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -327,7 +327,7 @@ fn permeability(r: &mut Runner<'_>, plan: &Plan, ranks: usize) {
                     "{:<10} {:>4} {:>9.2} {:>10.5} {:>7.3} {:>9} {:>6} {:>6} {:>11} {:>9.1}",
                     method,
                     n,
-                    x.cells_per_diameter(),
+                    cells_per_diameter(&x),
                     k,
                     k_ref,
                     pct(k / k_ref - 1.0),
@@ -404,7 +404,7 @@ fn permeability(r: &mut Runner<'_>, plan: &Plan, ranks: usize) {
                 "{:<10} {:>6} {:>8.2} {:>9.4} {:>9.4} {:>9} {:>7} {:>9} {:>6} {:>9.1}{}",
                 method,
                 c,
-                x.cells_per_diameter(),
+                cells_per_diameter(&x),
                 k,
                 kh,
                 pct(k / kh - 1.0),
@@ -542,7 +542,7 @@ fn bed(r: &mut Runner<'_>, plan: &Plan, ranks: usize) {
             method,
             x.spheres,
             x.solid_fraction,
-            x.cells_per_diameter(),
+            cells_per_diameter(&x),
             x.iterations[0],
             x.iterations[1],
             peclet,

@@ -12,7 +12,6 @@
 
 use crate::util;
 use anyhow::{bail, Result};
-use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -38,49 +37,16 @@ pub(crate) fn build(mpi: bool) -> Result<PathBuf> {
     )
 }
 
-/// The fields of the app's JSON report (`flow::Report`) that xtask reads.
-#[derive(Debug, Clone, Deserialize)]
-pub(crate) struct Report {
-    config: ReportConfig,
-    ranks: usize,
-    pub(crate) steps: u64,
-    pub(crate) steady: bool,
-    pub(crate) solid_fraction: f64,
-    pub(crate) spheres: usize,
-    radius: f64,
-    /// Mean CG iterations per step: momentum (three solves), pressure.
-    pub(crate) iterations: [f64; 2],
-    pub(crate) seconds_per_step: f64,
-    pub(crate) mcells_per_rank: f64,
-    pub(crate) phases: Phases,
-    pub(crate) energy: f64,
-    pub(crate) drag_coefficient: Option<f64>,
-    hash: String,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-struct ReportConfig {
-    n: usize,
-    overlap: bool,
-    comm_avoiding: bool,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize)]
-pub(crate) struct Phases {
-    pub(crate) momentum: f64,
-    pub(crate) projection: f64,
-    pub(crate) halo: f64,
-}
+/// The app's JSON report, read as the app writes it.
+pub(crate) use flow::Report;
 
 pub(crate) fn read_report(p: &Path) -> std::result::Result<Report, String> {
     util::read_json("flow", p)
 }
 
-impl Report {
-    /// Cells per sphere diameter (box length 1).
-    pub(crate) fn cells_per_diameter(&self) -> f64 {
-        2.0 * self.radius * self.config.n as f64
-    }
+/// Cells per sphere diameter of a run (box length 1).
+pub(crate) fn cells_per_diameter(r: &Report) -> f64 {
+    2.0 * r.radius * r.config.n as f64
 }
 
 pub(crate) fn b(v: bool) -> &'static str {

@@ -18,7 +18,6 @@
 
 use crate::util;
 use anyhow::{bail, Result};
-use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -74,29 +73,13 @@ struct Case {
     backend: Backend,
 }
 
-/// One level of the report (what the coverage checks read).
-#[derive(Debug, Clone, Deserialize)]
-struct Level {
-    ranks: usize,
-    comm_avoiding: bool,
-}
+/// poisson's `--json` report, read as the app writes it.
+use poisson::Report;
 
-/// The fields of poisson's `--json` report that the suite reads.
-#[derive(Debug, Clone, Deserialize)]
-struct Report {
-    hash_hex: String,
-    residuals_hash_hex: String,
-    ranks: usize,
-    backend: String,
-    converged: bool,
-    iterations: usize,
-    levels: Vec<Level>,
-}
-
-impl Report {
-    fn key(&self) -> (&str, &str) {
-        (&self.hash_hex, &self.residuals_hash_hex)
-    }
+/// The two hashes a run is compared by: the solution's and the residual
+/// history's.
+fn key(r: &Report) -> (&str, &str) {
+    (&r.hash_hex, &r.residuals_hash_hex)
 }
 
 /// What one run gave.
@@ -216,7 +199,7 @@ impl Tally {
     fn row(&mut self, case: &Case, ran: &Ran, reference: Option<Option<(String, String)>>) {
         let verdict = match (&ran.result, &reference) {
             (Ok(_), None) => "ref",
-            (Ok(r), Some(Some((h, rh)))) if r.key() == (h.as_str(), rh.as_str()) => "OK",
+            (Ok(r), Some(Some((h, rh)))) if key(&r) == (h.as_str(), rh.as_str()) => "OK",
             (Ok(r), Some(Some((h, _)))) if r.hash_hex == *h => "HIST",
             (Ok(_), Some(Some(_))) => "DIFF",
             (Ok(_), Some(None)) => "NOREF",

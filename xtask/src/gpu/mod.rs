@@ -122,9 +122,6 @@ fn cargo_artifacts(
     Ok(out)
 }
 
-/// The features of every build: the apps with `mpi` too (the suite runs
-/// them under mpirun), in the tests' build as well, which writes the same
-/// binaries.
 /// A package's name from its cargo package id: `path+file:///dir/name#1.0`
 /// or `path+file:///dir#name@1.0` (a name that differs from the folder),
 /// or the older `name 1.0 (path+file:///dir)`.
@@ -139,8 +136,17 @@ fn package_name(id: &str) -> &str {
     }
 }
 
+/// The features of every build: the apps with `mpi` too (the suite runs
+/// them under mpirun), in the tests' build as well, which writes the same
+/// binaries.
 const FEATURES: &str =
     "parnum-gpu/cuda,parnum-halo/cuda,parnum-dfft/cuda,heat3d/cuda,heat3d/mpi,pfc/cuda,pfc/mpi";
+
+/// [`FEATURES`] for the build that selects the apps alone (`--features`
+/// names only features of the selected packages; the apps' `cuda` turns on
+/// the same features of `gpu`, `halo` and `dfft`, so the resolved features,
+/// and the binaries, are those of the tests' build).
+const APP_FEATURES: &str = "heat3d/cuda,heat3d/mpi,pfc/cuda,pfc/mpi";
 
 /// Builds every binary and returns (name, path) pairs.
 fn build_all() -> Result<Vec<(String, PathBuf)>> {
@@ -156,7 +162,7 @@ fn build_all() -> Result<Vec<(String, PathBuf)>> {
             // `mpi` too: the suite also runs them under mpirun (the
             // binaries detect the launcher, and run in-process ranks
             // otherwise).
-            FEATURES,
+            APP_FEATURES,
         ],
         |n, _| n == "heat3d" || n == "pfc",
     )?;
