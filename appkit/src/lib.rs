@@ -11,7 +11,7 @@
 //! | [`output`] | atomic files (temporary file, fsync, rename), JSON reports, the output folder created collectively |
 //! | [`csv`] | time series with a fixed column set, one flushed row per call |
 //! | [`vtk`] | VTK XML image data (one `.vti` piece per rank and the `.pvti` header) and structured grids (curvilinear points: `.vts` pieces and the `.pvts` header), several named scalar or vector point or cell fields |
-//! | [`plot`] | line charts as PNG files (time series such as energies against time): ticks, labels, legend, optional log-scale y axis, drawn with a built-in bitmap font |
+//! | [`plot`] | line charts as PNG files (time series such as energies against time) with `plotters`: ticks, labels, legend, optional log-scale y axis, text in the embedded DejaVu Sans |
 //! | [`checkpoint`] | checkpoint files: a header (app, shape, step, time, key/values), the payload and a CRC-32C, written atomically and checked on reading |
 //! | [`crc32c`] | the CRC-32C checksum of the checkpoints |
 //! | [`hash`] | the decomposition-independent hash of a distributed field |
