@@ -161,8 +161,9 @@ impl<'a> Series<'a> {
     }
 }
 
-/// A drawn chart: the RGB pixels, and where the plot area and its axes
-/// ended up (for the tests).
+/// A drawn chart: the RGB pixels, and where the plot area and its y axis
+/// ended up (read by the tests, which check pixels against them).
+#[cfg_attr(not(test), allow(dead_code))]
 struct Drawn {
     rgb: Vec<u8>,
     /// Pixel columns and rows of the plot area.

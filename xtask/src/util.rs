@@ -3,7 +3,6 @@
 //! heat3d's JSON report the tasks read.
 
 use anyhow::{bail, Context, Result};
-use serde::Deserialize;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -310,52 +309,18 @@ pub fn run_streamed(mut cmd: Command, limit: Duration) -> Result<Option<ExitStat
     }
 }
 
-/// Per-phase median step times (seconds) from heat3d's report.
-#[derive(Debug, Clone, Copy, Default, Deserialize, serde::Serialize)]
-pub struct Timings {
-    /// Packing and sending the halo.
-    pub post: f64,
-    /// Stencil on the interior (the whole box in blocking mode).
-    pub interior: f64,
-    /// Waiting for and unpacking the halo (the exposed communication).
-    pub wait: f64,
-    /// Stencil on the boundary shell (overlap mode).
-    pub shell: f64,
-    /// Combining stages and swapping buffers.
-    pub update: f64,
-    /// The whole step.
-    pub step: f64,
-}
+/// Per-phase median step times (seconds): heat3d's own type.
+pub use heat3d::PhaseTimes as Timings;
 
-/// The fields of heat3d's `--json` report that xtask uses.
-#[derive(Debug, Clone, Deserialize)]
-pub struct HeatReport {
-    /// Order-independent hash of the global field.
-    pub hash: u64,
-    /// Number of ranks.
-    pub ranks: usize,
-    /// Backend name (`in-process` or `mpi`).
-    pub backend: String,
-    /// Process grid.
-    pub grid: [usize; 3],
-    /// Per-phase medians.
-    pub timings: Timings,
-    /// Steps in the timing statistics.
-    pub timed_steps: usize,
-    /// Cell updates per second.
-    pub cells_per_second: f64,
-    /// The CPU kernel of the sweeps (`none` off the host's sweeps).
-    pub cpu_stencil: String,
-}
+/// heat3d's `--json` report, read as the app writes it.
+pub use heat3d::Report as HeatReport;
 
-impl HeatReport {
-    /// Reads a report that heat3d wrote with `--json`.
-    pub fn read(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("heat3d wrote no report to {}", path.display()))?;
-        serde_json::from_str(&text)
-            .with_context(|| format!("cannot parse heat3d's report {}", path.display()))
-    }
+/// Reads a report that heat3d wrote with `--json`.
+pub fn read_heat3d(path: &Path) -> Result<HeatReport> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("heat3d wrote no report to {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("cannot parse heat3d's report {}", path.display()))
 }
 
 /// `AxBxC` as heat3d's `--n` and `--grid` take it.

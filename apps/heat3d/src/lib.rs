@@ -24,7 +24,7 @@ use comm::{exact, BlockDecomposition, CommExt, Communicator, IndexBox, ProcessGr
 use config::{Config, CpuStencil, Initial, Integrator, Mode, Operator, SpectralStep};
 use halo::{Exchanger, Field, FieldLayout, HaloSpec, Neighborhood, Region, Topology};
 use num_complex::Complex64;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Instant;
 use stencil::wavefront::Wavefront;
 use stencil::{all_finite, policy, Kernel, Stores, Sweep};
@@ -36,7 +36,7 @@ pub const PHASES: [&str; 5] = ["post", "interior", "wait", "shell", "update"];
 pub const SPECTRAL_PHASES: [&str; 5] = ["forward", "multiply", "backward", "", "copy"];
 
 /// Median per-step seconds of the slowest rank, per phase and in total.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
 pub struct PhaseTimes {
     /// Packing and sending the halo.
     pub post: f64,
@@ -53,7 +53,7 @@ pub struct PhaseTimes {
 }
 
 /// Diagnostics at one step.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct Diagnostics {
     /// Step number.
     pub step: usize,
@@ -68,20 +68,20 @@ pub struct Diagnostics {
 }
 
 /// What a run reports (on every rank; identical everywhere).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     /// The configuration as run.
     pub config: Config,
     /// Number of ranks.
     pub ranks: usize,
     /// Backend name of the communicator (`in-process` or `mpi`).
-    pub backend: &'static str,
+    pub backend: String,
     /// What rank 0 computed on: `cpu`, or the GPU's description.
     pub device: String,
     /// How the halo travelled between ranks: `host` (host fields),
     /// `direct`, `staged` or `nccl` (device fields, see `gpu_exchange`), or
     /// `none` (the spectral operator exchanges no halo).
-    pub halo: &'static str,
+    pub halo: String,
     /// Process grid.
     pub grid: [usize; 3],
     /// Step size.
@@ -109,7 +109,7 @@ pub struct Report {
     /// The CPU kernel of the finite-difference sweeps (`scalar`, `avx2`,
     /// `avx512`; see [`CpuStencil`]), `none` where no sweep runs on the
     /// host (the spectral operator, a GPU).
-    pub cpu_stencil: &'static str,
+    pub cpu_stencil: String,
     /// Order-independent hash of the global field ([`appkit::field_hash`]).
     pub hash: u64,
     /// The same hash as 16 hex digits (JSON readers that hold numbers as
@@ -1157,9 +1157,9 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
     Ok(Report {
         config: cfg.clone(),
         ranks: comm.size(),
-        backend: comm.backend(),
+        backend: comm.backend().to_string(),
         device: s.device_name(),
-        halo: s.halo_transport(),
+        halo: s.halo_transport().to_string(),
         grid: s.topo.decomposition().grid().dims(),
         dt: s.dt,
         dt_limit: cfg.dt_limit()?,
@@ -1173,7 +1173,7 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
             0.0
         },
         reshape_protocols: s.reshape_protocols(),
-        cpu_stencil: s.cpu_stencil(),
+        cpu_stencil: s.cpu_stencil().to_string(),
         hash,
         hash_hex: appkit::hash::hex(hash),
         files,

@@ -49,7 +49,7 @@ use appkit::vtk;
 use comm::{exact, CommExt, Communicator, IndexBox, ProcessGrid, ReduceOp};
 use config::{Config, Initial, BCC_SHELL, LATTICE};
 use num_complex::Complex64;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -92,7 +92,7 @@ pub fn mode_factors(cfg: &Config) -> impl Fn([usize; 3]) -> ModeFactors {
 }
 
 /// Diagnostics at one step.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct Diagnostics {
     /// Step number (counted from the start of the first run).
     pub step: u64,
@@ -526,7 +526,7 @@ impl<'c> Solver<'c> {
 
 /// What a run reports (on every rank; identical everywhere except `wall`
 /// and the timings, which come from rank 0's broadcast).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     /// The configuration as run.
     pub config: Config,
@@ -535,7 +535,7 @@ pub struct Report {
     /// Number of ranks.
     pub ranks: usize,
     /// Backend name of the communicator (`local` or `mpi`).
-    pub backend: &'static str,
+    pub backend: String,
     /// What the field was computed on: `cpu`, or the GPU's description.
     pub device: String,
     /// Process grid.
@@ -780,7 +780,7 @@ pub fn run(
         config: cfg.clone(),
         shape: cfg.shape(),
         ranks: comm.size(),
-        backend: comm.backend(),
+        backend: comm.backend().to_string(),
         device: s.device_name(),
         grid: s.grid(),
         seed_amplitude: if restart.is_none() && cfg.initial == Initial::Seed {

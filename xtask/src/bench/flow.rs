@@ -327,7 +327,7 @@ fn permeability(r: &mut Runner<'_>, plan: &Plan, ranks: usize) {
                     "{:<10} {:>4} {:>9.2} {:>10.5} {:>7.3} {:>9} {:>6} {:>6} {:>11} {:>9.1}",
                     method,
                     n,
-                    cells_per_diameter(&x),
+                    cells_per_diameter(x),
                     k,
                     k_ref,
                     pct(k / k_ref - 1.0),

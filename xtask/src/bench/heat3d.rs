@@ -259,7 +259,7 @@ fn heat3d(bin: &Path, dir: &Path, spec: Spec<'_>) -> Result<HeatReport> {
             out.stderr.trim_end()
         );
     }
-    HeatReport::read(&json)
+    util::read_heat3d(&json)
 }
 
 fn ms(s: f64) -> f64 {

@@ -130,7 +130,7 @@ fn run_case(heat3d: &Path, case: &Case, json: &Path) -> Ran {
         .args(["--warmup", "0", "--no-vtk", "-q", "--json"])
         .arg(json);
     let ran = util::run_report(cmd, json, CASE_LIMIT, |p| {
-        HeatReport::read(p).map_err(|e| format!("{e:#}"))
+        util::read_heat3d(p).map_err(|e| format!("{e:#}"))
     });
     let result = ran.result.and_then(|r| {
         if r.ranks != case.ranks || r.grid != case.grid || r.backend != case.backend.name() {

@@ -199,7 +199,7 @@ impl Tally {
     fn row(&mut self, case: &Case, ran: &Ran, reference: Option<Option<(String, String)>>) {
         let verdict = match (&ran.result, &reference) {
             (Ok(_), None) => "ref",
-            (Ok(r), Some(Some((h, rh)))) if key(&r) == (h.as_str(), rh.as_str()) => "OK",
+            (Ok(r), Some(Some((h, rh)))) if key(r) == (h.as_str(), rh.as_str()) => "OK",
             (Ok(r), Some(Some((h, _)))) if r.hash_hex == *h => "HIST",
             (Ok(_), Some(Some(_))) => "DIFF",
             (Ok(_), Some(None)) => "NOREF",
