@@ -72,7 +72,8 @@ pub struct Args {
 /// checks their manifests, that every dependency resolves with the
 /// workspace's siblings packaged beside it, and their file lists; the
 /// build of the same sources is the rest of CI, so `--no-verify` skips
-/// building them a second time).
+/// building them a second time; `--allow-dirty` because what is checked
+/// does not depend on whether a local run has uncommitted edits).
 const LIBRARIES: [&str; 11] = [
     "parnum-comm",
     "parnum-halo",
@@ -339,7 +340,7 @@ pub fn run(args: &Args) -> Result<()> {
             cargo(&["fmt", "--all", "--", "--check"])
         })?;
         p.stage(skip, "msrv", "cargo xtask msrv", crate::msrv::run)?;
-        let mut package = vec!["package", "--no-verify", "--locked"];
+        let mut package = vec!["package", "--no-verify", "--locked", "--allow-dirty"];
         for l in LIBRARIES {
             package.extend(["-p", l]);
         }
