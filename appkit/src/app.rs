@@ -249,6 +249,15 @@ pub struct Writes {
     pub diagnostics: bool,
 }
 
+impl Writes {
+    /// Every kind: snapshots during a run, checkpoints, a time series.
+    pub const ALL: Writes = Writes {
+        vtk_series: true,
+        checkpoints: true,
+        diagnostics: true,
+    };
+}
+
 fn due(every: usize, step: u64, last: bool) -> bool {
     last || (every > 0 && step % every as u64 == 0)
 }

@@ -211,6 +211,39 @@ fn unknown_key(given: &toml::Table, known: &toml::Table, prefix: &str) -> Option
     None
 }
 
+/// A configuration read from TOML: [`read_toml`] and [`parse_toml`] as
+/// methods of every serde struct (`Config::from_file(path)`), so that an
+/// application does not write them again.
+///
+/// ```
+/// use appkit::config::TomlFile;
+///
+/// #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+/// #[serde(deny_unknown_fields, default)]
+/// struct Config {
+///     steps: usize,
+/// }
+///
+/// assert_eq!(Config::from_toml("steps = 3\n").unwrap().steps, 3);
+/// assert!(Config::from_toml("stepz = 3\n").is_err());
+/// ```
+pub trait TomlFile: Sized {
+    /// Reads the TOML file at `path` ([`read_toml`]).
+    fn from_file(path: &Path) -> Result<Self, ConfigError>;
+    /// Parses TOML text ([`parse_toml`]).
+    fn from_toml(text: &str) -> Result<Self, ConfigError>;
+}
+
+impl<T: DeserializeOwned + Serialize> TomlFile for T {
+    fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        read_toml(path)
+    }
+
+    fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        parse_toml(text)
+    }
+}
+
 /// One value for every axis, or one per axis: `n = 64` or `n = [64, 32, 16]`
 /// in a TOML file.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

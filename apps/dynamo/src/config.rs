@@ -40,11 +40,7 @@ pub const RENAMED: &[(&str, &str)] = &[
 ];
 
 /// What dynamo writes: every kind of output.
-const WRITES: appkit::app::Writes = appkit::app::Writes {
-    vtk_series: true,
-    checkpoints: true,
-    diagnostics: true,
-};
+const WRITES: appkit::app::Writes = appkit::app::Writes::ALL;
 
 /// Everything a run needs. Every key is optional in the TOML file; unknown
 /// keys are errors. The defaults are the benchmark's case 0.

@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use appkit::validate;
 use comm::{BlockDecomposition, ProcessGrid};
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub use crate::geometry::Method;
 
@@ -106,13 +106,11 @@ pub enum Initial {
 /// `flow_NNNNNN.chk` (checkpoints) and the VTK snapshots of the velocity and
 /// the pressure.
 pub use appkit::app::Output;
+/// `Config::from_file` and `Config::from_toml`.
+pub use appkit::config::TomlFile;
 
 /// What flow writes (the `[output]` keys it reads).
-const WRITES: appkit::app::Writes = appkit::app::Writes {
-    vtk_series: true,
-    checkpoints: true,
-    diagnostics: true,
-};
+const WRITES: appkit::app::Writes = appkit::app::Writes::ALL;
 
 /// Everything a run needs. Every key is optional in the TOML file; unknown
 /// keys are errors. The defaults are the Zick & Homsy case: a simple cubic
@@ -206,16 +204,6 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Reads a TOML file (unknown keys are errors).
-    pub fn from_file(path: &Path) -> Result<Self> {
-        Ok(appkit::config::read_toml(path)?)
-    }
-
-    /// Parses TOML text.
-    pub fn from_toml(text: &str) -> Result<Self> {
-        Ok(appkit::config::parse_toml(text)?)
-    }
-
     /// Cell size.
     pub fn h(&self) -> f64 {
         self.length / self.n as f64

@@ -4,7 +4,6 @@ use anyhow::{bail, Result};
 pub use appkit::config::{ByName, PerAxis};
 use appkit::validate;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 
 /// Blocking (exchange, then stencil) or overlapped (post, interior, finish, shell).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -140,6 +139,8 @@ pub enum Initial {
 /// piece per rank and the `.pvti` header); heat3d writes no snapshots during
 /// a run and no checkpoints, and refuses those keys.
 pub use appkit::app::Output;
+/// `Config::from_file` and `Config::from_toml`.
+pub use appkit::config::TomlFile;
 
 /// What heat3d writes (the `[output]` keys it reads).
 const WRITES: appkit::app::Writes = appkit::app::Writes {
@@ -304,17 +305,6 @@ pub fn default_protocol() -> ByName<dfft::Protocol> {
 }
 
 impl Config {
-    /// Reads a TOML file; unknown keys and wrong types are errors naming the
-    /// key, the line and the column.
-    pub fn from_file(path: &Path) -> Result<Self> {
-        Ok(appkit::config::read_toml(path)?)
-    }
-
-    /// Parses TOML text.
-    pub fn from_toml(text: &str) -> Result<Self> {
-        Ok(appkit::config::parse_toml(text)?)
-    }
-
     /// Cells per axis.
     pub fn shape(&self) -> [usize; 3] {
         self.n.get()
@@ -546,7 +536,7 @@ mod tests {
 
     #[test]
     fn the_example_file_lists_the_defaults() {
-        let p = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/heat3d.toml"));
+        let p = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/heat3d.toml"));
         assert_eq!(Config::from_file(p).unwrap(), Config::default());
         let e = Config::from_toml("gpu_block = 48\n")
             .unwrap()

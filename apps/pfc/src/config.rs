@@ -11,7 +11,6 @@ use anyhow::{bail, Result};
 pub use appkit::config::{ByName, PerAxis};
 use appkit::validate;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 
 /// The BCC cubic lattice constant for a first reciprocal shell of length 1.
 pub const LATTICE: f64 = 2.0 * std::f64::consts::PI * std::f64::consts::SQRT_2;
@@ -47,13 +46,11 @@ pub enum GpuExchange {
 /// `pfc_NNNNNN.chk` (checkpoints) and `pfc_NNNNNN.pvti` with one `.vti` per
 /// rank (snapshots; with `vtk_every > 0` a fresh run's initial state too).
 pub use appkit::app::Output;
+/// `Config::from_file` and `Config::from_toml`.
+pub use appkit::config::TomlFile;
 
 /// What pfc writes (the `[output]` keys it reads).
-const WRITES: appkit::app::Writes = appkit::app::Writes {
-    vtk_series: true,
-    checkpoints: true,
-    diagnostics: true,
-};
+const WRITES: appkit::app::Writes = appkit::app::Writes::ALL;
 
 /// Everything a run needs. Every key is optional in the TOML file; unknown
 /// keys are errors.
@@ -137,17 +134,6 @@ pub fn default_protocol() -> ByName<dfft::Protocol> {
 }
 
 impl Config {
-    /// Reads a TOML file; unknown keys and wrong types are errors naming the
-    /// key and the line.
-    pub fn from_file(path: &Path) -> Result<Self> {
-        Ok(appkit::config::read_toml(path)?)
-    }
-
-    /// Parses TOML text.
-    pub fn from_toml(text: &str) -> Result<Self> {
-        Ok(appkit::config::parse_toml(text)?)
-    }
-
     /// Grid points per axis.
     pub fn shape(&self) -> [usize; 3] {
         self.periods.get().map(|p| p * self.points_per_period)

@@ -1,6 +1,6 @@
 //! End-to-end tests on in-process ranks (small grids, a few seconds).
 
-use pfc::config::{Config, Initial, PerAxis};
+use pfc::config::{Config, Initial, PerAxis, TomlFile};
 use pfc::{Diagnostics, Report, Solver};
 use std::path::{Path, PathBuf};
 

@@ -5,7 +5,9 @@ pub use appkit::config::PerAxis;
 use appkit::validate;
 use multigrid::{Boundary, CommAvoiding, Hierarchy};
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+
+/// `Config::from_file` and `Config::from_toml`.
+pub use appkit::config::TomlFile;
 
 /// The boundary conditions of the box.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -225,17 +227,6 @@ pub fn choose_grid(
 }
 
 impl Config {
-    /// Reads a TOML file; unknown keys and wrong types are errors naming the
-    /// key, the line and the column.
-    pub fn from_file(path: &Path) -> Result<Self> {
-        Ok(appkit::config::read_toml(path)?)
-    }
-
-    /// Parses TOML text.
-    pub fn from_toml(text: &str) -> Result<Self> {
-        Ok(appkit::config::parse_toml(text)?)
-    }
-
     /// Global cells per axis.
     pub fn shape(&self) -> [usize; 3] {
         self.n.get()
@@ -412,7 +403,7 @@ mod tests {
 
     #[test]
     fn example_file_parses() {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/poisson.toml");
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/poisson.toml");
         let c = Config::from_file(&p).unwrap();
         assert_eq!(c.repeat, 3);
         assert_eq!(c.shape(), [128; 3]);
