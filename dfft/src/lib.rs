@@ -106,6 +106,24 @@ pub fn wavenumber(q: usize, n: usize, length: f64) -> f64 {
     2.0 * std::f64::consts::PI * m / length
 }
 
+/// `|k|^2` of the mode with global spectral index `[i, j, k]` of an
+/// `n0 x n1 x n2` grid of box lengths `length`: the sum of the squared
+/// [`wavenumber`]s, axis 0 first (a fixed order, so every caller gets the
+/// same bits). On the halved axis of a real transform (the last, `k <= n2 /
+/// 2`) the index is the wavenumber's own.
+///
+/// ```
+/// use std::f64::consts::PI;
+///
+/// // The mode (1, -1, 2) of a 8^3 box of side 2 pi: 1 + 1 + 4.
+/// let k2 = dfft::k_squared([1, 7, 2], [8; 3], [2.0 * PI; 3]);
+/// assert!((k2 - 6.0).abs() < 1e-12);
+/// ```
+pub fn k_squared(index: [usize; 3], shape: [usize; 3], length: [f64; 3]) -> f64 {
+    let w = |d: usize| wavenumber(index[d], shape[d], length[d]);
+    w(0).powi(2) + w(1).powi(2) + w(2).powi(2)
+}
+
 /// What planning or executing a transform can report.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]

@@ -772,11 +772,10 @@ pub(crate) fn spectral_factors(
 ) -> Vec<f64> {
     let shape = cfg.shape();
     let l = cfg.length.get();
-    // The last axis is the halved one (indices up to n / 2).
-    let wave = |d: usize, i: usize| dfft::wavenumber(i, shape[d], l[d]);
     let mut factor = vec![0.0; out.local_len(comm.rank())];
-    out.for_each_local(comm.rank(), |[i, j, k], o| {
-        let k2 = wave(0, i).powi(2) + wave(1, j).powi(2) + wave(2, k).powi(2);
+    out.for_each_local(comm.rank(), |index, o| {
+        // The last axis is the halved one (indices up to n / 2).
+        let k2 = dfft::k_squared(index, shape, l);
         let x = cfg.diffusivity * k2 * dt;
         let f = match cfg.spectral_step {
             SpectralStep::Exact => (-x).exp(),

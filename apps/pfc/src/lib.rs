@@ -79,10 +79,9 @@ pub fn mode_factors(cfg: &Config) -> impl Fn([usize; 3]) -> ModeFactors {
     let shape = cfg.shape();
     let l = cfg.length();
     let (dt, cfg) = (cfg.dt, cfg.clone());
-    move |[i, j, k]| {
+    move |index| {
         // The last axis is the halved one (indices up to n / 2).
-        let wave = |d: usize, i: usize| dfft::wavenumber(i, shape[d], l[d]);
-        let k2 = wave(0, i).powi(2) + wave(1, j).powi(2) + wave(2, k).powi(2);
+        let k2 = dfft::k_squared(index, shape, l);
         ModeFactors {
             dtk2: dt * k2,
             inv: 1.0 / (1.0 + dt * k2 * cfg.symbol(k2)),
