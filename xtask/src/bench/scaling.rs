@@ -187,6 +187,7 @@ pub fn run(a: &Args) -> Result<()> {
         out.display()
     );
     let mut failed = Vec::new();
+    let mut done = Vec::new();
     for r in runs(a)? {
         let json = out.join(format!("{}.json", r.label));
         let mut cmd = util::ranks_command(&bin, &r.args, r.ranks, mpi);
@@ -194,34 +195,29 @@ pub fn run(a: &Args) -> Result<()> {
         cmd.stdout(std::process::Stdio::null());
         eprintln!("$ {} ranks: {app} {}", r.ranks, r.args.join(" "));
         match util::run_streamed(cmd, RUN_LIMIT)? {
-            Some(s) if s.success() => {}
+            Some(s) if s.success() => done.push(r.label),
             Some(s) => failed.push(format!("{} ({s})", r.label)),
             None => failed.push(format!("{} (past {} s)", r.label, RUN_LIMIT.as_secs())),
         }
     }
-    table(a.app, &out)?;
+    table(a.app, &out, &done)?;
     if !failed.is_empty() {
         bail!("runs that failed: {}", failed.join(", "));
     }
     Ok(())
 }
 
-fn read(dir: &Path) -> Result<Vec<(String, Value)>> {
+/// The reports of the runs `labels` in `dir` (this invocation's only: a
+/// folder that also holds an earlier run's reports mixes none of them in).
+fn read(dir: &Path, labels: &[String]) -> Result<Vec<(String, Value)>> {
     let mut rows = Vec::new();
-    for e in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
-        let p = e?.path();
-        if p.extension().is_some_and(|x| x == "json") {
-            let label = p
-                .file_stem()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned();
-            let text =
-                std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
-            let v: Value =
-                serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))?;
-            rows.push((label, v));
-        }
+    for label in labels {
+        let p = dir.join(format!("{label}.json"));
+        let text =
+            std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+        let v: Value =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))?;
+        rows.push((label.clone(), v));
     }
     Ok(rows)
 }
@@ -233,9 +229,9 @@ fn f(v: &Value, path: &[&str]) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-/// The table of the reports in `dir`.
-fn table(app: App, dir: &Path) -> Result<()> {
-    let mut rows = read(dir)?;
+/// The table of the reports of the runs `labels` in `dir`.
+fn table(app: App, dir: &Path, labels: &[String]) -> Result<()> {
+    let mut rows = read(dir, labels)?;
     let parts = |l: &str| -> Vec<String> { l.split('_').map(str::to_string).collect() };
     match app {
         App::Dynamo => {
