@@ -450,14 +450,15 @@ pub fn sample(
 }
 
 /// Writes the checkpoint and the snapshot that the output schedule has at
-/// the current step (`last`: the run's last) and lists them in `files` on
-/// rank 0 (collective).
+/// the current step and lists them in `files` on rank 0 (collective):
+/// `last` is whether this is the run's last step, `snapshot` whether a due
+/// snapshot is written (not when the same state's is already).
 fn write_due(
     comm: &dyn Communicator,
     s: &mut Solver,
     cfg: &Config,
     extra: &checkpoint::Extra,
-    last: bool,
+    (last, snapshot): (bool, bool),
     files: &mut Vec<String>,
 ) -> Result<()> {
     let Some(d) = &cfg.output.dir else {
@@ -470,7 +471,7 @@ fn write_due(
             files.push(p.display().to_string());
         }
     }
-    if cfg.output.vtk_due(s.steps(), last) {
+    if snapshot && cfg.output.vtk_due(s.steps(), last) {
         files.extend(output::snapshot(comm, s, d)?);
     }
     Ok(())
@@ -572,26 +573,15 @@ pub fn run(
         }
         bar.inc(1);
         let extra = checkpoint::Extra { dt, drift };
-        write_due(comm, &mut s, cfg, &extra, done, &mut files)?;
+        write_due(comm, &mut s, cfg, &extra, (done, true), &mut files)?;
     }
     bar.finish();
     // A fresh run of no steps ends at its initial state (its snapshot is
     // already written when vtk_every > 0).
     if taken == 0 && restart.is_none() {
         let extra = checkpoint::Extra { dt, drift };
-        let mut end = cfg.output.clone();
-        end.vtk &= end.vtk_every == 0;
-        write_due(
-            comm,
-            &mut s,
-            &Config {
-                output: end,
-                ..cfg.clone()
-            },
-            &extra,
-            true,
-            &mut files,
-        )?;
+        let snapshot = cfg.output.vtk_every == 0;
+        write_due(comm, &mut s, cfg, &extra, (true, snapshot), &mut files)?;
     }
     let seconds = comm.allreduce_scalar(start.elapsed().as_secs_f64(), ReduceOp::Max)?;
     let plotted = match (&dir, rank == 0 && series.is_some()) {
