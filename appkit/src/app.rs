@@ -609,7 +609,9 @@ where
 }
 
 /// The flags of `F` whose clap id (the field's name) is no key of the
-/// configuration `C`: each application's test that every flag of its own
+/// configuration `C`, at its top level or in one of its sections (a flag
+/// of a flattened struct that serialises as a section, such as heat3d's
+/// `[stencil]` flags): each application's test that every flag of its own
 /// sets a key of its configuration (a flag that named none would be an
 /// error only when given).
 pub fn flags_without_keys<C: Default + Serialize, F: clap::Args>() -> Vec<String> {
@@ -617,10 +619,17 @@ pub fn flags_without_keys<C: Default + Serialize, F: clap::Args>() -> Vec<String
         Ok(serde_json::Value::Object(m)) => m,
         _ => return vec!["(the configuration is not a table of keys)".into()],
     };
+    let is_key = |id: &str| {
+        keys.contains_key(id)
+            || keys.values().any(|v| match v {
+                serde_json::Value::Object(section) => section.contains_key(id),
+                _ => false,
+            })
+    };
     F::augment_args(clap::Command::new("flags"))
         .get_arguments()
         .map(|a| a.get_id().as_str().to_string())
-        .filter(|id| !keys.contains_key(id))
+        .filter(|id| !is_key(id))
         .collect()
 }
 
@@ -771,6 +780,15 @@ mod tests {
             seeds: Option<u64>,
         }
         assert_eq!(flags_without_keys::<Config, Stray>(), ["seeds"]);
+        // A key of a section (`[output]`) counts; one in no section does not.
+        #[derive(Debug, clap::Args)]
+        struct Section {
+            #[arg(long)]
+            vtk_every: Option<usize>,
+            #[arg(long)]
+            vtk_evry: Option<usize>,
+        }
+        assert_eq!(flags_without_keys::<Config, Section>(), ["vtk_evry"]);
     }
 
     #[test]

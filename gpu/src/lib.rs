@@ -11,7 +11,8 @@
 //! - `cuda` (feature `cuda`): `cuda::Device` (one CUDA context, two
 //!   streams, a cache of kernels compiled at run time by NVRTC), device
 //!   buffers with allocation checked against free memory, and
-//!   `cuda::Mark` (events). The CUDA libraries are opened at run time
+//!   `cuda::Mark` (events); `place`, which device each rank opens and the
+//!   all-ranks check that the memory a run needs is free. The CUDA libraries are opened at run time
 //!   (`cudarc` with dynamic loading), so the feature builds on a machine with
 //!   no CUDA toolkit, and a machine without a driver gets
 //!   [`GpuError::Library`] instead of a crash.
@@ -45,6 +46,8 @@ pub mod hip;
 pub mod links;
 #[cfg(feature = "cuda")]
 pub mod nccl;
+#[cfg(feature = "cuda")]
+pub mod place;
 
 /// Where a computation runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

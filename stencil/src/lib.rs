@@ -27,12 +27,26 @@
 //!
 //! [`wavefront`] advances several Euler steps in one pass with the same
 //! bits, [`policy`] holds the host's tuning rules as data, and [`peak`]
-//! measures what the core can reach.
+//! measures what the core can reach. [`StencilOptions`] names every tuning
+//! choice (kernel, launch shape, steps a pass) on the host and on a GPU;
+//! none changes a bit.
+//!
+//! `device` (feature `cuda`) runs the same sweeps on NVIDIA GPUs over
+//! `halo`'s device fields, with the host's bits: four kernels that read
+//! the fast-axis neighbours in different ways, an overlapped sweep around
+//! a halo exchange, reads across a self-periodic box's faces and two Euler
+//! steps a pass. [`kernels`] is their CUDA C source, in every build.
 
+#[cfg(feature = "cuda")]
+pub mod device;
+pub mod kernels;
+mod options;
 pub mod peak;
 pub mod policy;
 mod simd;
 pub mod wavefront;
+
+pub use options::{CpuKernel, GpuKernel, PeriodicReads, StencilOptions};
 
 use halo::{FieldLayout, Region};
 

@@ -11,13 +11,13 @@
 //! 3. `cargo doc --workspace --no-deps` with warnings as errors
 //! 4. `cargo test --workspace`, then `imex` with its system LAPACK
 //!    backend (`--features lapack`: clippy and tests), then the CUDA
-//!    backend of `gpu`, `halo`, `dfft` and `heat3d` (`--features cuda`,
+//!    backend of `gpu`, `halo`, `dfft`, `stencil`, `heat3d` and `pfc` (`--features cuda`,
 //!    which builds without a CUDA toolkit: clippy, rustdoc and the tests,
 //!    whose device cases skip themselves without a GPU; `cargo xtask gpu`
 //!    runs them where one is), then the HIP backend (`HIP_PATH=/usr`,
-//!    `--features hip`): clippy of `gpu`, `halo`, `dfft`, `heat3d` and
+//!    `--features hip`): clippy of `gpu`, `halo`, `dfft`, `stencil`, `heat3d` and
 //!    `pfc`, the tests of `gpu` (no AMD GPU needed, the device tests skip
-//!    themselves) and the `hip_kernels` tests of the other four (hiprtc
+//!    themselves) and the `hip_kernels` tests of the other five (hiprtc
 //!    builds every kernel source of the CUDA path for AMD GPUs)
 //! 5. the tests of `comm` and `halo` (the in-process backend, scopes,
 //!    exchangers) under AddressSanitizer with the nightly toolchain, when
@@ -90,7 +90,7 @@ const LIBRARIES: [&str; 11] = [
 
 /// The CUDA features of the crates that have device code.
 const CUDA_FEATURES: &str =
-    "parnum-gpu/cuda,parnum-halo/cuda,parnum-dfft/cuda,heat3d/cuda,pfc/cuda";
+    "parnum-gpu/cuda,parnum-halo/cuda,parnum-dfft/cuda,parnum-stencil/cuda,heat3d/cuda,pfc/cuda";
 
 /// Longest the MPI self-test may run at one process count (it hangs rather
 /// than fails on a deadlock).
@@ -421,6 +421,8 @@ pub fn run(args: &Args) -> Result<()> {
             "-p",
             "parnum-dfft",
             "-p",
+            "parnum-stencil",
+            "-p",
             "heat3d",
             "-p",
             "pfc",
@@ -462,13 +464,15 @@ pub fn run(args: &Args) -> Result<()> {
         })?;
         // The HIP backend of `gpu` (ROCm's libamdhip64, which hip-sys's
         // build script finds through HIP_PATH), and the kernel sources of
-        // halo, dfft, heat3d and pfc built for AMD GPUs by hiprtc (their
+        // halo, dfft, stencil, heat3d and pfc built for AMD GPUs by hiprtc (their
         // `hip_kernels` tests); no AMD GPU needed.
         let kernel_pkgs = [
             "-p",
             "parnum-halo",
             "-p",
             "parnum-dfft",
+            "-p",
+            "parnum-stencil",
             "-p",
             "heat3d",
             "-p",

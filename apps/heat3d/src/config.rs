@@ -5,6 +5,28 @@ pub use appkit::config::{ByName, PerAxis};
 use appkit::validate;
 use serde::{Deserialize, Serialize};
 
+/// The keys of the `[stencil]` section under their old top-level names,
+/// which a configuration file may still use (with a deprecation note).
+pub const RENAMED: &[(&str, &str)] = &[
+    ("cpu_stencil", "stencil.cpu"),
+    ("gpu_stencil", "stencil.gpu"),
+    ("gpu_chunk", "stencil.gpu_chunk"),
+    ("gpu_block", "stencil.gpu_block"),
+    ("gpu_periodic", "stencil.gpu_periodic"),
+    ("steps_per_pass", "stencil.steps_per_pass"),
+    ("tile_rows", "stencil.tile_rows"),
+];
+
+/// The CPU kernel of the finite-difference sweeps (all give the same bits).
+pub use stencil::CpuKernel as CpuStencil;
+/// How the GPU stencil reads the neighbours along the two fast axes (all
+/// give the same bits).
+pub use stencil::GpuKernel as GpuStencil;
+/// How one self-periodic rank's GPU stencil reads across its faces in
+/// blocking mode (all give the same bits).
+pub use stencil::PeriodicReads as GpuPeriodic;
+pub use stencil::StencilOptions;
+
 /// Blocking (exchange, then stencil) or overlapped (post, interior, finish, shell).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -45,62 +67,6 @@ pub enum SpectralStep {
     Implicit,
 }
 
-/// How the GPU stencil reads the neighbours along the two fast axes (the
-/// slow axis is always in registers). All give the same bits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum GpuStencil {
-    /// The fastest measured per order on an H200: `pairs` at orders 2, 4,
-    /// 6, 8, 12 and 18, `shuffle` at 14 and 20, `cached` at 10 and 16.
-    Auto,
-    /// Through the caches, straight from device memory, one cell a thread.
-    Cached,
-    /// Through the caches, two cells a thread along the last axis with
-    /// 16-byte loads and stores (`cached` where a padded row or plane has
-    /// odd length).
-    Pairs,
-    /// Warps across the last axis, whose neighbours along it are exchanged
-    /// between lanes by shuffles instead of loaded (blocks of 32 x 8).
-    Shuffle,
-    /// From a shared-memory tile of each plane (32 x 8 threads).
-    Shared,
-}
-
-/// Which CPU kernel runs the finite-difference sweeps. All give the same
-/// bits (each cell's operations in the same order), so the choice changes
-/// speed only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum CpuStencil {
-    /// [`stencil::Kernel::detect_for`]'s choice: AVX-512 where the
-    /// CPU has it, then AVX2, except at orders 8 and 10, AVX2 first; the
-    /// portable loop where neither exists.
-    Auto,
-    /// The portable loop.
-    Scalar,
-    /// Four cells a vector (x86-64 with AVX2).
-    Avx2,
-    /// Eight cells a vector (x86-64 with AVX-512F).
-    Avx512,
-}
-
-/// How the GPU stencil of one rank that is its own periodic neighbour on
-/// every axis (one rank, every axis at least the radius long) gets the
-/// values across its faces in blocking mode. All give the same bits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum GpuPeriodic {
-    /// The faster measured per order on an H200: `read` at orders 2 and
-    /// 4, `copy` above.
-    Auto,
-    /// The stencil reads each neighbour across a face at its periodic image
-    /// in the owned cells: no ghost is read and no exchange runs.
-    Read,
-    /// The halo's periodic self-copies fill the ghost layers before every
-    /// sweep, as for several ranks.
-    Copy,
-}
-
 /// How device-resident halos travel between ranks. All give the same
 /// bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -139,7 +105,8 @@ pub enum Initial {
 /// piece per rank and the `.pvti` header); heat3d writes no snapshots during
 /// a run and no checkpoints, and refuses those keys.
 pub use appkit::app::Output;
-/// `Config::from_file` and `Config::from_toml`.
+/// `Config::from_toml` (and the trait's `from_file`, which does not read
+/// the old key names; [`Config::from_file`] does).
 pub use appkit::config::TomlFile;
 
 /// What heat3d writes (the `[output]` keys it reads).
@@ -211,50 +178,26 @@ pub struct Config {
     /// machine's GPUs and several share one when there are more ranks than
     /// GPUs.
     pub device: Option<usize>,
-    /// Cells each GPU thread of the stencil updates along axis 0, keeping
-    /// the 2r + 1 values of that axis in registers (1: one thread per
-    /// cell); 0 picks the stencil's default (`pairs`: 4 at order 2 below
-    /// 2^26 owned cells, 8 otherwise; `cached`: 8 at order 2; 32 for
-    /// `cached` above order 2, `shuffle` and `shared`). With two steps a
-    /// pass it is the output planes a block of `fd_two` marches (0: the
-    /// chunk in 16..=64 that fills whole waves of blocks best). Changes no
-    /// bit.
-    pub gpu_chunk: usize,
-    /// Threads of a stencil block along the last axis (32, 64, 128 or 256;
-    /// the block has 256 threads; the `shared` stencil always uses 32); 0
-    /// picks the stencil's default (128 for `cached` at order 2 and for
-    /// `pairs` at order 2 below 2^26 owned cells, 32 otherwise). Changes no
-    /// bit.
-    pub gpu_block: usize,
-    /// How the GPU stencil reads its fast-axis neighbours.
-    pub gpu_stencil: GpuStencil,
     /// How device halos travel between ranks.
     pub gpu_exchange: GpuExchange,
-    /// How one self-periodic rank's GPU stencil reads across its faces.
-    pub gpu_periodic: GpuPeriodic,
-    /// Euler steps one pass over the box advances (1 to
-    /// [`stencil::policy::MAX_HOST_STEPS_PER_PASS`] on the host, 1 or 2 on a GPU; 0:
-    /// the default). Several steps a pass (temporal blocking: the
-    /// intermediate values stay in cache, or on the chip) need one rank that
-    /// is its own periodic neighbour, blocking mode and the Euler
-    /// finite-difference step; on a GPU also order 2 and `gpu_periodic` not
-    /// `copy`. The default takes 4, else 2, on the host where the pass
-    /// computes at most 1.1 times the owned cells (on 128^3 and 256^3
-    /// boxes with rings in 7 MiB of L3: 4 at orders 2 and 4, 2 at 6 to 12,
-    /// 1 from 14; in 1.5 MiB of L2: 4 at 2, 2 at 4 and 6, 1 from 8; see
-    /// `tile_rows`), and 2 on a GPU from 2^24 owned cells, where each
-    /// measured faster. Changes no bit.
-    pub steps_per_pass: usize,
-    /// Rows of axis 1 a tile of the host's multi-step pass holds (0: the
-    /// default, the widest tile whose rings of planes fit
-    /// `stencil::wavefront::budget`: 3/4 of an L2 of 2 MiB or more, else 7/32 of
-    /// the last-level cache). Narrower tiles keep the rings in a smaller
-    /// cache and compute more rows twice. Changes no bit.
-    pub tile_rows: usize,
-    /// The CPU kernel of the finite-difference sweeps (`auto`: AVX-512
-    /// where the CPU has it, then AVX2, except at orders 8 and 10, AVX2
-    /// first; the portable loop where neither exists). Changes no bit.
-    pub cpu_stencil: CpuStencil,
+    /// The `[stencil]` section: how the finite-difference sweeps run on
+    /// the host and on a GPU (`stencil::StencilOptions`; none changes a
+    /// bit). `cpu` (the CPU kernel) and `tile_rows` apply where the host
+    /// sweeps (`backend = "cpu"`, `operator = "fd"`); `gpu`, `gpu_chunk`,
+    /// `gpu_block` and `gpu_periodic` where the GPU sweeps (`backend =
+    /// "cuda"`, `operator = "fd"`); each is refused, by name, on a run that
+    /// would not use it. `steps_per_pass` (0: the default) is 1 to 4 on the
+    /// host and 1 or 2 on a GPU; several need one rank that is its own
+    /// periodic neighbour, blocking mode and the Euler finite-difference
+    /// step, on a GPU also order 2 and `gpu_periodic` not `copy`. The
+    /// default takes 4, else 2, on the host where the pass computes at most
+    /// 1.1 times the owned cells (`stencil::policy::auto_steps`), and 2 on a
+    /// GPU from 2^24 owned cells (`stencil::device::auto_steps`), where each
+    /// measured faster. The keys' old top-level names (`cpu_stencil`,
+    /// `gpu_stencil`, `gpu_chunk`, `gpu_block`, `gpu_periodic`,
+    /// `steps_per_pass`, `tile_rows`) still work, with a deprecation note
+    /// ([`RENAMED`]).
+    pub stencil: StencilOptions,
     /// Output files.
     pub output: Output,
 }
@@ -283,14 +226,8 @@ impl Default for Config {
             diag_every: 20,
             backend: "cpu".parse().expect("cpu is a backend"),
             device: None,
-            gpu_chunk: 0,
-            gpu_block: 0,
-            gpu_stencil: GpuStencil::Auto,
             gpu_exchange: GpuExchange::Auto,
-            gpu_periodic: GpuPeriodic::Auto,
-            steps_per_pass: 0,
-            tile_rows: 0,
-            cpu_stencil: CpuStencil::Auto,
+            stencil: StencilOptions::default(),
             output: Output::default(),
         }
     }
@@ -305,6 +242,19 @@ pub fn default_protocol() -> ByName<dfft::Protocol> {
 }
 
 impl Config {
+    /// Reads a TOML file (unknown keys are errors); the keys' old names
+    /// ([`RENAMED`]) are read as the new ones, and the deprecation notes
+    /// returned for the caller to print.
+    pub fn from_file_with_notes(path: &std::path::Path) -> Result<(Self, Vec<String>)> {
+        Ok(appkit::config::read_toml_renamed(path, RENAMED)?)
+    }
+
+    /// Reads a TOML file (unknown keys are errors); the keys' old names
+    /// ([`RENAMED`]) are read as the new ones.
+    pub fn from_file(path: &std::path::Path) -> Result<Self> {
+        Ok(Self::from_file_with_notes(path)?.0)
+    }
+
     /// Cells per axis.
     pub fn shape(&self) -> [usize; 3] {
         self.n.get()
@@ -387,16 +337,13 @@ impl Config {
         }
         validate::finite("amplitude", self.amplitude)?;
         validate::at_least("diag_every", self.diag_every, 1)?;
-        if ![0, 32, 64, 128, 256].contains(&self.gpu_block) {
-            bail!(
-                "gpu_block = {} is not a block width (valid: 32, 64, 128, 256, or 0 for the default)",
-                self.gpu_block
-            );
+        if let Err(e) = self.stencil.validate() {
+            bail!("stencil.{e}");
         }
-        if self.steps_per_pass > stencil::policy::MAX_HOST_STEPS_PER_PASS {
+        if self.stencil.steps_per_pass > stencil::policy::MAX_HOST_STEPS_PER_PASS {
             bail!(
-                "steps_per_pass = {} is not supported (valid: 1 to {}, or 0 for the default; a GPU passes at most 2)",
-                self.steps_per_pass,
+                "stencil.steps_per_pass = {} is not supported (valid: 1 to {}, or 0 for the default; a GPU passes at most 2)",
+                self.stencil.steps_per_pass,
                 stencil::policy::MAX_HOST_STEPS_PER_PASS
             );
         }
@@ -537,14 +484,19 @@ mod tests {
     #[test]
     fn the_example_file_lists_the_defaults() {
         let p = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/heat3d.toml"));
-        assert_eq!(Config::from_file(p).unwrap(), Config::default());
-        let e = Config::from_toml("gpu_block = 48\n")
+        let (c, notes) = Config::from_file_with_notes(p).unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(notes, Vec::<String>::new());
+        let e = Config::from_toml("[stencil]\ngpu_block = 48\n")
             .unwrap()
             .validate(1)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("48") && e.contains("32, 64, 128, 256"), "{e}");
-        let e = Config::from_toml("steps_per_pass = 5\n")
+        assert!(
+            e.contains("stencil.gpu_block = 48") && e.contains("32, 64, 128, 256"),
+            "{e}"
+        );
+        let e = Config::from_toml("[stencil]\nsteps_per_pass = 5\n")
             .unwrap()
             .validate(1)
             .unwrap_err()
@@ -554,16 +506,54 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("opencl") && e.contains("cpu, cuda, hip"), "{e}");
-        let e = Config::from_toml("cpu_stencil = \"avx9\"\n")
+        let e = Config::from_toml("[stencil]\ncpu = \"avx9\"\n")
             .unwrap_err()
             .to_string();
         assert!(e.contains("avx9") && e.contains("avx512"), "{e}");
         assert_eq!(
-            Config::from_toml("cpu_stencil = \"scalar\"\n")
+            Config::from_toml("[stencil]\ncpu = \"scalar\"\n")
                 .unwrap()
-                .cpu_stencil,
+                .stencil
+                .cpu,
             CpuStencil::Scalar
         );
+    }
+
+    #[test]
+    fn the_stencil_keys_old_names_still_work_with_a_note() {
+        let dir = std::env::temp_dir().join(format!("heat3d-renamed-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("old.toml");
+        std::fs::write(
+            &p,
+            "order = 4\ncpu_stencil = \"scalar\"\ngpu_stencil = \"shuffle\"\ngpu_chunk = 3\n\
+             gpu_block = 64\ngpu_periodic = \"copy\"\nsteps_per_pass = 2\ntile_rows = 5\n",
+        )
+        .unwrap();
+        let (c, notes) = Config::from_file_with_notes(&p).unwrap();
+        assert_eq!(
+            c.stencil,
+            StencilOptions {
+                cpu: CpuStencil::Scalar,
+                steps_per_pass: 2,
+                tile_rows: 5,
+                gpu: GpuStencil::Shuffle,
+                gpu_chunk: 3,
+                gpu_block: 64,
+                gpu_periodic: GpuPeriodic::Copy,
+            }
+        );
+        assert_eq!(c.order, 4);
+        assert_eq!(notes.len(), RENAMED.len());
+        assert!(notes[0].contains("`cpu_stencil` is deprecated; it is now `stencil.cpu`"));
+        // Both names: an error naming both.
+        std::fs::write(&p, "gpu_chunk = 3\n[stencil]\ngpu_chunk = 4\n").unwrap();
+        let e = format!("{:#}", Config::from_file(&p).unwrap_err());
+        assert!(
+            e.contains("`gpu_chunk`") && e.contains("`stencil.gpu_chunk`"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

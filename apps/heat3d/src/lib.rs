@@ -249,7 +249,7 @@ impl<'c> Solver<'c> {
         #[cfg(feature = "cuda")]
         let spec = match on_device {
             true => HaloSpec {
-                ghost: device::ghost(r),
+                ghost: stencil::device::ghost(r),
                 ..spec
             },
             false => spec,
@@ -311,7 +311,7 @@ impl<'c> Solver<'c> {
         } else {
             host_steps_per_pass(cfg, comm.size(), &layout)?
         };
-        let wave = (host_per_pass > 1).then(|| match cfg.tile_rows {
+        let wave = (host_per_pass > 1).then(|| match cfg.stencil.tile_rows {
             0 => Wavefront::new(&layout, host_per_pass),
             rows => Wavefront::with_tile(&layout, host_per_pass, rows),
         });
@@ -347,12 +347,12 @@ impl<'c> Solver<'c> {
         Ok(solver)
     }
 
-    /// Sets the kernel of the host's sweeps from `cfg.cpu_stencil`: the one
+    /// Sets the kernel of the host's sweeps from `cfg.stencil.cpu`: the one
     /// named (an error naming the available ones if this build or CPU does
     /// not have it); `auto` keeps the sweeps' own default
     /// ([`Kernel::detect_for`] their radius).
     fn pick_cpu_stencil(&mut self) -> Result<()> {
-        let kernel = match self.cfg.cpu_stencil {
+        let kernel = match self.cfg.stencil.cpu {
             CpuStencil::Scalar => Kernel::Scalar,
             CpuStencil::Avx2 => Kernel::Avx2,
             CpuStencil::Avx512 => Kernel::Avx512,
@@ -361,7 +361,7 @@ impl<'c> Solver<'c> {
         let set = |s: &Sweep| {
             s.clone()
                 .with_kernel(kernel)
-                .map_err(|e| anyhow::anyhow!("cpu_stencil = {}: {e}", kernel.name()))
+                .map_err(|e| anyhow::anyhow!("stencil.cpu = {}: {e}", kernel.name()))
         };
         self.euler = set(&self.euler)?;
         self.lap = set(&self.lap)?;
@@ -877,16 +877,16 @@ fn unused_options(cfg: &Config, on_device: bool) -> Result<()> {
         } else {
             "operator spectral".to_string()
         };
-        if cfg.cpu_stencil != d.cpu_stencil {
+        if cfg.stencil.cpu != d.stencil.cpu {
             unused.push(format!(
-                "cpu_stencil = {} applies to the host's finite-difference sweeps (this run: {run})",
-                name(&cfg.cpu_stencil)
+                "stencil.cpu = {} applies to the host's finite-difference sweeps (this run: {run})",
+                name(&cfg.stencil.cpu)
             ));
         }
-        if cfg.tile_rows != d.tile_rows {
+        if cfg.stencil.tile_rows != d.stencil.tile_rows {
             unused.push(format!(
-                "tile_rows = {} applies to the host's multi-step pass (this run: {run})",
-                cfg.tile_rows
+                "stencil.tile_rows = {} applies to the host's multi-step pass (this run: {run})",
+                cfg.stencil.tile_rows
             ));
         }
     }
@@ -911,19 +911,19 @@ fn unused_options(cfg: &Config, on_device: bool) -> Result<()> {
                 cfg.device != d.device,
             ),
             (
-                "gpu_chunk",
-                cfg.gpu_chunk.to_string(),
-                cfg.gpu_chunk != d.gpu_chunk,
+                "stencil.gpu_chunk",
+                cfg.stencil.gpu_chunk.to_string(),
+                cfg.stencil.gpu_chunk != d.stencil.gpu_chunk,
             ),
             (
-                "gpu_block",
-                cfg.gpu_block.to_string(),
-                cfg.gpu_block != d.gpu_block,
+                "stencil.gpu_block",
+                cfg.stencil.gpu_block.to_string(),
+                cfg.stencil.gpu_block != d.stencil.gpu_block,
             ),
             (
-                "gpu_stencil",
-                name(&cfg.gpu_stencil),
-                cfg.gpu_stencil != d.gpu_stencil,
+                "stencil.gpu",
+                name(&cfg.stencil.gpu),
+                cfg.stencil.gpu != d.stencil.gpu,
             ),
             (
                 "gpu_exchange",
@@ -931,9 +931,9 @@ fn unused_options(cfg: &Config, on_device: bool) -> Result<()> {
                 cfg.gpu_exchange != d.gpu_exchange,
             ),
             (
-                "gpu_periodic",
-                name(&cfg.gpu_periodic),
-                cfg.gpu_periodic != d.gpu_periodic,
+                "stencil.gpu_periodic",
+                name(&cfg.stencil.gpu_periodic),
+                cfg.stencil.gpu_periodic != d.stencil.gpu_periodic,
             ),
         ];
         for (key, value, set) in gpu {
@@ -968,19 +968,19 @@ fn host_steps_per_pass(cfg: &Config, ranks: usize, layout: &FieldLayout) -> Resu
     }
     // The tiles are those of the multi-step pass; with the default steps a
     // pass where that pass is possible they also decide its steps.
-    if cfg.tile_rows != 0 && (!unmet.is_empty() || cfg.steps_per_pass == 1) {
+    if cfg.stencil.tile_rows != 0 && (!unmet.is_empty() || cfg.stencil.steps_per_pass == 1) {
         bail!(
-            "tile_rows = {} sets the tiles of the host's multi-step pass, which this run does not take ({}); leave it at 0",
-            cfg.tile_rows,
+            "stencil.tile_rows = {} sets the tiles of the host's multi-step pass, which this run does not take ({}); leave it at 0",
+            cfg.stencil.tile_rows,
             if unmet.is_empty() {
-                "steps_per_pass = 1".to_string()
+                "stencil.steps_per_pass = 1".to_string()
             } else {
                 format!("it needs {}", unmet.join(", "))
             }
         );
     }
-    let auto = if unmet.is_empty() && cfg.steps_per_pass == 0 {
-        match cfg.tile_rows {
+    let auto = if unmet.is_empty() && cfg.stencil.steps_per_pass == 0 {
+        match cfg.stencil.tile_rows {
             0 => policy::auto_steps(layout),
             rows => policy::auto_steps_with_tile(layout, |_| rows),
         }
@@ -988,7 +988,7 @@ fn host_steps_per_pass(cfg: &Config, ranks: usize, layout: &FieldLayout) -> Resu
         1
     };
     resolve_steps_per_pass(
-        cfg.steps_per_pass,
+        cfg.stencil.steps_per_pass,
         &unmet,
         auto,
         policy::MAX_HOST_STEPS_PER_PASS,
@@ -1031,11 +1031,11 @@ pub(crate) fn resolve_steps_per_pass(
         0 => Ok(if possible { auto.clamp(1, max) } else { 1 }),
         1 => Ok(1),
         k if k > max => bail!(
-            "steps_per_pass = {k} is not supported on {backend} (valid: 1 to {max}, or 0 for the default)"
+            "stencil.steps_per_pass = {k} is not supported on {backend} (valid: 1 to {max}, or 0 for the default)"
         ),
         k if possible => Ok(k),
         k => bail!(
-            "steps_per_pass = {k} needs {}; use 1, or 0 for the default",
+            "stencil.steps_per_pass = {k} needs {}; use 1, or 0 for the default",
             unmet.join(", ")
         ),
     }
@@ -1266,49 +1266,61 @@ mod tests {
     fn options_a_run_would_not_use_are_refused_by_name() {
         let spectral = Config {
             operator: Operator::Spectral,
-            cpu_stencil: CpuStencil::Avx2,
+            stencil: config::StencilOptions {
+                cpu: CpuStencil::Avx2,
+                ..config::StencilOptions::default()
+            },
             ..Config::default()
         };
         let e = unused_options(&spectral, false).unwrap_err().to_string();
         assert!(
             e.contains("this key would have no effect")
-                && e.contains("cpu_stencil = avx2 applies to the host's finite-difference sweeps (this run: operator spectral)"),
+                && e.contains("stencil.cpu = avx2 applies to the host's finite-difference sweeps (this run: operator spectral)"),
             "{e}"
         );
         let on_gpu = Config {
-            tile_rows: 8,
-            cpu_stencil: CpuStencil::Scalar,
+            stencil: config::StencilOptions {
+                tile_rows: 8,
+                cpu: CpuStencil::Scalar,
+                ..config::StencilOptions::default()
+            },
             backend: "cuda".parse().unwrap(),
             ..Config::default()
         };
         let e = unused_options(&on_gpu, true).unwrap_err().to_string();
         assert!(
             e.contains("these keys")
-                && e.contains("cpu_stencil = scalar")
+                && e.contains("stencil.cpu = scalar")
                 && e.contains(
-                    "tile_rows = 8 applies to the host's multi-step pass (this run: backend cuda)"
+                    "stencil.tile_rows = 8 applies to the host's multi-step pass (this run: backend cuda)"
                 ),
             "{e}"
         );
         let gpu_on_cpu = Config {
-            gpu_block: 128,
-            gpu_stencil: config::GpuStencil::Shared,
+            stencil: config::StencilOptions {
+                gpu_block: 128,
+                gpu: config::GpuStencil::Shared,
+                ..config::StencilOptions::default()
+            },
             device: Some(1),
             ..Config::default()
         };
         let e = unused_options(&gpu_on_cpu, false).unwrap_err().to_string();
         for part in [
             "device = 1 applies to a GPU backend (this run: backend cpu)",
-            "gpu_block = 128",
-            "gpu_stencil = shared",
+            "stencil.gpu_block = 128",
+            "stencil.gpu = shared",
         ] {
             assert!(e.contains(part), "{part}: {e}");
         }
         // What a run uses passes: the CPU options on the host's
         // finite-difference sweeps, the GPU options on the device.
         let host = Config {
-            cpu_stencil: CpuStencil::Avx2,
-            tile_rows: 8,
+            stencil: config::StencilOptions {
+                cpu: CpuStencil::Avx2,
+                tile_rows: 8,
+                ..config::StencilOptions::default()
+            },
             ..Config::default()
         };
         unused_options(&host, false).unwrap();
@@ -1325,8 +1337,8 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(
-            e.contains("gpu_block = 128 applies to the GPU finite-difference stencil (this run: operator spectral)")
-                && e.contains("gpu_stencil = shared")
+            e.contains("stencil.gpu_block = 128 applies to the GPU finite-difference stencil (this run: operator spectral)")
+                && e.contains("stencil.gpu = shared")
                 && !e.contains("device"),
             "{e}"
         );
@@ -1352,8 +1364,11 @@ mod tests {
         };
         let cfg = |mode: Mode, k: usize| Config {
             mode,
-            steps_per_pass: k,
-            tile_rows: 6,
+            stencil: config::StencilOptions {
+                steps_per_pass: k,
+                tile_rows: 6,
+                ..config::StencilOptions::default()
+            },
             ..Config::default()
         };
         // Used: the pass is taken, or its steps are left to the default
@@ -1366,7 +1381,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("tile_rows = 6 sets the tiles of the host's multi-step pass, which this run does not take (steps_per_pass = 1)"),
+            e.contains("stencil.tile_rows = 6 sets the tiles of the host's multi-step pass, which this run does not take (stencil.steps_per_pass = 1)"),
             "{e}"
         );
         let e = host_steps_per_pass(&cfg(Mode::Overlap, 0), 1, &layout)
@@ -1392,7 +1407,10 @@ mod tests {
         let cfg = |order: usize, mode: Mode, k: usize| Config {
             order,
             mode,
-            steps_per_pass: k,
+            stencil: config::StencilOptions {
+                steps_per_pass: k,
+                ..config::StencilOptions::default()
+            },
             ..Config::default()
         };
         let b = Mode::Blocking;
@@ -1416,7 +1434,10 @@ mod tests {
         assert_eq!(one(&rk, 1), 1);
         let e = host_steps_per_pass(
             &Config {
-                steps_per_pass: 3,
+                stencil: config::StencilOptions {
+                    steps_per_pass: 3,
+                    ..rk.stencil
+                },
                 ..rk
             },
             1,

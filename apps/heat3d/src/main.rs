@@ -79,6 +79,17 @@ struct Flags {
     /// GPU ordinal for every rank (default: rank mod device count).
     #[arg(long)]
     device: Option<usize>,
+    /// How device halos travel between ranks: on the device between the ranks of one machine (direct: in-process, or MPI processes through CUDA IPC), through host buffers (staged), through NCCL (nccl: one GPU per rank, any number of machines), or auto (direct where it can, else staged).
+    #[arg(long, value_enum)]
+    gpu_exchange: Option<GpuExchange>,
+    #[command(flatten)]
+    stencil: StencilFlags,
+}
+
+/// The flags of the `[stencil]` section: each sets the key of its field's
+/// name there (`--gpu-stencil` sets `gpu`, `--cpu-stencil` sets `cpu`).
+#[derive(Debug, clap::Args, Serialize)]
+struct StencilFlags {
     /// Cells per GPU thread along axis 0 (0: the stencil's default; 1: a thread per cell); with two steps a pass, the planes a block marches (0: chosen for whole waves of blocks).
     #[arg(long)]
     gpu_chunk: Option<usize>,
@@ -86,11 +97,8 @@ struct Flags {
     #[arg(long)]
     gpu_block: Option<usize>,
     /// How the GPU stencil reads its fast-axis neighbours.
-    #[arg(long, value_enum)]
-    gpu_stencil: Option<GpuStencil>,
-    /// How device halos travel between ranks: on the device between the ranks of one machine (direct: in-process, or MPI processes through CUDA IPC), through host buffers (staged), through NCCL (nccl: one GPU per rank, any number of machines), or auto (direct where it can, else staged).
-    #[arg(long, value_enum)]
-    gpu_exchange: Option<GpuExchange>,
+    #[arg(long = "gpu-stencil", value_enum)]
+    gpu: Option<GpuStencil>,
     /// How the GPU stencil of one rank that is its own periodic neighbour reads across its faces in blocking mode: at their periodic images in the owned cells (read), from ghosts filled by self-copies (copy), or auto.
     #[arg(long, value_enum)]
     gpu_periodic: Option<GpuPeriodic>,
@@ -101,14 +109,18 @@ struct Flags {
     #[arg(long)]
     tile_rows: Option<usize>,
     /// The CPU kernel of the finite-difference sweeps: auto (AVX-512 where the CPU has it, then AVX2, but AVX2 first at orders 8 and 10; else the portable loop), scalar, avx2 or avx512; same bits.
-    #[arg(long, value_enum)]
-    cpu_stencil: Option<CpuStencil>,
+    #[arg(long = "cpu-stencil", value_enum)]
+    cpu: Option<CpuStencil>,
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     app::main(|| -> anyhow::Result<()> {
-        let cfg: Config = app::configure(&cli.run, &[&cli.output, &cli.flags])?;
+        let cfg: Config = app::configure_renamed(
+            &cli.run,
+            &[&cli.output, &cli.flags],
+            heat3d::config::RENAMED,
+        )?;
         // On a GPU one rank holds the grid on the device; more ranks are
         // asked for explicitly.
         let ranks = match cfg.backend.value() {
@@ -125,3 +137,39 @@ fn main() -> std::process::ExitCode {
 }
 
 appkit::shell_test!(Cli, Config, Flags);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The stencil flags set the keys of the `[stencil]` section.
+    #[test]
+    fn stencil_flags_set_the_stencil_section() {
+        let cli = Cli::try_parse_from([
+            "heat3d",
+            "--gpu-stencil",
+            "shuffle",
+            "--cpu-stencil",
+            "scalar",
+            "--steps-per-pass",
+            "2",
+            "--gpu-chunk",
+            "5",
+            "--order",
+            "4",
+        ])
+        .unwrap();
+        let cfg: Config = app::configure_renamed(
+            &cli.run,
+            &[&cli.output, &cli.flags],
+            heat3d::config::RENAMED,
+        )
+        .unwrap();
+        assert_eq!(cfg.stencil.gpu, GpuStencil::Shuffle);
+        assert_eq!(cfg.stencil.cpu, CpuStencil::Scalar);
+        assert_eq!(cfg.stencil.steps_per_pass, 2);
+        assert_eq!(cfg.stencil.gpu_chunk, 5);
+        assert_eq!(cfg.stencil.gpu_block, 0);
+        assert_eq!(cfg.order, 4);
+    }
+}

@@ -1,6 +1,6 @@
 //! Heat3D against the analytic solution, across modes and rank counts.
 
-use heat3d::config::{Config, CpuStencil, Initial, Integrator, Mode, PerAxis};
+use heat3d::config::{Config, CpuStencil, Initial, Integrator, Mode, PerAxis, StencilOptions};
 
 fn run(cfg: &Config, ranks: usize) -> heat3d::Report {
     let mut r = comm::local::run(ranks, |c| {
@@ -131,7 +131,10 @@ fn several_steps_a_pass_give_the_bits_of_one() {
             };
             let one = run(
                 &Config {
-                    steps_per_pass: 1,
+                    stencil: StencilOptions {
+                        steps_per_pass: 1,
+                        ..StencilOptions::default()
+                    },
                     ..base.clone()
                 },
                 1,
@@ -139,7 +142,10 @@ fn several_steps_a_pass_give_the_bits_of_one() {
             for k in 2..=stencil::policy::MAX_HOST_STEPS_PER_PASS {
                 let many = run(
                     &Config {
-                        steps_per_pass: k,
+                        stencil: StencilOptions {
+                            steps_per_pass: k,
+                            ..StencilOptions::default()
+                        },
                         ..base.clone()
                     },
                     1,
@@ -154,8 +160,11 @@ fn several_steps_a_pass_give_the_bits_of_one() {
             for tile_rows in [1, 3, 40] {
                 let tiled = run(
                     &Config {
-                        steps_per_pass: stencil::policy::MAX_HOST_STEPS_PER_PASS,
-                        tile_rows,
+                        stencil: StencilOptions {
+                            steps_per_pass: stencil::policy::MAX_HOST_STEPS_PER_PASS,
+                            tile_rows,
+                            ..StencilOptions::default()
+                        },
                         ..base.clone()
                     },
                     1,
@@ -175,7 +184,10 @@ fn several_steps_a_pass_give_the_bits_of_one() {
             amplitude: f64::MAX,
             initial: Initial::Sines,
             mode: Mode::Blocking,
-            steps_per_pass: 2,
+            stencil: StencilOptions {
+                steps_per_pass: 2,
+                ..StencilOptions::default()
+            },
             ..Config::default()
         };
         heat3d::run(c, &cfg, false).map_err(|e| format!("{e:#}"))
@@ -187,7 +199,10 @@ fn several_steps_a_pass_give_the_bits_of_one() {
         let cfg = Config {
             n: PerAxis::All(8),
             steps: 2,
-            steps_per_pass: 2,
+            stencil: StencilOptions {
+                steps_per_pass: 2,
+                ..StencilOptions::default()
+            },
             ..Config::default()
         };
         heat3d::run(c, &cfg, false).map_err(|e| format!("{e:#}"))
@@ -433,7 +448,10 @@ fn every_cpu_stencil_gives_the_same_field_and_is_reported() {
         (CpuStencil::Avx512, "avx512"),
     ] {
         let cfg = Config {
-            cpu_stencil: choice,
+            stencil: StencilOptions {
+                cpu: choice,
+                ..StencilOptions::default()
+            },
             ..base.clone()
         };
         let available = stencil::Kernel::ALL

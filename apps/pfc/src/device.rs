@@ -30,7 +30,7 @@
 //! buffers.
 
 use crate::config::{Config, GpuExchange};
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use comm::Communicator;
 use dfft::cuda::{DeviceComplex, DeviceFft3d, Route};
 use gpu::cuda::cudarc::cufft::{result::estimate_3d, sys::cufftType};
@@ -120,65 +120,33 @@ fn bytes_needed(shape: [usize; 3]) -> Result<u128> {
         + estimate(cufftType::CUFFT_Z2D, "Z2D")?)
 }
 
-/// Opens this rank's device and checks, before anything is allocated on
-/// the host or the device, that the device memory the step needs (for
-/// every rank sharing the device) is free. Returns the device for
-/// [`DeviceSolver::new`].
+/// Opens this rank's device ([`gpu::place`]) and checks, before anything
+/// is allocated on the host or the device, that the device memory the step
+/// needs (for every rank sharing the device) is free. Returns the device
+/// for [`DeviceSolver::new`].
 pub(crate) fn preflight(comm: &dyn Communicator, cfg: &Config) -> Result<Arc<Device>> {
-    // `--device` for every rank, or by default the rank's index among the
-    // ranks of its machine modulo the device count.
-    let count = gpu::cuda::device_count().map_err(gpu_err)?;
-    let (local, on_node) = gpu::links::node_ranks(comm).map_err(|e| anyhow!("{e}"))?;
-    let ordinal = match cfg.device {
-        Some(d) => d,
-        None => local % count.max(1),
-    };
-    let dev = Device::open(ordinal).map_err(gpu_err)?;
+    let at = gpu::place::place(comm, cfg.device)?;
+    let dev = at.open().map_err(gpu_err)?;
     let shape = cfg.shape();
     let ranks = comm.size();
-    let need = if ranks == 1 {
+    let per_rank = if ranks == 1 {
         bytes_needed(shape)?
     } else {
         // This rank's share: psi and psi^3, two spectra and two factor
         // arrays, and the distributed transform's two work buffers and
-        // message buffers (about four spectra), for every rank on the GPU.
+        // message buffers (about four spectra).
         extents(shape)?;
         let real: u128 = shape.iter().map(|&x| x as u128).product();
         let modes = shape[0] as u128 * shape[1] as u128 * (shape[2] / 2 + 1) as u128;
         let share = |x: u128| x.div_ceil(ranks as u128);
-        let sharing = match cfg.device {
-            Some(_) => on_node,
-            None => (0..on_node).filter(|r| r % count.max(1) == ordinal).count(),
-        } as u128;
-        sharing
-            * (2 * share(real) * 8
-                + 2 * share(modes) * 16
-                + 2 * share(modes) * 8
-                + 4 * share(modes) * 16)
+        2 * share(real) * 8 + 2 * share(modes) * 16 + 2 * share(modes) * 8 + 4 * share(modes) * 16
     };
-    let (free, total) = dev.memory().map_err(gpu_err)?;
-    // Every rank measures before any allocates (the reduction is the
-    // barrier; otherwise a rank measuring late would see another's fields
-    // already taken and refuse by the timing), and all refuse together.
-    let mut refused = [i64::from(need > free as u128)];
-    comm.allreduce_i64(&mut refused, comm::ReduceOp::Max)?;
-    if refused[0] != 0 && need <= free as u128 {
-        return Err(anyhow!(
-            "another rank found too little free memory on its device (see its error)"
-        ));
-    }
-    if need > free as u128 {
-        return Err(anyhow!(gpu::GpuError::OutOfMemory {
-            what: format!(
-                "the {shape:?} grid (psi, psi^3, two half spectra, two factor arrays and the transforms' work areas)"
-            ),
-            device: ordinal,
-            bytes: usize::try_from(need).unwrap_or(usize::MAX),
-            free,
-            total,
-        })
-        .context("use fewer points (periods, points_per_period), more GPUs, or the cpu backend"));
-    }
+    gpu::place::check_memory(comm, &dev, at, per_rank, || {
+        format!(
+            "the {shape:?} grid (psi, psi^3, two half spectra, two factor arrays and the transforms' work areas)"
+        )
+    })
+    .context("use fewer points (periods, points_per_period), more GPUs, or the cpu backend")?;
     Ok(Arc::new(dev))
 }
 

@@ -139,12 +139,12 @@ fn package_name(id: &str) -> &str {
 /// The features of every build: the apps with `mpi` too (the suite runs
 /// them under mpirun), in the tests' build as well, which writes the same
 /// binaries.
-const FEATURES: &str =
-    "parnum-gpu/cuda,parnum-halo/cuda,parnum-dfft/cuda,heat3d/cuda,heat3d/mpi,pfc/cuda,pfc/mpi";
+const FEATURES: &str = "parnum-gpu/cuda,parnum-halo/cuda,parnum-dfft/cuda,parnum-stencil/cuda,\
+     heat3d/cuda,heat3d/mpi,pfc/cuda,pfc/mpi";
 
 /// [`FEATURES`] for the build that selects the apps alone (`--features`
 /// names only features of the selected packages; the apps' `cuda` turns on
-/// the same features of `gpu`, `halo` and `dfft`, so the resolved features,
+/// the same features of `gpu`, `halo`, `dfft` and `stencil`, so the resolved features,
 /// and the binaries, are those of the tests' build).
 const APP_FEATURES: &str = "heat3d/cuda,heat3d/mpi,pfc/cuda,pfc/mpi";
 
@@ -196,11 +196,13 @@ fn build_all() -> Result<Vec<(String, PathBuf)>> {
             "-p",
             "parnum-dfft",
             "-p",
+            "parnum-stencil",
+            "-p",
             "heat3d",
             "-p",
             "pfc",
-            // The integration tests too: heat3d's and pfc's device tests
-            // compare whole runs with the host's.
+            // The integration tests too: stencil's compare the device
+            // sweeps with the host's, heat3d's and pfc's whole runs.
             "--tests",
             "--features",
             FEATURES,

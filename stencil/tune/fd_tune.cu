@@ -1,4 +1,4 @@
-// Stand-alone timing of heat3d's FD kernels and candidate variants on one
+// Stand-alone timing of the stencil crate's device kernels and candidate variants on one
 // device, with nvcc (not part of the build; see NOTES.md beside this file).
 //
 //   nvcc -O3 -arch=sm_90 -fmad=false -DRADIUS=1 -o fd_tune1 fd_tune.cu
@@ -23,8 +23,8 @@
 #ifndef GHOST
 #define GHOST RADIUS
 #endif
-#include "../../../halo/kernels/region.cuh"
-#include "../kernels/heat3d.cu"
+#include "../../halo/kernels/region.cuh"
+#include "../kernels/star.cu"
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
     fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1);} } while (0)
