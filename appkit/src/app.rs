@@ -8,11 +8,11 @@
 //! and `Option` fields (`None` is a flag not given). The shell merges them
 //! over the file, which is merged over the configuration's `Default`
 //! ([`configure`]), so an application never copies a flag into its
-//! configuration by hand.
+//! configuration by hand. [`Command`] puts them beside the common flags
+//! and [`parse`] reads the command line under the application's name.
 //!
 //! ```no_run
-//! use appkit::app::{self, OutputArgs, RunArgs};
-//! use clap::Parser;
+//! use appkit::app::{self, OutputArgs};
 //! use serde::{Deserialize, Serialize};
 //!
 //! #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -45,20 +45,13 @@
 //!     }
 //! }
 //!
-//! #[derive(Debug, Parser)]
-//! struct Cli {
-//!     #[command(flatten)]
-//!     run: RunArgs,
-//!     #[command(flatten)]
-//!     output: OutputArgs,
-//!     #[command(flatten)]
-//!     flags: Flags,
-//! }
+//! /// The whole command line: the common flags, `-o`/`--vtk-every`, and ours.
+//! type Cli = app::Command<Flags, OutputArgs>;
 //!
 //! fn main() -> std::process::ExitCode {
-//!     let cli = Cli::parse();
+//!     let cli: Cli = appkit::parse_command_line!();
 //!     app::main(|| {
-//!         let cfg: Config = app::configure(&cli.run, &[&cli.output, &cli.flags])?;
+//!         let cfg: Config = cli.configure(&[])?;
 //!         let plan = app::Plan::new(&cli.run).output(cfg.output.dir.as_deref());
 //!         app::execute(plan, |_comm, _progress| {
 //!             Ok::<_, String>(Report { steps: cfg.steps, files: vec![] })
@@ -93,6 +86,100 @@ use serde::{Deserialize, Serialize};
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+/// An application's whole command line: the flags every application takes
+/// ([`RunArgs`]), its output and checkpoint flags where it has them
+/// ([`OutputArgs`], [`CheckpointArgs`], or [`NoFlags`]), and its own flags
+/// `F`, each of which sets the configuration key of its name. Parse it with
+/// [`parse`], which names the program after the application.
+#[derive(Debug, clap::Parser)]
+pub struct Command<F: clap::Args, O: clap::Args = NoFlags, K: clap::Args = NoFlags> {
+    /// The flags every application takes.
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// The `[output]` flags.
+    #[command(flatten)]
+    pub output: O,
+    /// The checkpoint flags.
+    #[command(flatten)]
+    pub checkpoint: K,
+    /// The application's own flags.
+    #[command(flatten)]
+    pub flags: F,
+}
+
+impl<F, O, K> Command<F, O, K>
+where
+    F: clap::Args + Serialize,
+    O: clap::Args + Serialize,
+    K: clap::Args + Serialize + Restart,
+{
+    /// The checkpoint to continue from (`--restart`), if any.
+    pub fn restart(&self) -> Option<&Path> {
+        self.checkpoint.restart()
+    }
+
+    /// The [`Plan`] of the run: these flags, the output folder `dir` the
+    /// configuration names and the checkpoint to continue from.
+    pub fn plan(&self, dir: Option<&Path>) -> Plan<'_> {
+        Plan::new(&self.run).output(dir).restart(self.restart())
+    }
+
+    /// The configuration of the run ([`configure_renamed`]): defaults,
+    /// then the `--config` file (whose old key names `renamed` are read as
+    /// the new ones), then the output, checkpoint and own flags.
+    pub fn configure<C>(&self, renamed: &[(&str, &str)]) -> Result<C, ShellError>
+    where
+        C: Default + Serialize + DeserializeOwned,
+    {
+        configure_renamed(
+            &self.run,
+            &[&self.output, &self.checkpoint, &self.flags],
+            renamed,
+        )
+    }
+}
+
+/// The checkpoint part of a [`Command`]: the checkpoint a run continues
+/// from.
+pub trait Restart {
+    /// The `--restart` file, if given.
+    fn restart(&self) -> Option<&Path>;
+}
+
+impl Restart for CheckpointArgs {
+    fn restart(&self) -> Option<&Path> {
+        self.restart.as_deref()
+    }
+}
+
+impl Restart for NoFlags {
+    fn restart(&self) -> Option<&Path> {
+        None
+    }
+}
+
+/// No flags: the output or checkpoint part of a [`Command`] for an
+/// application that writes no such files.
+#[derive(Debug, Clone, Default, clap::Args, Serialize)]
+#[group(skip)]
+pub struct NoFlags {}
+
+/// Parses the command line into `C` as the program `name` (version
+/// `version`, described by `about` in `--help`), exiting with clap's
+/// message and status on a bad command line or after `--help` and
+/// `--version`. [`parse_command_line!`](crate::parse_command_line) calls it
+/// with the calling package's name, version and description.
+pub fn parse<C: clap::Parser>(name: &'static str, version: &'static str, about: &'static str) -> C {
+    let matches = C::command()
+        .name(name)
+        .bin_name(name)
+        .version(version)
+        .about(about)
+        .long_about(None::<&str>)
+        .get_matches();
+    C::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
 
 /// The flags every application takes.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -631,6 +718,19 @@ pub fn flags_without_keys<C: Default + Serialize, F: clap::Args>() -> Vec<String
         .map(|a| a.get_id().as_str().to_string())
         .filter(|id| !is_key(id))
         .collect()
+}
+
+/// [`parse`] with the name, version and description of the package that
+/// calls it (its `Cargo.toml`): `let cli: Cli = appkit::parse_command_line!();`.
+#[macro_export]
+macro_rules! parse_command_line {
+    () => {
+        $crate::app::parse(
+            env!("CARGO_PKG_NAME"),
+            env!("CARGO_PKG_VERSION"),
+            env!("CARGO_PKG_DESCRIPTION"),
+        )
+    };
 }
 
 /// The test every application's `main.rs` carries, given the names of its

@@ -306,11 +306,23 @@ pub fn parse_triple_f64(s: &str) -> Result<[f64; 3], String> {
 /// let b: ByName<u8> = "7".parse().unwrap();
 /// assert_eq!((*b.value(), b.name()), (7, "7"));
 /// assert!("x".parse::<ByName<u8>>().unwrap_err().contains("\"x\""));
+/// assert_eq!(ByName::from(7u8), b);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ByName<T> {
     name: String,
     value: T,
+}
+
+impl<T: std::fmt::Display> From<T> for ByName<T> {
+    /// The value under the name its `Display` gives (for a type whose
+    /// `FromStr` reads that name back, the same as parsing it).
+    fn from(value: T) -> Self {
+        ByName {
+            name: value.to_string(),
+            value,
+        }
+    }
 }
 
 impl<T> ByName<T> {

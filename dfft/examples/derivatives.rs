@@ -7,9 +7,7 @@
 //! (default 128^3 on 2 in-process ranks, z-pencil input).
 
 use comm::{local, CommExt, ReduceOp};
-use dfft::{
-    Derivative, Derivatives, Fft3d, FftError, Kind, Layout, Normalization, Options, Protocol,
-};
+use dfft::{Derivative, Derivatives, Fft3d, FftError, Layout, Normalization, Options, Protocol};
 use num_complex::Complex64;
 use std::time::Instant;
 
@@ -55,7 +53,7 @@ fn main() {
             normalization: Normalization::Full,
             ..Options::default()
         };
-        let mut p3 = Fft3d::new(c, &l, Kind::C2C, opts)?;
+        let mut p3 = Fft3d::c2c(c, &l, opts)?;
         let x: Vec<Complex64> = f.iter().map(|&v| Complex64::new(v, 0.0)).collect();
         let mut spec = vec![Complex64::default(); p3.output_len()];
         let mut tmp = vec![Complex64::default(); p3.output_len()];

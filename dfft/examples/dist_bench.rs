@@ -22,7 +22,7 @@
 //! [--protocol auto|alltoall|alltoallv|alltoallw|p2p|p2p_plined]
 //! [--json PATH]`
 
-use dfft::{Fft3d, FftError, Kind, Layout, Options, Output, Protocol};
+use dfft::{Fft3d, FftError, Layout, Options, Output, Protocol};
 use num_complex::Complex64;
 use std::time::Instant;
 
@@ -113,7 +113,7 @@ fn run(a: &Args, kind: &str) -> Result<(Vec<f64>, f64, Protocol), String> {
         let mut times = Vec::with_capacity(reps);
         let (err, proto);
         if kind == "c2c" {
-            let mut p = Fft3d::new(c, &layout, Kind::C2C, opts)?;
+            let mut p = Fft3d::c2c(c, &layout, opts)?;
             proto = p
                 .protocols()
                 .first()
@@ -141,7 +141,7 @@ fn run(a: &Args, kind: &str) -> Result<(Vec<f64>, f64, Protocol), String> {
                 .map(|(a, b)| (a - b).norm())
                 .fold(0.0, f64::max);
         } else {
-            let mut p = Fft3d::new(c, &layout, Kind::R2C { halved: 2 }, opts)?;
+            let mut p = Fft3d::r2c(c, &layout, 2, opts)?;
             proto = p
                 .protocols()
                 .first()
@@ -151,13 +151,13 @@ fn run(a: &Args, kind: &str) -> Result<(Vec<f64>, f64, Protocol), String> {
             let mut y = vec![Complex64::default(); p.output_len()];
             let mut z = vec![0.0; p.input_len()];
             let mut s = vec![Complex64::default(); p.scratch_len()];
-            p.forward_r2c(c, &x, &mut y, &mut s)?;
-            p.backward_c2r(c, &y, &mut z, &mut s)?;
+            p.forward(c, &x, &mut y, &mut s)?;
+            p.backward(c, &y, &mut z, &mut s)?;
             for _ in 0..reps {
                 c.barrier()?;
                 let t = Instant::now();
-                p.forward_r2c(c, &x, &mut y, &mut s)?;
-                p.backward_c2r(c, &y, &mut z, &mut s)?;
+                p.forward(c, &x, &mut y, &mut s)?;
+                p.backward(c, &y, &mut z, &mut s)?;
                 c.barrier()?;
                 times.push(t.elapsed().as_secs_f64() / 2.0);
             }

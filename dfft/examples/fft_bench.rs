@@ -4,7 +4,7 @@
 //!
 //! `cargo run --release -p parnum-dfft --example fft_bench [-- N REPS]` (default 256, 5).
 
-use dfft::{Fft3d, FftError, Kind, Layout, Options};
+use dfft::{Fft3d, FftError, Layout, Options};
 use num_complex::Complex64;
 use std::time::Instant;
 
@@ -28,7 +28,7 @@ fn main() {
     let reps = a.get(1).copied().unwrap_or(5);
     let res = comm::local::run(1, |c| {
         let l = Layout::bricks([n; 3], 1)?;
-        let mut p = Fft3d::new(c, &l, Kind::C2C, Options::default())?;
+        let mut p = Fft3d::c2c(c, &l, Options::default())?;
         let x: Vec<Complex64> = (0..p.input_len())
             .map(|i| Complex64::new((i % 7) as f64, (i % 3) as f64))
             .collect();

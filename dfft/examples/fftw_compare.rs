@@ -286,7 +286,7 @@ fn case(
                     )),
                 )
             };
-            let mut p = Fft3d::new(c, &layout, Kind::C2C, opts)?;
+            let mut p = Fft3d::c2c(c, &layout, opts)?;
             let x: Vec<Complex64> = (0..total)
                 .map(|i| {
                     Complex64::new(
@@ -347,7 +347,7 @@ fn case(
                     )),
                 )
             };
-            let mut p = Fft3d::new(c, &layout, Kind::R2C { halved: 2 }, opts)?;
+            let mut p = Fft3d::r2c(c, &layout, 2, opts)?;
             let x: Vec<f64> = (0..total)
                 .map(|i| ((i * 7919) % 1009) as f64 / 1009.0 - 0.5)
                 .collect();
@@ -356,12 +356,12 @@ fn case(
             let mut s = vec![Complex64::default(); p.scratch_len()];
             fin.copy_from_slice(&x);
             pf.execute();
-            p.forward_r2c(c, &x, &mut y, &mut s)?;
+            p.forward(c, &x, &mut y, &mut s)?;
             diff = rel_diff(&y, &fout);
             for _ in 0..rounds {
                 time(&mut t[1], min_time, || pf.execute());
                 time(&mut t[0], min_time, || {
-                    p.forward_r2c(c, &x, &mut y, &mut s).expect("forward")
+                    p.forward(c, &x, &mut y, &mut s).expect("forward")
                 });
                 // FFTW's c2r overwrites its input (`fspec`, which its plan
                 // holds): each repeat gets a fresh copy, outside the timed
@@ -370,12 +370,12 @@ fn case(
                 if overwrite {
                     let mut w = y.clone();
                     time_fresh(&mut t[2], min_time, (&mut w, &y), |w| {
-                        p.backward_c2r_overwriting(c, w, &mut z, &mut s)
+                        p.backward_overwriting(c, w, &mut z, &mut s)
                             .expect("backward")
                     });
                 } else {
                     time(&mut t[2], min_time, || {
-                        p.backward_c2r(c, &y, &mut z, &mut s).expect("backward")
+                        p.backward(c, &y, &mut z, &mut s).expect("backward")
                     });
                 }
             }

@@ -4,7 +4,7 @@
 //!
 //! `cargo run --release -p parnum-dfft --example reshape_table [-- NX NY NZ RANKS]`
 
-use dfft::{Fft3d, Kind, Layout, Options, Output, Selection};
+use dfft::{Fft3d, Layout, Options, Output, Selection};
 
 fn main() {
     let a: Vec<usize> = std::env::args()
@@ -49,7 +49,7 @@ fn main() {
                     output,
                     ..Options::default()
                 };
-                Ok(2 * Fft3d::new(c, &l, Kind::C2C, o)?.reshapes())
+                Ok(2 * Fft3d::c2c(c, &l, o)?.reshapes())
             };
             let counts = (|| {
                 Ok::<_, dfft::FftError>((

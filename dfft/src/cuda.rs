@@ -1378,10 +1378,10 @@ mod tests {
         };
         let n: usize = input.global().iter().product();
         let x = sample(input, comm.rank());
-        let mut host = Fft3d::new(comm, input, Kind::R2C { halved: 2 }, opts)?;
+        let mut host = Fft3d::r2c(comm, input, 2, opts)?;
         let mut want = vec![num_complex::Complex64::default(); host.output_len()];
         let mut scratch = vec![num_complex::Complex64::default(); host.scratch_len()];
-        host.forward_r2c(comm, &x, &mut want, &mut scratch)?;
+        host.forward(comm, &x, &mut want, &mut scratch)?;
         let mut plan = plan(comm, opts)?;
         assert_eq!(plan.output_layout(), host.output_layout());
         assert_eq!(plan.reshapes(), host.reshapes());

@@ -25,6 +25,39 @@ pub enum Kind {
     },
 }
 
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// What a plan transforms, as its type: complex to complex ([`C2c`]) or
+/// real to complex ([`R2c`]). A plan's `forward` and `backward` take the
+/// values of physical space as [`Transform::Phys`], so a real array cannot
+/// reach a complex plan (or the reverse) at all.
+pub trait Transform: sealed::Sealed + std::fmt::Debug + Send + Sync + 'static {
+    /// The values of physical space: `Complex64` or `f64`.
+    type Phys: Copy + std::fmt::Debug;
+}
+
+/// Complex-to-complex plans ([`Fft3d::c2c`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct C2c;
+
+/// Real-to-complex plans ([`Fft3d::r2c`]): real values forward to the half
+/// spectrum, and back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct R2c;
+
+impl sealed::Sealed for C2c {}
+impl sealed::Sealed for R2c {}
+
+impl Transform for C2c {
+    type Phys = Complex64;
+}
+
+impl Transform for R2c {
+    type Phys = f64;
+}
+
 /// Scaling of the transforms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Normalization {
@@ -202,8 +235,11 @@ impl Plans {
 /// others from the highest index down), each line by the same 1D plan
 /// whatever the layout or rank count, so the result has the same bits as the
 /// single-rank transform for every rank count, grid, layout and protocol.
+///
+/// The type parameter says what it transforms ([`C2c`] or [`R2c`]): plan
+/// with [`Fft3d::c2c`] or [`Fft3d::r2c`].
 #[derive(Debug)]
-pub struct Fft3d {
+pub struct Fft3d<T: Transform = C2c> {
     kind: Kind,
     options: Options,
     input: Layout,
@@ -217,6 +253,7 @@ pub struct Fft3d {
     /// The tasks of the forward direction, of the backward direction, and
     /// of the backward direction free to overwrite its input.
     schedule: [Vec<Task>; 3],
+    transform: std::marker::PhantomData<T>,
 }
 
 /// Picks the layout for transforming `axis` next, preferring a slab that
@@ -358,9 +395,121 @@ pub(crate) fn plan_steps(
     Ok(steps)
 }
 
-impl Fft3d {
+impl Fft3d<C2c> {
+    /// Plans the complex-to-complex transform of data in `input`
+    /// (collective).
+    pub fn c2c(
+        comm: &dyn Communicator,
+        input: &Layout,
+        options: Options,
+    ) -> Result<Self, FftError> {
+        Self::plan(comm, input, Kind::C2C, options)
+    }
+
+    /// Forward complex-to-complex transform.
+    pub fn forward(
+        &mut self,
+        comm: &dyn Communicator,
+        input: &[Complex64],
+        output: &mut [Complex64],
+        scratch: &mut [Complex64],
+    ) -> Result<(), FftError> {
+        self.forward_from(comm, Src::C(input), input.len(), output, scratch)
+    }
+
+    /// Backward complex-to-complex transform.
+    pub fn backward(
+        &mut self,
+        comm: &dyn Communicator,
+        input: &[Complex64],
+        output: &mut [Complex64],
+        scratch: &mut [Complex64],
+    ) -> Result<(), FftError> {
+        let n = output.len();
+        self.backward_into(comm, In::Read(Src::C(input)), Dst::C(output), n, scratch)
+    }
+
+    /// [`Fft3d::backward`], free to overwrite `input` (its values are
+    /// unspecified afterwards): complex transforms that would read the
+    /// input and write a work buffer run in place in the input instead.
+    /// The result has the bits of [`Fft3d::backward`]'s.
+    pub fn backward_overwriting(
+        &mut self,
+        comm: &dyn Communicator,
+        input: &mut [Complex64],
+        output: &mut [Complex64],
+        scratch: &mut [Complex64],
+    ) -> Result<(), FftError> {
+        let n = output.len();
+        self.backward_into(comm, In::Write(input), Dst::C(output), n, scratch)
+    }
+}
+
+impl Fft3d<R2c> {
+    /// Plans the real-to-complex transform of data in `input`
+    /// (collective); axis `halved` of the spectrum keeps `n / 2 + 1`
+    /// entries.
+    pub fn r2c(
+        comm: &dyn Communicator,
+        input: &Layout,
+        halved: usize,
+        options: Options,
+    ) -> Result<Self, FftError> {
+        Self::plan(comm, input, Kind::R2C { halved }, options)
+    }
+
+    /// Forward real-to-complex transform.
+    pub fn forward(
+        &mut self,
+        comm: &dyn Communicator,
+        input: &[f64],
+        output: &mut [Complex64],
+        scratch: &mut [Complex64],
+    ) -> Result<(), FftError> {
+        self.forward_from(comm, Src::R(input), input.len(), output, scratch)
+    }
+
+    /// Backward complex-to-real transform. The imaginary parts of the
+    /// entries whose real transform must be real (zero and Nyquist
+    /// frequencies of the halved axis) are ignored.
+    pub fn backward(
+        &mut self,
+        comm: &dyn Communicator,
+        input: &[Complex64],
+        output: &mut [f64],
+        scratch: &mut [Complex64],
+    ) -> Result<(), FftError> {
+        let n = output.len();
+        self.backward_into(comm, In::Read(Src::C(input)), Dst::R(output), n, scratch)
+    }
+
+    /// [`Fft3d::backward`], free to overwrite `input` (its values are
+    /// unspecified afterwards), as FFTW's multi-dimensional complex-to-real
+    /// transforms always are: complex transforms that would read the input
+    /// and write a work buffer run in place in the input instead (on one
+    /// rank, the whole backward transform but the last, real, step), which
+    /// spares a pass over memory. The result has the bits of
+    /// [`Fft3d::backward`]'s.
+    pub fn backward_overwriting(
+        &mut self,
+        comm: &dyn Communicator,
+        input: &mut [Complex64],
+        output: &mut [f64],
+        scratch: &mut [Complex64],
+    ) -> Result<(), FftError> {
+        let n = output.len();
+        self.backward_into(comm, In::Write(input), Dst::R(output), n, scratch)
+    }
+}
+
+impl<T: Transform> Fft3d<T> {
+    /// What the plan transforms.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
     /// Plans the transform of data in `input` (collective).
-    pub fn new(
+    fn plan(
         comm: &dyn Communicator,
         input: &Layout,
         kind: Kind,
@@ -463,6 +612,7 @@ impl Fft3d {
             .max(cur.local_len(rank) * batch)
             .next_multiple_of(LINE_VALUES);
         let mut plan = Fft3d {
+            transform: std::marker::PhantomData,
             kind,
             options,
             input: input.clone(),
@@ -557,157 +707,39 @@ impl Fft3d {
         Ok(())
     }
 
-    /// Forward complex-to-complex transform.
-    pub fn forward(
+    /// The forward transform of `input` (`len` values).
+    fn forward_from(
         &mut self,
         comm: &dyn Communicator,
-        input: &[Complex64],
+        input: Src<'_>,
+        len: usize,
         output: &mut [Complex64],
         scratch: &mut [Complex64],
     ) -> Result<(), FftError> {
-        if self.kind != Kind::C2C {
-            return Err(FftError::Invalid(
-                "this plan is real-to-complex: use forward_r2c".into(),
-            ));
-        }
-        self.check("forward input", self.input_len(), input.len())?;
+        self.check("forward input", self.input_len(), len)?;
         self.check("forward output", self.output_len(), output.len())?;
         let s = self.scale(true);
-        self.execute(
-            comm,
-            true,
-            In::Read(Src::C(input)),
-            Dst::C(output),
-            scratch,
-            s,
-        )
+        self.execute(comm, true, In::Read(input), Dst::C(output), scratch, s)
     }
 
-    /// Forward real-to-complex transform.
-    pub fn forward_r2c(
+    /// The backward transform into `output` (`len` values).
+    fn backward_into(
         &mut self,
         comm: &dyn Communicator,
-        input: &[f64],
-        output: &mut [Complex64],
+        input: In<'_>,
+        output: Dst<'_>,
+        len: usize,
         scratch: &mut [Complex64],
     ) -> Result<(), FftError> {
-        if !matches!(self.kind, Kind::R2C { .. }) {
-            return Err(FftError::Invalid(
-                "this plan is complex-to-complex: use forward".into(),
-            ));
-        }
-        self.check("forward input", self.input_len(), input.len())?;
-        self.check("forward output", self.output_len(), output.len())?;
-        let s = self.scale(true);
-        self.execute(
-            comm,
-            true,
-            In::Read(Src::R(input)),
-            Dst::C(output),
-            scratch,
-            s,
-        )
-    }
-
-    /// Backward complex-to-complex transform.
-    pub fn backward(
-        &mut self,
-        comm: &dyn Communicator,
-        input: &[Complex64],
-        output: &mut [Complex64],
-        scratch: &mut [Complex64],
-    ) -> Result<(), FftError> {
-        self.check_backward(false, "backward_c2r", input.len(), output.len())?;
+        let got = match &input {
+            In::Read(Src::C(x)) => x.len(),
+            In::Read(Src::R(x)) => x.len(),
+            In::Write(x) => x.len(),
+        };
+        self.check("backward input", self.output_len(), got)?;
+        self.check("backward output", self.input_len(), len)?;
         let s = self.scale(false);
-        self.execute(
-            comm,
-            false,
-            In::Read(Src::C(input)),
-            Dst::C(output),
-            scratch,
-            s,
-        )
-    }
-
-    /// [`Fft3d::backward`], free to overwrite `input` (its values are
-    /// unspecified afterwards): complex transforms that would read the
-    /// input and write a work buffer run in place in the input instead.
-    /// The result has the bits of [`Fft3d::backward`]'s.
-    pub fn backward_overwriting(
-        &mut self,
-        comm: &dyn Communicator,
-        input: &mut [Complex64],
-        output: &mut [Complex64],
-        scratch: &mut [Complex64],
-    ) -> Result<(), FftError> {
-        self.check_backward(false, "backward_c2r_overwriting", input.len(), output.len())?;
-        let s = self.scale(false);
-        self.execute(comm, false, In::Write(input), Dst::C(output), scratch, s)
-    }
-
-    /// Backward complex-to-real transform. The imaginary parts of the
-    /// entries whose real transform must be real (zero and Nyquist
-    /// frequencies of the halved axis) are ignored.
-    pub fn backward_c2r(
-        &mut self,
-        comm: &dyn Communicator,
-        input: &[Complex64],
-        output: &mut [f64],
-        scratch: &mut [Complex64],
-    ) -> Result<(), FftError> {
-        self.check_backward(true, "backward", input.len(), output.len())?;
-        let s = self.scale(false);
-        self.execute(
-            comm,
-            false,
-            In::Read(Src::C(input)),
-            Dst::R(output),
-            scratch,
-            s,
-        )
-    }
-
-    /// [`Fft3d::backward_c2r`], free to overwrite `input` (its values are
-    /// unspecified afterwards), as FFTW's multi-dimensional complex-to-real
-    /// transforms always are: complex transforms that would read the input
-    /// and write a work buffer run in place in the input instead (on one
-    /// rank, the whole backward transform but the last, real, step), which
-    /// spares a pass over memory. The result has the bits of
-    /// [`Fft3d::backward_c2r`]'s.
-    pub fn backward_c2r_overwriting(
-        &mut self,
-        comm: &dyn Communicator,
-        input: &mut [Complex64],
-        output: &mut [f64],
-        scratch: &mut [Complex64],
-    ) -> Result<(), FftError> {
-        self.check_backward(true, "backward_overwriting", input.len(), output.len())?;
-        let s = self.scale(false);
-        self.execute(comm, false, In::Write(input), Dst::R(output), scratch, s)
-    }
-
-    /// The checks of a backward call: the plan's kind (`real`: a
-    /// real-to-complex plan; `other` names the call for the other kind)
-    /// and the lengths of the input (a spectrum) and the output.
-    fn check_backward(
-        &self,
-        real: bool,
-        other: &str,
-        input: usize,
-        output: usize,
-    ) -> Result<(), FftError> {
-        if matches!(self.kind, Kind::R2C { .. }) != real {
-            let (this, kind) = if real {
-                ("complex-to-complex", "real-to-complex")
-            } else {
-                ("real-to-complex", "complex-to-complex")
-            };
-            return Err(FftError::Invalid(format!(
-                "this plan is {this}: use {other} (this call is for {kind} plans)"
-            )));
-        }
-        self.check("backward input", self.output_len(), input)?;
-        self.check("backward output", self.input_len(), output)
+        self.execute(comm, false, input, output, scratch, s)
     }
 
     /// The factor the result of one direction is scaled by.
@@ -1972,7 +2004,7 @@ mod tests {
                     ..Options::default()
                 };
                 let res = local::run(1, |c| {
-                    let mut p = Fft3d::new(c, &layout, Kind::C2C, opts)?;
+                    let mut p = Fft3d::c2c(c, &layout, opts)?;
                     let len = layout.local_len(0);
                     let x: Vec<Complex64> = (0..len * batch).map(value).collect();
                     let mut y = vec![Complex64::default(); p.output_len()];
@@ -2022,32 +2054,20 @@ mod tests {
     }
 
     #[test]
-    fn backward_calls_of_the_wrong_kind_or_length_are_errors_that_touch_nothing() {
+    fn backward_calls_of_the_wrong_length_are_errors_that_touch_nothing() {
+        // (A call of the wrong kind does not compile: `Fft3d<C2c>` and
+        // `Fft3d<R2c>` take complex and real values by type.)
         let layout = Layout::new([8, 4, 6], [1, 1, 1], [0, 1, 2]).unwrap();
         local::run(1, |c| {
-            let mut cp = Fft3d::new(c, &layout, Kind::C2C, Options::default())?;
-            let mut rp = Fft3d::new(c, &layout, Kind::R2C { halved: 2 }, Options::default())?;
+            let mut cp = Fft3d::c2c(c, &layout, Options::default())?;
+            let mut rp = Fft3d::r2c(c, &layout, 2, Options::default())?;
             let mut s = vec![Complex64::default(); cp.scratch_len().max(rp.scratch_len())];
             let spec: Vec<Complex64> = (0..cp.output_len()).map(value).collect();
             let mut w = spec.clone();
             let mut real = vec![0.0; rp.input_len()];
             let mut cplx = vec![Complex64::default(); cp.input_len()];
-            let invalid = |r: Result<(), FftError>, names: &str| match r {
-                Err(FftError::Invalid(m)) => assert!(m.contains(names), "{m}"),
-                other => panic!("expected an error naming {names}, got {other:?}"),
-            };
-            invalid(cp.backward_c2r(c, &w, &mut real, &mut s), "use backward ");
-            invalid(
-                cp.backward_c2r_overwriting(c, &mut w, &mut real, &mut s),
-                "use backward_overwriting",
-            );
             let mut rw: Vec<Complex64> = (0..rp.output_len()).map(value).collect();
             let rspec = rw.clone();
-            invalid(rp.backward(c, &rw, &mut cplx, &mut s), "use backward_c2r ");
-            invalid(
-                rp.backward_overwriting(c, &mut rw, &mut cplx, &mut s),
-                "use backward_c2r_overwriting",
-            );
             // A short input or output: the buffer is named, nothing written.
             let short = &mut w[1..];
             let r = cp.backward_overwriting(c, short, &mut cplx, &mut s);
@@ -2058,7 +2078,7 @@ mod tests {
                     ..
                 })
             ));
-            let r = rp.backward_c2r_overwriting(c, &mut rw, &mut real[1..], &mut s);
+            let r = rp.backward_overwriting(c, &mut rw, &mut real[1..], &mut s);
             assert!(matches!(
                 r,
                 Err(FftError::LengthMismatch {
@@ -2106,17 +2126,17 @@ mod tests {
             cg[halved] = g[halved] / 2 + 1;
             let clayout = layout.with_global(cg).unwrap();
             let res = local::run(1, |c| {
-                let mut p = Fft3d::new(c, &layout, Kind::R2C { halved }, opts)?;
+                let mut p = Fft3d::r2c(c, &layout, halved, opts)?;
                 let x: Vec<f64> = (0..p.input_len()).map(|i| value(i).re).collect();
                 let mut y = vec![Complex64::default(); p.output_len()];
                 let mut z = vec![0.0; p.input_len()];
                 let mut s = vec![Complex64::default(); p.scratch_len()];
-                p.forward_r2c(c, &x, &mut y, &mut s)?;
-                p.backward_c2r(c, &y, &mut z, &mut s)?;
+                p.forward(c, &x, &mut y, &mut s)?;
+                p.backward(c, &y, &mut z, &mut s)?;
                 // Free to overwrite its input: the same bits.
                 let mut w = y.clone();
                 let mut z2 = vec![0.0; p.input_len()];
-                p.backward_c2r_overwriting(c, &mut w, &mut z2, &mut s)?;
+                p.backward_overwriting(c, &mut w, &mut z2, &mut s)?;
                 let zb = |v: &[f64]| v.iter().map(|a| a.to_bits()).collect::<Vec<_>>();
                 assert_eq!(
                     zb(&z2),
@@ -2233,7 +2253,7 @@ mod tests {
             let mut want_r: Option<RealBits> = None;
             for (io, so) in (0..4).flat_map(|a| (0..4).map(move |b| (a, b))) {
                 let res = local::run(1, |c| {
-                    let mut p = Fft3d::new(c, &layout, Kind::C2C, Options::default())?;
+                    let mut p = Fft3d::c2c(c, &layout, Options::default())?;
                     let (ni, no, ns) = (p.input_len(), p.output_len(), p.scratch_len());
                     let (mut xv, mut yv, mut zv, mut sv) = (vec![], vec![], vec![], vec![]);
                     let x = placed(&mut xv, ni, io, c_sentinel);
@@ -2259,8 +2279,7 @@ mod tests {
                 // Real input and output at every offset of a double.
                 let ro = 2 * io + so % 2;
                 let res = local::run(1, |c| {
-                    let mut p =
-                        Fft3d::new(c, &layout, Kind::R2C { halved: 1 }, Options::default())?;
+                    let mut p = Fft3d::r2c(c, &layout, 1, Options::default())?;
                     let (ni, no, ns) = (p.input_len(), p.output_len(), p.scratch_len());
                     let (mut xv, mut yv, mut zv, mut sv) = (vec![], vec![], vec![], vec![]);
                     let x = placed(&mut xv, ni, ro, SENTINEL);
@@ -2269,8 +2288,8 @@ mod tests {
                     let y = placed(&mut yv, no, io, c_sentinel);
                     let z = placed(&mut zv, ni, ro, SENTINEL);
                     let s = placed(&mut sv, ns, so, c_sentinel);
-                    p.forward_r2c(c, x, y, s)?;
-                    p.backward_c2r(c, y, z, s)?;
+                    p.forward(c, x, y, s)?;
+                    p.backward(c, y, z, s)?;
                     let zb: Vec<u64> = z.iter().map(|v| v.to_bits()).collect();
                     let yb = bits(y);
                     let ok = intact(&yv, io, no)

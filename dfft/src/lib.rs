@@ -55,12 +55,12 @@
 //!
 //! ```
 //! use comm::local;
-//! use dfft::{Fft3d, Kind, Layout, Options};
+//! use dfft::{Fft3d, Layout, Options};
 //! use num_complex::Complex64;
 //!
 //! let sums = local::run(2, |comm| {
 //!     let layout = Layout::pencils([8, 6, 4], comm.size(), 2)?;
-//!     let mut plan = Fft3d::new(comm, &layout, Kind::C2C, Options::default())?;
+//!     let mut plan = Fft3d::c2c(comm, &layout, Options::default())?;
 //!     let x = vec![Complex64::new(1.0, 0.0); plan.input_len()];
 //!     let mut y = vec![Complex64::default(); plan.output_len()];
 //!     let mut scratch = vec![Complex64::default(); plan.scratch_len()];
@@ -88,7 +88,7 @@ mod reshape;
 mod tile;
 
 pub use deriv::{Derivative, Derivatives};
-pub use fft::{Fft3d, Kind, Normalization, Options, Output, Selection};
+pub use fft::{C2c, Fft3d, Kind, Normalization, Options, Output, R2c, Selection, Transform};
 pub use layout::{Layout, LayoutKind};
 pub use reshape::{Protocol, Reshape};
 

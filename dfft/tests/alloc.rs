@@ -4,7 +4,7 @@
 //! allocations of each thread (each in-process rank is a thread).
 
 use comm::{local, Protocol};
-use dfft::{Fft3d, FftError, Kind, Layout, Options};
+use dfft::{Fft3d, FftError, Layout, Options};
 use num_complex::Complex64;
 
 #[global_allocator]
@@ -21,7 +21,7 @@ fn warm_transforms_allocate_nothing() {
                     protocol,
                     ..Options::default()
                 };
-                let mut plan = Fft3d::new(c, &layout, Kind::C2C, options)?;
+                let mut plan = Fft3d::c2c(c, &layout, options)?;
                 let x: Vec<Complex64> = (0..plan.input_len())
                     .map(|i| Complex64::new(i as f64, 1.0))
                     .collect();

@@ -12,7 +12,7 @@
 //! loaded 2-core machine.)
 
 use comm::{local, CommError, CommExt, ReduceOp};
-use dfft::{Fft3d, FftError, Kind, Layout, Options, Protocol, Reshape};
+use dfft::{Fft3d, FftError, Layout, Options, Protocol, Reshape};
 use num_complex::Complex64;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -62,7 +62,7 @@ fn run_case(proto: Protocol, failed: usize, fault: Fault) -> (Duration, local::R
             protocol: proto,
             ..Options::default()
         };
-        let mut fft = Fft3d::new(comm, &bricks, Kind::C2C, opts)?;
+        let mut fft = Fft3d::c2c(comm, &bricks, opts)?;
         let mut r1 = Reshape::<Complex64>::new(comm, &bricks, &zpen, 1, proto)?;
         let mut r2 = Reshape::<Complex64>::new(comm, &zpen, &xslab, 1, proto)?;
         let x: Vec<Complex64> = (0..fft.input_len())

@@ -119,6 +119,26 @@ fn fft_options(selection: Selection, output: Output) -> Options {
     }
 }
 
+/// The reshapes and the spectral layout of the plan of `kind` (a run-time
+/// choice here; the plans' types tell the kinds apart).
+fn planned(
+    comm: &dyn comm::Communicator,
+    input: &Layout,
+    kind: Kind,
+    options: Options,
+) -> Result<(usize, Layout), FftError> {
+    Ok(match kind {
+        Kind::C2C => {
+            let p = Fft3d::c2c(comm, input, options)?;
+            (p.reshapes(), p.output_layout().clone())
+        }
+        Kind::R2C { halved } => {
+            let p = Fft3d::r2c(comm, input, halved, options)?;
+            (p.reshapes(), p.output_layout().clone())
+        }
+    })
+}
+
 proptest! {
     // 64 random cases per property; each plans and runs on at most 8 rank
     // threads over at most 9^3 points, a few milliseconds.
@@ -228,19 +248,15 @@ proptest! {
         let input = &c.from;
         let output = if transposed { Output::Transposed } else { Output::Input };
         let counts = local::run(input.ranks(), |comm| {
-            let min = Fft3d::new(comm, input, kind, fft_options(Selection::MinReshape, output))?;
-            let pen = Fft3d::new(comm, input, kind, fft_options(Selection::Pencils, output))?;
-            let tr = Fft3d::new(
+            let min = planned(comm, input, kind, fft_options(Selection::MinReshape, output))?;
+            let pen = planned(comm, input, kind, fft_options(Selection::Pencils, output))?;
+            let tr = planned(
                 comm,
                 input,
                 kind,
                 fft_options(Selection::MinReshape, Output::Transposed),
             )?;
-            Ok::<_, FftError>((
-                [min.reshapes(), pen.reshapes(), tr.reshapes()],
-                min.output_layout().clone(),
-                tr.output_layout().clone(),
-            ))
+            Ok::<_, FftError>(([min.0, pen.0, tr.0], min.1, tr.1))
         });
         let counts = match counts {
             Ok(c) => c,
@@ -304,9 +320,9 @@ proptest! {
         let kind = if halved == 3 { Kind::C2C } else { Kind::R2C { halved } };
         let output = if transposed { Output::Transposed } else { Output::Input };
         let n = local::run(1, |comm| {
-            let a = Fft3d::new(comm, &input, kind, fft_options(Selection::MinReshape, output))?;
-            let b = Fft3d::new(comm, &input, kind, fft_options(Selection::Pencils, output))?;
-            Ok::<_, FftError>((a.reshapes(), b.reshapes()))
+            let a = planned(comm, &input, kind, fft_options(Selection::MinReshape, output))?;
+            let b = planned(comm, &input, kind, fft_options(Selection::Pencils, output))?;
+            Ok::<_, FftError>((a.0, b.0))
         })
         .unwrap();
         prop_assert_eq!(n[0], (0, 0));
@@ -329,22 +345,11 @@ fn documented_reshape_table() {
     let got = local::run(8, |comm: &dyn Communicator| {
         let mut v = vec![];
         for (l, _) in &rows {
-            let pen = Fft3d::new(
+            let pen = Fft3d::c2c(comm, l, fft_options(Selection::Pencils, Output::Input))?;
+            let min = Fft3d::c2c(comm, l, fft_options(Selection::MinReshape, Output::Input))?;
+            let tr = Fft3d::c2c(
                 comm,
                 l,
-                Kind::C2C,
-                fft_options(Selection::Pencils, Output::Input),
-            )?;
-            let min = Fft3d::new(
-                comm,
-                l,
-                Kind::C2C,
-                fft_options(Selection::MinReshape, Output::Input),
-            )?;
-            let tr = Fft3d::new(
-                comm,
-                l,
-                Kind::C2C,
                 fft_options(Selection::MinReshape, Output::Transposed),
             )?;
             v.push([2 * pen.reshapes(), 2 * min.reshapes(), 2 * tr.reshapes()]);
@@ -380,7 +385,7 @@ fn min_reshape_thin_axis_needs_no_reorder() {
     let strided = y_pencils.with_order([1, 0, 2]).unwrap();
     type Spectrum = (usize, Vec<([usize; 3], u64, u64)>);
     let spectrum = |comm: &dyn Communicator, l: &Layout, selection| {
-        let mut plan = Fft3d::new(comm, l, Kind::C2C, fft_options(selection, Output::Input))?;
+        let mut plan = Fft3d::c2c(comm, l, fft_options(selection, Output::Input))?;
         let r = comm.rank();
         let x: Vec<Complex64> = (0..l.local_len(r))
             .map(|i| {

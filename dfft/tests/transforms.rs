@@ -82,12 +82,12 @@ fn run(
 ) -> (Vec<Vec<Complex64>>, f64, usize) {
     let out = local::run(ranks, |c| {
         let layout = input(c.size());
-        let mut plan = Fft3d::new(c, &layout, kind, options)?;
-        let mut y = vec![Complex64::default(); plan.output_len()];
-        let mut scratch = vec![Complex64::default(); plan.scratch_len()];
         let x = local_input(&layout, c.rank(), options.batch, false);
-        let err = match kind {
+        let (y, err, out, reshapes) = match kind {
             Kind::C2C => {
+                let mut plan = Fft3d::c2c(c, &layout, options)?;
+                let mut y = vec![Complex64::default(); plan.output_len()];
+                let mut scratch = vec![Complex64::default(); plan.scratch_len()];
                 plan.forward(c, &x, &mut y, &mut scratch)?;
                 let mut z = vec![Complex64::default(); plan.input_len()];
                 plan.backward(c, &y, &mut z, &mut scratch)?;
@@ -102,32 +102,37 @@ fn run(
                     Normalization::None => layout.global_len() as f64,
                     _ => 1.0,
                 };
-                x.iter()
+                let err = x
+                    .iter()
                     .zip(&z)
                     .map(|(a, b)| (a * s - b).norm())
-                    .fold(0.0, f64::max)
+                    .fold(0.0, f64::max);
+                (y, err, plan.output_layout().clone(), plan.reshapes())
             }
-            Kind::R2C { .. } => {
+            Kind::R2C { halved } => {
+                let mut plan = Fft3d::r2c(c, &layout, halved, options)?;
+                let mut y = vec![Complex64::default(); plan.output_len()];
+                let mut scratch = vec![Complex64::default(); plan.scratch_len()];
                 let xr: Vec<f64> = x.iter().map(|v| v.re).collect();
-                plan.forward_r2c(c, &xr, &mut y, &mut scratch)?;
+                plan.forward(c, &xr, &mut y, &mut scratch)?;
                 let mut z = vec![0.0; plan.input_len()];
-                plan.backward_c2r(c, &y, &mut z, &mut scratch)?;
+                plan.backward(c, &y, &mut z, &mut scratch)?;
                 let mut w = y.clone();
-                let mut z2 = vec![0.0; plan.input_len()];
-                plan.backward_c2r_overwriting(c, &mut w, &mut z2, &mut scratch)?;
+                let mut z2 = vec![0.0f64; plan.input_len()];
+                plan.backward_overwriting(c, &mut w, &mut z2, &mut scratch)?;
                 let same = z.iter().zip(&z2).all(|(a, b)| a.to_bits() == b.to_bits());
                 if !same {
-                    return Err(FftError::Invalid(
-                        "backward_c2r_overwriting: other bits".into(),
-                    ));
+                    return Err(FftError::Invalid("backward_overwriting: other bits".into()));
                 }
-                xr.iter()
+                let err = xr
+                    .iter()
                     .zip(&z)
                     .map(|(a, b)| (a - b).abs())
-                    .fold(0.0, f64::max)
+                    .fold(0.0, f64::max);
+                (y, err, plan.output_layout().clone(), plan.reshapes())
             }
         };
-        Ok::<_, FftError>((y, err, plan.output_layout().clone(), plan.reshapes()))
+        Ok::<_, FftError>((y, err, out, reshapes))
     })
     .unwrap_or_else(|e| panic!("{e}"));
     let layout = out[0].2.clone();
@@ -327,10 +332,9 @@ fn minimum_reshape_selection_counts() {
             Layout::slabs(g, 8, 0)?,
         ] {
             let n = |selection, output| -> Result<usize, FftError> {
-                Ok(2 * Fft3d::new(
+                Ok(2 * Fft3d::c2c(
                     c,
                     &l,
-                    Kind::C2C,
                     Options {
                         selection,
                         output,
@@ -386,7 +390,7 @@ fn bad_requests_are_errors() {
         let b = Layout::slabs([8, 8, 9], 2, 0)?;
         let e = Reshape::<f64>::new(c, &a, &b, 1, Protocol::P2p).unwrap_err();
         assert!(e.to_string().contains("different global shapes"));
-        let mut plan = Fft3d::new(c, &a, Kind::C2C, Options::default())?;
+        let mut plan = Fft3d::c2c(c, &a, Options::default())?;
         let x = vec![Complex64::default(); plan.input_len() + 1];
         let mut y = vec![Complex64::default(); plan.output_len()];
         let mut s = vec![Complex64::default(); plan.scratch_len()];

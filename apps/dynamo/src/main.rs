@@ -1,25 +1,12 @@
 //! `dynamo`: the command-line front end. Defaults < configuration file <
 //! command-line flags.
 
-use appkit::app::{self, CheckpointArgs, OutputArgs, Plan, RunArgs};
-use clap::Parser;
+use appkit::app::{self, CheckpointArgs, OutputArgs};
 use dynamo::config::{ByName, Config, Initial};
 use serde::Serialize;
 
-/// Boussinesq convection and dynamo in a rotating spherical shell
-/// (Christensen et al. 2001 benchmark), on in-process ranks or under mpirun.
-#[derive(Debug, Parser)]
-#[command(version, about, long_about = None)]
-struct Cli {
-    #[command(flatten)]
-    run: RunArgs,
-    #[command(flatten)]
-    output: OutputArgs,
-    #[command(flatten)]
-    checkpoint: CheckpointArgs,
-    #[command(flatten)]
-    flags: Flags,
-}
+/// The whole command line: the common flags and dynamo's own.
+type Cli = app::Command<Flags, OutputArgs, CheckpointArgs>;
 
 /// dynamo's own flags: each sets the configuration key of its name.
 #[derive(Debug, clap::Args, Serialize)]
@@ -95,20 +82,13 @@ struct Flags {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = appkit::parse_command_line!();
     app::main(|| -> anyhow::Result<()> {
-        let cfg: Config = app::configure_renamed(
-            &cli.run,
-            &[&cli.output, &cli.checkpoint, &cli.flags],
-            dynamo::config::RENAMED,
-        )?;
+        let cfg: Config = cli.configure(dynamo::config::RENAMED)?;
         cfg.validate()?;
-        let restart = cli.checkpoint.restart.as_deref();
-        let plan = Plan::new(&cli.run)
-            .output(cfg.output.dir.as_deref())
-            .restart(restart);
+        let plan = cli.plan(cfg.output.dir.as_deref());
         Ok(app::execute(plan, |c, progress| {
-            dynamo::run(c, &cfg, restart, progress)
+            dynamo::run(c, &cfg, cli.restart(), progress)
         })?)
     })
 }

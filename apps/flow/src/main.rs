@@ -1,27 +1,14 @@
 //! `flow`: the command-line front end. Defaults < configuration file <
 //! command-line flags.
 
-use appkit::app::{self, CheckpointArgs, OutputArgs, Plan, RunArgs};
-use clap::Parser;
+use appkit::app::{self, CheckpointArgs, OutputArgs};
 use flow::config::{Bodies, Config, Initial, Method};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Incompressible flow through porous sphere beds (cut-cell or ghost-cell
-/// immersed boundaries, multigrid solves), on in-process ranks or under mpirun.
-#[derive(Debug, Parser)]
-#[command(version, about, long_about = None)]
-struct Cli {
-    #[command(flatten)]
-    run: RunArgs,
-    #[command(flatten)]
-    output: OutputArgs,
-    #[command(flatten)]
-    checkpoint: CheckpointArgs,
-    #[command(flatten)]
-    flags: Flags,
-}
+/// The whole command line: the common flags and the flow solver's.
+type Cli = app::Command<Flags, OutputArgs, CheckpointArgs>;
 
 /// The flow solver's flags: each sets the configuration key of its name.
 #[derive(Debug, clap::Args, Serialize)]
@@ -89,14 +76,11 @@ struct Flags {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = appkit::parse_command_line!();
     app::main(|| -> anyhow::Result<()> {
-        let cfg: Config = app::configure(&cli.run, &[&cli.output, &cli.checkpoint, &cli.flags])?;
+        let cfg: Config = cli.configure(&[])?;
         cfg.validate()?;
-        let restart = cli.checkpoint.restart.as_deref();
-        let plan = Plan::new(&cli.run)
-            .output(cfg.output.dir.as_deref())
-            .restart(restart);
+        let plan = cli.plan(cfg.output.dir.as_deref());
         // The rank count, where it is known before the launch (the run
         // checks it again on its communicator).
         if let Some(r) = plan.ranks().filter(|&r| r > 0) {
@@ -107,7 +91,14 @@ fn main() -> std::process::ExitCode {
         let (geom, spheres, radius) = flow::bodies::build(&cfg)?;
         let geom = Arc::new(geom);
         Ok(app::execute(plan, |c, progress| {
-            flow::run(c, &cfg, geom.clone(), (spheres, radius), restart, progress)
+            flow::run(
+                c,
+                &cfg,
+                geom.clone(),
+                (spheres, radius),
+                cli.restart(),
+                progress,
+            )
         })?)
     })
 }

@@ -210,7 +210,7 @@ impl Default for Config {
             diffusivity: 1.0,
             operator: Operator::Fd,
             spectral_step: SpectralStep::Exact,
-            protocol: default_protocol(),
+            protocol: ByName::from(dfft::Options::default().protocol),
             order: 2,
             steps: 300,
             dt: None,
@@ -231,14 +231,6 @@ impl Default for Config {
             output: Output::default(),
         }
     }
-}
-
-/// The reshape protocol the apps used before it was an option: `alltoallv`,
-/// the default of `dfft::Options`.
-pub fn default_protocol() -> ByName<dfft::Protocol> {
-    "alltoallv"
-        .parse()
-        .expect("dfft knows the alltoallv protocol")
 }
 
 impl Config {
@@ -584,10 +576,6 @@ mod tests {
 
     #[test]
     fn protocols_are_parsed_by_dfft() {
-        assert_eq!(
-            *Config::default().protocol.value(),
-            dfft::Options::default().protocol
-        );
         let c = Config::from_toml("protocol = \"p2p\"\n").unwrap();
         assert_eq!(*c.protocol.value(), dfft::Protocol::P2p);
         let e = Config::from_toml("protocol = \"carrier-pigeon\"\n")

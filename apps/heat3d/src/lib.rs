@@ -736,7 +736,7 @@ impl<'c> Solver<'c> {
 /// c2r, on the same block decomposition as the finite differences (the
 /// spectrum stays in the transposed layout between the two transforms).
 struct Spectral {
-    plan: dfft::Fft3d,
+    plan: dfft::Fft3d<dfft::R2c>,
     real: Vec<f64>,
     spec: Vec<Complex64>,
     scratch: Vec<Complex64>,
@@ -800,7 +800,7 @@ impl Spectral {
             normalization: dfft::Normalization::Full,
             ..dfft::Options::default()
         };
-        let plan = dfft::Fft3d::new(comm, &input, dfft::Kind::R2C { halved: 2 }, opts)?;
+        let plan = dfft::Fft3d::r2c(comm, &input, 2, opts)?;
         // The plan scales the backward transform itself.
         let factor = spectral_factors(comm, cfg, plan.output_layout(), dt, 1.0);
         Ok(Spectral {
@@ -830,7 +830,7 @@ impl Spectral {
             q += n;
         });
         self.plan
-            .forward_r2c(comm, &self.real, &mut self.spec, &mut self.scratch)?;
+            .forward(comm, &self.real, &mut self.spec, &mut self.scratch)?;
         let t1 = Instant::now();
         for (s, f) in self.spec.iter_mut().zip(&self.factor) {
             *s *= *f;
@@ -838,12 +838,8 @@ impl Spectral {
         let t2 = Instant::now();
         // The spectrum is made again by every application: the backward
         // transform may use it as work space.
-        self.plan.backward_c2r_overwriting(
-            comm,
-            &mut self.spec,
-            &mut self.real,
-            &mut self.scratch,
-        )?;
+        self.plan
+            .backward_overwriting(comm, &mut self.spec, &mut self.real, &mut self.scratch)?;
         let t3 = Instant::now();
         let mut q = 0;
         let mut ok = true;
@@ -1181,7 +1177,7 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
 
 /// The protocol of each reshape of `plan`'s forward transform, by its
 /// `Debug` name (`Auto` reports the winner of each).
-pub fn reshape_protocols(plan: &dfft::Fft3d) -> Vec<String> {
+pub fn reshape_protocols<T: dfft::Transform>(plan: &dfft::Fft3d<T>) -> Vec<String> {
     plan.protocols()
         .iter()
         .map(|(p, _)| format!("{p:?}"))

@@ -1,27 +1,16 @@
 //! `heat3d`: the command-line front end. Defaults < configuration file <
 //! command-line flags.
 
-use appkit::app::{self, OutputArgs, Plan, RunArgs};
+use appkit::app::{self, OutputArgs};
 use appkit::config::parse_triple;
-use clap::Parser;
 use heat3d::config::{
     ByName, Config, CpuStencil, GpuExchange, GpuPeriodic, GpuStencil, Initial, Integrator, Mode,
     Operator, SpectralStep,
 };
 use serde::Serialize;
 
-/// Heat equation du/dt = D lap(u) on a periodic box with central finite
-/// differences of order 2 to 20, on in-process ranks or under MPI.
-#[derive(Debug, Parser)]
-#[command(version, about, long_about = None)]
-struct Cli {
-    #[command(flatten)]
-    run: RunArgs,
-    #[command(flatten)]
-    output: OutputArgs,
-    #[command(flatten)]
-    flags: Flags,
-}
+/// The whole command line: the common flags and heat3d's own.
+type Cli = app::Command<Flags, OutputArgs>;
 
 /// heat3d's operator, grid, time-step and backend flags: each sets the configuration key of its name.
 #[derive(Debug, clap::Args, Serialize)]
@@ -114,22 +103,16 @@ struct StencilFlags {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = appkit::parse_command_line!();
     app::main(|| -> anyhow::Result<()> {
-        let cfg: Config = app::configure_renamed(
-            &cli.run,
-            &[&cli.output, &cli.flags],
-            heat3d::config::RENAMED,
-        )?;
+        let cfg: Config = cli.configure(heat3d::config::RENAMED)?;
         // On a GPU one rank holds the grid on the device; more ranks are
         // asked for explicitly.
         let ranks = match cfg.backend.value() {
             gpu::Backend::Cpu => None,
             _ => Some(1),
         };
-        let plan = Plan::new(&cli.run)
-            .output(cfg.output.dir.as_deref())
-            .default_ranks(ranks);
+        let plan = cli.plan(cfg.output.dir.as_deref()).default_ranks(ranks);
         Ok(app::execute(plan, |c, progress| {
             heat3d::run(c, &cfg, progress)
         })?)
@@ -145,7 +128,7 @@ mod tests {
     /// The stencil flags set the keys of the `[stencil]` section.
     #[test]
     fn stencil_flags_set_the_stencil_section() {
-        let cli = Cli::try_parse_from([
+        let cli = <Cli as clap::Parser>::try_parse_from([
             "heat3d",
             "--gpu-stencil",
             "shuffle",
@@ -159,12 +142,7 @@ mod tests {
             "4",
         ])
         .unwrap();
-        let cfg: Config = app::configure_renamed(
-            &cli.run,
-            &[&cli.output, &cli.flags],
-            heat3d::config::RENAMED,
-        )
-        .unwrap();
+        let cfg: Config = cli.configure(heat3d::config::RENAMED).unwrap();
         assert_eq!(cfg.stencil.gpu, GpuStencil::Shuffle);
         assert_eq!(cfg.stencil.cpu, CpuStencil::Scalar);
         assert_eq!(cfg.stencil.steps_per_pass, 2);

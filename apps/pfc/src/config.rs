@@ -116,21 +116,13 @@ impl Default for Config {
             seed_radius: 2.0,
             amplitude: None,
             diag_every: 1,
-            protocol: default_protocol(),
+            protocol: ByName::from(dfft::Options::default().protocol),
             backend: "cpu".parse().expect("cpu is a backend"),
             device: None,
             gpu_exchange: GpuExchange::Auto,
             output: Output::default(),
         }
     }
-}
-
-/// The reshape protocol the app used before it was an option: `alltoallv`,
-/// the default of `dfft::Options`.
-pub fn default_protocol() -> ByName<dfft::Protocol> {
-    "alltoallv"
-        .parse()
-        .expect("dfft knows the alltoallv protocol")
 }
 
 impl Config {
@@ -438,15 +430,24 @@ mod tests {
                 "{e}"
             );
         }
-        let c = Config::from_toml("gpu_exchange = \"nccl\"\n").unwrap();
-        assert_eq!(c.gpu_exchange, GpuExchange::Nccl);
-        let e = Config::from_toml("gpu_exchange = \"mpi\"\n")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("auto") && e.contains("staged") && e.contains("nccl"),
-            "{e}"
-        );
+        // The reshapes' transports by name; `direct` is the halo's (heat3d)
+        // and no reshape transport of pfc.
+        for (name, want) in [
+            ("auto", GpuExchange::Auto),
+            ("staged", GpuExchange::Staged),
+            ("nccl", GpuExchange::Nccl),
+        ] {
+            let text = format!("gpu_exchange = \"{name}\"\n");
+            assert_eq!(Config::from_toml(&text).unwrap().gpu_exchange, want);
+        }
+        for bad in ["mpi", "direct"] {
+            let text = format!("gpu_exchange = \"{bad}\"\n");
+            let e = Config::from_toml(&text).unwrap_err().to_string();
+            assert!(
+                e.contains(bad) && e.contains("auto") && e.contains("staged") && e.contains("nccl"),
+                "{e}"
+            );
+        }
         let e = Config::from_toml("backend = \"hip\"\n")
             .unwrap()
             .validate()
@@ -461,10 +462,6 @@ mod tests {
 
     #[test]
     fn protocols_are_parsed_by_dfft() {
-        assert_eq!(
-            *Config::default().protocol.value(),
-            dfft::Options::default().protocol
-        );
         let c = Config::from_toml("protocol = \"auto\"\n").unwrap();
         assert_eq!(*c.protocol.value(), dfft::Protocol::Auto);
         let e = Config::from_toml("protocol = \"smoke-signals\"\n")

@@ -109,7 +109,7 @@ pub struct Diagnostics {
 pub struct Solver<'c> {
     comm: &'c dyn Communicator,
     cfg: Config,
-    plan: dfft::Fft3d,
+    plan: dfft::Fft3d<dfft::R2c>,
     grid: [usize; 3],
     block: IndexBox,
     strides: [usize; 3],
@@ -169,7 +169,7 @@ impl<'c> Solver<'c> {
             normalization: dfft::Normalization::Full,
             ..dfft::Options::default()
         };
-        let plan = dfft::Fft3d::new(comm, &input, dfft::Kind::R2C { halved: 2 }, opts)?;
+        let plan = dfft::Fft3d::r2c(comm, &input, 2, opts)?;
         let out = plan.output_layout().clone();
         let factors = mode_factors(cfg);
         let len = out.local_len(rank);
@@ -401,13 +401,13 @@ impl<'c> Solver<'c> {
             return Ok(true);
         }
         self.plan
-            .forward_r2c(self.comm, &self.psi, &mut self.spec, &mut self.scratch)?;
+            .forward(self.comm, &self.psi, &mut self.spec, &mut self.scratch)?;
         if self.nonlinear {
             for (w, p) in self.work.iter_mut().zip(&self.psi) {
                 *w = p * p * p;
             }
             self.plan
-                .forward_r2c(self.comm, &self.work, &mut self.spec_n, &mut self.scratch)?;
+                .forward(self.comm, &self.work, &mut self.spec_n, &mut self.scratch)?;
             for (((s, n), a), f) in self
                 .spec
                 .iter_mut()
@@ -424,7 +424,7 @@ impl<'c> Solver<'c> {
         }
         // `spec` is made again from `psi` by every step and diagnostic:
         // the backward transform may use it as work space.
-        self.plan.backward_c2r_overwriting(
+        self.plan.backward_overwriting(
             self.comm,
             &mut self.spec,
             &mut self.psi,
@@ -444,11 +444,11 @@ impl<'c> Solver<'c> {
     pub fn diagnostics(&mut self) -> Result<Diagnostics> {
         self.sync_host()?;
         self.plan
-            .forward_r2c(self.comm, &self.psi, &mut self.spec, &mut self.scratch)?;
+            .forward(self.comm, &self.psi, &mut self.spec, &mut self.scratch)?;
         for (s, f) in self.spec.iter_mut().zip(&self.op) {
             *s *= *f;
         }
-        self.plan.backward_c2r_overwriting(
+        self.plan.backward_overwriting(
             self.comm,
             &mut self.spec,
             &mut self.work,

@@ -1,27 +1,13 @@
 //! `pfc`: the command-line front end. Defaults < configuration file <
 //! command-line flags.
 
-use appkit::app::{self, CheckpointArgs, OutputArgs, Plan, RunArgs};
+use appkit::app::{self, CheckpointArgs, OutputArgs};
 use appkit::config::parse_triple;
-use clap::Parser;
 use pfc::config::{ByName, Config, Initial};
 use serde::Serialize;
 
-/// Phase-field crystal model (conserved Swift-Hohenberg) on a periodic box,
-/// semi-implicit spectral steps through distributed FFTs on in-process ranks
-/// (or cuFFT on GPUs with `--backend cuda`).
-#[derive(Debug, Parser)]
-#[command(version, about, long_about = None)]
-struct Cli {
-    #[command(flatten)]
-    run: RunArgs,
-    #[command(flatten)]
-    output: OutputArgs,
-    #[command(flatten)]
-    checkpoint: CheckpointArgs,
-    #[command(flatten)]
-    flags: Flags,
-}
+/// The whole command line: the common flags and the PFC model's.
+type Cli = app::Command<Flags, OutputArgs, CheckpointArgs>;
 
 /// The PFC model's flags: each sets the configuration key of its name.
 #[derive(Debug, clap::Args, Serialize)]
@@ -76,22 +62,18 @@ struct Flags {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = appkit::parse_command_line!();
     app::main(|| -> anyhow::Result<()> {
-        let cfg: Config = app::configure(&cli.run, &[&cli.output, &cli.checkpoint, &cli.flags])?;
+        let cfg: Config = cli.configure(&[])?;
         cfg.validate()?;
-        let restart = cli.checkpoint.restart.as_deref();
         // On a GPU one rank drives the device unless more are asked for.
         let ranks = match cfg.backend.value() {
             gpu::Backend::Cpu => None,
             _ => Some(1),
         };
-        let plan = Plan::new(&cli.run)
-            .output(cfg.output.dir.as_deref())
-            .restart(restart)
-            .default_ranks(ranks);
+        let plan = cli.plan(cfg.output.dir.as_deref()).default_ranks(ranks);
         Ok(app::execute(plan, |c, progress| {
-            pfc::run(c, &cfg, restart, progress)
+            pfc::run(c, &cfg, cli.restart(), progress)
         })?)
     })
 }

@@ -1,24 +1,13 @@
 //! `poisson`: the command-line front end. Defaults < configuration file <
 //! command-line flags.
 
-use appkit::app::{self, Plan, RunArgs};
+use appkit::app;
 use appkit::config::parse_triple;
-use clap::Parser;
 use poisson::config::{Bc, Ca, Config, Solver};
 use serde::Serialize;
 
-/// HPGMG-style Poisson benchmark: a manufactured solution solved by
-/// multigrid-preconditioned CG or V-cycles, on in-process ranks or under
-/// MPI; reports times per level and phase, halo exchanges per V-cycle, the
-/// error, DOF/s and a decomposition-independent hash of the solution.
-#[derive(Debug, Parser)]
-#[command(version, about, long_about = None)]
-struct Cli {
-    #[command(flatten)]
-    run: RunArgs,
-    #[command(flatten)]
-    flags: Flags,
-}
+/// The whole command line: the common flags and the benchmark's.
+type Cli = app::Command<Flags>;
 
 /// The benchmark's problem and solver flags: each sets the configuration key of its name.
 #[derive(Debug, clap::Args, Serialize)]
@@ -85,10 +74,10 @@ fn is_true(b: &bool) -> bool {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = appkit::parse_command_line!();
     app::main(|| -> anyhow::Result<()> {
-        let cfg: Config = app::configure(&cli.run, &[&cli.flags])?;
-        let plan = Plan::new(&cli.run);
+        let cfg: Config = cli.configure(&[])?;
+        let plan = cli.plan(None);
         Ok(app::execute(plan, |c, progress| {
             poisson::run(c, &cfg, progress)
         })?)
