@@ -11,8 +11,9 @@
 //! queue lengths 1 and 3. MPI: `mpirun -np` 1, 2, 4, 1d and 2d, three
 //! protocols.
 
+use super::runner;
 use crate::util;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -144,35 +145,71 @@ fn read_report(p: &Path) -> std::result::Result<Got, String> {
     })
 }
 
-fn run_case(bin: &Path, case: &Case, json: &Path) -> util::Ran<Got> {
-    let mut cmd = util::ranks_command(bin, &[], case.ranks, case.mpi);
-    cmd.args(base_args())
-        .args(["--pi-theta", &case.pi_theta.to_string()])
-        .args(["--theta-protocol", case.theta, "--l-protocol", case.l])
-        .args(["--queue", &case.queue.to_string()])
-        .arg("--json")
-        .arg(json);
-    let ran = util::run_report(cmd, json, CASE_LIMIT, read_report);
-    let result = ran.result.and_then(|g| {
-        let want = [(case.ranks / case.pi_theta) as u64, case.pi_theta as u64];
-        if g.grid != want {
-            return Err(format!("ran on a {:?} grid, asked for {want:?}", g.grid));
-        }
-        for (i, (asked, used)) in [case.theta, case.l].iter().zip(&g.protocols).enumerate() {
-            let same = asked
-                .parse::<dfft::Protocol>()
-                .is_ok_and(|a| a == dfft::Protocol::Auto || a.to_string() == *used);
-            // With one theta rank there is no theta transposition to run.
-            let no_theta = i == 0 && case.pi_theta == 1;
-            if !(same || no_theta) {
-                return Err(format!("asked for {asked}, the report says {used}"));
+/// A case and the binary it runs.
+struct Run<'a> {
+    bin: &'a Path,
+    case: Case,
+}
+
+impl runner::Case for Run<'_> {
+    type Report = Got;
+    type Key = String;
+
+    fn cells(&self) -> Vec<String> {
+        let c = &self.case;
+        vec![
+            c.ranks.to_string(),
+            format!("{}x{}", c.ranks / c.pi_theta, c.pi_theta),
+            c.theta.to_string(),
+            c.l.to_string(),
+            c.queue.to_string(),
+            if c.mpi { "mpi" } else { "in-process" }.to_string(),
+        ]
+    }
+
+    fn reference(&self) -> usize {
+        0
+    }
+
+    fn run(&self, json: &Path) -> util::Ran<Got> {
+        let case = &self.case;
+        let mut cmd = util::ranks_command(self.bin, &[], case.ranks, case.mpi);
+        cmd.args(base_args())
+            .args(["--pi-theta", &case.pi_theta.to_string()])
+            .args(["--theta-protocol", case.theta, "--l-protocol", case.l])
+            .args(["--queue", &case.queue.to_string()])
+            .arg("--json")
+            .arg(json);
+        let ran = util::run_report(cmd, json, CASE_LIMIT, read_report);
+        let result = ran.result.and_then(|g| {
+            let want = [(case.ranks / case.pi_theta) as u64, case.pi_theta as u64];
+            if g.grid != want {
+                return Err(format!("ran on a {:?} grid, asked for {want:?}", g.grid));
             }
+            for (i, (asked, used)) in [case.theta, case.l].iter().zip(&g.protocols).enumerate() {
+                let same = asked
+                    .parse::<dfft::Protocol>()
+                    .is_ok_and(|a| a == dfft::Protocol::Auto || a.to_string() == *used);
+                // With one theta rank there is no theta transposition to run.
+                let no_theta = i == 0 && case.pi_theta == 1;
+                if !(same || no_theta) {
+                    return Err(format!("asked for {asked}, the report says {used}"));
+                }
+            }
+            Ok(g)
+        });
+        util::Ran {
+            result,
+            seconds: ran.seconds,
         }
-        Ok(g)
-    });
-    util::Ran {
-        result,
-        seconds: ran.seconds,
+    }
+
+    fn key(g: &Got) -> String {
+        g.hash.clone()
+    }
+
+    fn shown(k: &String) -> String {
+        k.clone()
     }
 }
 
@@ -185,66 +222,42 @@ pub fn bitexact(mpi: bool, jobs: usize) -> Result<()> {
     } else {
         "bitexact-dynamo"
     })?;
-    let reference = Case {
-        ranks: 1,
-        pi_theta: 1,
-        theta: theta_for(1, "a2av"),
-        l: "a2av",
-        queue: 1,
-        mpi: false,
-    };
-    let r = run_case(&plain, &reference, &dir.join("ref.json"));
-    let ref_hash = match r.result {
-        Ok(g) => g.hash,
-        Err(e) => bail!("the 1-rank reference failed: {e}"),
-    };
-    let cs = cases(mpi);
+    let reference = [Run {
+        bin: &plain,
+        case: Case {
+            ranks: 1,
+            pi_theta: 1,
+            theta: theta_for(1, "a2av"),
+            l: "a2av",
+            queue: 1,
+            mpi: false,
+        },
+    }];
+    let cs: Vec<Run<'_>> = cases(mpi)
+        .into_iter()
+        .map(|case| Run { bin: &bin, case })
+        .collect();
     println!(
-        "bitexact dynamo: nr {NR}, ntheta {NTHETA}, {STEPS} steps with a field; {} cases {}; reference hash {ref_hash}",
+        "bitexact dynamo: nr {NR}, ntheta {NTHETA}, {STEPS} steps with a field; {} cases {}",
         cs.len(),
         if mpi { "under mpirun" } else { "in-process" }
     );
-    println!(
-        "{:>5} {:>8} {:<10} {:<10} {:>5} {:<16} {:<6} {:>6}",
-        "ranks", "grid", "theta", "l", "queue", "hash", "result", "time"
-    );
-    let (mut passed, mut failed) = (0, 0);
+    let table = runner::Suite {
+        name: "dynamo",
+        columns: &[
+            ("ranks", -5),
+            ("grid", -8),
+            ("theta", 10),
+            ("l", 10),
+            ("queue", -5),
+            ("backend", 10),
+        ],
+        hash_width: 16,
+    };
     let jobs = if mpi { 1 } else { jobs };
-    util::run_ordered(
-        &cs,
-        jobs,
-        |i, c| run_case(&bin, c, &dir.join(format!("case{i}.json"))),
-        |_, c, ran| {
-            let grid = format!("{}x{}", c.ranks / c.pi_theta, c.pi_theta);
-            let (hash, ok, why) = match &ran.result {
-                Ok(g) if g.hash == ref_hash => (g.hash.clone(), true, String::new()),
-                Ok(g) => (g.hash.clone(), false, "hash differs".to_string()),
-                Err(e) => ("-".to_string(), false, e.clone()),
-            };
-            println!(
-                "{:>5} {:>8} {:<10} {:<10} {:>5} {:<16} {:<6} {:>5.1}s",
-                c.ranks,
-                grid,
-                c.theta,
-                c.l,
-                c.queue,
-                hash,
-                if ok { "ok" } else { "FAIL" },
-                ran.seconds
-            );
-            if ok {
-                passed += 1;
-            } else {
-                failed += 1;
-                eprintln!("{}", util::tail(&why, 20));
-            }
-        },
-    );
-    println!("bitexact dynamo: {passed} passed, {failed} failed");
-    if failed > 0 {
-        bail!("{failed} dynamo case(s) failed or differed");
-    }
-    Ok(())
+    let result = table.run(&dir, (&reference, 1), (&cs, jobs), |_, _| {});
+    let _ = std::fs::remove_dir_all(&dir);
+    result.map(|_| ())
 }
 
 #[cfg(test)]

@@ -11,11 +11,12 @@
 //! and its field hash equals the hash of the in-process 1-rank run with the
 //! default protocol.
 
+use super::runner;
 use crate::util;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Longest one case may run before it is killed and counted as failed.
 const CASE_LIMIT: Duration = Duration::from_secs(120);
@@ -123,15 +124,39 @@ pub struct Suite<'a> {
     pub args: Vec<String>,
 }
 
-impl Suite<'_> {
-    fn run_case(&self, case: &Case, json: &Path) -> Ran {
-        let bin = match (case.backend, &self.mpi) {
-            (Backend::InProcess, _) => &self.plain,
+/// A case of a suite: the case and the suite it runs in.
+struct Run<'a> {
+    suite: &'a Suite<'a>,
+    case: Case,
+}
+
+impl runner::Case for Run<'_> {
+    type Report = Report;
+    type Key = String;
+
+    fn cells(&self) -> Vec<String> {
+        let c = &self.case;
+        vec![
+            c.ranks.to_string(),
+            c.grid.map_or("auto".to_string(), util::triple),
+            c.protocol.clone(),
+            c.backend.name().to_string(),
+        ]
+    }
+
+    fn reference(&self) -> usize {
+        0
+    }
+
+    fn run(&self, json: &Path) -> Ran {
+        let (suite, case) = (self.suite, &self.case);
+        let bin = match (case.backend, &suite.mpi) {
+            (Backend::InProcess, _) => &suite.plain,
             (Backend::Mpi, Some(b)) => b,
             (Backend::Mpi, None) => return Ran::failed("no MPI build of the app"),
         };
         let mut cmd = util::ranks_command(bin, &[], case.ranks, case.backend == Backend::Mpi);
-        cmd.args(&self.args)
+        cmd.args(&suite.args)
             .args(["--protocol", &case.protocol])
             .arg("--json")
             .arg(json);
@@ -139,7 +164,7 @@ impl Suite<'_> {
             cmd.args(["--grid", &util::triple(g)]);
         }
         let ran = util::run_report(cmd, json, CASE_LIMIT, |p| {
-            util::read_json::<Report>(self.app, p)
+            util::read_json::<Report>(suite.app, p)
         });
         Ran {
             result: ran.result.and_then(|r| check(case, r)),
@@ -147,28 +172,24 @@ impl Suite<'_> {
         }
     }
 
-    /// Runs `cases` on `jobs` threads; calls `done` in case order, each as
-    /// soon as it and every case before it have finished.
-    fn run_all(
-        &self,
-        dir: &Path,
-        label: &str,
-        cases: &[Case],
-        jobs: usize,
-        mut done: impl FnMut(&Case, &Ran),
-    ) {
-        util::run_ordered(
-            cases,
-            jobs,
-            |i, case| self.run_case(case, &dir.join(format!("{label}{i}.json"))),
-            |_, case, ran| done(case, ran),
-        );
+    fn key(r: &Report) -> String {
+        r.hash_hex.clone()
     }
 
+    fn shown(k: &String) -> String {
+        k.clone()
+    }
+
+    fn note(&self, r: &Report) -> Option<String> {
+        (self.case.protocol == "auto" && !r.reshape_protocols.is_empty())
+            .then(|| format!("auto chose {}", r.reshape_protocols.join(", ")))
+    }
+}
+
+impl Suite<'_> {
     /// Runs the in-process 1-rank reference with [`REFERENCE_PROTOCOL`],
-    /// then `cases` (`jobs` at a time; MPI cases one at a time); prints the
-    /// table and `bitexact NAME: N passed, M failed`, and fails if any case
-    /// failed or differed.
+    /// then `cases` (`jobs` at a time; MPI cases one at a time) through the
+    /// suites' runner ([`runner::Suite`]).
     pub fn run(&self, cases: &[Case], jobs: usize) -> Result<()> {
         let mpi = cases.iter().any(|c| c.backend == Backend::Mpi);
         let dir = util::scratch_dir(&format!(
@@ -176,7 +197,6 @@ impl Suite<'_> {
             self.name,
             if mpi { "-mpi" } else { "" }
         ))?;
-        let start = Instant::now();
         println!(
             "bitexact {}: {} {}, protocols {}, {} suite",
             self.name,
@@ -185,78 +205,36 @@ impl Suite<'_> {
             protocols()?.join(", "),
             if mpi { "MPI" } else { "in-process" }
         );
-        println!(
-            "{:>5} {:<7} {:<14} {:<10} {:<16} {:<6} {:>7}",
-            "ranks", "grid", "protocol", "backend", "hash", "result", "time"
-        );
-        let reference = Case {
-            ranks: 1,
-            grid: None,
-            protocol: REFERENCE_PROTOCOL.to_string(),
-            backend: Backend::InProcess,
+        let reference = [Run {
+            suite: self,
+            case: Case {
+                ranks: 1,
+                grid: None,
+                protocol: REFERENCE_PROTOCOL.to_string(),
+                backend: Backend::InProcess,
+            },
+        }];
+        let runs: Vec<Run<'_>> = cases
+            .iter()
+            .map(|c| Run {
+                suite: self,
+                case: c.clone(),
+            })
+            .collect();
+        let table = runner::Suite {
+            name: self.name,
+            columns: &[
+                ("ranks", -5),
+                ("grid", 7),
+                ("protocol", 14),
+                ("backend", 10),
+            ],
+            hash_width: 16,
         };
-        let (mut passed, mut failed) = (0usize, 0usize);
-        let mut ref_hash: Option<String> = None;
-        let mut tally = |case: &Case, ran: &Ran, reference: Option<Option<&str>>| {
-            let verdict = match (&ran.result, reference) {
-                (Ok(_), None) => "ref",
-                (Ok(r), Some(Some(h))) if r.hash_hex == h => "OK",
-                (Ok(_), Some(Some(_))) => "DIFF",
-                (Ok(_), Some(None)) => "NOREF",
-                (Err(_), _) => "FAILED",
-            };
-            if matches!(verdict, "ref" | "OK") {
-                passed += 1;
-            } else {
-                failed += 1;
-            }
-            println!(
-                "{:>5} {:<7} {:<14} {:<10} {:<16} {:<6} {:>6.2}s",
-                case.ranks,
-                ran.result
-                    .as_ref()
-                    .map_or("-".to_string(), |r| util::triple(r.grid)),
-                case.protocol,
-                case.backend.name(),
-                ran.result.as_ref().map_or("-", |r| r.hash_hex.as_str()),
-                verdict,
-                ran.seconds
-            );
-            match &ran.result {
-                Err(e) => {
-                    for line in e.lines() {
-                        println!("      | {line}");
-                    }
-                }
-                Ok(r) if case.protocol == "auto" && !r.reshape_protocols.is_empty() => {
-                    println!("      | auto chose {}", r.reshape_protocols.join(", "));
-                }
-                Ok(_) => {}
-            }
-        };
-        self.run_all(&dir, "ref", std::slice::from_ref(&reference), 1, |c, r| {
-            tally(c, r, None);
-            ref_hash = r.result.as_ref().ok().map(|r| r.hash_hex.clone());
-        });
         let jobs = if mpi { 1 } else { jobs };
-        self.run_all(&dir, "case", cases, jobs, |c, r| {
-            tally(c, r, Some(ref_hash.as_deref()));
-        });
+        let result = table.run(&dir, (&reference, 1), (&runs, jobs), |_, _| {});
         let _ = std::fs::remove_dir_all(&dir);
-        println!(
-            "bitexact {}: {passed} passed, {failed} failed ({} runs in {:.1} s)",
-            self.name,
-            passed + failed,
-            start.elapsed().as_secs_f64()
-        );
-        if failed > 0 {
-            bail!(
-                "{failed} of {} {} bit-exactness runs failed or differed",
-                passed + failed,
-                self.name
-            );
-        }
-        Ok(())
+        result.map(|_| ())
     }
 }
 

@@ -10,8 +10,9 @@
 //! communication-avoiding smoothing on/off. MPI: `mpirun -np` 1, 2, 4 with
 //! the default options.
 
+use super::runner;
 use crate::util;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -179,36 +180,74 @@ fn references() -> Vec<Case> {
         .collect()
 }
 
-fn run_case(bin: &Path, case: &Case, json: &Path) -> util::Ran<Report> {
-    let mut cmd = util::ranks_command(bin, &[], case.ranks, case.mpi);
-    cmd.args(case.problem.args())
-        .args(["--overlap", b(case.overlap)])
-        .args(["--comm-avoiding", b(case.ca)])
-        .args(["--no-vtk", "-q", "--json"])
-        .arg(json);
-    let ran = util::run_report(cmd, json, CASE_LIMIT, read_report);
-    let result = ran.result.and_then(|r| {
-        if r.ranks != case.ranks
-            || r.config.overlap != case.overlap
-            || r.config.comm_avoiding != case.ca
-            || r.steps != STEPS as u64
-        {
-            return Err(format!(
-                "asked for {} rank(s), overlap {}, CA {}, {STEPS} steps; the report says {}, {}, {}, {}",
-                case.ranks,
-                case.overlap,
-                case.ca,
-                r.ranks,
-                r.config.overlap,
-                r.config.comm_avoiding,
-                r.steps
-            ));
+/// A case and the binary it runs.
+struct Run<'a> {
+    bin: &'a Path,
+    case: Case,
+}
+
+impl runner::Case for Run<'_> {
+    type Report = Report;
+    type Key = String;
+
+    fn cells(&self) -> Vec<String> {
+        let c = &self.case;
+        vec![
+            c.problem.name().to_string(),
+            c.ranks.to_string(),
+            on(c.overlap).to_string(),
+            on(c.ca).to_string(),
+            if c.mpi { "mpi" } else { "in-process" }.to_string(),
+        ]
+    }
+
+    fn reference(&self) -> usize {
+        PROBLEMS
+            .iter()
+            .position(|p| *p == self.case.problem)
+            .unwrap_or(usize::MAX)
+    }
+
+    fn run(&self, json: &Path) -> util::Ran<Report> {
+        let case = &self.case;
+        let mut cmd = util::ranks_command(self.bin, &[], case.ranks, case.mpi);
+        cmd.args(case.problem.args())
+            .args(["--overlap", b(case.overlap)])
+            .args(["--comm-avoiding", b(case.ca)])
+            .args(["--no-vtk", "-q", "--json"])
+            .arg(json);
+        let ran = util::run_report(cmd, json, CASE_LIMIT, read_report);
+        let result = ran.result.and_then(|r| {
+            if r.ranks != case.ranks
+                || r.config.overlap != case.overlap
+                || r.config.comm_avoiding != case.ca
+                || r.steps != STEPS as u64
+            {
+                return Err(format!(
+                    "asked for {} rank(s), overlap {}, CA {}, {STEPS} steps; the report says {}, {}, {}, {}",
+                    case.ranks,
+                    case.overlap,
+                    case.ca,
+                    r.ranks,
+                    r.config.overlap,
+                    r.config.comm_avoiding,
+                    r.steps
+                ));
+            }
+            Ok(r)
+        });
+        util::Ran {
+            result,
+            seconds: ran.seconds,
         }
-        Ok(r)
-    });
-    util::Ran {
-        result,
-        seconds: ran.seconds,
+    }
+
+    fn key(r: &Report) -> String {
+        r.hash.clone()
+    }
+
+    fn shown(k: &String) -> String {
+        k.clone()
     }
 }
 
@@ -222,86 +261,36 @@ pub fn bitexact(mpi: bool, jobs: usize) -> Result<()> {
     } else {
         "bitexact-flow"
     })?;
-    let runs_start = Instant::now();
-    let refs = references();
-    let mut ref_hash: Vec<Option<String>> = vec![None; refs.len()];
-    let cs = cases(mpi);
+    let refs: Vec<Run<'_>> = references()
+        .into_iter()
+        .map(|case| Run { bin: &plain, case })
+        .collect();
+    let cs: Vec<Run<'_>> = cases(mpi)
+        .into_iter()
+        .map(|case| Run { bin: &bin, case })
+        .collect();
     println!(
         "bitexact flow: n = {N}, {STEPS} steps; SC c = 0.125 (Stokes) with cut and ghost cells, Taylor-Green (Navier-Stokes); {} cases {} + {} references",
         cs.len(),
         if mpi { "under mpirun" } else { "in-process" },
         refs.len()
     );
-    let header = || {
-        println!(
-            "{:<16} {:>5} {:<7} {:<3} {:<10} {:<16} {:<6} {:>6}",
-            "problem", "ranks", "overlap", "CA", "backend", "hash", "result", "time"
-        )
+    let table = runner::Suite {
+        name: "flow",
+        columns: &[
+            ("problem", 16),
+            ("ranks", -5),
+            ("overlap", 7),
+            ("CA", 3),
+            ("backend", 10),
+        ],
+        hash_width: 16,
     };
-    header();
-    let (mut passed, mut failed) = (0usize, 0usize);
-    let mut row = |c: &Case, ran: &util::Ran<Report>, reference: Option<Option<&str>>| {
-        let (hash, verdict) = match (&ran.result, reference) {
-            (Ok(r), None) => (r.hash.clone(), "ref"),
-            (Ok(r), Some(Some(h))) if r.hash == h => (r.hash.clone(), "ok"),
-            (Ok(r), Some(Some(_))) => (r.hash.clone(), "DIFF"),
-            (Ok(r), Some(None)) => (r.hash.clone(), "NOREF"),
-            (Err(_), _) => ("-".to_string(), "FAILED"),
-        };
-        if matches!(verdict, "ref" | "ok") {
-            passed += 1;
-        } else {
-            failed += 1;
-        }
-        println!(
-            "{:<16} {:>5} {:<7} {:<3} {:<10} {:<16} {:<6} {:>5.1}s",
-            c.problem.name(),
-            c.ranks,
-            on(c.overlap),
-            on(c.ca),
-            if c.mpi { "mpi" } else { "in-process" },
-            hash,
-            verdict,
-            ran.seconds
-        );
-        if let Err(e) = &ran.result {
-            for line in util::tail(e, 20).lines() {
-                println!("      | {line}");
-            }
-        }
-    };
-    util::run_ordered(
-        &refs,
-        jobs,
-        |i, c| run_case(&plain, c, &dir.join(format!("ref{i}.json"))),
-        |i, c, ran| {
-            row(c, ran, None);
-            ref_hash[i] = ran.result.as_ref().ok().map(|r| r.hash.clone());
-        },
-    );
-    let jobs = if mpi { 1 } else { jobs };
-    util::run_ordered(
-        &cs,
-        jobs,
-        |i, c| run_case(&bin, c, &dir.join(format!("case{i}.json"))),
-        |_, c, ran| {
-            let k = PROBLEMS.iter().position(|p| *p == c.problem);
-            let reference = k.and_then(|k| ref_hash[k].as_deref());
-            row(c, ran, Some(reference));
-        },
-    );
+    let jobs_cases = if mpi { 1 } else { jobs };
+    let result = table.run(&dir, (&refs, jobs), (&cs, jobs_cases), |_, _| {});
     let _ = std::fs::remove_dir_all(&dir);
-    println!(
-        "({} runs in {:.1} s; {:.1} s with the builds)",
-        passed + failed,
-        runs_start.elapsed().as_secs_f64(),
-        start.elapsed().as_secs_f64()
-    );
-    println!("bitexact flow: {passed} passed, {failed} failed");
-    if failed > 0 {
-        bail!("{failed} flow case(s) failed or differed");
-    }
-    Ok(())
+    println!("(with the builds: {:.1} s)", start.elapsed().as_secs_f64());
+    result.map(|_| ())
 }
 
 #[cfg(test)]

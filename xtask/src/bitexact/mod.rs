@@ -8,6 +8,11 @@
 //! protocols ([`spectral`]: heat3d's spectral operator; [`pfc`]: the pfc
 //! app), the dynamo app's ([`mod@dynamo`]), the flow app's
 //! ([`mod@flow`]), or all of them (the default).
+//!
+//! Every app suite runs through one runner ([`runner::Suite`]): its cases
+//! implement [`runner::Case`] (their columns, their reference, how to run
+//! and what to compare), and the runner runs the references, then the
+//! cases, prints one table and fails on any failed or differing run.
 
 pub(crate) mod dynamo;
 pub(crate) mod fft_suite;
@@ -15,6 +20,7 @@ pub(crate) mod flow;
 pub(crate) mod heat3d;
 pub(crate) mod pfc;
 pub(crate) mod poisson;
+mod runner;
 pub(crate) mod sht;
 pub(crate) mod spectral;
 

@@ -16,6 +16,7 @@
 //! level or engaged communication-avoiding smoothing (nothing would have
 //! been tested).
 
+use super::runner;
 use crate::util;
 use anyhow::{bail, Result};
 use std::path::{Path, PathBuf};
@@ -76,12 +77,6 @@ struct Case {
 /// poisson's `--json` report, read as the app writes it.
 use poisson::Report;
 
-/// The two hashes a run is compared by: the solution's and the residual
-/// history's.
-fn key(r: &Report) -> (&str, &str) {
-    (&r.hash_hex, &r.residuals_hash_hex)
-}
-
 /// What one run gave.
 type Ran = util::Ran<Report>;
 
@@ -118,125 +113,97 @@ pub fn build_poisson(mpi: bool) -> Result<PathBuf> {
     )
 }
 
-fn run_case(bin: &Path, case: &Case, json: &Path) -> Ran {
-    let mut cmd = util::ranks_command(bin, &[], case.ranks, matches!(case.backend, Backend::Mpi));
-    let (bc, solver) = SETS[case.set];
-    cmd.args(["--shape", &util::triple(SHAPE)])
-        .args(["--bc", bc, "--solver", solver])
-        .args(["--ca", if case.ca { "on" } else { "off" }])
-        .args(["--agglomerate-below", &case.agglomerate.to_string()]);
-    if !case.overlap {
-        cmd.arg("--no-overlap");
-    }
-    cmd.args(["--quiet", "--json"]).arg(json);
-    let ran = util::run_report(cmd, json, CASE_LIMIT, |p| {
-        util::read_json::<Report>("poisson", p)
-    });
-    let result = ran.result.and_then(|r| {
-        if r.ranks != case.ranks || r.backend != case.backend.name() {
-            Err(format!(
-                "asked for {} {} rank(s), the report says {} {}",
-                case.ranks,
-                case.backend.name(),
-                r.ranks,
-                r.backend
-            ))
-        } else if !r.converged {
-            Err(format!("not converged after {} iterations", r.iterations))
-        } else {
-            Ok(r)
-        }
-    });
-    Ran {
-        result,
-        seconds: ran.seconds,
-    }
+/// A case and the binary it runs.
+struct Run<'a> {
+    bin: &'a Path,
+    case: Case,
 }
 
-/// Runs `cases` on `jobs` threads; calls `done` in case order.
-fn run_all(
-    bin: &Path,
-    dir: &Path,
-    label: &str,
-    cases: &[Case],
-    jobs: usize,
-    mut done: impl FnMut(&Case, &Ran),
-) {
-    util::run_ordered(
-        cases,
-        jobs,
-        |i, case| run_case(bin, case, &dir.join(format!("{label}{i}.json"))),
-        |_, case, ran| done(case, ran),
-    );
-}
+impl runner::Case for Run<'_> {
+    type Report = Report;
+    /// The solution's hash and the residual history's.
+    type Key = (String, String);
 
-/// Counts the results and what the cases exercised.
-#[derive(Debug, Default)]
-struct Tally {
-    passed: usize,
-    failed: usize,
-    agglomerated: bool,
-    comm_avoiding: bool,
-}
-
-impl Tally {
-    fn header() {
-        println!(
-            "{:<9} {:<6} {:>5} {:<7} {:<3} {:>11} {:<10} {:<16} {:<6} {:>7}",
-            "bc",
-            "solver",
-            "ranks",
-            "overlap",
-            "ca",
-            "agglomerate",
-            "backend",
-            "hash",
-            "result",
-            "time"
-        );
-    }
-
-    fn row(&mut self, case: &Case, ran: &Ran, reference: Option<Option<(String, String)>>) {
-        let verdict = match (&ran.result, &reference) {
-            (Ok(_), None) => "ref",
-            (Ok(r), Some(Some((h, rh)))) if key(r) == (h.as_str(), rh.as_str()) => "OK",
-            (Ok(r), Some(Some((h, _)))) if r.hash_hex == *h => "HIST",
-            (Ok(_), Some(Some(_))) => "DIFF",
-            (Ok(_), Some(None)) => "NOREF",
-            (Err(_), _) => "FAILED",
-        };
-        if let Ok(r) = &ran.result {
-            self.agglomerated |= r.levels.iter().any(|l| l.ranks < case.ranks);
-            self.comm_avoiding |= case.ranks > 1 && r.levels.iter().any(|l| l.comm_avoiding);
-        }
-        if matches!(verdict, "ref" | "OK") {
-            self.passed += 1;
-        } else {
-            self.failed += 1;
-        }
-        let (bc, solver) = SETS[case.set];
+    fn cells(&self) -> Vec<String> {
+        let c = &self.case;
+        let (bc, solver) = SETS[c.set];
         let onoff = |b: bool| if b { "on" } else { "off" };
-        println!(
-            "{:<9} {:<6} {:>5} {:<7} {:<3} {:>11} {:<10} {:<16} {:<6} {:>6.2}s",
-            bc,
-            solver,
-            case.ranks,
-            onoff(case.overlap),
-            onoff(case.ca),
-            if case.agglomerate >= 1 << 40 {
+        vec![
+            bc.to_string(),
+            solver.to_string(),
+            c.ranks.to_string(),
+            onoff(c.overlap).to_string(),
+            onoff(c.ca).to_string(),
+            if c.agglomerate >= 1 << 40 {
                 "2^40".to_string()
             } else {
-                case.agglomerate.to_string()
+                c.agglomerate.to_string()
             },
-            case.backend.name(),
-            ran.result.as_ref().map_or("-", |r| r.hash_hex.as_str()),
-            verdict,
-            ran.seconds
+            c.backend.name().to_string(),
+        ]
+    }
+
+    fn reference(&self) -> usize {
+        self.case.set
+    }
+
+    fn run(&self, json: &Path) -> Ran {
+        let case = &self.case;
+        let mut cmd = util::ranks_command(
+            self.bin,
+            &[],
+            case.ranks,
+            matches!(case.backend, Backend::Mpi),
         );
-        if let Err(e) = &ran.result {
-            for line in e.lines() {
-                println!("      | {line}");
+        let (bc, solver) = SETS[case.set];
+        cmd.args(["--shape", &util::triple(SHAPE)])
+            .args(["--bc", bc, "--solver", solver])
+            .args(["--ca", if case.ca { "on" } else { "off" }])
+            .args(["--agglomerate-below", &case.agglomerate.to_string()]);
+        if !case.overlap {
+            cmd.arg("--no-overlap");
+        }
+        cmd.args(["--quiet", "--json"]).arg(json);
+        let ran = util::run_report(cmd, json, CASE_LIMIT, |p| {
+            util::read_json::<Report>("poisson", p)
+        });
+        let result = ran.result.and_then(|r| {
+            if r.ranks != case.ranks || r.backend != case.backend.name() {
+                Err(format!(
+                    "asked for {} {} rank(s), the report says {} {}",
+                    case.ranks,
+                    case.backend.name(),
+                    r.ranks,
+                    r.backend
+                ))
+            } else if !r.converged {
+                Err(format!("not converged after {} iterations", r.iterations))
+            } else {
+                Ok(r)
             }
+        });
+        Ran {
+            result,
+            seconds: ran.seconds,
+        }
+    }
+
+    fn key(r: &Report) -> (String, String) {
+        (r.hash_hex.clone(), r.residuals_hash_hex.clone())
+    }
+
+    fn shown(k: &(String, String)) -> String {
+        k.0.clone()
+    }
+
+    /// `HIST`: the same solution by another residual history.
+    fn differs(got: &(String, String), reference: &(String, String)) -> Option<&'static str> {
+        if got == reference {
+            None
+        } else if got.0 == reference.0 {
+            Some("HIST")
+        } else {
+            Some("DIFF")
         }
     }
 }
@@ -303,7 +270,9 @@ fn mpi_cases() -> Vec<Case> {
 
 /// Runs the multigrid suite (in-process, or under MPI when `mpi`) with
 /// `jobs` in-process cases at a time; prints the table and
-/// `bitexact multigrid: N passed, M failed`.
+/// `bitexact multigrid: N passed, M failed` (`HIST`: the same solution by
+/// another residual history), and fails unless every case agreed and the
+/// suite exercised agglomeration and communication-avoiding smoothing.
 pub fn run(mpi: bool, jobs: usize) -> Result<()> {
     let start = Instant::now();
     check_shape(SHAPE)?;
@@ -318,53 +287,45 @@ pub fn run(mpi: bool, jobs: usize) -> Result<()> {
     } else {
         "bitexact-mg"
     })?;
-    let runs_start = Instant::now();
     println!(
         "bitexact multigrid: {} cells, sets {:?}, {} suite",
         util::triple(SHAPE),
         SETS,
         if mpi { "MPI" } else { "in-process" }
     );
-    Tally::header();
-    let mut tally = Tally::default();
-    let mut refs: Vec<Option<(String, String)>> = vec![None; SETS.len()];
-    run_all(&plain, &dir, "ref", &references(), 1, |case, ran| {
-        tally.row(case, ran, None);
-        refs[case.set] = ran
-            .result
-            .as_ref()
-            .ok()
-            .map(|r| (r.hash_hex.clone(), r.residuals_hash_hex.clone()));
-    });
-    let (bin, cases, jobs) = match &mpi_bin {
-        Some(b) => (b.as_path(), mpi_cases(), 1),
-        None => (plain.as_path(), in_process_cases(), jobs),
+    let runs = |bin, cases: Vec<Case>| -> Vec<Run<'_>> {
+        cases.into_iter().map(|case| Run { bin, case }).collect()
     };
-    run_all(bin, &dir, "case", &cases, jobs, |case, ran| {
-        tally.row(case, ran, Some(refs[case.set].clone()));
+    let refs = runs(plain.as_path(), references());
+    let (cases, jobs) = match &mpi_bin {
+        Some(b) => (runs(b.as_path(), mpi_cases()), 1),
+        None => (runs(plain.as_path(), in_process_cases()), jobs),
+    };
+    let (mut agglomerated, mut comm_avoiding) = (false, false);
+    let table = runner::Suite {
+        name: "multigrid",
+        columns: &[
+            ("bc", 9),
+            ("solver", 6),
+            ("ranks", -5),
+            ("overlap", 7),
+            ("ca", 3),
+            ("agglomerate", -11),
+            ("backend", 10),
+        ],
+        hash_width: 16,
+    };
+    let result = table.run(&dir, (&refs, 1), (&cases, jobs), |run, r| {
+        agglomerated |= r.levels.iter().any(|l| l.ranks < run.case.ranks);
+        comm_avoiding |= run.case.ranks > 1 && r.levels.iter().any(|l| l.comm_avoiding);
     });
     let _ = std::fs::remove_dir_all(&dir);
-    println!(
-        "({} runs in {:.1} s; {:.1} s with the builds)",
-        tally.passed + tally.failed,
-        runs_start.elapsed().as_secs_f64(),
-        start.elapsed().as_secs_f64()
-    );
-    println!(
-        "bitexact multigrid: {} passed, {} failed",
-        tally.passed, tally.failed
-    );
-    if tally.failed > 0 {
-        bail!(
-            "{} of {} multigrid bit-exactness runs failed or differed (HIST: same solution, different residual history)",
-            tally.failed,
-            tally.passed + tally.failed
-        );
-    }
-    if !tally.agglomerated || !tally.comm_avoiding {
+    println!("(with the builds: {:.1} s)", start.elapsed().as_secs_f64());
+    result?;
+    if !agglomerated || !comm_avoiding {
         bail!(
             "the multigrid suite exercised no {} (check SHAPE)",
-            if tally.agglomerated {
+            if agglomerated {
                 "communication-avoiding smoothing on several ranks"
             } else {
                 "agglomeration"
