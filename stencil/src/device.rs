@@ -155,7 +155,7 @@ pub const MAX_STEPS_PER_PASS: usize = 2;
 /// Owned cells from which the default passes two Euler steps at a time
 /// (where possible): measured on an H200 (heat3d, blocking Euler, ms a
 /// step), two steps a pass took 0.494 ms at 512^3 against 0.570 for one,
-/// and 0.075 at 256^3 (with [`two_chunk`]'s 52 planes a block) against
+/// and 0.075 at 256^3 (with `two_chunk`'s 52 planes a block) against
 /// 0.079-0.080. Smaller boxes were not measured.
 pub const AUTO_TWO_STEP_CELLS: usize = 1 << 24;
 

@@ -79,7 +79,7 @@ pub enum PeriodicReads {
 
 /// The tuning of the sweeps on the host and on a device; the default
 /// (every field `auto` or 0) is the measured policy ([`crate::policy`] on
-/// the host, [`crate::device`] on a GPU). Changes no bit.
+/// the host, `device` with feature `cuda` on a GPU). Changes no bit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StencilOptions {
