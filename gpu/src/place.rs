@@ -9,15 +9,17 @@
 //! same ordinal, whose memory a check must add up.
 //!
 //! [`check_memory`] is collective: every rank measures its device's free
-//! memory before any allocates (the reduction is the barrier; a rank
+//! memory before any allocates (the agreement is the barrier; a rank
 //! measuring late would otherwise see another's buffers already taken and
-//! refuse by the timing), and all refuse together. The rank short of memory
-//! reports the bytes needed and free; the others report that a peer was.
+//! refuse by the timing), and all refuse together through
+//! [`comm::agree`]: the lowest rank short of memory reports the bytes
+//! needed and free, and every other rank the same message with that rank's
+//! number.
 
 use crate::cuda::{device_count, Device};
 use crate::links::{node_ranks, LinkError};
 use crate::GpuError;
-use comm::{CommError, Communicator, ReduceOp};
+use comm::{Agreed, CommError, Communicator};
 
 /// Why a rank could not be placed on a device or its memory check failed.
 #[derive(Debug, thiserror::Error)]
@@ -30,10 +32,15 @@ pub enum PlaceError {
     /// memory ([`GpuError::OutOfMemory`]).
     #[error(transparent)]
     Device(#[from] GpuError),
-    /// Another rank's device has too little free memory; that rank reports
-    /// the bytes.
-    #[error("another rank found too little free memory on its device (see its error)")]
-    Peer,
+    /// Another rank's device has too little free memory: that rank's
+    /// error, as its message.
+    #[error("rank {rank}: {message}")]
+    Peer {
+        /// The lowest rank whose device was short.
+        rank: usize,
+        /// Its error ([`GpuError::OutOfMemory`]'s message).
+        message: String,
+    },
 }
 
 impl From<LinkError> for PlaceError {
@@ -101,35 +108,73 @@ pub fn check_memory(
     per_rank: u128,
     what: impl FnOnce() -> String,
 ) -> Result<(), PlaceError> {
-    let need = per_rank.saturating_mul(at.sharing.max(1) as u128);
     let (free, total) = dev.memory()?;
-    let short = need > free as u128;
-    let mut refused = [i64::from(short)];
-    comm.allreduce_i64(&mut refused, ReduceOp::Max)?;
-    if !short && refused[0] != 0 {
-        return Err(PlaceError::Peer);
+    let local = fits(at, per_rank, (free, total), what);
+    comm::agree(comm, local).map_err(|e| match e {
+        Agreed::Mine(e) => PlaceError::Device(e),
+        Agreed::Other { rank, message } => PlaceError::Peer { rank, message },
+        Agreed::Comm(c) => PlaceError::Comm(c),
+    })
+}
+
+/// `Ok` where `per_rank` bytes for each rank sharing the device fit in
+/// `free`, else the out-of-memory error that names them.
+fn fits(
+    at: Placement,
+    per_rank: u128,
+    (free, total): (usize, usize),
+    what: impl FnOnce() -> String,
+) -> Result<(), GpuError> {
+    let need = per_rank.saturating_mul(at.sharing.max(1) as u128);
+    if need <= free as u128 {
+        return Ok(());
     }
-    if short {
-        let sharing = if at.sharing > 1 {
-            format!(" on each of {} ranks sharing the device", at.sharing)
-        } else {
-            String::new()
-        };
-        return Err(GpuError::OutOfMemory {
-            what: format!("{}{sharing}", what()),
-            device: at.ordinal,
-            bytes: usize::try_from(need).unwrap_or(usize::MAX),
-            free,
-            total,
-        }
-        .into());
-    }
-    Ok(())
+    let sharing = if at.sharing > 1 {
+        format!(" on each of {} ranks sharing the device", at.sharing)
+    } else {
+        String::new()
+    };
+    Err(GpuError::OutOfMemory {
+        what: format!("{}{sharing}", what()),
+        device: at.ordinal,
+        bytes: usize::try_from(need).unwrap_or(usize::MAX),
+        free,
+        total,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_memory_of_every_rank_sharing_a_device_is_counted() {
+        let at = |sharing| Placement {
+            ordinal: 1,
+            sharing,
+        };
+        let what = || "the grid".to_string();
+        fits(at(1), 100, (100, 1000), what).unwrap();
+        // Three ranks of 100 bytes each do not fit in 250.
+        match fits(at(3), 100, (250, 1000), what) {
+            Err(
+                e @ GpuError::OutOfMemory {
+                    bytes: 300,
+                    device: 1,
+                    free: 250,
+                    ..
+                },
+            ) => {
+                let m = e.to_string();
+                assert!(
+                    m.contains("the grid on each of 3 ranks sharing the device"),
+                    "{m}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        fits(at(2), 100, (200, 1000), what).unwrap();
+    }
 
     #[test]
     fn ranks_spread_over_the_devices_of_their_machine() {
