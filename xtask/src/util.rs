@@ -367,6 +367,15 @@ impl<R> Ran<R> {
             seconds: 0.0,
         }
     }
+
+    /// The same run with its report passed through `check` (which may
+    /// turn it into the reason the run does not count).
+    pub fn and_then(self, check: impl FnOnce(R) -> std::result::Result<R, String>) -> Self {
+        Ran {
+            result: self.result.and_then(check),
+            seconds: self.seconds,
+        }
+    }
 }
 
 /// Runs `cmd` (which writes its report to `json`) within `limit` and reads

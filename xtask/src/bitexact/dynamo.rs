@@ -181,7 +181,7 @@ impl runner::Case for Run<'_> {
             .arg("--json")
             .arg(json);
         let ran = util::run_report(cmd, json, CASE_LIMIT, read_report);
-        let result = ran.result.and_then(|g| {
+        ran.and_then(|g| {
             let want = [(case.ranks / case.pi_theta) as u64, case.pi_theta as u64];
             if g.grid != want {
                 return Err(format!("ran on a {:?} grid, asked for {want:?}", g.grid));
@@ -197,11 +197,7 @@ impl runner::Case for Run<'_> {
                 }
             }
             Ok(g)
-        });
-        util::Ran {
-            result,
-            seconds: ran.seconds,
-        }
+        })
     }
 
     fn key(g: &Got) -> String {

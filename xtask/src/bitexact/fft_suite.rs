@@ -166,10 +166,7 @@ impl runner::Case for Run<'_> {
         let ran = util::run_report(cmd, json, CASE_LIMIT, |p| {
             util::read_json::<Report>(suite.app, p)
         });
-        Ran {
-            result: ran.result.and_then(|r| check(case, r)),
-            seconds: ran.seconds,
-        }
+        ran.and_then(|r| check(case, r))
     }
 
     fn key(r: &Report) -> String {

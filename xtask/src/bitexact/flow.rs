@@ -217,7 +217,7 @@ impl runner::Case for Run<'_> {
             .args(["--no-vtk", "-q", "--json"])
             .arg(json);
         let ran = util::run_report(cmd, json, CASE_LIMIT, read_report);
-        let result = ran.result.and_then(|r| {
+        ran.and_then(|r| {
             if r.ranks != case.ranks
                 || r.config.overlap != case.overlap
                 || r.config.comm_avoiding != case.ca
@@ -235,11 +235,7 @@ impl runner::Case for Run<'_> {
                 ));
             }
             Ok(r)
-        });
-        util::Ran {
-            result,
-            seconds: ran.seconds,
-        }
+        })
     }
 
     fn key(r: &Report) -> String {

@@ -159,7 +159,7 @@ impl runner::Case for Run<'_> {
         let ran = util::run_report(cmd, json, CASE_LIMIT, |p| {
             util::read_heat3d(p).map_err(|e| format!("{e:#}"))
         });
-        let result = ran.result.and_then(|r| {
+        ran.and_then(|r| {
             if r.ranks != case.ranks || r.grid != case.grid || r.backend != case.backend.name() {
                 Err(format!(
                     "asked for {} {} rank(s) on grid {:?}, the report says {} {} on {:?}",
@@ -173,11 +173,7 @@ impl runner::Case for Run<'_> {
             } else {
                 Ok(r)
             }
-        });
-        Ran {
-            result,
-            seconds: ran.seconds,
-        }
+        })
     }
 
     fn key(r: &HeatReport) -> u64 {

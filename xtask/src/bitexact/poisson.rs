@@ -167,7 +167,7 @@ impl runner::Case for Run<'_> {
         let ran = util::run_report(cmd, json, CASE_LIMIT, |p| {
             util::read_json::<Report>("poisson", p)
         });
-        let result = ran.result.and_then(|r| {
+        ran.and_then(|r| {
             if r.ranks != case.ranks || r.backend != case.backend.name() {
                 Err(format!(
                     "asked for {} {} rank(s), the report says {} {}",
@@ -181,11 +181,7 @@ impl runner::Case for Run<'_> {
             } else {
                 Ok(r)
             }
-        });
-        Ran {
-            result,
-            seconds: ran.seconds,
-        }
+        })
     }
 
     fn key(r: &Report) -> (String, String) {
