@@ -429,14 +429,15 @@ impl DeviceStencil {
 
     /// Checks the operands of a launch: fields of this layout on this
     /// device, a sweep of this radius, a flag of one value on this device,
-    /// regions inside the owned cells.
-    fn check(
+    /// regions inside the owned cells (without allocating: it runs every
+    /// step).
+    fn check<'r>(
         &self,
         sweep: &Sweep,
         src: &DeviceField,
         dst: &DeviceField,
         bad: &CudaSlice<i32>,
-        regions: &[&Region],
+        regions: impl IntoIterator<Item = &'r Region>,
     ) -> Result<(), GpuError> {
         if sweep.radius() != self.radius {
             return Err(GpuError::Invalid(format!(
@@ -518,7 +519,7 @@ impl DeviceStencil {
         step: i32,
         bad: &mut CudaSlice<i32>,
     ) -> Result<(), GpuError> {
-        self.check(sweep, src, dst, bad, &[region])?;
+        self.check(sweep, src, dst, bad, [region])?;
         self.launch(false, false, sweep, src, dst, region, step, bad)
     }
 
@@ -534,7 +535,7 @@ impl DeviceStencil {
         bad: &mut CudaSlice<i32>,
     ) -> Result<(), GpuError> {
         let owned = self.layout.owned_region();
-        self.check(sweep, src, dst, bad, &[&owned])?;
+        self.check(sweep, src, dst, bad, [&owned])?;
         self.launch(false, self.wrap, sweep, src, dst, &owned, step, bad)
     }
 
@@ -555,9 +556,7 @@ impl DeviceStencil {
         bad: &mut CudaSlice<i32>,
         finish: impl FnOnce(&mut DeviceField) -> Result<(), E>,
     ) -> Result<(), E> {
-        let mut all: Vec<&Region> = shell.iter().collect();
-        all.push(interior);
-        self.check(sweep, src, dst, bad, &all)?;
+        self.check(sweep, src, dst, bad, shell.iter().chain([interior]))?;
         self.check_many(shell)?;
         self.dev.side_after_main()?;
         let joined = JoinSide(&self.dev);
@@ -580,8 +579,7 @@ impl DeviceStencil {
         step: i32,
         bad: &mut CudaSlice<i32>,
     ) -> Result<(), GpuError> {
-        let all: Vec<&Region> = regions.iter().collect();
-        self.check(sweep, src, dst, bad, &all)?;
+        self.check(sweep, src, dst, bad, regions)?;
         self.check_many(regions)?;
         self.launch_many(sweep, src, dst, regions, step, bad)
     }
@@ -614,7 +612,7 @@ impl DeviceStencil {
             ));
         };
         let owned = self.layout.owned_region();
-        self.check(sweep, src, dst, bad, &[&owned])?;
+        self.check(sweep, src, dst, bad, [&owned])?;
         let sh = owned.shape();
         let chunk = self.two_chunk.min(sh[0]).max(1);
         let cfg = LaunchConfig {
@@ -730,20 +728,21 @@ impl DeviceStencil {
         step: i32,
         bad: &mut CudaSlice<i32>,
     ) -> Result<(), GpuError> {
-        let live: Vec<&Region> = regions.iter().filter(|r| !r.is_empty()).collect();
-        let Some(first) = live.first() else {
+        let live = || regions.iter().filter(|r| !r.is_empty());
+        let Some(first) = live().next() else {
             return Ok(());
         };
+        let count = live().count();
         let mut rs = Regions {
-            b: [DeviceRegion::from(*first); 6],
+            b: [DeviceRegion::from(first); 6],
             chunk: [1; 6],
             gx: [1; 6],
             gy: [1; 6],
             first: [0; 7],
-            count: live.len() as i32,
+            count: count as i32,
         };
         let mut dims = (1, 1, 1);
-        for (i, r) in live.iter().enumerate() {
+        for (i, r) in live().enumerate() {
             let (g, b, c) = self.shape(r);
             let blocks = u64::from(g.0) * u64::from(g.1) * u64::from(g.2);
             let next = i64::from(rs.first[i]) + blocks as i64;
@@ -753,7 +752,7 @@ impl DeviceStencil {
                     i32::MAX
                 )));
             }
-            rs.b[i] = DeviceRegion::from(*r);
+            rs.b[i] = DeviceRegion::from(r);
             rs.chunk[i] = c;
             rs.gx[i] = g.0 as i32;
             rs.gy[i] = g.1 as i32;
@@ -761,7 +760,7 @@ impl DeviceStencil {
             dims = b;
         }
         let cfg = LaunchConfig {
-            grid_dim: (rs.first[live.len()] as u32, 1, 1),
+            grid_dim: (rs.first[count] as u32, 1, 1),
             block_dim: dims,
             shared_mem_bytes: 0,
         };
