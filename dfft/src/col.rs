@@ -31,6 +31,7 @@
 //! the line and its length.
 
 use num_complex::Complex64;
+use simd::Isa;
 
 /// Contiguous lines transposed into columns together.
 pub(crate) const WIDTH: usize = 8;
@@ -104,30 +105,6 @@ pub(crate) struct ColFft {
     /// The last pass's twiddles for the line form (see `new`).
     tw_lines: Vec<f64>,
     isa: Isa,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Isa {
-    Scalar,
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-    #[cfg(target_arch = "x86_64")]
-    Avx512,
-}
-
-impl Isa {
-    fn detect() -> Isa {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                return Isa::Avx512;
-            }
-            if std::arch::is_x86_feature_detected!("avx2") {
-                return Isa::Avx2;
-            }
-        }
-        Isa::Scalar
-    }
 }
 
 impl ColFft {
@@ -445,7 +422,8 @@ impl ColFft {
                 }
                 v
             }
-            Isa::Scalar => 0,
+            // The portable loops (and every set on other targets).
+            _ => 0,
         };
         // SAFETY: the caller's contract.
         unsafe {
@@ -748,30 +726,7 @@ impl Cv for Complex64 {
     }
 }
 
-/// Asks for the cache line at `p` (a hint: no access, any address).
-#[inline(always)]
-pub(crate) fn prefetch_r(p: *const Complex64) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults and accesses nothing.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
-/// Asks for the cache line at `p` with the intent to write it (a hint: no
-/// access, any address).
-#[inline(always)]
-pub(crate) fn prefetch_w(p: *const Complex64) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults and accesses nothing.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
+pub(crate) use simd::{prefetch_read as prefetch_r, prefetch_write as prefetch_w};
 
 /// `exp(-+ i pi / 4) o = (o + rot(o)) / sqrt 2`.
 #[inline(always)]
@@ -1228,18 +1183,7 @@ mod x86 {
     #[inline(always)]
     fn transpose(z: [__m512d; 4]) -> [__m512d; 4] {
         // SAFETY: called only from `lines512`'s kernels (AVX-512F).
-        unsafe {
-            let t0 = _mm512_shuffle_f64x2::<0x44>(z[0], z[1]);
-            let t1 = _mm512_shuffle_f64x2::<0xEE>(z[0], z[1]);
-            let t2 = _mm512_shuffle_f64x2::<0x44>(z[2], z[3]);
-            let t3 = _mm512_shuffle_f64x2::<0xEE>(z[2], z[3]);
-            [
-                _mm512_shuffle_f64x2::<0x88>(t0, t2),
-                _mm512_shuffle_f64x2::<0xDD>(t0, t2),
-                _mm512_shuffle_f64x2::<0x88>(t1, t3),
-                _mm512_shuffle_f64x2::<0xDD>(t1, t3),
-            ]
-        }
+        unsafe { simd::x86::transpose_pairs4(z) }
     }
 
     /// A pass of the line form with at least four rows a group: vectors
@@ -1582,17 +1526,7 @@ mod tests {
 
     /// The instruction sets this machine has.
     fn isas() -> Vec<Isa> {
-        let mut v = vec![Isa::Scalar];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx2") {
-                v.push(Isa::Avx2);
-            }
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                v.push(Isa::Avx512);
-            }
-        }
-        v
+        Isa::available_all().collect()
     }
 
     #[test]

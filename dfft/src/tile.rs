@@ -77,7 +77,7 @@ pub(crate) trait Moves: Copy + std::ops::Mul<f64, Output = Self> {
         block: &mut [Self],
     ) {
         #[cfg(target_arch = "x86_64")]
-        let done = if std::arch::is_x86_feature_detected!("avx512f") {
+        let done = if simd::Isa::Avx512.available() {
             // SAFETY: AVX-512F is present (checked just above).
             unsafe { (Self::TILES.0)(src, base, stride, np, bl, block) }
         } else {
@@ -100,7 +100,7 @@ pub(crate) trait Moves: Copy + std::ops::Mul<f64, Output = Self> {
         scale: f64,
     ) {
         #[cfg(target_arch = "x86_64")]
-        let done = if std::arch::is_x86_feature_detected!("avx512f") {
+        let done = if simd::Isa::Avx512.available() {
             // SAFETY: AVX-512F is present (checked just above).
             unsafe { (Self::TILES.1)(block, np, bl, dst, base, stride, scale) }
         } else {
@@ -240,67 +240,12 @@ fn scatter_scalar<T: Copy + std::ops::Mul<f64, Output = T>>(
 mod avx512 {
     use super::{flat, flat_mut, tile_lines, Done};
     use num_complex::Complex64;
+    use simd::prefetch_read as prefetch;
+    use simd::x86::{transpose8 as t8, transpose_pairs4 as t4};
     use std::arch::x86_64::*;
 
     /// Rows ahead of the tile that a gather or scatter prefetches.
     const PF: usize = 8;
-
-    /// Fetches the cache line at `p` into L1; `p` need not point into an
-    /// allocation (a prefetch never faults).
-    #[inline(always)]
-    fn prefetch<T>(p: *const T) {
-        // SAFETY: prefetching has no architectural effect and never faults,
-        // whatever the address; SSE is part of x86-64.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) }
-    }
-
-    /// Transposes four rows of four 128-bit elements (complex values).
-    ///
-    /// # Safety
-    /// AVX-512F must be present.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn t4(r: [__m512d; 4]) -> [__m512d; 4] {
-        let u0 = _mm512_shuffle_f64x2::<0x44>(r[0], r[1]);
-        let u1 = _mm512_shuffle_f64x2::<0xEE>(r[0], r[1]);
-        let u2 = _mm512_shuffle_f64x2::<0x44>(r[2], r[3]);
-        let u3 = _mm512_shuffle_f64x2::<0xEE>(r[2], r[3]);
-        [
-            _mm512_shuffle_f64x2::<0x88>(u0, u2),
-            _mm512_shuffle_f64x2::<0xDD>(u0, u2),
-            _mm512_shuffle_f64x2::<0x88>(u1, u3),
-            _mm512_shuffle_f64x2::<0xDD>(u1, u3),
-        ]
-    }
-
-    /// Transposes eight rows of eight `f64`.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn t8(r: [__m512d; 8]) -> [__m512d; 8] {
-        let t = [
-            _mm512_unpacklo_pd(r[0], r[1]),
-            _mm512_unpackhi_pd(r[0], r[1]),
-            _mm512_unpacklo_pd(r[2], r[3]),
-            _mm512_unpackhi_pd(r[2], r[3]),
-            _mm512_unpacklo_pd(r[4], r[5]),
-            _mm512_unpackhi_pd(r[4], r[5]),
-            _mm512_unpacklo_pd(r[6], r[7]),
-            _mm512_unpackhi_pd(r[6], r[7]),
-        ];
-        let mut m = r;
-        for h in 0..2 {
-            let (t0, t2, t4, t6) = (t[h], t[2 + h], t[4 + h], t[6 + h]);
-            let u = _mm512_shuffle_f64x2::<0x88>(t0, t2);
-            let v = _mm512_shuffle_f64x2::<0xDD>(t0, t2);
-            let w = _mm512_shuffle_f64x2::<0x88>(t4, t6);
-            let x = _mm512_shuffle_f64x2::<0xDD>(t4, t6);
-            m[h] = _mm512_shuffle_f64x2::<0x88>(u, w);
-            m[4 + h] = _mm512_shuffle_f64x2::<0xDD>(u, w);
-            m[2 + h] = _mm512_shuffle_f64x2::<0x88>(v, x);
-            m[6 + h] = _mm512_shuffle_f64x2::<0xDD>(v, x);
-        }
-        m
-    }
 
     /// Complex gather in 4 x 4 tiles.
     ///

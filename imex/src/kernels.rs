@@ -36,12 +36,12 @@ pub(crate) fn solve_columns(
 ) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx512f") {
+        if simd::Isa::Avx512.available() {
             // SAFETY: the CPU supports AVX-512F, checked just above.
             unsafe { solve_columns_avx512(lu, perm, n, rhs, ncols, scratch) };
             return;
         }
-        if std::is_x86_feature_detected!("avx2") {
+        if simd::Isa::Avx2.available() {
             // SAFETY: the CPU supports AVX2, checked just above.
             unsafe { solve_columns_avx2(lu, perm, n, rhs, ncols, scratch) };
             return;
@@ -55,12 +55,12 @@ pub(crate) fn solve_columns(
 pub(crate) fn matvec_columns(m: &[f64], n: usize, x: &[f64], y: &mut [f64], ncols: usize) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx512f") {
+        if simd::Isa::Avx512.available() {
             // SAFETY: the CPU supports AVX-512F, checked just above.
             unsafe { matvec_columns_avx512(m, n, x, y, ncols) };
             return;
         }
-        if std::is_x86_feature_detected!("avx2") {
+        if simd::Isa::Avx2.available() {
             // SAFETY: the CPU supports AVX2, checked just above.
             unsafe { matvec_columns_avx2(m, n, x, y, ncols) };
             return;

@@ -18,8 +18,8 @@
 //! The accumulated exact value, and so every rounded result, is therefore
 //! the one `add_slice` of the raw values gives, on any CPU.
 
-use crate::kernels::Simd;
 use comm::exact::ExactSum;
+use simd::Isa;
 
 /// Values per block (at most `2^M`).
 const BLOCK: usize = 4096;
@@ -36,7 +36,7 @@ pub(crate) struct Acc {
     /// `BLOCK` values, the first `len` of them pending.
     buf: Box<[f64]>,
     len: usize,
-    simd: Simd,
+    simd: Isa,
     /// The largest magnitude in `buf[..len]` and whether every value there
     /// is finite, when every pending value came through the AVX-512
     /// [`push_products`](Self::push_products) (which finds them while it
@@ -46,7 +46,7 @@ pub(crate) struct Acc {
 }
 
 impl Acc {
-    pub fn new(simd: Simd) -> Self {
+    pub fn new(simd: Isa) -> Self {
         Acc {
             sum: ExactSum::new(),
             buf: vec![0.0; BLOCK].into_boxed_slice(),
@@ -88,8 +88,8 @@ impl Acc {
             let dst = &mut self.buf[self.len..self.len + take];
             match self.simd {
                 #[cfg(target_arch = "x86_64")]
-                Simd::Avx512 => {
-                    // SAFETY: `Simd::Avx512` is only made by `Simd::detect`
+                Isa::Avx512 => {
+                    // SAFETY: this crate makes `Isa::Avx512` only through `Isa::detect`
                     // after it found AVX-512F on this CPU.
                     let (m, finite) = unsafe { avx512::products(dst, &a[..take], &b[..take]) };
                     self.scan = match (self.len, self.scan) {
@@ -133,12 +133,12 @@ impl Acc {
         loop {
             let done: Option<([f64; LEVELS], bool)> = match (self.simd, scan.take()) {
                 #[cfg(target_arch = "x86_64")]
-                // SAFETY: as below, and `Simd::Avx512` means AVX-512F.
-                (Simd::Avx512, Some((m, true))) if m > 0.0 => unsafe { avx512::split(block, m) },
+                // SAFETY: as below, and `Isa::Avx512` means AVX-512F.
+                (Isa::Avx512, Some((m, true))) if m > 0.0 => unsafe { avx512::split(block, m) },
                 #[cfg(target_arch = "x86_64")]
-                // SAFETY: `Simd::Avx2` and `Simd::Avx512` are only made by
-                // `Simd::detect` after it found AVX2 on this CPU.
-                (Simd::Avx2 | Simd::Avx512, _) => unsafe { avx2::extract(block) },
+                // SAFETY: `Isa::Avx2` and `Isa::Avx512` are only made by
+                // `Isa::detect` after it found AVX2 on this CPU.
+                (Isa::Avx2 | Isa::Avx512, _) => unsafe { avx2::extract(block) },
                 _ => None,
             };
             rounds += 1;
@@ -477,7 +477,7 @@ mod tests {
         s.to_f64()
     }
 
-    fn ours(simd: Simd, xs: &[f64]) -> f64 {
+    fn ours(simd: Isa, xs: &[f64]) -> f64 {
         let mut a = Acc::new(simd);
         // Mixed feeding: single values and slices of odd lengths.
         let (head, tail) = xs.split_at(xs.len() / 3);
@@ -490,7 +490,7 @@ mod tests {
 
     fn check(xs: &[f64]) {
         let want = reference(xs);
-        for simd in Simd::all() {
+        for simd in Isa::available_all() {
             let got = ours(simd, xs);
             assert!(
                 got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
@@ -525,7 +525,7 @@ mod tests {
         xs.push(1e-200);
         xs.extend(neg);
         check(&xs);
-        assert_eq!(ours(Simd::detect(), &xs), 1e-200);
+        assert_eq!(ours(Isa::detect(), &xs), 1e-200);
         // Many values just below f64::MAX: the sum overflows to infinity.
         check(&vec![f64::MAX / 3.0; 5000]);
         // Zeros of both signs, all -0.0, NaN and infinities.
@@ -541,7 +541,7 @@ mod tests {
         // The products of a dot product.
         let a = spread(7000, 11, -30, 30);
         let b = spread(7000, 12, -30, 30);
-        let mut acc = Acc::new(Simd::detect());
+        let mut acc = Acc::new(Isa::detect());
         acc.push_products(&a, &b);
         let p: Vec<f64> = a.iter().zip(&b).map(|(x, y)| x * y).collect();
         assert_eq!(acc.finish().to_f64().to_bits(), reference(&p).to_bits());
@@ -580,7 +580,7 @@ mod tests {
         for (a, b) in &cases {
             let p: Vec<f64> = a.iter().zip(b).map(|(x, y)| x * y).collect();
             let want = reference(&p);
-            for simd in Simd::all() {
+            for simd in Isa::available_all() {
                 for pieces in [1, 7, 1000, 4097] {
                     let mut acc = Acc::new(simd);
                     for (ca, cb) in a.chunks(pieces).zip(b.chunks(pieces)) {
@@ -605,14 +605,14 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn ordinary_blocks_take_the_fast_path() {
-        if Simd::detect() == Simd::Portable {
+        if Isa::detect() == Isa::Portable {
             eprintln!("no AVX2 on this CPU: only the portable path exists");
             return;
         }
         for (lo, hi) in [(-20, 20), (-60, 0)] {
             let mut xs = spread(BLOCK, 1, lo, hi);
             let want = reference(&xs);
-            // SAFETY: `Simd::detect` found AVX2.
+            // SAFETY: `Isa::detect` found AVX2.
             let (parts, rest) =
                 unsafe { avx2::extract(&mut xs) }.expect("an ordinary block is split");
             assert!(
@@ -623,12 +623,12 @@ mod tests {
             let mut s = ExactSum::new();
             parts.iter().for_each(|&p| s.add(p));
             assert_eq!(s.to_f64().to_bits(), want.to_bits());
-            if Simd::detect() == Simd::Avx512 {
+            if Isa::detect() == Isa::Avx512 {
                 // The one-pass split given the largest magnitude.
                 let mut ys = spread(BLOCK - 3, 1, lo, hi);
                 let m = ys.iter().fold(0.0f64, |m, y| m.max(y.abs()));
                 let want = reference(&ys);
-                // SAFETY: `Simd::detect` found AVX-512F; `m` is the largest
+                // SAFETY: `Isa::detect` found AVX-512F; `m` is the largest
                 // magnitude of finite values.
                 let (parts, rest) =
                     unsafe { avx512::split(&mut ys, m) }.expect("an ordinary block is split");

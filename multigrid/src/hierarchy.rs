@@ -2,7 +2,6 @@
 
 use crate::bottom::Bottom;
 use crate::dot::Acc;
-use crate::kernels::Simd;
 use crate::level::{self, BoxGeom, Stencil};
 use crate::problem::{Boundary, Poisson};
 use crate::transfer;
@@ -10,6 +9,7 @@ use crate::{LevelStats, MgError, MgOptions, SolveReport};
 use comm::exact::{allreduce_exact_sums, ExactSum};
 use comm::{BlockDecomposition, Communicator, IndexBox, ProcessGrid, Redistribution, ReduceOp};
 use halo::{Exchanger, Field, FieldLayout, HaloSpec, Neighborhood, Region, Topology};
+use simd::Isa;
 use std::time::Instant;
 
 /// A blocking halo exchange of `u`, counted and timed in `st`.
@@ -69,7 +69,7 @@ struct Work {
     /// Four fine rows of the residual (fused residual and restriction).
     scratch: Vec<f64>,
     /// The row kernels' instruction set.
-    simd: Simd,
+    simd: Isa,
     /// Whether `f`'s ghost ring is current (communication-avoiding mode).
     f_ghosts: bool,
     /// No neighbour on any side (one rank, no periodic axis): exchanges
@@ -116,7 +116,7 @@ pub struct Hierarchy {
     subs: Vec<Box<dyn Communicator>>,
     rank: usize,
     /// The row kernels' and exact sums' instruction set.
-    simd: Simd,
+    simd: Isa,
     /// Fine-level work fields of the solvers, kept between calls (fresh
     /// 2^k-byte allocations would be page-faulted in on every solve).
     spare: Vec<Field>,
@@ -429,7 +429,7 @@ impl Hierarchy {
             bottom_stats,
             subs,
             rank: me,
-            simd: Simd::detect(),
+            simd: Isa::detect(),
             spare: Vec::new(),
             vcycle_s: 0.0,
         })
@@ -1245,7 +1245,7 @@ impl Work {
             u: Field::new(layout),
             f: Field::new(layout),
             scratch: vec![0.0; 4 * geom.n[2]],
-            simd: Simd::detect(),
+            simd: Isa::detect(),
             f_ghosts: false,
             isolated,
             child,
@@ -1624,12 +1624,7 @@ fn cycle(
 }
 
 /// Exact global `||x||²` over the owned cells.
-fn norm2(
-    comm: &dyn Communicator,
-    simd: Simd,
-    lay: &FieldLayout,
-    x: &Field,
-) -> Result<f64, MgError> {
+fn norm2(comm: &dyn Communicator, simd: Isa, lay: &FieldLayout, x: &Field) -> Result<f64, MgError> {
     Ok(dot_all(comm, simd, lay, &[(x, x)])?[0])
 }
 
@@ -1637,7 +1632,7 @@ fn norm2(
 /// pass and one reduction.
 fn dot_all(
     comm: &dyn Communicator,
-    simd: Simd,
+    simd: Isa,
     lay: &FieldLayout,
     pairs: &[(&Field, &Field)],
 ) -> Result<Vec<f64>, MgError> {
@@ -1646,7 +1641,7 @@ fn dot_all(
 
 /// This rank's exact sums of the products of pairs of fields over the owned
 /// cells, in one pass.
-fn local_dots(simd: Simd, lay: &FieldLayout, pairs: &[(&Field, &Field)]) -> Vec<ExactSum> {
+fn local_dots(simd: Isa, lay: &FieldLayout, pairs: &[(&Field, &Field)]) -> Vec<ExactSum> {
     let mut accs: Vec<Acc> = pairs.iter().map(|_| Acc::new(simd)).collect();
     for_rows(lay, |r| {
         for (acc, (a, b)) in accs.iter_mut().zip(pairs) {

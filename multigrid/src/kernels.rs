@@ -14,47 +14,10 @@
 //! before storing, so a cell of the other colour is written back unchanged
 //! and the values the updated cells read are never modified in the pass.
 
-/// The instruction set the row kernels use (the vector sets on x86-64).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-pub(crate) enum Simd {
-    /// Plain Rust, one cell at a time.
-    Portable,
-    /// AVX2, four cells at a time (x86-64 CPUs that have it).
-    Avx2,
-    /// AVX-512F for the smoothing and residual rows, eight cells at a time,
-    /// AVX2 for the rest (CPUs with both).
-    Avx512,
-}
-
-impl Simd {
-    /// The best set this CPU supports.
-    pub fn detect() -> Self {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let avx2 = std::arch::is_x86_feature_detected!("avx2");
-            if avx2 && std::arch::is_x86_feature_detected!("avx512f") {
-                return Simd::Avx512;
-            }
-            if avx2 {
-                return Simd::Avx2;
-            }
-        }
-        Simd::Portable
-    }
-
-    /// Every set this CPU supports, the portable one first (for tests).
-    #[cfg(test)]
-    pub fn all() -> Vec<Self> {
-        let best = Self::detect();
-        [Simd::Portable, Simd::Avx2, Simd::Avx512]
-            .into_iter()
-            .filter(|&s| {
-                s == Simd::Portable || s == Simd::Avx2 && best != Simd::Portable || s == best
-            })
-            .collect()
-    }
-}
+/// The instruction set the row kernels use. With [`Isa::Avx512`], the
+/// smoothing and residual rows run on AVX-512F, eight cells at a time, and
+/// the rest on AVX2.
+pub(crate) use simd::Isa;
 
 /// The constants of one row of the constant-coefficient stencil: the
 /// per-axis weights `1/h²`, the diagonal of the row's cells without the
@@ -108,7 +71,7 @@ fn relax_scalar(c: &ConstRow<'_>, u: &mut [f64], f: &[f64], x: usize, inv: f64, 
 /// Red-black update of the cells `row + k` for `k = k0, k0 + 2, ... < hi`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn smooth_row(
-    simd: Simd,
+    simd: Isa,
     c: &ConstRow<'_>,
     u: &mut [f64],
     f: &[f64],
@@ -122,8 +85,8 @@ pub(crate) fn smooth_row(
     }
     check_bounds(c, row, k0, hi, u.len().min(f.len()));
     #[cfg(target_arch = "x86_64")]
-    if simd == Simd::Avx512 && row + hi + 8 + c.s0.max(c.s1) <= u.len().min(f.len()) {
-        // SAFETY: `Simd::detect` found AVX-512F on this CPU; `check_bounds`
+    if simd == Isa::Avx512 && row + hi + 8 + c.s0.max(c.s1) <= u.len().min(f.len()) {
+        // SAFETY: `Isa::detect` found AVX-512F on this CPU; `check_bounds`
         // and the condition above cover the cells `k0..hi`, their
         // neighbours, and whole chunks of eight from `k0` (up to `hi + 7`,
         // read but not written).
@@ -153,15 +116,15 @@ pub(crate) fn smooth_row(
     debug_assert!((lo..end).step_by(2).all(|k| c.wall2[k] == 0.0));
     match simd {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Simd::detect` found AVX2 on this CPU (Simd::Avx2 is made
-        // nowhere else), and `check_bounds` above checked every cell and
+        // SAFETY: `Isa::detect` found AVX2 on this CPU (this crate's `Isa` values come
+        // from it alone), and `check_bounds` above checked every cell and
         // neighbour of `lo..end` (a sub-range of `k0..hi`).
-        Simd::Avx2 => unsafe { avx2::smooth(c, u, f, row, lo, end, inv_mid, omega) },
+        Isa::Avx2 => unsafe { avx2::smooth(c, u, f, row, lo, end, inv_mid, omega) },
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX2 is present with AVX-512 (Simd::detect checks both);
+        // SAFETY: AVX2 is present with AVX-512 (Isa::detect checks both);
         // bounds as above.
         // (Avx512 near the end of the array: the AVX2 kernel.)
-        Simd::Avx512 => unsafe { avx2::smooth(c, u, f, row, lo, end, inv_mid, omega) },
+        Isa::Avx512 => unsafe { avx2::smooth(c, u, f, row, lo, end, inv_mid, omega) },
         _ => {
             for k in (lo..end).step_by(2) {
                 relax_scalar(c, u, f, row + k, inv_mid, omega);
@@ -177,7 +140,7 @@ pub(crate) fn smooth_row(
 /// `k0 = lo + (par + t) % 2` below `hi`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn smooth_rows(
-    simd: Simd,
+    simd: Isa,
     c: &ConstRow<'_>,
     base: f64,
     wall1: &[f64],
@@ -200,8 +163,8 @@ pub(crate) fn smooth_rows(
         // The first and the last row (rows in between lie between them).
         check_bounds(c, row0, lo, hi, len);
         check_bounds(c, last, lo, hi, len);
-        if simd == Simd::Avx512 && last + hi + 8 + c.s0.max(c.s1) <= len {
-            // SAFETY: `Simd::detect` found AVX-512F on this CPU; the checks
+        if simd == Isa::Avx512 && last + hi + 8 + c.s0.max(c.s1) <= len {
+            // SAFETY: `Isa::detect` found AVX-512F on this CPU; the checks
             // above cover, in every row, the cells `lo..hi` (so `k0..hi`),
             // their neighbours and whole chunks of eight from `k0` (up to
             // `hi + 7`, read but not written).
@@ -231,7 +194,7 @@ pub(crate) fn smooth_rows(
 /// (`f = None`: `out = A u`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn residual_row(
-    simd: Simd,
+    simd: Isa,
     c: &ConstRow<'_>,
     u: &[f64],
     f: Option<&[f64]>,
@@ -250,14 +213,14 @@ pub(crate) fn residual_row(
     }
     match simd {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX2 was detected (Simd::detect checks it for both sets);
+        // SAFETY: AVX2 was detected (Isa::detect checks it for both sets);
         // `check_bounds` checked `u` and `wall2`, the assertion `f`, and
         // `out` has `hi - lo` values.
-        Simd::Avx2 => unsafe { avx2::residual(c, u, f, row, lo, hi, out) },
+        Isa::Avx2 => unsafe { avx2::residual(c, u, f, row, lo, hi, out) },
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Simd::detect` found AVX-512F on this CPU; bounds as for
+        // SAFETY: `Isa::detect` found AVX-512F on this CPU; bounds as for
         // AVX2 (the last step's loads and store are masked to `lo..hi`).
-        Simd::Avx512 => unsafe { avx512::residual(c, u, f, row, lo, hi, out) },
+        Isa::Avx512 => unsafe { avx512::residual(c, u, f, row, lo, hi, out) },
         _ => {
             for k in lo..hi {
                 let x = row + k;
@@ -281,14 +244,7 @@ const W: [f64; 4] = [27.0 / 64.0, 9.0 / 64.0, 3.0 / 64.0, 1.0 / 64.0];
 /// `x0 + k / 2`, its neighbours along the first two axes towards the fine
 /// cell are at offsets `di` and `dj`, and along the fast axis at `-1` for
 /// even `k`, `+1` for odd `k`.
-pub(crate) fn prolong_row(
-    simd: Simd,
-    c: &[f64],
-    x0: usize,
-    di: isize,
-    dj: isize,
-    fine: &mut [f64],
-) {
+pub(crate) fn prolong_row(simd: Isa, c: &[f64], x0: usize, di: isize, dj: isize, fine: &mut [f64]) {
     let n = fine.len() / 2;
     if n == 0 {
         return;
@@ -300,10 +256,10 @@ pub(crate) fn prolong_row(
     );
     match simd {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX2 was detected (Simd::Avx2 and Simd::Avx512 come from
-        // Simd::detect only, which checks AVX2 for both); the assertion
+        // SAFETY: AVX2 was detected (Isa::Avx2 and Isa::Avx512 come from
+        // Isa::detect only, which checks AVX2 for both); the assertion
         // above covers every coarse value read.
-        Simd::Avx2 | Simd::Avx512 => unsafe { avx2::prolong(c, x0, di, dj, fine) },
+        Isa::Avx2 | Isa::Avx512 => unsafe { avx2::prolong(c, x0, di, dj, fine) },
         _ => {
             for (k, v) in fine.iter_mut().enumerate() {
                 *v += prolong_cell(c, x0 + k / 2, di, dj, if k % 2 == 0 { -1 } else { 1 });
@@ -571,11 +527,9 @@ mod avx512 {
             // neighbours, `wall2` and `out`).
             unsafe {
                 let p = up.add(row + k);
-                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(c.s0 + PF * c.s1) as *const i8);
+                simd::prefetch_read(p.wrapping_add(c.s0 + PF * c.s1));
                 if let Some(f) = f {
-                    _mm_prefetch::<_MM_HINT_T0>(
-                        f.as_ptr().wrapping_add(row + k + PF * c.s1) as *const i8
-                    );
+                    simd::prefetch_read(f.as_ptr().wrapping_add(row + k + PF * c.s1));
                 }
                 let ld = |q: *const f64| {
                     if m == 0xff {
@@ -701,8 +655,8 @@ mod avx512 {
                 // `wall2` is read below `hi` only.
                 unsafe {
                     let p = up.add(row + k);
-                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(c.s0 + PF * c.s1) as *const i8);
-                    _mm_prefetch::<_MM_HINT_T0>(fp.wrapping_add(row + k + PF * c.s1) as *const i8);
+                    simd::prefetch_read(p.wrapping_add(c.s0 + PF * c.s1));
+                    simd::prefetch_read(fp.wrapping_add(row + k + PF * c.s1));
                     let old = _mm512_loadu_pd(p);
                     let inv = if clear {
                         inv_mid
@@ -777,7 +731,7 @@ mod tests {
 
     #[test]
     fn simd_smoothing_matches_portable_bit_for_bit() {
-        let sets = Simd::all();
+        let sets: Vec<Isa> = Isa::available_all().collect();
         if sets.len() == 1 {
             eprintln!("no AVX2 on this CPU: only the portable kernel exists");
         }
@@ -795,7 +749,7 @@ mod tests {
                 for k0 in 1..4 {
                     for hi in k0..p2 {
                         let mut a = u0.clone();
-                        smooth_row(Simd::Portable, &c, &mut a, &f, row, k0, hi, omega);
+                        smooth_row(Isa::Portable, &c, &mut a, &f, row, k0, hi, omega);
                         for &simd in &sets[1..] {
                             let mut b = u0.clone();
                             smooth_row(simd, &c, &mut b, &f, row, k0, hi, omega);
@@ -845,7 +799,7 @@ mod tests {
                             };
                             let k0 = lo + (par + t) % 2;
                             smooth_row(
-                                Simd::Portable,
+                                Isa::Portable,
                                 &ct,
                                 &mut a,
                                 &f,
@@ -855,7 +809,7 @@ mod tests {
                                 omega,
                             );
                         }
-                        for &simd in &Simd::all() {
+                        for simd in Isa::available_all() {
                             let mut b = u0.clone();
                             smooth_rows(
                                 simd, &c, base, &wall1, &mut b, &f, row0, lo, par, hi, omega,
@@ -874,7 +828,7 @@ mod tests {
 
     #[test]
     fn simd_residual_matches_portable_bit_for_bit() {
-        let sets = Simd::all();
+        let sets: Vec<Isa> = Isa::available_all().collect();
         for p2 in [5, 6, 7, 9, 11, 16, 19, 33] {
             let (u, f, wall2, s0, s1) = setup(p2);
             let c = ConstRow {
@@ -890,7 +844,7 @@ mod tests {
                     for with_f in [true, false] {
                         let fo = with_f.then_some(&f[..]);
                         let mut a = vec![0.0; p2];
-                        residual_row(Simd::Portable, &c, &u, fo, row, lo, hi, &mut a);
+                        residual_row(Isa::Portable, &c, &u, fo, row, lo, hi, &mut a);
                         for &simd in &sets[1..] {
                             let mut b = vec![0.0; p2];
                             residual_row(simd, &c, &u, fo, row, lo, hi, &mut b);
@@ -926,7 +880,7 @@ mod tests {
                 let x0 = 2 * s0 + 2 * s1 + 1;
                 let base = noise(2 * n, 5 + n as u64);
                 let mut a = base.clone();
-                prolong_row(Simd::Portable, &c, x0, di, dj, &mut a);
+                prolong_row(Isa::Portable, &c, x0, di, dj, &mut a);
                 // The portable row is the trilinear formula cell by cell.
                 for k in 0..2 * n {
                     let x = x0 + k / 2;
@@ -938,7 +892,7 @@ mod tests {
                         + 1.0 / 64.0 * at(di + dj + dk);
                     assert_eq!(a[k].to_bits(), (base[k] + v).to_bits());
                 }
-                for &simd in &Simd::all()[1..] {
+                for &simd in &Isa::available_all().collect::<Vec<_>>()[1..] {
                     let mut b = base.clone();
                     prolong_row(simd, &c, x0, di, dj, &mut b);
                     assert!(

@@ -1,6 +1,6 @@
 //! One level's fields, stencil and kernels (smoothing, residual, transfer).
 
-use crate::kernels::{self, ConstRow, Simd};
+use crate::kernels::{self, ConstRow, Isa};
 use crate::problem::{Boundary, Poisson};
 use halo::{Field, FieldLayout, Region};
 
@@ -154,7 +154,7 @@ impl Stencil {
 /// padded `region`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn smooth(
-    simd: Simd,
+    simd: Isa,
     st: &Stencil,
     lay: &FieldLayout,
     parity: usize,
@@ -175,7 +175,7 @@ pub(crate) fn smooth(
 /// [`smooth_passes`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn smooth_pair(
-    simd: Simd,
+    simd: Isa,
     st: &Stencil,
     lay: &FieldLayout,
     parity: usize,
@@ -211,7 +211,7 @@ pub(crate) fn smooth_pair(
 /// `f` is then brought from memory once for all the passes.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn smooth_passes(
-    simd: Simd,
+    simd: Isa,
     st: &Stencil,
     lay: &FieldLayout,
     parity: usize,
@@ -230,7 +230,7 @@ pub(crate) fn smooth_passes(
 /// run while the plane is still in cache.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn smooth_passes_then(
-    simd: Simd,
+    simd: Isa,
     st: &Stencil,
     lay: &FieldLayout,
     parity: usize,
@@ -268,7 +268,7 @@ pub(crate) fn smooth_passes_then(
 /// The rows of plane `i` of `region`, cells of `colour`.
 #[allow(clippy::too_many_arguments)]
 fn smooth_plane(
-    simd: Simd,
+    simd: Isa,
     st: &Stencil,
     lay: &FieldLayout,
     parity: usize,
@@ -340,7 +340,7 @@ fn smooth_plane(
 /// current).
 #[allow(clippy::too_many_arguments)]
 fn residual_line(
-    simd: Simd,
+    simd: Isa,
     st: &Stencil,
     lay: &FieldLayout,
     u: &[f64],
@@ -383,7 +383,7 @@ fn residual_line(
 
 /// `r = f - A u` over the padded `region` (`u`'s ghosts must be current).
 pub(crate) fn residual(
-    simd: Simd,
+    simd: Isa,
     st: &Stencil,
     lay: &FieldLayout,
     u: &[f64],
@@ -415,7 +415,7 @@ pub(crate) fn residual(
 /// `q = A u` over the padded `region` (`u`'s ghosts must be current),
 /// calling `each(u_row, q_row)` for every row of the region in order.
 pub(crate) fn apply(
-    simd: Simd,
+    simd: Isa,
     st: &Stencil,
     lay: &FieldLayout,
     u: &[f64],
@@ -446,7 +446,7 @@ pub(crate) fn apply(
 /// with: the operator then reads the same ghost values either way).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn update_apply(
-    simd: Simd,
+    simd: Isa,
     st: &Stencil,
     lay: &FieldLayout,
     x_alpha: Option<(&mut [f64], f64)>,
@@ -493,7 +493,7 @@ pub(crate) fn update_apply(
 /// The same bits as [`residual`] followed by [`restrict`].
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn residual_restrict(
-    simd: Simd,
+    simd: Isa,
     st: &Stencil,
     lf: &FieldLayout,
     u: &[f64],
@@ -560,7 +560,7 @@ pub(crate) fn restrict(lf: &FieldLayout, fine_r: &[f64], lc: &FieldLayout, coars
 /// `fine_lo` are the global indices of the first owned cells (the parity of
 /// a fine cell within its parent comes from its global index).
 pub(crate) fn prolong_add(
-    simd: Simd,
+    simd: Isa,
     lc: &FieldLayout,
     coarse_u: &[f64],
     lf: &FieldLayout,
@@ -756,11 +756,11 @@ mod tests {
             let pairs = [(own, own), (grown, own), (own, inner), (inner, own)];
             for &(ra, rb) in pairs.iter().filter(|p| g == 2 || p.0 != grown) {
                 for first in 0..2 {
-                    for simd in Simd::all() {
+                    for simd in Isa::available_all() {
                         let parity = geom.parity();
                         let mut a = u0.clone();
                         smooth(
-                            Simd::Portable,
+                            Isa::Portable,
                             &st,
                             &lay,
                             parity,
@@ -771,7 +771,7 @@ mod tests {
                             1.15,
                         );
                         smooth(
-                            Simd::Portable,
+                            Isa::Portable,
                             &st,
                             &lay,
                             parity,
@@ -793,7 +793,7 @@ mod tests {
                         let passes = [(ra, first), (rb, 1 - first), (ra, first), (rb, 1 - first)];
                         smooth_passes(simd, &st, &lay, parity, &mut c, &f, &passes, 1.15);
                         smooth(
-                            Simd::Portable,
+                            Isa::Portable,
                             &st,
                             &lay,
                             parity,
@@ -804,7 +804,7 @@ mod tests {
                             1.15,
                         );
                         smooth(
-                            Simd::Portable,
+                            Isa::Portable,
                             &st,
                             &lay,
                             parity,
@@ -844,7 +844,7 @@ mod tests {
                 let passes: Vec<(Region, usize)> = (0..2 * n)
                     .map(|k| (if k % 2 == 0 { grown } else { own }, (k + 1) % 2))
                     .collect();
-                for simd in Simd::all() {
+                for simd in Isa::available_all() {
                     let mut want = u0.clone();
                     smooth_passes(simd, &st, &lay, geom.parity(), &mut want, &f, &passes, 1.15);
                     let mut got = u0.clone();
@@ -906,10 +906,10 @@ mod tests {
                 }
                 let mut q1 = vec![0.0; lay.padded_len()];
                 let mut rows1 = Vec::new();
-                apply(Simd::Portable, &st, &lay, &p1, &mut q1, &own, |a, b| {
+                apply(Isa::Portable, &st, &lay, &p1, &mut q1, &own, |a, b| {
                     rows1.push((a.to_vec(), b.to_vec()))
                 });
-                for simd in Simd::all() {
+                for simd in Isa::available_all() {
                     let (mut x2, mut p2) = (x0.clone(), p0.clone());
                     let mut q2 = vec![0.0; lay.padded_len()];
                     let mut rows2 = Vec::new();
@@ -951,10 +951,10 @@ mod tests {
                 let u = noise(lf.padded_len(), 3);
                 let f = noise(lf.padded_len(), 4);
                 let mut r = vec![0.0; lf.padded_len()];
-                residual(Simd::Portable, &st, &lf, &u, &f, &mut r, &geom.owned());
+                residual(Isa::Portable, &st, &lf, &u, &f, &mut r, &geom.owned());
                 let mut want = vec![0.0; lc.padded_len()];
                 restrict(&lf, &r, &lc, &mut want);
-                for simd in Simd::all() {
+                for simd in Isa::available_all() {
                     let mut got = vec![0.0; lc.padded_len()];
                     let mut scratch = vec![0.0; 4 * shape[2]];
                     residual_restrict(simd, &st, &lf, &u, &f, &lc, &mut got, &mut scratch);
@@ -977,7 +977,7 @@ mod tests {
         let u = noise(lay.padded_len(), 5);
         let f = noise(lay.padded_len(), 6);
         let s = lay.strides();
-        for simd in Simd::all() {
+        for simd in Isa::available_all() {
             let mut r = vec![0.0; lay.padded_len()];
             residual(simd, &st, &lay, &u, &f, &mut r, &geom.owned());
             for i in 1..6 {

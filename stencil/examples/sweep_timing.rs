@@ -93,7 +93,7 @@ fn main() {
     let mut reference: Option<Vec<f64>> = None;
     for kernel in Kernel::ALL.into_iter().filter(|k| k.available()) {
         for stores in [Stores::Cached, Stores::Streaming] {
-            if kernel == Kernel::Scalar && stores == Stores::Streaming {
+            if kernel == Kernel::Portable && stores == Stores::Streaming {
                 continue; // the scalar kernel always uses plain stores
             }
             let sweep = Sweep::new(order, [0.1; 3], 1e-3, true)

@@ -43,7 +43,7 @@ pub mod kernels;
 mod options;
 pub mod peak;
 pub mod policy;
-mod simd;
+mod vsweep;
 pub mod wavefront;
 
 pub use options::{CpuKernel, GpuKernel, PeriodicReads, StencilOptions};
@@ -157,77 +157,13 @@ pub fn symbol(order: usize, theta: f64) -> Result<f64, String> {
                 .sum::<f64>())
 }
 
-/// The instruction set a [`Sweep`] runs on. Every kernel computes each
-/// cell as `v = c u`, then `v = v + w (u(+m e_d) + u(-m e_d))` for axes
-/// `d = 0, 1, 2` and offsets `m = 1..=radius` in that order, one rounding
-/// per operation (no fused multiply-add), so all give the same bits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kernel {
-    /// Portable loops (the compiler may vectorise them for the build's
-    /// baseline target).
-    Scalar,
-    /// Four cells per vector along the fastest axis (x86-64 with AVX2).
-    Avx2,
-    /// Eight cells per vector along the fastest axis (x86-64 with AVX-512F
-    /// and AVX2).
-    Avx512,
-}
-
-impl Kernel {
-    /// Every kernel, narrowest vectors first.
-    pub const ALL: [Kernel; 3] = [Kernel::Scalar, Kernel::Avx2, Kernel::Avx512];
-
-    /// Whether this build has the kernel and this CPU can run it.
-    pub fn available(self) -> bool {
-        match self {
-            Kernel::Scalar => true,
-            #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
-            #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512 => {
-                std::arch::is_x86_feature_detected!("avx512f")
-                    && std::arch::is_x86_feature_detected!("avx2")
-            }
-            #[allow(unreachable_patterns)]
-            _ => false,
-        }
-    }
-
-    /// The default kernel for a stencil of radius `radius`: AVX-512 where
-    /// the CPU has it, then AVX2, except at radius 4 and 5 (orders 8 and
-    /// 10), AVX2 first; the portable loop where neither exists.
-    ///
-    /// Measured on an Intel Xeon core (AVX-512, 2 MiB L2) at 256^3, steps
-    /// of the app with each kernel, the two alternated, fields on huge
-    /// pages (`halo::Field`), ms a step AVX2 / AVX-512: FD-2 15.3-15.6 /
-    /// 14.1-15.0 (three pairs), FD-4 26.3-26.6 / 24.5-24.7, FD-6 33.8-34.4 /
-    /// 30.5-31.6, FD-8 43.6-44.1 / 48.5-49.0 (three), FD-10 51.8-53.5 /
-    /// 60.5-60.7 (three); from order 12 on AVX-512 took up to 22 % less
-    /// in 27 of 29 earlier pairs (the others within 1.5 %). The 16-core
-    /// Xeon host of the GPU machine favoured AVX-512 at orders 2, 4 and 6
-    /// (8 of 9 pairs) and from 12 on (11 of 15), AVX2 at order 8 (3 of
-    /// 3). (On small pages this core had AVX2 ahead at order 4 as well.)
-    pub fn detect_for(radius: usize) -> Kernel {
-        let order = if matches!(radius, 4 | 5) {
-            [Kernel::Avx2, Kernel::Avx512]
-        } else {
-            [Kernel::Avx512, Kernel::Avx2]
-        };
-        order
-            .into_iter()
-            .find(|k| k.available())
-            .unwrap_or(Kernel::Scalar)
-    }
-
-    /// Lowercase name (`scalar`, `avx2`, `avx512`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Kernel::Scalar => "scalar",
-            Kernel::Avx2 => "avx2",
-            Kernel::Avx512 => "avx512",
-        }
-    }
-}
+/// The instruction set a [`Sweep`] runs on: `simd`'s one enum
+/// (`Portable`, `Avx2`, `Avx512`; the name `scalar` is read as `portable`).
+/// Every set computes each cell as `v = c u`, then `v = v + w (u(+m e_d) +
+/// u(-m e_d))` for axes `d = 0, 1, 2` and offsets `m = 1..=radius` in that
+/// order, one rounding per operation (no fused multiply-add), so all give
+/// the same bits. [`policy::host_kernel`] picks one for a radius.
+pub use simd::Isa as Kernel;
 
 /// How a SIMD kernel stores the output. Scalar kernels always use plain
 /// stores. The choice changes speed only, never a value.
@@ -281,7 +217,7 @@ impl Sweep {
             radius: r,
             center,
             weights,
-            kernel: Kernel::detect_for(r),
+            kernel: policy::host_kernel(r),
             stores: Stores::Cached,
         })
     }
@@ -334,7 +270,7 @@ impl Sweep {
         self.stores
     }
 
-    /// The kernel this sweep runs on ([`Kernel::detect_for`] its radius
+    /// The kernel this sweep runs on ([`policy::host_kernel`] its radius
     /// unless set).
     pub fn kernel(&self) -> Kernel {
         self.kernel
@@ -508,7 +444,7 @@ impl Sweep {
         );
         let w: [[f64; R]; 3] = [0, 1, 2].map(|d| std::array::from_fn(|m| self.weights[d][m]));
         let c = planes[R] as isize;
-        let x0 = simd::Planes::<R> {
+        let x0 = vsweep::Planes::<R> {
             plus: std::array::from_fn(|m| planes[R + m + 1] as isize - c),
             minus: std::array::from_fn(|m| planes[R - m - 1] as isize - c),
         };
@@ -528,14 +464,14 @@ impl Sweep {
         };
         match self.kernel {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: AVX-512F and AVX2 are present (`Kernel::detect_for`,
+            // SAFETY: AVX-512F and AVX2 are present (`policy::host_kernel`,
             // `with_kernel`); the bounds were checked above.
             Kernel::Avx512 => unsafe { plane_avx512::<R, CHECK>(job) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: AVX2 is present; the bounds were checked above.
             Kernel::Avx2 => unsafe { plane_avx2::<R, CHECK>(job) },
             // SAFETY: `V1` needs no instructions; the bounds were checked.
-            _ => unsafe { plane_simd::<simd::V1, R, 4, CHECK>(job) },
+            _ => unsafe { plane_simd::<vsweep::V1, R, 4, CHECK>((), job) },
         }
     }
 
@@ -588,12 +524,12 @@ impl Sweep {
         };
         match self.kernel {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: `with_kernel` and `Kernel::detect_for` only choose
+            // SAFETY: `with_kernel` and `policy::host_kernel` only choose
             // AVX-512 where the CPU has AVX-512F and AVX2; the bounds were
             // checked above.
             Kernel::Avx512 => unsafe { sweep_avx512(job) },
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: `with_kernel` and `Kernel::detect_for` only choose AVX2
+            // SAFETY: `with_kernel` and `policy::host_kernel` only choose AVX2
             // where the CPU has it; the bounds were checked above.
             Kernel::Avx2 => unsafe { sweep_avx2(job) },
             _ => self.scalar(layout, u, out, region, &w),
@@ -719,19 +655,20 @@ fn tile_rows(r: usize, len: usize) -> usize {
 
 /// The SIMD sweep on vectors `V`, `U` vectors per step along a row; with
 /// plain stores, `P` planes at a time with `U2` vectors of each a step
-/// ([`simd::row_p`]), the planes left over one at a time.
+/// ([`vsweep::row_p`]), the planes left over one at a time.
 ///
 /// # Safety
 /// The CPU has the instructions of `V`; `job`'s bounds were checked.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn sweep_simd<
-    V: simd::Vf,
+    V: vsweep::Vf,
     const R: usize,
     const U: usize,
     const U2: usize,
     const P: usize,
 >(
+    t: V::Token,
     job: Job<'_, R>,
 ) -> bool {
     let Job {
@@ -743,15 +680,15 @@ unsafe fn sweep_simd<
         w,
         stream,
     } = job;
-    let ctx = simd::Ctx {
-        x0: simd::Planes::strided(s[0]),
+    let ctx = vsweep::Ctx {
+        x0: vsweep::Planes::strided(s[0]),
         s1: s[1],
-        k: simd::Weights::<V, R>::new(c, &w),
+        k: vsweep::Weights::<V, R>::new(t, c, &w),
         c,
         w: &w,
         stream,
     };
-    let mut acc = V::splat(0.0);
+    let mut acc = V::splat(t, 0.0);
     let len = region.hi[2] - region.lo[2];
     let tile = tile_rows(R, len);
     let (up, op) = (u.as_ptr(), out.as_mut_ptr());
@@ -766,7 +703,7 @@ unsafe fn sweep_simd<
                 unsafe {
                     for j in 0..j1 - j0 {
                         let at = base + j * s[1];
-                        simd::row_p::<V, R, U2, P>(
+                        vsweep::row_p::<V, R, U2, P>(
                             up.add(at),
                             op.add(at),
                             s[0],
@@ -803,17 +740,17 @@ unsafe fn sweep_simd<
     acc.all_finite() || rows_finite(out, s, region)
 }
 
-/// `rows` rows of `len` cells for [`simd::row`]: row `j` centred at
+/// `rows` rows of `len` cells for [`vsweep::row`]: row `j` centred at
 /// `src.0 + src.1 + j src.2` (the neighbours where `ctx` says), written to
 /// `out.0 + out.1 + j out.2`; every value is added to `acc`.
 ///
 /// # Safety
 /// The CPU has the instructions of `V`, and every row meets
-/// [`simd::row`]'s contract: it reads only readable values and writes
+/// [`vsweep::row`]'s contract: it reads only readable values and writes
 /// only writable ones that nothing it reads overlaps.
 #[inline(always)]
-unsafe fn rows_simd<V: simd::Vf, const R: usize, const U: usize>(
-    ctx: &simd::Ctx<'_, V, R>,
+unsafe fn rows_simd<V: vsweep::Vf, const R: usize, const U: usize>(
+    ctx: &vsweep::Ctx<'_, V, R>,
     (sp, first, s1): (*const f64, usize, usize),
     (op, at, out_s1): (*mut f64, usize, usize),
     rows: usize,
@@ -823,7 +760,7 @@ unsafe fn rows_simd<V: simd::Vf, const R: usize, const U: usize>(
     for j in 0..rows {
         // SAFETY: the caller's contract, row by row.
         unsafe {
-            simd::row::<V, R, U>(
+            vsweep::row::<V, R, U>(
                 sp.add(first + j * s1),
                 op.add(at + j * out_s1),
                 len,
@@ -865,7 +802,7 @@ type PlaneSource<'a> = (
 struct PlaneJob<'a, const R: usize> {
     src: &'a [f64],
     out: &'a mut [f64],
-    x0: simd::Planes<R>,
+    x0: vsweep::Planes<R>,
     s1: usize,
     first: usize,
     at: usize,
@@ -882,7 +819,8 @@ struct PlaneJob<'a, const R: usize> {
 /// # Safety
 /// The CPU has the instructions of `V`; `job`'s bounds were checked.
 #[inline(always)]
-unsafe fn plane_simd<V: simd::Vf, const R: usize, const U: usize, const CHECK: bool>(
+unsafe fn plane_simd<V: vsweep::Vf, const R: usize, const U: usize, const CHECK: bool>(
+    t: V::Token,
     job: PlaneJob<'_, R>,
 ) -> bool {
     let PlaneJob {
@@ -899,15 +837,15 @@ unsafe fn plane_simd<V: simd::Vf, const R: usize, const U: usize, const CHECK: b
         w,
         stream,
     } = job;
-    let ctx = simd::Ctx {
+    let ctx = vsweep::Ctx {
         x0,
         s1,
-        k: simd::Weights::<V, R>::new(c, &w),
+        k: vsweep::Weights::<V, R>::new(t, c, &w),
         c,
         w: &w,
         stream,
     };
-    let mut acc = V::splat(0.0);
+    let mut acc = V::splat(t, 0.0);
     let (sp, op) = (src.as_ptr(), out.as_mut_ptr());
     // SAFETY: `apply_plane` checked that every row reads inside `src` (its
     // planes, rows and columns with the radius around them) and writes
@@ -920,17 +858,19 @@ unsafe fn plane_simd<V: simd::Vf, const R: usize, const U: usize, const CHECK: b
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2")]
+#[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn plane_avx512<const R: usize, const CHECK: bool>(job: PlaneJob<'_, R>) -> bool {
-    // SAFETY: the caller checked for AVX-512F, AVX2 and the bounds.
-    unsafe { plane_simd::<simd::x86::V8, R, 4, CHECK>(job) }
+    // SAFETY: the caller checked for `Kernel::Avx512` (AVX-512F, AVX2,
+    // FMA) and the bounds.
+    unsafe { plane_simd::<simd::F64x8, R, 4, CHECK>(simd::Avx512Token::new_unchecked(), job) }
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 unsafe fn plane_avx2<const R: usize, const CHECK: bool>(job: PlaneJob<'_, R>) -> bool {
-    // SAFETY: the caller checked for AVX2 and the bounds.
-    unsafe { plane_simd::<simd::x86::V4, R, 4, CHECK>(job) }
+    // SAFETY: the caller checked for `Kernel::Avx2` (AVX2, FMA) and the
+    // bounds.
+    unsafe { plane_simd::<simd::F64x4, R, 4, CHECK>(simd::Avx2Token::new_unchecked(), job) }
 }
 
 /// True when every value of `region` in `out` (strides `s`) is finite.
@@ -945,7 +885,7 @@ fn rows_finite(out: &[f64], s: [usize; 3], region: &Region) -> bool {
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2")]
+#[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn sweep_avx512<const R: usize>(job: Job<'_, R>) -> bool {
     // Two vectors a step on single planes at radius 7, four at the others.
     // Single planes are few in a sweep (planes go in pairs), but the choice
@@ -956,21 +896,24 @@ unsafe fn sweep_avx512<const R: usize>(job: Job<'_, R>) -> bool {
     // at orders 12, 16 and 20 two vectors measured within 5 % of four, at
     // order 18 at 97-99 ms against 77 (a figure the FD-18 sweep with four
     // also reaches in some runs).
-    // SAFETY: the caller checked for AVX-512F, AVX2 and the bounds.
+    // SAFETY: the caller checked for `Kernel::Avx512` (AVX-512F, AVX2,
+    // FMA) and the bounds.
     unsafe {
+        let t = simd::Avx512Token::new_unchecked();
         if R == 7 {
-            sweep_simd::<simd::x86::V8, R, 2, 2, 2>(job)
+            sweep_simd::<simd::F64x8, R, 2, 2, 2>(t, job)
         } else {
-            sweep_simd::<simd::x86::V8, R, 4, 2, 2>(job)
+            sweep_simd::<simd::F64x8, R, 4, 2, 2>(t, job)
         }
     }
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 unsafe fn sweep_avx2<const R: usize>(job: Job<'_, R>) -> bool {
-    // SAFETY: the caller checked for AVX2 and the bounds.
-    unsafe { sweep_simd::<simd::x86::V4, R, 4, 2, 2>(job) }
+    // SAFETY: the caller checked for `Kernel::Avx2` (AVX2, FMA) and the
+    // bounds.
+    unsafe { sweep_simd::<simd::F64x4, R, 4, 2, 2>(simd::Avx2Token::new_unchecked(), job) }
 }
 
 /// True when no value is infinite or NaN; eight independent lanes so the
@@ -1110,13 +1053,13 @@ mod tests {
                 } else {
                     Kernel::Avx512
                 };
-                assert_eq!(Kernel::detect_for(r), want, "radius {r}");
+                assert_eq!(policy::host_kernel(r), want, "radius {r}");
                 let sweep = Sweep::new(2 * r, [0.3, 0.7, 1.1], 0.01, true).unwrap();
                 assert_eq!(sweep.kernel(), want, "radius {r}");
             }
         }
         for r in 1..=10 {
-            assert!(Kernel::detect_for(r).available(), "radius {r}");
+            assert!(policy::host_kernel(r).available(), "radius {r}");
         }
     }
 
@@ -1124,7 +1067,7 @@ mod tests {
     fn every_kernel_gives_the_scalar_bits() {
         let kernels: Vec<Kernel> = Kernel::ALL.into_iter().filter(|k| k.available()).collect();
         for r in 1..=10 {
-            assert!(kernels.contains(&Kernel::detect_for(r)), "radius {r}");
+            assert!(kernels.contains(&policy::host_kernel(r)), "radius {r}");
         }
         // Row lengths that are and are not multiples of 4 and 8, and a
         // ghost wider than the radius (rows start at every alignment).
@@ -1134,7 +1077,7 @@ mod tests {
                 let l = layout(owned, r + extra);
                 let u = noise(l.padded_len(), order as u64 + 17 * extra as u64);
                 let base = Sweep::new(order, [0.3, 0.7, 1.1], 0.01, true).unwrap();
-                let scalar = base.clone().with_kernel(Kernel::Scalar).unwrap();
+                let scalar = base.clone().with_kernel(Kernel::Portable).unwrap();
                 for region in regions(&l, r) {
                     let (want, ok) = run(&scalar, &l, &u, &region);
                     assert!(ok);

@@ -10,13 +10,15 @@ use serde::{Deserialize, Serialize};
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum CpuKernel {
-    /// [`Kernel::detect_for`]'s choice: AVX-512 where the CPU has it, then
+    /// [`crate::policy::host_kernel`]'s choice: AVX-512 where the CPU has it, then
     /// AVX2, except at orders 8 and 10, AVX2 first; the portable loop where
     /// neither exists.
     #[default]
     Auto,
-    /// The portable loop.
-    Scalar,
+    /// The portable loop (`scalar` is read as this name too).
+    #[serde(alias = "scalar")]
+    #[cfg_attr(feature = "clap", value(alias = "scalar"))]
+    Portable,
     /// Four cells a vector (x86-64 with AVX2).
     Avx2,
     /// Eight cells a vector (x86-64 with AVX-512F).
@@ -28,7 +30,7 @@ impl CpuKernel {
     pub fn kernel(self) -> Option<Kernel> {
         match self {
             CpuKernel::Auto => None,
-            CpuKernel::Scalar => Some(Kernel::Scalar),
+            CpuKernel::Portable => Some(Kernel::Portable),
             CpuKernel::Avx2 => Some(Kernel::Avx2),
             CpuKernel::Avx512 => Some(Kernel::Avx512),
         }

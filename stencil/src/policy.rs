@@ -6,7 +6,7 @@
 //! CPU they were taken on.
 
 use crate::wavefront;
-use crate::Stores;
+use crate::{Kernel, Stores};
 use halo::FieldLayout;
 
 /// The padded bytes of one field from which the Euler sweep at radius 1
@@ -14,6 +14,32 @@ use halo::FieldLayout;
 /// Intel Xeon with a 2 MiB L2, where 128^3 was faster with plain stores
 /// and 192^3 and 256^3 with streaming ones).
 pub const STREAM_FROM: usize = 48 << 20;
+
+/// The host kernel for a stencil of radius `radius`: AVX-512 where
+/// the CPU has it, then AVX2, except at radius 4 and 5 (orders 8 and
+/// 10), AVX2 first; the portable loop where neither exists.
+///
+/// Measured on an Intel Xeon core (AVX-512, 2 MiB L2) at 256^3, steps
+/// of the app with each kernel, the two alternated, fields on huge
+/// pages (`halo::Field`), ms a step AVX2 / AVX-512: FD-2 15.3-15.6 /
+/// 14.1-15.0 (three pairs), FD-4 26.3-26.6 / 24.5-24.7, FD-6 33.8-34.4 /
+/// 30.5-31.6, FD-8 43.6-44.1 / 48.5-49.0 (three), FD-10 51.8-53.5 /
+/// 60.5-60.7 (three); from order 12 on AVX-512 took up to 22 % less
+/// in 27 of 29 earlier pairs (the others within 1.5 %). The 16-core
+/// Xeon host of the GPU machine favoured AVX-512 at orders 2, 4 and 6
+/// (8 of 9 pairs) and from 12 on (11 of 15), AVX2 at order 8 (3 of
+/// 3). (On small pages this core had AVX2 ahead at order 4 as well.)
+pub fn host_kernel(radius: usize) -> Kernel {
+    let order = if matches!(radius, 4 | 5) {
+        [Kernel::Avx2, Kernel::Avx512]
+    } else {
+        [Kernel::Avx512, Kernel::Avx2]
+    };
+    order
+        .into_iter()
+        .find(|k| k.available())
+        .unwrap_or(Kernel::Portable)
+}
 
 /// The store policy of the Euler sweep on `layout`: non-temporal stores at
 /// radius 1 (order 2) on single-component fields of at least

@@ -67,13 +67,7 @@ pub const L2_RINGS_FROM: usize = 2 << 20;
 /// (heat3d's `tile_rows`).
 pub fn budget() -> usize {
     static BYTES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *BYTES.get_or_init(|| {
-        let caches = caches();
-        budget_for(
-            caches.iter().find(|&&(l, _)| l == 2).map(|&(_, b)| b),
-            caches.iter().max_by_key(|&&(l, _)| l).map(|&(_, b)| b),
-        )
-    })
+    *BYTES.get_or_init(|| budget_for(simd::cache::size(2), simd::cache::last_level()))
 }
 
 /// [`budget`]'s rule for an L2 of `l2` bytes and a last-level cache of
@@ -84,47 +78,6 @@ fn budget_for(l2: Option<usize>, llc: Option<usize>) -> usize {
         (_, Some(llc)) => llc / 32 * 7,
         _ => BUDGET,
     }
-}
-
-/// The data and unified caches of CPU 0 from sysfs, `(level, bytes)`.
-fn caches() -> Vec<(u32, usize)> {
-    let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return out;
-    };
-    for entry in entries.flatten() {
-        let read = |f: &str| std::fs::read_to_string(entry.path().join(f)).ok();
-        let (Some(level), Some(kind), Some(size)) = (read("level"), read("type"), read("size"))
-        else {
-            continue;
-        };
-        let (Ok(level), Some(bytes)) = (level.trim().parse::<u32>(), parse_size(size.trim()))
-        else {
-            continue;
-        };
-        if kind.trim() != "Instruction" && bytes > 0 {
-            out.push((level, bytes));
-        }
-    }
-    out
-}
-
-/// `32768K`, `1M`, `2G` or a number of bytes.
-fn parse_size(s: &str) -> Option<usize> {
-    let (digits, unit) = match s.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
-        Some((i, _)) => s.split_at(i),
-        None => (s, ""),
-    };
-    let n: usize = digits.parse().ok()?;
-    let shift = match unit {
-        "" => 0,
-        "K" | "k" => 10,
-        "M" => 20,
-        "G" => 30,
-        _ => return None,
-    };
-    n.checked_mul(1 << shift)
 }
 
 /// The largest radius a sweep has (order 20).
@@ -559,16 +512,6 @@ mod tests {
         assert_eq!(budget_for(Some(1 << 20), None), BUDGET);
         assert_eq!(budget_for(None, Some(32 << 20)), 7 << 20);
         assert_eq!(budget_for(None, None), BUDGET);
-    }
-
-    #[test]
-    fn cache_sizes_parse() {
-        assert_eq!(parse_size("32768K"), Some(32 << 20));
-        assert_eq!(parse_size("1M"), Some(1 << 20));
-        assert_eq!(parse_size("512"), Some(512));
-        assert_eq!(parse_size("2G"), Some(2 << 30));
-        assert_eq!(parse_size("12Q"), None);
-        assert_eq!(parse_size(""), None);
     }
 
     #[test]

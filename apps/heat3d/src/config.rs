@@ -507,7 +507,7 @@ mod tests {
                 .unwrap()
                 .stencil
                 .cpu,
-            CpuStencil::Scalar
+            CpuStencil::Portable
         );
     }
 
@@ -526,7 +526,7 @@ mod tests {
         assert_eq!(
             c.stencil,
             StencilOptions {
-                cpu: CpuStencil::Scalar,
+                cpu: CpuStencil::Portable,
                 steps_per_pass: 2,
                 tile_rows: 5,
                 gpu: GpuStencil::Shuffle,

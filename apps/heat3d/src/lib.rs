@@ -350,10 +350,10 @@ impl<'c> Solver<'c> {
     /// Sets the kernel of the host's sweeps from `cfg.stencil.cpu`: the one
     /// named (an error naming the available ones if this build or CPU does
     /// not have it); `auto` keeps the sweeps' own default
-    /// ([`Kernel::detect_for`] their radius).
+    /// ([`stencil::policy::host_kernel`] their radius).
     fn pick_cpu_stencil(&mut self) -> Result<()> {
         let kernel = match self.cfg.stencil.cpu {
-            CpuStencil::Scalar => Kernel::Scalar,
+            CpuStencil::Portable => Kernel::Portable,
             CpuStencil::Avx2 => Kernel::Avx2,
             CpuStencil::Avx512 => Kernel::Avx512,
             CpuStencil::Auto => return Ok(()),
@@ -1277,7 +1277,7 @@ mod tests {
         let on_gpu = Config {
             stencil: config::StencilOptions {
                 tile_rows: 8,
-                cpu: CpuStencil::Scalar,
+                cpu: CpuStencil::Portable,
                 ..config::StencilOptions::default()
             },
             backend: "cuda".parse().unwrap(),

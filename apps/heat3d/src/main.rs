@@ -144,7 +144,7 @@ mod tests {
         .unwrap();
         let cfg: Config = cli.configure(heat3d::config::RENAMED).unwrap();
         assert_eq!(cfg.stencil.gpu, GpuStencil::Shuffle);
-        assert_eq!(cfg.stencil.cpu, CpuStencil::Scalar);
+        assert_eq!(cfg.stencil.cpu, CpuStencil::Portable);
         assert_eq!(cfg.stencil.steps_per_pass, 2);
         assert_eq!(cfg.stencil.gpu_chunk, 5);
         assert_eq!(cfg.stencil.gpu_block, 0);

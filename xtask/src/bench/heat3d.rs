@@ -657,7 +657,7 @@ pub(super) fn run(args: &Args) -> Result<()> {
             "kernel": "heat3d's default, per run in runs[].kernel",
             "fma_peak": {
                 "gflops": peak.gflops,
-                "isa": peak.isa,
+                "isa": peak.isa.name(),
                 "lanes": peak.lanes,
                 "what": "best pass (before or after the sweep) of 16 independent chains of FMAs on the widest vectors, 2 flops per lane; the sweeps do not fuse, so half of it is their ceiling",
             },

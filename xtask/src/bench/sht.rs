@@ -383,7 +383,7 @@ pub fn run(args: &Args) -> Result<()> {
     }
     // Where our scalar time goes (the four steps timed alone, last round),
     // and the Legendre steps' nominal rate against this core's FMA peak.
-    let peak = stencil::peak::fma_peak(4_000_000, 5);
+    let peak = simd::peak::fma_peak(4_000_000, 5);
     println!(
         "\nours, scalar steps timed alone: Legendre / phi FFT shares; Legendre GFLOP/s (nominal 7 flops per (l, m) and latitude pair) and % of the FMA peak ({:.1} GFLOP/s, {})",
         peak.gflops, peak.isa

@@ -37,16 +37,22 @@
 
 /// One vector of `W` doubles and the operations the sweep uses, each one
 /// IEEE operation per lane.
+///
+/// The vectors are `simd`'s, built with the token of their instruction
+/// set (`()` for the portable [`V1`]), which the sweep carries in its
+/// [`Weights`].
 pub(super) trait Vf: Copy {
+    /// Proof that the CPU runs these vectors.
+    type Token: Copy;
     /// Lanes.
     const W: usize;
     /// `v` in every lane.
-    fn splat(v: f64) -> Self;
+    fn splat(t: Self::Token, v: f64) -> Self;
     /// `W` doubles from `p`.
     ///
     /// # Safety
     /// `p..p + W` must be readable.
-    unsafe fn load(p: *const f64) -> Self;
+    unsafe fn load(t: Self::Token, p: *const f64) -> Self;
     /// `W` doubles to `p`.
     ///
     /// # Safety
@@ -76,17 +82,20 @@ pub(super) trait Vf: Copy {
 }
 
 /// The weights of one sweep as vectors.
-pub(super) struct Weights<V, const R: usize> {
+pub(super) struct Weights<V: Vf, const R: usize> {
+    /// The vectors' token.
+    pub t: V::Token,
     pub c: V,
     pub w: [[V; R]; 3],
 }
 
 impl<V: Vf, const R: usize> Weights<V, R> {
     #[inline(always)]
-    pub fn new(c: f64, w: &[[f64; R]; 3]) -> Self {
+    pub fn new(t: V::Token, c: f64, w: &[[f64; R]; 3]) -> Self {
         Weights {
-            c: V::splat(c),
-            w: [0, 1, 2].map(|d| std::array::from_fn(|m| V::splat(w[d][m]))),
+            t,
+            c: V::splat(t, c),
+            w: [0, 1, 2].map(|d| std::array::from_fn(|m| V::splat(t, w[d][m]))),
         }
     }
 }
@@ -127,23 +136,23 @@ unsafe fn cells<V: Vf, const R: usize, const U: usize>(
 ) -> [V; U] {
     // SAFETY: every address read is one the contract lists.
     unsafe {
-        let c: [V; U] = std::array::from_fn(|x| V::load(u.add(x * V::W)));
+        let c: [V; U] = std::array::from_fn(|x| V::load(k.t, u.add(x * V::W)));
         let mut v: [V; U] = std::array::from_fn(|x| k.c.mul(c[x]));
         for (m, wm) in k.w[0].iter().enumerate() {
             for (x, vx) in v.iter_mut().enumerate() {
                 let p = u.wrapping_add(x * V::W);
                 let (a, b) = (
-                    V::load(p.offset(x0.plus[m])),
-                    V::load(p.offset(x0.minus[m])),
+                    V::load(k.t, p.offset(x0.plus[m])),
+                    V::load(k.t, p.offset(x0.minus[m])),
                 );
                 *vx = vx.add(wm.mul(a.add(b)));
             }
         }
-        axis::<V, R, U>(&mut v, u, s1, &k.w[1]);
+        axis::<V, R, U>(&mut v, u, s1, (k.t, &k.w[1]));
         if R == 1 {
             shifted::<V, R, U>(&mut v, &c, u, k);
         } else {
-            axis::<V, R, U>(&mut v, u, 1, &k.w[2]);
+            axis::<V, R, U>(&mut v, u, 1, (k.t, &k.w[2]));
         }
         v
     }
@@ -164,7 +173,7 @@ unsafe fn shifted<V: Vf, const R: usize, const U: usize>(
     k: &Weights<V, R>,
 ) {
     // SAFETY: the two values the contract lists.
-    let (before, after) = unsafe { (V::splat(*u.sub(1)), V::splat(*u.add(U * V::W))) };
+    let (before, after) = unsafe { (V::splat(k.t, *u.sub(1)), V::splat(k.t, *u.add(U * V::W))) };
     for (x, vx) in v.iter_mut().enumerate() {
         let b = c[x].back(if x == 0 { before } else { c[x - 1] });
         let a = c[x].on(if x + 1 == U { after } else { c[x + 1] });
@@ -194,13 +203,13 @@ unsafe fn cells_p<V: Vf, const R: usize, const U: usize, const P: usize>(
     // planes.
     unsafe {
         let row = |p: usize| u.add(p * s0);
-        let mut c = [[V::splat(0.0); U]; P];
+        let mut c = [[V::splat(k.t, 0.0); U]; P];
         for (p, cp) in c.iter_mut().enumerate() {
             for (x, cx) in cp.iter_mut().enumerate() {
-                *cx = V::load(row(p).add(x * V::W));
+                *cx = V::load(k.t, row(p).add(x * V::W));
             }
         }
-        let mut v = [[V::splat(0.0); U]; P];
+        let mut v = [[V::splat(k.t, 0.0); U]; P];
         for (vp, cp) in v.iter_mut().zip(&c) {
             for (vx, cx) in vp.iter_mut().zip(cp) {
                 *vx = k.c.mul(*cx);
@@ -209,20 +218,20 @@ unsafe fn cells_p<V: Vf, const R: usize, const U: usize, const P: usize>(
         // At step `m` plane `p` takes planes `p + m + 1` (`hi[p]`) and `p -
         // m - 1` (`lo[p]`), counted from `u`'s; from one step to the next
         // the windows move by one plane, and one plane enters each.
-        let mut hi = [[V::splat(0.0); U]; P];
-        let mut lo = [[V::splat(0.0); U]; P];
+        let mut hi = [[V::splat(k.t, 0.0); U]; P];
+        let mut lo = [[V::splat(k.t, 0.0); U]; P];
         for p in 0..P {
             for x in 0..U {
                 let q = u.wrapping_add(x * V::W);
                 hi[p][x] = if p + 1 < P {
                     c[p + 1][x]
                 } else {
-                    V::load(q.add(P * s0))
+                    V::load(k.t, q.add(P * s0))
                 };
                 lo[p][x] = if p > 0 {
                     c[p - 1][x]
                 } else {
-                    V::load(q.sub(s0))
+                    V::load(k.t, q.sub(s0))
                 };
             }
         }
@@ -238,22 +247,22 @@ unsafe fn cells_p<V: Vf, const R: usize, const U: usize, const P: usize>(
                     for p in 0..P - 1 {
                         hi[p][x] = hi[p + 1][x];
                     }
-                    hi[P - 1][x] = V::load(q.add((P + m + 1) * s0));
+                    hi[P - 1][x] = V::load(k.t, q.add((P + m + 1) * s0));
                     for p in (1..P).rev() {
                         lo[p][x] = lo[p - 1][x];
                     }
-                    lo[0][x] = V::load(q.sub((m + 2) * s0));
+                    lo[0][x] = V::load(k.t, q.sub((m + 2) * s0));
                 }
             }
         }
         for (p, vp) in v.iter_mut().enumerate() {
-            axis::<V, R, U>(vp, row(p), s1, &k.w[1]);
+            axis::<V, R, U>(vp, row(p), s1, (k.t, &k.w[1]));
         }
         for (p, vp) in v.iter_mut().enumerate() {
             if R == 1 {
                 shifted::<V, R, U>(vp, &c[p], row(p), k);
             } else {
-                axis::<V, R, U>(vp, row(p), 1, &k.w[2]);
+                axis::<V, R, U>(vp, row(p), 1, (k.t, &k.w[2]));
             }
         }
         v
@@ -270,7 +279,7 @@ unsafe fn axis<V: Vf, const R: usize, const U: usize>(
     v: &mut [V; U],
     u: *const f64,
     s: usize,
-    w: &[V; R],
+    (t, w): (V::Token, &[V; R]),
 ) {
     for (m, wm) in w.iter().enumerate() {
         let o = (m + 1) * s;
@@ -278,7 +287,7 @@ unsafe fn axis<V: Vf, const R: usize, const U: usize>(
             let p = u.wrapping_add(x * V::W);
             // SAFETY: `p + o` and `p - o` are addresses the contract of
             // `cells` lists.
-            let (a, b) = unsafe { (V::load(p.add(o)), V::load(p.sub(o))) };
+            let (a, b) = unsafe { (V::load(t, p.add(o)), V::load(t, p.sub(o))) };
             *vx = vx.add(wm.mul(a.add(b)));
         }
     }
@@ -313,21 +322,10 @@ unsafe fn cell<const R: usize>(
     }
 }
 
-/// Asks for the cache line holding `p` (a hint: any address is allowed,
-/// nothing is read or faulted).
-#[inline(always)]
-fn prefetch(p: *const f64) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint that never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
+use simd::prefetch_read as prefetch;
 
 /// What every row of one sweep shares.
-pub(super) struct Ctx<'a, V, const R: usize> {
+pub(super) struct Ctx<'a, V: Vf, const R: usize> {
     /// The axis-0 neighbours, and the stride of axis 1 (axis 2 has
     /// stride 1).
     pub x0: Planes<R>,
@@ -395,7 +393,7 @@ pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
                 *out.add(q) = v;
                 z += v;
             }
-            *acc = acc.add(V::splat(z));
+            *acc = acc.add(V::splat(k.t, z));
             return;
         }
         let mut q = 0;
@@ -422,7 +420,7 @@ pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
             // reads from memory for the first time; two rows ahead of the
             // current one it is requested early.
             let ahead = x0.plus[R - 1] + (PFR * s1) as isize;
-            let mut sums = [V::splat(0.0); U];
+            let mut sums = [V::splat(k.t, 0.0); U];
             while q + U * w <= lines_end {
                 prefetch(u.wrapping_add(q).wrapping_offset(ahead));
                 let v = cells::<V, R, U>(u.add(q), x0, s1, k);
@@ -445,7 +443,7 @@ pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
                 z += v;
                 q += 1;
             }
-            *acc = acc.add(V::splat(z));
+            *acc = acc.add(V::splat(k.t, z));
             return;
         } else {
             // The vectors start at the first cell whose centre value lies
@@ -469,7 +467,7 @@ pub(super) unsafe fn row<V: Vf, const R: usize, const U: usize>(
                 *acc = acc.add(v);
                 q = lead;
             }
-            let mut sums = [V::splat(0.0); U];
+            let mut sums = [V::splat(k.t, 0.0); U];
             let ahead = x0.plus[R - 1] + (PFR * s1) as isize;
             while q + U * w <= len {
                 for x in 0..U {
@@ -568,7 +566,7 @@ pub(super) unsafe fn row_p<V: Vf, const R: usize, const U: usize, const P: usize
                     z += v;
                 }
             }
-            *acc = acc.add(V::splat(z));
+            *acc = acc.add(V::splat(k.t, z));
             return;
         }
         let mut q = 0;
@@ -623,13 +621,14 @@ const PFR: usize = 2;
 pub(super) struct V1(f64);
 
 impl Vf for V1 {
+    type Token = ();
     const W: usize = 1;
     #[inline(always)]
-    fn splat(v: f64) -> Self {
+    fn splat(_: (), v: f64) -> Self {
         V1(v)
     }
     #[inline(always)]
-    unsafe fn load(p: *const f64) -> Self {
+    unsafe fn load(_: (), p: *const f64) -> Self {
         // SAFETY: one readable double (caller).
         V1(unsafe { *p })
     }
@@ -671,154 +670,64 @@ impl Vf for V1 {
     }
 }
 
+/// `simd`'s vectors, one method each.
 #[cfg(target_arch = "x86_64")]
-pub(super) mod x86 {
+mod x86 {
     use super::Vf;
-    use std::arch::x86_64::*;
 
-    /// Four doubles in an AVX register. Only used inside functions compiled
-    /// with AVX2, called after `Kernel::Avx2.available()` found it.
-    #[derive(Clone, Copy)]
-    pub(crate) struct V4(__m256d);
-
-    impl Vf for V4 {
-        const W: usize = 4;
-        #[inline(always)]
-        fn splat(v: f64) -> Self {
-            // SAFETY: AVX is present (see the type's doc).
-            V4(unsafe { _mm256_set1_pd(v) })
-        }
-        #[inline(always)]
-        unsafe fn load(p: *const f64) -> Self {
-            // SAFETY: four readable doubles (caller); AVX present.
-            V4(unsafe { _mm256_loadu_pd(p) })
-        }
-        #[inline(always)]
-        unsafe fn store(self, p: *mut f64) {
-            // SAFETY: four writable doubles (caller); AVX present.
-            unsafe { _mm256_storeu_pd(p, self.0) }
-        }
-        #[inline(always)]
-        unsafe fn stream(self, p: *mut f64) {
-            // SAFETY: four writable doubles, 32-byte aligned (caller).
-            unsafe { _mm256_stream_pd(p, self.0) }
-        }
-        #[inline(always)]
-        unsafe fn store_from(self, p: *mut f64, from: usize) {
-            // SAFETY: lanes `from..4` writable (caller); the mask stores
-            // only those; AVX present.
-            unsafe {
-                let lane = _mm256_setr_epi64x(0, 1, 2, 3);
-                let mask = _mm256_cmpgt_epi64(lane, _mm256_set1_epi64x(from as i64 - 1));
-                _mm256_maskstore_pd(p, mask, self.0)
+    macro_rules! vf {
+        ($v:ty, $t:ty, $w:expr) => {
+            impl Vf for $v {
+                type Token = $t;
+                const W: usize = $w;
+                #[inline(always)]
+                fn splat(t: $t, v: f64) -> Self {
+                    <$v>::splat(t, v)
+                }
+                #[inline(always)]
+                unsafe fn load(t: $t, p: *const f64) -> Self {
+                    // SAFETY: `W` readable doubles (caller).
+                    unsafe { <$v>::load_ptr(t, p) }
+                }
+                #[inline(always)]
+                unsafe fn store(self, p: *mut f64) {
+                    // SAFETY: `W` writable doubles (caller).
+                    unsafe { self.store_ptr(p) }
+                }
+                #[inline(always)]
+                unsafe fn stream(self, p: *mut f64) {
+                    // SAFETY: `W` writable doubles, aligned to `8 W` bytes (caller).
+                    unsafe { <$v>::stream(self, p) }
+                }
+                #[inline(always)]
+                unsafe fn store_from(self, p: *mut f64, from: usize) {
+                    // SAFETY: lanes `from..W` writable, `from < W` (caller).
+                    unsafe { <$v>::store_from(self, p, from) }
+                }
+                #[inline(always)]
+                fn add(self, o: Self) -> Self {
+                    <$v>::add(self, o)
+                }
+                #[inline(always)]
+                fn mul(self, o: Self) -> Self {
+                    <$v>::mul(self, o)
+                }
+                #[inline(always)]
+                fn back(self, prev: Self) -> Self {
+                    <$v>::back(self, prev)
+                }
+                #[inline(always)]
+                fn on(self, next: Self) -> Self {
+                    <$v>::on(self, next)
+                }
+                #[inline(always)]
+                fn all_finite(self) -> bool {
+                    <$v>::all_finite(self)
+                }
             }
-        }
-        #[inline(always)]
-        fn add(self, o: Self) -> Self {
-            // SAFETY: AVX present.
-            V4(unsafe { _mm256_add_pd(self.0, o.0) })
-        }
-        #[inline(always)]
-        fn mul(self, o: Self) -> Self {
-            // SAFETY: AVX present.
-            V4(unsafe { _mm256_mul_pd(self.0, o.0) })
-        }
-        #[inline(always)]
-        fn back(self, prev: Self) -> Self {
-            // SAFETY: AVX present. `t` = [p2, p3, c0, c1], then
-            // [t1, c0, t3, c2] = [p3, c0, c1, c2].
-            V4(unsafe {
-                let t = _mm256_permute2f128_pd::<0x03>(self.0, prev.0);
-                _mm256_shuffle_pd::<0b0101>(t, self.0)
-            })
-        }
-        #[inline(always)]
-        fn on(self, next: Self) -> Self {
-            // SAFETY: AVX present. `t` = [c2, c3, n0, n1], then
-            // [c1, t0, c3, t2] = [c1, c2, c3, n0].
-            V4(unsafe {
-                let t = _mm256_permute2f128_pd::<0x21>(self.0, next.0);
-                _mm256_shuffle_pd::<0b0101>(self.0, t)
-            })
-        }
-        #[inline(always)]
-        fn all_finite(self) -> bool {
-            let mut x = [0.0; 4];
-            // SAFETY: four writable doubles; AVX present.
-            unsafe { _mm256_storeu_pd(x.as_mut_ptr(), self.0) };
-            x.iter().all(|v| v.is_finite())
-        }
+        };
     }
 
-    /// Eight doubles in an AVX-512 register. Only used inside functions compiled with
-    /// AVX-512F, called after `Kernel::Avx512.available()` found it.
-    #[derive(Clone, Copy)]
-    pub(crate) struct V8(__m512d);
-
-    impl Vf for V8 {
-        const W: usize = 8;
-        #[inline(always)]
-        fn splat(v: f64) -> Self {
-            // SAFETY: AVX-512F present (see the type's doc).
-            V8(unsafe { _mm512_set1_pd(v) })
-        }
-        #[inline(always)]
-        unsafe fn load(p: *const f64) -> Self {
-            // SAFETY: eight readable doubles (caller); AVX-512F present.
-            V8(unsafe { _mm512_loadu_pd(p) })
-        }
-        #[inline(always)]
-        unsafe fn store(self, p: *mut f64) {
-            // SAFETY: eight writable doubles (caller); AVX-512F present.
-            unsafe { _mm512_storeu_pd(p, self.0) }
-        }
-        #[inline(always)]
-        unsafe fn stream(self, p: *mut f64) {
-            // SAFETY: eight writable doubles, 64-byte aligned (caller).
-            unsafe { _mm512_stream_pd(p, self.0) }
-        }
-        #[inline(always)]
-        unsafe fn store_from(self, p: *mut f64, from: usize) {
-            // SAFETY: lanes `from..8` writable (caller); the masked store
-            // touches only those; AVX-512F present.
-            unsafe { _mm512_mask_storeu_pd(p, (0xffu32 << from) as u8, self.0) }
-        }
-        #[inline(always)]
-        fn add(self, o: Self) -> Self {
-            // SAFETY: AVX-512F present.
-            V8(unsafe { _mm512_add_pd(self.0, o.0) })
-        }
-        #[inline(always)]
-        fn mul(self, o: Self) -> Self {
-            // SAFETY: AVX-512F present.
-            V8(unsafe { _mm512_mul_pd(self.0, o.0) })
-        }
-        #[inline(always)]
-        fn back(self, prev: Self) -> Self {
-            // SAFETY: AVX-512F present. Lanes 7.. of `self:prev`.
-            V8(unsafe {
-                _mm512_castsi512_pd(_mm512_alignr_epi64::<7>(
-                    _mm512_castpd_si512(self.0),
-                    _mm512_castpd_si512(prev.0),
-                ))
-            })
-        }
-        #[inline(always)]
-        fn on(self, next: Self) -> Self {
-            // SAFETY: AVX-512F present. Lanes 1.. of `next:self`.
-            V8(unsafe {
-                _mm512_castsi512_pd(_mm512_alignr_epi64::<1>(
-                    _mm512_castpd_si512(next.0),
-                    _mm512_castpd_si512(self.0),
-                ))
-            })
-        }
-        #[inline(always)]
-        fn all_finite(self) -> bool {
-            let mut x = [0.0; 8];
-            // SAFETY: eight writable doubles; AVX-512F present.
-            unsafe { _mm512_storeu_pd(x.as_mut_ptr(), self.0) };
-            x.iter().all(|v| v.is_finite())
-        }
-    }
+    vf!(simd::F64x4, simd::Avx2Token, 4);
+    vf!(simd::F64x8, simd::Avx512Token, 8);
 }
