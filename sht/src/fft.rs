@@ -24,7 +24,7 @@
 //! instructions and calls: closures do not take the target features of the
 //! function around them.)
 
-use crate::legendre::Simd;
+use simd::Isa;
 use num_complex::Complex64;
 use rayon::prelude::*;
 use std::f64::consts::PI;
@@ -244,13 +244,13 @@ fn load(v: &[Complex64], rows: usize) -> C {
 /// `z[k]` = `(row[2 k], row[2 k + 1])` of the rows of `n` values of `inp`
 /// (0 in lanes from `rows` on).
 #[inline(always)]
-fn rows_in(simd: Simd, inp: &[f64], n: usize, rows: usize, z: &mut [C]) {
+fn rows_in(simd: Isa, inp: &[f64], n: usize, rows: usize, z: &mut [C]) {
     let h = n / 2;
     let mut k0 = 0;
     #[cfg(target_arch = "x86_64")]
-    if simd == Simd::Avx512 && rows == LANES && inp.len() >= LANES * n && z.len() >= h {
+    if simd == Isa::Avx512 && rows == LANES && inp.len() >= LANES * n && z.len() >= h {
         k0 = h / 4 * 4;
-        // SAFETY: AVX-512F was found (`Simd::Avx512`); the sizes were
+        // SAFETY: AVX-512F was found (`Isa::Avx512`); the sizes were
         // checked just above.
         unsafe { avx512::rows_in(inp, n, k0, z) };
     }
@@ -268,11 +268,11 @@ fn rows_in(simd: Simd, inp: &[f64], n: usize, rows: usize, z: &mut [C]) {
 
 /// The inverse of [`rows_in`] for the first `rows` rows of `out`.
 #[inline(always)]
-fn rows_out(simd: Simd, z: &[C], out: &mut [f64], n: usize, rows: usize) {
+fn rows_out(simd: Isa, z: &[C], out: &mut [f64], n: usize, rows: usize) {
     let h = n / 2;
     let mut k0 = 0;
     #[cfg(target_arch = "x86_64")]
-    if simd == Simd::Avx512 && rows == LANES && out.len() >= LANES * n && z.len() >= h {
+    if simd == Isa::Avx512 && rows == LANES && out.len() >= LANES * n && z.len() >= h {
         k0 = h / 4 * 4;
         // SAFETY: as in `rows_in`.
         unsafe { avx512::rows_out(z, n, k0, out) };
@@ -296,38 +296,7 @@ pub(crate) mod avx512 {
     #[inline]
     #[target_feature(enable = "avx512f")]
     pub(crate) fn transpose(r: &[__m512d; 8]) -> [__m512d; 8] {
-        // Pairs of rows, interleaved: elements (2 q, 2 q + 1) of rows i, i + 1.
-        let t = [
-            _mm512_unpacklo_pd(r[0], r[1]),
-            _mm512_unpackhi_pd(r[0], r[1]),
-            _mm512_unpacklo_pd(r[2], r[3]),
-            _mm512_unpackhi_pd(r[2], r[3]),
-            _mm512_unpacklo_pd(r[4], r[5]),
-            _mm512_unpackhi_pd(r[4], r[5]),
-            _mm512_unpacklo_pd(r[6], r[7]),
-            _mm512_unpackhi_pd(r[6], r[7]),
-        ];
-        // Elements {c, c + 4} of rows 0-3 and of rows 4-7, c = 0..4.
-        let u = [
-            _mm512_shuffle_f64x2::<0x88>(t[0], t[2]),
-            _mm512_shuffle_f64x2::<0x88>(t[1], t[3]),
-            _mm512_shuffle_f64x2::<0xdd>(t[0], t[2]),
-            _mm512_shuffle_f64x2::<0xdd>(t[1], t[3]),
-            _mm512_shuffle_f64x2::<0x88>(t[4], t[6]),
-            _mm512_shuffle_f64x2::<0x88>(t[5], t[7]),
-            _mm512_shuffle_f64x2::<0xdd>(t[4], t[6]),
-            _mm512_shuffle_f64x2::<0xdd>(t[5], t[7]),
-        ];
-        [
-            _mm512_shuffle_f64x2::<0x88>(u[0], u[4]),
-            _mm512_shuffle_f64x2::<0x88>(u[1], u[5]),
-            _mm512_shuffle_f64x2::<0x88>(u[2], u[6]),
-            _mm512_shuffle_f64x2::<0x88>(u[3], u[7]),
-            _mm512_shuffle_f64x2::<0xdd>(u[0], u[4]),
-            _mm512_shuffle_f64x2::<0xdd>(u[1], u[5]),
-            _mm512_shuffle_f64x2::<0xdd>(u[2], u[6]),
-            _mm512_shuffle_f64x2::<0xdd>(u[3], u[7]),
-        ]
+        simd::x86::transpose8(*r)
     }
 
     /// The eight complex values at `p` (sixteen doubles) as their real and
@@ -732,7 +701,7 @@ impl LaneFft {
     /// values of order `m` of the rows, row after row.
     pub(crate) fn c2r<'s>(
         &self,
-        simd: Simd,
+        simd: Isa,
         work: &mut Work,
         nm: usize,
         spec: impl Fn(usize) -> &'s [Complex64],
@@ -743,12 +712,12 @@ impl LaneFft {
         work.ready(self.h);
         match simd {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Simd::Avx512` is only made after AVX-512F was found.
-            Simd::Avx512 => unsafe { self.c2r_avx512(work, nm, &spec, out, rows) },
+            // SAFETY: `Isa::Avx512` is only made after AVX-512F was found.
+            Isa::Avx512 => unsafe { self.c2r_avx512(work, nm, &spec, out, rows) },
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Simd::Avx2` is only made after AVX2 was found.
-            Simd::Avx2 => unsafe { self.c2r_avx2(work, nm, &spec, out, rows) },
-            _ => self.c2r_body::<V, _>(Simd::Generic, work, nm, &spec, out, rows),
+            // SAFETY: `Isa::Avx2` is only made after AVX2 was found.
+            Isa::Avx2 => unsafe { self.c2r_avx2(work, nm, &spec, out, rows) },
+            _ => self.c2r_body::<V, _>(Isa::Portable, work, nm, &spec, out, rows),
         }
     }
 
@@ -758,7 +727,7 @@ impl LaneFft {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn r2c(
         &self,
-        simd: Simd,
+        simd: Isa,
         work: &mut Work,
         inp: &[f64],
         rows: usize,
@@ -772,11 +741,11 @@ impl LaneFft {
         match simd {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as in `c2r`.
-            Simd::Avx512 => unsafe { self.r2c_avx512(work, inp, rows, nm, scale, &mut put) },
+            Isa::Avx512 => unsafe { self.r2c_avx512(work, inp, rows, nm, scale, &mut put) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as in `c2r`.
-            Simd::Avx2 => unsafe { self.r2c_avx2(work, inp, rows, nm, scale, &mut put) },
-            _ => self.r2c_body::<V>(Simd::Generic, work, inp, rows, nm, scale, &mut put),
+            Isa::Avx2 => unsafe { self.r2c_avx2(work, inp, rows, nm, scale, &mut put) },
+            _ => self.r2c_body::<V>(Isa::Portable, work, inp, rows, nm, scale, &mut put),
         }
     }
 
@@ -788,7 +757,7 @@ impl LaneFft {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn r2c_to(
         &self,
-        simd: Simd,
+        simd: Isa,
         work: &mut Work,
         inp: &[f64],
         rows: usize,
@@ -802,11 +771,11 @@ impl LaneFft {
         match simd {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as in `c2r`.
-            Simd::Avx512 => unsafe { self.r2c_to_avx512(work, inp, rows, scale, nm, dst, &at) },
+            Isa::Avx512 => unsafe { self.r2c_to_avx512(work, inp, rows, scale, nm, dst, &at) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as in `c2r`.
-            Simd::Avx2 => unsafe { self.r2c_to_avx2(work, inp, rows, scale, nm, dst, &at) },
-            _ => self.r2c_to_body::<V, _>(Simd::Generic, work, inp, rows, scale, nm, dst, &at),
+            Isa::Avx2 => unsafe { self.r2c_to_avx2(work, inp, rows, scale, nm, dst, &at) },
+            _ => self.r2c_to_body::<V, _>(Isa::Portable, work, inp, rows, scale, nm, dst, &at),
         }
     }
 
@@ -823,7 +792,7 @@ impl LaneFft {
         dst: &mut [Complex64],
         at: &F,
     ) {
-        self.r2c_to_body::<vx::Z, F>(Simd::Avx512, work, inp, rows, scale, nm, dst, at)
+        self.r2c_to_body::<vx::Z, F>(Isa::Avx512, work, inp, rows, scale, nm, dst, at)
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -839,7 +808,7 @@ impl LaneFft {
         dst: &mut [Complex64],
         at: &F,
     ) {
-        self.r2c_to_body::<vx::Y, F>(Simd::Avx2, work, inp, rows, scale, nm, dst, at)
+        self.r2c_to_body::<vx::Y, F>(Isa::Avx2, work, inp, rows, scale, nm, dst, at)
     }
 
     /// [`r2c`](Self::r2c) of every row of `grid` (rows of `n` values),
@@ -847,7 +816,7 @@ impl LaneFft {
     /// orders a row).
     pub(crate) fn r2c_rows_par(
         &self,
-        simd: Simd,
+        simd: Isa,
         grid: &[f64],
         out: &mut [Complex64],
         nm: usize,
@@ -875,7 +844,7 @@ impl LaneFft {
         out: &mut [f64],
         rows: usize,
     ) {
-        self.c2r_body::<vx::Z, F>(Simd::Avx512, work, nm, spec, out, rows)
+        self.c2r_body::<vx::Z, F>(Isa::Avx512, work, nm, spec, out, rows)
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -888,7 +857,7 @@ impl LaneFft {
         out: &mut [f64],
         rows: usize,
     ) {
-        self.c2r_body::<vx::Y, F>(Simd::Avx2, work, nm, spec, out, rows)
+        self.c2r_body::<vx::Y, F>(Isa::Avx2, work, nm, spec, out, rows)
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -902,7 +871,7 @@ impl LaneFft {
         scale: f64,
         put: &mut dyn FnMut(usize, &[Complex64]),
     ) {
-        self.r2c_body::<vx::Z>(Simd::Avx512, work, inp, rows, nm, scale, put)
+        self.r2c_body::<vx::Z>(Isa::Avx512, work, inp, rows, nm, scale, put)
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -916,13 +885,13 @@ impl LaneFft {
         scale: f64,
         put: &mut dyn FnMut(usize, &[Complex64]),
     ) {
-        self.r2c_body::<vx::Y>(Simd::Avx2, work, inp, rows, nm, scale, put)
+        self.r2c_body::<vx::Y>(Isa::Avx2, work, inp, rows, nm, scale, put)
     }
 
     #[inline(always)]
     fn c2r_body<'s, X: Vx, F: Fn(usize) -> &'s [Complex64]>(
         &self,
-        simd: Simd,
+        simd: Isa,
         work: &mut Work,
         nm: usize,
         spec: &F,
@@ -968,7 +937,7 @@ impl LaneFft {
     #[allow(clippy::too_many_arguments)]
     fn r2c_body<X: Vx>(
         &self,
-        simd: Simd,
+        simd: Isa,
         work: &mut Work,
         inp: &[f64],
         rows: usize,
@@ -997,7 +966,7 @@ impl LaneFft {
     #[allow(clippy::too_many_arguments)]
     fn r2c_to_body<X: Vx, F: Fn(usize) -> usize>(
         &self,
-        simd: Simd,
+        simd: Isa,
         work: &mut Work,
         inp: &[f64],
         rows: usize,
@@ -1482,14 +1451,8 @@ mod tests {
             .collect()
     }
 
-    fn simds() -> Vec<Simd> {
-        let mut v = vec![Simd::Generic];
-        for k in [crate::Kernel::Avx2, crate::Kernel::Avx512] {
-            if let Some(s) = Simd::for_kernel(k) {
-                v.push(s);
-            }
-        }
-        v
+    fn simds() -> Vec<Isa> {
+        Isa::available_all().collect()
     }
 
     /// The plain DFT, term by term (an error of about `n` ulps).

@@ -466,75 +466,32 @@ fn tree8(p: &[f64]) -> f64 {
     ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]))
 }
 
-/// The SIMD instruction set the kernels were compiled for, chosen once at
-/// run time. Every variant computes every value by the same sequence of
-/// IEEE operations (fused multiply-adds included: without hardware FMA
+/// The instruction set the kernels run on: `simd::Isa`, chosen once at
+/// run time. Every set computes every value by the same sequence of IEEE
+/// operations (fused multiply-adds included: without hardware FMA
 /// `mul_add` is the correctly rounded library call), so the results are
-/// bit-identical whichever is chosen; only the speed differs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Simd {
-    /// AVX-512F + FMA: 32 latitudes per block (16 in the synthesis, 24 in the analysis of pairs of fields).
-    Avx512,
-    /// AVX2 + FMA: 8 latitudes per block.
-    Avx2,
-    /// Portable code, 8 latitudes per block.
-    Generic,
-}
-
-impl Simd {
-    /// The set for `kernel`, or `None` when this build or this CPU lacks it.
-    pub(crate) fn for_kernel(kernel: crate::Kernel) -> Option<Self> {
-        let best = Self::detect();
-        let want = match kernel {
-            crate::Kernel::Avx512 => Simd::Avx512,
-            crate::Kernel::Avx2 => Simd::Avx2,
-            crate::Kernel::Portable => return Some(Simd::Generic),
-        };
-        let rank = |s: Simd| match s {
-            Simd::Avx512 => 2,
-            Simd::Avx2 => 1,
-            Simd::Generic => 0,
-        };
-        (rank(want) <= rank(best)).then_some(want)
-    }
-
-    /// The public name of the set.
-    pub(crate) fn kernel(self) -> crate::Kernel {
-        match self {
-            Simd::Avx512 => crate::Kernel::Avx512,
-            Simd::Avx2 => crate::Kernel::Avx2,
-            Simd::Generic => crate::Kernel::Portable,
-        }
-    }
-
-    /// The best set this CPU supports.
-    pub(crate) fn detect() -> Self {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
-                return Simd::Avx512;
-            }
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
-                return Simd::Avx2;
-            }
-        }
-        Simd::Generic
-    }
-}
+/// bit-identical whichever is chosen; only the speed differs. `Avx512`
+/// runs 32 latitudes per block (16 in the synthesis, 24 in the analysis
+/// of pairs of fields), `Avx2` and `Portable` 8.
+pub(crate) use simd::Isa;
 
 /// A vector of `W` doubles: the operations the kernels use, each one IEEE
 /// operation per element (`fma` fused, one rounding), so that every width
 /// gives the same bits.
+///
+/// The vectors are `simd`'s, built with their instruction set's token
+/// (`()` for the portable [`S1`]); a kernel takes the token once and gets
+/// it back from any vector it holds ([`Vf::token`]).
 trait Vf: Copy {
+    /// Proof that the CPU runs these vectors.
+    type Token: Copy;
     /// Elements.
     const W: usize;
-    fn splat(v: f64) -> Self;
+    /// The token this vector proves.
+    fn token(self) -> Self::Token;
+    fn splat(t: Self::Token, v: f64) -> Self;
     /// From `s[..W]`.
-    fn load(s: &[f64]) -> Self;
+    fn load(t: Self::Token, s: &[f64]) -> Self;
     /// To `s[..W]`.
     fn store(self, s: &mut [f64]);
     fn mul(self, o: Self) -> Self;
@@ -551,6 +508,7 @@ trait Vf: Copy {
     /// south[W - 1 - i] * ss[W - 1 - i]`.
     #[inline(always)]
     fn hemi(
+        tk: Self::Token,
         north: &[Complex64],
         south: &[Complex64],
         w: &[f64],
@@ -566,15 +524,15 @@ trait Vf: Copy {
             (t[0][i], t[1][i], t[2][i], t[3][i]) = (sv.re, sv.im, dv.re, dv.im);
         }
         (
-            (Self::load(&t[0]), Self::load(&t[1])),
-            (Self::load(&t[2]), Self::load(&t[3])),
+            (Self::load(tk, &t[0]), Self::load(tk, &t[1])),
+            (Self::load(tk, &t[2]), Self::load(tk, &t[3])),
         )
     }
 
     /// The sums of eight pair entries of analysis: `out[i] =
     /// (tree8(p[i][..PART]), tree8(p[i][PART..]))`.
     #[inline(always)]
-    fn reduce8(p: &[Part], out: &mut [Complex64]) {
+    fn reduce8(_: Self::Token, p: &[Part], out: &mut [Complex64]) {
         for i in 0..8 {
             out[i] = Complex64::new(tree8(&p[i].0[..PART]), tree8(&p[i].0[PART..]));
         }
@@ -615,13 +573,16 @@ trait Vf: Copy {
 struct S1(f64);
 
 impl Vf for S1 {
+    type Token = ();
     const W: usize = 1;
     #[inline(always)]
-    fn splat(v: f64) -> Self {
+    fn token(self) {}
+    #[inline(always)]
+    fn splat(_: (), v: f64) -> Self {
         S1(v)
     }
     #[inline(always)]
-    fn load(s: &[f64]) -> Self {
+    fn load(_: (), s: &[f64]) -> Self {
         S1(s[0])
     }
     #[inline(always)]
@@ -646,105 +607,87 @@ impl Vf for S1 {
 mod x86 {
     use super::{Part, Vf, PART};
     use num_complex::Complex64;
+    use simd::{Avx2Token, Avx512Token, F64x4, F64x8};
     use std::arch::x86_64::*;
 
-    /// Four doubles in an AVX register. Only used inside functions compiled
-    /// with AVX2 and FMA, called after `Simd::detect` found them.
-    #[derive(Clone, Copy)]
-    pub(super) struct V4(__m256d);
-
-    impl Vf for V4 {
+    impl Vf for F64x4 {
+        type Token = Avx2Token;
         const W: usize = 4;
         #[inline(always)]
-        fn splat(v: f64) -> Self {
-            // SAFETY: AVX is present (see the type's doc).
-            V4(unsafe { _mm256_set1_pd(v) })
+        fn token(self) -> Avx2Token {
+            F64x4::token(self)
         }
         #[inline(always)]
-        fn load(s: &[f64]) -> Self {
-            assert!(s.len() >= 4);
-            // SAFETY: four readable doubles; AVX present.
-            V4(unsafe { _mm256_loadu_pd(s.as_ptr()) })
+        fn splat(t: Avx2Token, v: f64) -> Self {
+            F64x4::splat(t, v)
+        }
+        #[inline(always)]
+        fn load(t: Avx2Token, s: &[f64]) -> Self {
+            F64x4::load(t, s)
         }
         #[inline(always)]
         fn store(self, s: &mut [f64]) {
-            assert!(s.len() >= 4);
-            // SAFETY: four writable doubles; AVX present.
-            unsafe { _mm256_storeu_pd(s.as_mut_ptr(), self.0) }
+            F64x4::store(self, s)
         }
         #[inline(always)]
         fn mul(self, o: Self) -> Self {
-            // SAFETY: AVX present.
-            V4(unsafe { _mm256_mul_pd(self.0, o.0) })
+            F64x4::mul(self, o)
         }
         #[inline(always)]
         fn fma(self, b: Self, c: Self) -> Self {
-            // SAFETY: FMA present.
-            V4(unsafe { _mm256_fmadd_pd(self.0, b.0, c.0) })
+            F64x4::fma(self, b, c)
         }
         #[inline(always)]
         fn with_lane(self, lane: usize, v: f64) -> Self {
-            // SAFETY: AVX2 present.
-            V4(unsafe {
-                let sel = _mm256_cmpeq_epi64(
-                    _mm256_set1_epi64x(lane as i64),
-                    _mm256_setr_epi64x(0, 1, 2, 3),
-                );
-                _mm256_blendv_pd(self.0, _mm256_set1_pd(v), _mm256_castsi256_pd(sel))
-            })
+            F64x4::with_lane(self, lane, v)
         }
     }
 
-    /// Eight doubles in an AVX-512 register. Only used inside functions
-    /// compiled with AVX-512F and FMA, called after `Simd::detect` found them.
-    #[derive(Clone, Copy)]
-    pub(super) struct V8(__m512d);
-
-    impl Vf for V8 {
+    // The `unsafe` blocks of this impl issue AVX-512F instructions: the
+    // token or the vectors prove the CPU has them.
+    impl Vf for F64x8 {
+        type Token = Avx512Token;
         const W: usize = 8;
         #[inline(always)]
-        fn splat(v: f64) -> Self {
-            // SAFETY: AVX-512F present (see the type's doc).
-            V8(unsafe { _mm512_set1_pd(v) })
+        fn token(self) -> Avx512Token {
+            F64x8::token(self)
         }
         #[inline(always)]
-        fn load(s: &[f64]) -> Self {
-            assert!(s.len() >= 8);
-            // SAFETY: eight readable doubles; AVX-512F present.
-            V8(unsafe { _mm512_loadu_pd(s.as_ptr()) })
+        fn splat(t: Avx512Token, v: f64) -> Self {
+            F64x8::splat(t, v)
+        }
+        #[inline(always)]
+        fn load(t: Avx512Token, s: &[f64]) -> Self {
+            F64x8::load(t, s)
         }
         #[inline(always)]
         fn store(self, s: &mut [f64]) {
-            assert!(s.len() >= 8);
-            // SAFETY: eight writable doubles; AVX-512F present.
-            unsafe { _mm512_storeu_pd(s.as_mut_ptr(), self.0) }
+            F64x8::store(self, s)
         }
         #[inline(always)]
         fn mul(self, o: Self) -> Self {
-            // SAFETY: AVX-512F present.
-            V8(unsafe { _mm512_mul_pd(self.0, o.0) })
+            F64x8::mul(self, o)
         }
         #[inline(always)]
         fn fma(self, b: Self, c: Self) -> Self {
-            // SAFETY: AVX-512F present.
-            V8(unsafe { _mm512_fmadd_pd(self.0, b.0, c.0) })
+            F64x8::fma(self, b, c)
         }
         #[inline(always)]
         fn with_lane(self, lane: usize, v: f64) -> Self {
-            // SAFETY: AVX-512F present.
-            V8(unsafe { _mm512_mask_blend_pd(1 << lane, self.0, _mm512_set1_pd(v)) })
+            F64x8::with_lane(self, lane, v)
         }
         #[inline(always)]
         fn hemi(
+            t: Avx512Token,
             north: &[Complex64],
             south: &[Complex64],
             w: &[f64],
             scale: Option<(&[f64], &[f64])>,
         ) -> ((Self, Self), (Self, Self)) {
             assert!(north.len() >= 8 && south.len() >= 8 && w.len() >= 8);
-            // SAFETY: AVX-512F present; sixteen readable doubles in each of
-            // `north` and `south` (eight `Complex64`), eight in `w` (and in
-            // each scale, checked by `scales`).
+            // SAFETY: AVX-512F present (`t`); sixteen readable doubles in
+            // each of `north` and `south` (eight `Complex64`), eight in `w`
+            // (and in each scale, checked by `scales`).
             unsafe {
                 use crate::fft::avx512::split8;
                 // The southern rows run the other way.
@@ -758,20 +701,20 @@ mod x86 {
                 let wv = _mm512_loadu_pd(w.as_ptr());
                 (
                     (
-                        V8(_mm512_mul_pd(_mm512_add_pd(ar, br), wv)),
-                        V8(_mm512_mul_pd(_mm512_add_pd(ai, bi), wv)),
+                        F64x8::from_raw(t, _mm512_mul_pd(_mm512_add_pd(ar, br), wv)),
+                        F64x8::from_raw(t, _mm512_mul_pd(_mm512_add_pd(ai, bi), wv)),
                     ),
                     (
-                        V8(_mm512_mul_pd(_mm512_sub_pd(ar, br), wv)),
-                        V8(_mm512_mul_pd(_mm512_sub_pd(ai, bi), wv)),
+                        F64x8::from_raw(t, _mm512_mul_pd(_mm512_sub_pd(ar, br), wv)),
+                        F64x8::from_raw(t, _mm512_mul_pd(_mm512_sub_pd(ai, bi), wv)),
                     ),
                 )
             }
         }
         #[inline(always)]
-        fn reduce8(p: &[Part], out: &mut [Complex64]) {
+        fn reduce8(_: Avx512Token, p: &[Part], out: &mut [Complex64]) {
             assert!(p.len() >= 8 && out.len() >= 8);
-            // SAFETY: AVX-512F present; `p` holds eight rows of sixteen
+            // SAFETY: AVX-512F present (the token); `p` holds eight rows of sixteen
             // doubles, `out` sixteen writable doubles.
             unsafe {
                 let mut re = [_mm512_setzero_pd(); 8];
@@ -793,14 +736,14 @@ mod x86 {
             scale: Option<(&[f64], &[f64])>,
         ) {
             assert!(north.len() >= 8 && south.len() >= 8);
-            // SAFETY: AVX-512F present; sixteen writable doubles in each of
-            // `north` and `south` (eight readable in each scale, checked by
-            // `scales`).
+            // SAFETY: AVX-512F present (the vectors); sixteen writable
+            // doubles in each of `north` and `south` (eight readable in each
+            // scale, checked by `scales`).
             unsafe {
                 let (mut sr, mut si) =
-                    (_mm512_add_pd(e.0 .0, d.0 .0), _mm512_add_pd(e.1 .0, d.1 .0));
+                    (_mm512_add_pd(e.0.raw(), d.0.raw()), _mm512_add_pd(e.1.raw(), d.1.raw()));
                 let (mut dr, mut di) =
-                    (_mm512_sub_pd(e.0 .0, d.0 .0), _mm512_sub_pd(e.1 .0, d.1 .0));
+                    (_mm512_sub_pd(e.0.raw(), d.0.raw()), _mm512_sub_pd(e.1.raw(), d.1.raw()));
                 if let Some(sc) = scale {
                     let (sn, ss) = scales(sc);
                     (sr, si) = (_mm512_mul_pd(sr, sn), _mm512_mul_pd(si, sn));
@@ -886,7 +829,7 @@ const LMAX_LANES: usize = 32;
 /// `o.row_scale[j]` if given. `out` is the two slices `out[0]` and
 /// `out[1]` one after the other: whole fields of `nt` rows each, `nf` in all.
 pub(crate) fn synth(
-    simd: Simd,
+    simd: Isa,
     o: &Order<'_>,
     nf: usize,
     c: &[Complex64],
@@ -894,12 +837,12 @@ pub(crate) fn synth(
 ) {
     match simd {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Simd::detect` found AVX-512F and FMA on this CPU.
-        Simd::Avx512 => unsafe { synth_avx512(o, nf, c, out) },
+        // SAFETY: `Isa::detect` found AVX-512F and FMA on this CPU.
+        Isa::Avx512 => unsafe { synth_avx512(o, nf, c, out) },
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Simd::detect` found AVX2 and FMA on this CPU.
-        Simd::Avx2 => unsafe { synth_avx2(o, nf, c, out) },
-        _ => synth_impl::<S1, 8, 8>(o, nf, c, out),
+        // SAFETY: `Isa::detect` found AVX2 and FMA on this CPU.
+        Isa::Avx2 => unsafe { synth_avx2(o, nf, c, out) },
+        _ => synth_impl::<S1, 8, 8>((), o, nf, c, out),
     }
 }
 
@@ -908,7 +851,7 @@ pub(crate) fn synth(
 /// `F[f * nt + j]` times `o.row_scale[j]` if given. `input` is the two
 /// slices one after the other (as `out` of [`synth`]).
 pub(crate) fn anal(
-    simd: Simd,
+    simd: Isa,
     o: &Order<'_>,
     nf: usize,
     input: [&[Complex64]; 2],
@@ -916,34 +859,43 @@ pub(crate) fn anal(
 ) {
     match simd {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Simd::detect` found AVX-512F and FMA on this CPU.
-        Simd::Avx512 => unsafe { anal_avx512(o, nf, input, out) },
+        // SAFETY: `Isa::detect` found AVX-512F and FMA on this CPU.
+        Isa::Avx512 => unsafe { anal_avx512(o, nf, input, out) },
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Simd::detect` found AVX2 and FMA on this CPU.
-        Simd::Avx2 => unsafe { anal_avx2(o, nf, input, out) },
-        _ => anal_impl::<S1, 8, 8>(o, nf, input, out),
+        // SAFETY: `Isa::detect` found AVX2 and FMA on this CPU.
+        Isa::Avx2 => unsafe { anal_avx2(o, nf, input, out) },
+        _ => anal_impl::<S1, 8, 8>((), o, nf, input, out),
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn synth_avx512(o: &Order<'_>, nf: usize, c: &[Complex64], out: [&mut [Complex64]; 2]) {
-    synth_impl::<x86::V8, 4, 2>(o, nf, c, out)
+    // SAFETY: AVX-512F, AVX2 and FMA are present (this function's
+    // contract, which `synth` keeps through `Isa::detect`).
+    let t = unsafe { simd::Avx512Token::new_unchecked() };
+    synth_impl::<simd::F64x8, 4, 2>(t, o, nf, c, out)
 }
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn synth_avx2(o: &Order<'_>, nf: usize, c: &[Complex64], out: [&mut [Complex64]; 2]) {
-    synth_impl::<x86::V4, 2, 2>(o, nf, c, out)
+    // SAFETY: AVX2 and FMA are present (as above).
+    let t = unsafe { simd::Avx2Token::new_unchecked() };
+    synth_impl::<simd::F64x4, 2, 2>(t, o, nf, c, out)
 }
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn anal_avx512(o: &Order<'_>, nf: usize, input: [&[Complex64]; 2], out: &mut [Complex64]) {
-    anal_impl::<x86::V8, 4, 3>(o, nf, input, out)
+    // SAFETY: as in `synth_avx512`.
+    let t = unsafe { simd::Avx512Token::new_unchecked() };
+    anal_impl::<simd::F64x8, 4, 3>(t, o, nf, input, out)
 }
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn anal_avx2(o: &Order<'_>, nf: usize, input: [&[Complex64]; 2], out: &mut [Complex64]) {
-    anal_impl::<x86::V4, 2, 2>(o, nf, input, out)
+    // SAFETY: as in `synth_avx2`.
+    let t = unsafe { simd::Avx2Token::new_unchecked() };
+    anal_impl::<simd::F64x4, 2, 2>(t, o, nf, input, out)
 }
 
 /// A block of `lanes` northern latitudes (see [`first_base`]). One is
@@ -1080,32 +1032,16 @@ impl Block {
 /// stalled the kernels for a fifth of their time at lmax 511.
 #[inline(always)]
 pub(crate) fn prefetch<T>(s: &[T]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let (p, bytes) = (s.as_ptr() as *const i8, std::mem::size_of_val(s));
-        let mut off = 0;
-        while off < bytes {
-            // SAFETY: a prefetch is a hint that never faults; the address
-            // lies inside `s` anyway.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    p.wrapping_add(off),
-                )
-            };
-            off += 64;
-        }
-        if bytes > 0 {
-            // The last line, whatever the alignment of the first.
-            // SAFETY: as above.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    p.wrapping_add(bytes - 1),
-                )
-            };
-        }
+    let (p, bytes) = (s.as_ptr().cast::<u8>(), std::mem::size_of_val(s));
+    let mut off = 0;
+    while off < bytes {
+        simd::prefetch_read(p.wrapping_add(off));
+        off += 64;
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = s;
+    if bytes > 0 {
+        // The last line, whatever the alignment of the first.
+        simd::prefetch_read(p.wrapping_add(bytes - 1));
+    }
 }
 
 /// The rows of the block whose lane 0 is row `base`, `lanes` northern
@@ -1153,13 +1089,13 @@ fn first_base(nn: usize, lanes: usize) -> isize {
 
 /// Loads `NV` vectors from `s` (`NV * W` values).
 #[inline(always)]
-fn load_lanes<V: Vf, const NV: usize>(s: &[f64]) -> [V; NV] {
+fn load_lanes<V: Vf, const NV: usize>(t: V::Token, s: &[f64]) -> [V; NV] {
     // A loop, not `array::from_fn`: a closure does not take the target
     // features of the kernel around it, and its vector loads were left
     // as calls.
-    let mut v = [V::splat(0.0); NV];
+    let mut v = [V::splat(t, 0.0); NV];
     for (k, vk) in v.iter_mut().enumerate() {
-        *vk = V::load(&s[k * V::W..]);
+        *vk = V::load(t, &s[k * V::W..]);
     }
     v
 }
@@ -1215,7 +1151,8 @@ fn step_lanes<V: Vf, const NV: usize, const K: usize>(
     p1: &[V; NV],
     p0: &mut [V; NV],
 ) {
-    let (a, b) = (V::splat(ab[0]), V::splat(ab[1]));
+    let t = y[0].token();
+    let (a, b) = (V::splat(t, ab[0]), V::splat(t, ab[1]));
     for k in K..NV {
         p0[k] = a.fma(y[k], b).fma(p1[k], p0[k]);
     }
@@ -1295,6 +1232,7 @@ impl Pairs<'_, ()> {
 /// do not depend on the block width.
 #[inline(always)]
 fn synth_impl<V: Vf, const NV: usize, const NV2: usize>(
+    t: V::Token,
     o: &Order<'_>,
     nf: usize,
     c: &[Complex64],
@@ -1332,8 +1270,8 @@ fn synth_impl<V: Vf, const NV: usize, const NV2: usize>(
     for (k, grp) in in_pairs(rows).enumerate() {
         let cg = &pc[2 * k * nv..(2 * k + grp.len()) * nv];
         match grp {
-            Group::Two(r) => synth_group::<V, NV2, 2>(o, cg, r),
-            Group::One(r) => synth_group::<V, NV, 1>(o, cg, r),
+            Group::Two(r) => synth_group::<V, NV2, 2>(t, o, cg, r),
+            Group::One(r) => synth_group::<V, NV, 1>(t, o, cg, r),
         }
     }
     SCALED.with(|p| *p.borrow_mut() = pc);
@@ -1385,10 +1323,11 @@ fn accumulate<V: Vf, const NV: usize, const G: usize, const K: usize>(
     k: usize,
     p: &[V; NV],
 ) {
+    let t = p[0].token();
     for g in 0..G {
         let (ce, co) = (c[g * nv + 2 * k], c[g * nv + 2 * k + 1]);
-        let (er, ei) = (V::splat(ce.re), V::splat(ce.im));
-        let (or, oi) = (V::splat(co.re), V::splat(co.im));
+        let (er, ei) = (V::splat(t, ce.re), V::splat(t, ce.im));
+        let (or, oi) = (V::splat(t, co.re), V::splat(t, co.im));
         for q in K..NV {
             e[g][0][q] = er.fma(p[q], e[g][0][q]);
             e[g][1][q] = ei.fma(p[q], e[g][1][q]);
@@ -1405,6 +1344,7 @@ fn accumulate<V: Vf, const NV: usize, const G: usize, const K: usize>(
 /// the block width and `G` (the results do not depend on them).
 #[inline(always)]
 fn synth_group<V: Vf, const NV: usize, const G: usize>(
+    t: V::Token,
     o: &Order<'_>,
     c: &[Complex64],
     mut out: [&mut [Complex64]; G],
@@ -1431,17 +1371,17 @@ fn synth_group<V: Vf, const NV: usize, const G: usize>(
             break;
         }
         done = base.max(0) as usize;
-        let x = load_lanes::<V, NV>(&blk.x);
+        let x = load_lanes::<V, NV>(t, &blk.x);
         let y = squared(&x);
         // All lanes together from the first start, two pairs per turn (so
         // that the roles of `p0` and `p1` alternate without moves); a lane
         // joins at its own start (before, its values are zero and add exact
         // zeros). `ea` sums the even degrees, `oa` the odd ones over `x`.
-        let zero = [V::splat(0.0); NV];
+        let zero = [V::splat(t, 0.0); NV];
         let mut ea = [[zero; 2]; G];
         let mut oa = [[zero; 2]; G];
-        let mut p0 = load_lanes::<V, NV>(&blk.p0);
-        let mut p1 = load_lanes::<V, NV>(&blk.p1);
+        let mut p0 = load_lanes::<V, NV>(t, &blk.p0);
+        let mut p1 = load_lanes::<V, NV>(t, &blk.p1);
         let mut i = blk.i0;
         let mut e = blk.ne0;
         let mut qmin = blk.qmin;
@@ -1572,6 +1512,7 @@ const PAIR_SUMS_BYTES: usize = 32 << 10;
 /// `NV` and `NV2` as in [`synth_impl`].
 #[inline(always)]
 fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
+    t: V::Token,
     o: &Order<'_>,
     nf: usize,
     input: [&[Complex64]; 2],
@@ -1595,11 +1536,11 @@ fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
         let (f, g) = (2 * k, grp.len());
         match grp {
             Group::Two([r0, r1]) if 2 * nv * size_of::<Part>() > PAIR_SUMS_BYTES => {
-                anal_group::<V, NV, 1>(o, [r0], &mut part);
-                anal_group::<V, NV, 1>(o, [r1], &mut part[nv..]);
+                anal_group::<V, NV, 1>(t, o, [r0], &mut part);
+                anal_group::<V, NV, 1>(t, o, [r1], &mut part[nv..]);
             }
-            Group::Two(r) => anal_group::<V, NV2, 2>(o, r, &mut part),
-            Group::One(r) => anal_group::<V, NV, 1>(o, r, &mut part),
+            Group::Two(r) => anal_group::<V, NV2, 2>(t, o, r, &mut part),
+            Group::One(r) => anal_group::<V, NV, 1>(t, o, r, &mut part),
         }
         // The partial sums of each pair added up, eight at a time, field by
         // field; then the degrees: `c_{2k} = u_k E_k + v_{k-1} E_{k-1}`,
@@ -1608,7 +1549,7 @@ fn anal_impl<V: Vf, const NV: usize, const NV2: usize>(
             let p = &part[gi * nv..(gi + 1) * nv];
             let mut q = 0;
             while q + 8 <= nv {
-                V::reduce8(&p[q..q + 8], &mut sums[q..q + 8]);
+                V::reduce8(t, &p[q..q + 8], &mut sums[q..q + 8]);
                 q += 8;
             }
             for (q, p) in p.iter().enumerate().skip(q) {
@@ -1671,6 +1612,7 @@ fn deposit<V: Vf, const NV: usize, const G: usize, const K: usize>(
     p: &[V; NV],
     first: bool,
 ) {
+    let t = p[0].token();
     let pw = PART / V::W; // vectors per partial-sum group
     for g in 0..G {
         for (par, sd) in [se, so].into_iter().enumerate() {
@@ -1681,7 +1623,7 @@ fn deposit<V: Vf, const NV: usize, const G: usize, const K: usize>(
                     // The first block to reach a pair starts its sums from
                     // zero in a register (the same bits as from zeros in
                     // memory, which then need not be written first).
-                    let mut v = if first { V::splat(0.0) } else { V::load(s) };
+                    let mut v = if first { V::splat(t, 0.0) } else { V::load(t, s) };
                     for h in (0..NV / pw).rev() {
                         if h * pw + q >= K {
                             v = sd[g][c][h * pw + q].fma(p[h * pw + q], v);
@@ -1701,6 +1643,7 @@ fn deposit<V: Vf, const NV: usize, const G: usize, const K: usize>(
 /// `j = r mod PART` in decreasing `j`, whatever the block width.
 #[inline(always)]
 fn anal_group<V: Vf, const NV: usize, const G: usize>(
+    t: V::Token,
     o: &Order<'_>,
     input: [&[Complex64]; G],
     part: &mut [Part],
@@ -1732,14 +1675,14 @@ fn anal_group<V: Vf, const NV: usize, const G: usize>(
             prefetch_rows(ig, nn, next, lanes);
         }
         prefetch_starts(o, next, lanes);
-        let x = load_lanes::<V, NV>(&blk.x);
+        let x = load_lanes::<V, NV>(t, &blk.x);
         let y = squared(&x);
         let i0 = blk.i0;
         // Weighted sums (even i) and differences (odd i) of the two
         // hemispheres, [parity][field][re, im][vector]: whole vectors of
         // rows at once, the others (partial, or holding the equator row)
         // lane by lane.
-        let mut hv = [[[[V::splat(0.0); NV]; 2]; G]; 2];
+        let mut hv = [[[[V::splat(t, 0.0); NV]; 2]; G]; 2];
         for k in 0..NV {
             let (qa, qb) = (k * V::W, (k + 1) * V::W);
             if qb <= blk.q0 || qa >= blk.q1 {
@@ -1750,6 +1693,7 @@ fn anal_group<V: Vf, const NV: usize, const G: usize>(
                 let js = nt - j0 - V::W;
                 for (g, ig) in input.iter().enumerate() {
                     let (sv, dv) = V::hemi(
+                        t,
                         &ig[j0..j0 + V::W],
                         &ig[js..js + V::W],
                         &o.w2pi[j0..j0 + V::W],
@@ -1785,7 +1729,7 @@ fn anal_group<V: Vf, const NV: usize, const G: usize>(
             for (h, sh) in hv.iter_mut().zip(&sdl) {
                 for (hg, sg) in h.iter_mut().zip(sh) {
                     for (hc, sc) in hg.iter_mut().zip(sg) {
-                        hc[k] = V::load(sc);
+                        hc[k] = V::load(t, sc);
                     }
                 }
             }
@@ -1802,8 +1746,8 @@ fn anal_group<V: Vf, const NV: usize, const G: usize>(
             }
         }
         // All lanes together from the first start (see `synth_group`).
-        let mut p0 = load_lanes::<V, NV>(&blk.p0);
-        let mut p1 = load_lanes::<V, NV>(&blk.p1);
+        let mut p0 = load_lanes::<V, NV>(t, &blk.p0);
+        let mut p1 = load_lanes::<V, NV>(t, &blk.p1);
         let mut i = i0;
         let mut e = blk.ne0;
         let mut qmin = blk.qmin;
@@ -1870,7 +1814,7 @@ fn anal_group<V: Vf, const NV: usize, const G: usize>(
 /// degree, so are the nodes nearer the pole (smaller `sin^m theta`), which
 /// are not computed.
 pub(crate) fn starts(
-    simd: Simd,
+    simd: Isa,
     x: &[f64],
     sin_theta: &[f64],
     zform: &[ZForm],
@@ -1878,8 +1822,8 @@ pub(crate) fn starts(
 ) -> Starts {
     let mut s = match simd {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Simd::detect` found FMA on this CPU.
-        Simd::Avx512 | Simd::Avx2 => unsafe { starts_fma(x, sin_theta, zform, eps) },
+        // SAFETY: `Isa::detect` found FMA on this CPU.
+        Isa::Avx512 | Isa::Avx2 => unsafe { starts_fma(x, sin_theta, zform, eps) },
         _ => starts_impl(x, sin_theta, zform, eps),
     };
     s.finish(x.len(), zform.len());

@@ -188,50 +188,11 @@ pub enum Parallelism {
 }
 
 /// The Legendre kernels of a transform ([`Sht::kernel`],
-/// [`Sht::set_kernel`]); all give the same bits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kernel {
-    /// AVX-512F + FMA, 32 latitudes per block (x86-64).
-    Avx512,
-    /// AVX2 + FMA, 8 latitudes per block (x86-64).
-    Avx2,
-    /// Portable code, 8 latitudes per block (every target).
-    Portable,
-}
-
-impl Kernel {
-    /// Every kernel, fastest first.
-    pub const ALL: [Kernel; 3] = [Kernel::Avx512, Kernel::Avx2, Kernel::Portable];
-
-    /// The kernel's name: `avx512`, `avx2` or `portable`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kernel::Avx512 => "avx512",
-            Kernel::Avx2 => "avx2",
-            Kernel::Portable => "portable",
-        }
-    }
-}
-
-impl std::fmt::Display for Kernel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for Kernel {
-    type Err = ShtError;
-
-    /// Parses a kernel name (`avx512`, `avx2`, `portable`).
-    fn from_str(s: &str) -> Result<Self, ShtError> {
-        Kernel::ALL
-            .into_iter()
-            .find(|k| k.name() == s)
-            .ok_or_else(|| ShtError::UnknownKernel {
-                name: s.to_string(),
-            })
-    }
-}
+/// [`Sht::set_kernel`]): `simd`'s one instruction-set enum. `Avx512` runs
+/// 32 latitudes per block (x86-64 with AVX-512F and FMA), `Avx2` 8 (AVX2
+/// and FMA), `Portable` 8 on every target; all give the same bits. It
+/// parses from `avx512`, `avx2` and `portable` (`FromStr`).
+pub use simd::Isa as Kernel;
 
 /// Errors of this crate.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -244,12 +205,6 @@ pub enum ShtError {
         kernel: Kernel,
         /// The best kernels available.
         best: Kernel,
-    },
-    /// A kernel name that is none of `avx512`, `avx2`, `portable`.
-    #[error("unknown Legendre kernel `{name}`: expected avx512, avx2 or portable")]
-    UnknownKernel {
-        /// The name given.
-        name: String,
     },
     /// Fewer than two latitudes.
     #[error("ntheta = {ntheta} is too small: need at least 2 latitudes")]

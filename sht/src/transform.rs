@@ -9,7 +9,8 @@ use num_complex::Complex64;
 use rayon::prelude::*;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 
-use crate::legendre::{anal, starts, synth, Order, Simd, Starts, ZForm, PAD};
+use crate::legendre::{anal, starts, synth, Order, Starts, ZForm, PAD};
+use simd::Isa;
 use crate::{batch, check_len, gauss_legendre, Kernel, Parallelism, ShtError};
 
 const ZERO: Complex64 = Complex64::new(0.0, 0.0);
@@ -137,7 +138,7 @@ pub struct Sht {
     inv_ll: Vec<f64>,
     /// The pair recurrence of every order, up to `l = lmax + 1`.
     zform: Vec<ZForm>,
-    simd: Simd,
+    simd: Isa,
     polar: f64,
     r2c: Arc<dyn RealToComplex<f64>>,
     c2r: Arc<dyn ComplexToReal<f64>>,
@@ -207,7 +208,7 @@ impl Sht {
         for m in 0..=lmax {
             eps.extend((m..=lmax + 2).map(|l| crate::vector::eps(l, m)));
         }
-        let simd = Simd::detect();
+        let simd = Isa::detect();
         let start = starts(simd, &x[..nnorth], &sin_theta[..nnorth], &zform, 0.0);
         let mut planner = RealFftPlanner::<f64>::new();
         let r2c = planner.plan_fft_forward(nphi);
@@ -239,7 +240,7 @@ impl Sht {
     /// The Legendre kernels in use; the best this CPU supports unless
     /// [`set_kernel`](Self::set_kernel) chose others.
     pub fn kernel(&self) -> Kernel {
-        self.simd.kernel()
+        self.simd
     }
 
     /// Switches to the Legendre kernels `kernel`. Every kernel gives the
@@ -251,14 +252,14 @@ impl Sht {
     /// them (AVX-512 needs `avx512f` + `fma` at run
     /// time, AVX2 `avx2` + `fma`); the kernels in use stay.
     pub fn set_kernel(&mut self, kernel: Kernel) -> Result<(), ShtError> {
-        match Simd::for_kernel(kernel) {
-            Some(s) => {
+        match kernel.require() {
+            Ok(s) => {
                 self.simd = s;
                 Ok(())
             }
-            None => Err(ShtError::KernelUnavailable {
+            Err(e) => Err(ShtError::KernelUnavailable {
                 kernel,
-                best: Simd::detect().kernel(),
+                best: e.best,
             }),
         }
     }
@@ -718,7 +719,7 @@ impl Sht {
     }
 
     /// The vector instruction set of the kernels.
-    pub(crate) fn simd(&self) -> Simd {
+    pub(crate) fn simd(&self) -> Isa {
         self.simd
     }
 

@@ -36,7 +36,7 @@
 //! of degree `l + l' <= 2 lmax` in `cos theta` that the Gauss rule integrates
 //! exactly.
 
-use crate::legendre::Simd;
+use simd::Isa;
 use num_complex::Complex64;
 use rayon::prelude::*;
 
@@ -191,11 +191,11 @@ macro_rules! dispatch {
         #[cfg(target_arch = "x86_64")]
         {
             match $simd {
-                // SAFETY: `Simd::Avx512` is only made after AVX-512F was found.
-                Simd::Avx512 => unsafe { $f::avx512($($a),*) },
-                // SAFETY: `Simd::Avx2` is only made after AVX2 was found.
-                Simd::Avx2 => unsafe { $f::avx2($($a),*) },
-                Simd::Generic => $f::body($($a),*),
+                // SAFETY: `Isa::Avx512` is only made after AVX-512F was found.
+                Isa::Avx512 => unsafe { $f::avx512($($a),*) },
+                // SAFETY: `Isa::Avx2` is only made after AVX2 was found.
+                Isa::Avx2 => unsafe { $f::avx2($($a),*) },
+                Isa::Portable => $f::body($($a),*),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
