@@ -24,9 +24,9 @@
 //! instructions and calls: closures do not take the target features of the
 //! function around them.)
 
-use simd::Isa;
 use num_complex::Complex64;
 use rayon::prelude::*;
+use simd::Isa;
 use std::f64::consts::PI;
 
 /// Rows transformed together.

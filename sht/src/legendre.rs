@@ -740,10 +740,14 @@ mod x86 {
             // doubles in each of `north` and `south` (eight readable in each
             // scale, checked by `scales`).
             unsafe {
-                let (mut sr, mut si) =
-                    (_mm512_add_pd(e.0.raw(), d.0.raw()), _mm512_add_pd(e.1.raw(), d.1.raw()));
-                let (mut dr, mut di) =
-                    (_mm512_sub_pd(e.0.raw(), d.0.raw()), _mm512_sub_pd(e.1.raw(), d.1.raw()));
+                let (mut sr, mut si) = (
+                    _mm512_add_pd(e.0.raw(), d.0.raw()),
+                    _mm512_add_pd(e.1.raw(), d.1.raw()),
+                );
+                let (mut dr, mut di) = (
+                    _mm512_sub_pd(e.0.raw(), d.0.raw()),
+                    _mm512_sub_pd(e.1.raw(), d.1.raw()),
+                );
                 if let Some(sc) = scale {
                     let (sn, ss) = scales(sc);
                     (sr, si) = (_mm512_mul_pd(sr, sn), _mm512_mul_pd(si, sn));
@@ -1623,7 +1627,11 @@ fn deposit<V: Vf, const NV: usize, const G: usize, const K: usize>(
                     // The first block to reach a pair starts its sums from
                     // zero in a register (the same bits as from zeros in
                     // memory, which then need not be written first).
-                    let mut v = if first { V::splat(t, 0.0) } else { V::load(t, s) };
+                    let mut v = if first {
+                        V::splat(t, 0.0)
+                    } else {
+                        V::load(t, s)
+                    };
                     for h in (0..NV / pw).rev() {
                         if h * pw + q >= K {
                             v = sd[g][c][h * pw + q].fma(p[h * pw + q], v);
@@ -1813,13 +1821,7 @@ fn anal_group<V: Vf, const NV: usize, const G: usize>(
 /// From the equator to the pole: once a node is negligible for every
 /// degree, so are the nodes nearer the pole (smaller `sin^m theta`), which
 /// are not computed.
-pub(crate) fn starts(
-    simd: Isa,
-    x: &[f64],
-    sin_theta: &[f64],
-    zform: &[ZForm],
-    eps: f64,
-) -> Starts {
+pub(crate) fn starts(simd: Isa, x: &[f64], sin_theta: &[f64], zform: &[ZForm], eps: f64) -> Starts {
     let mut s = match simd {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::detect` found FMA on this CPU.

@@ -10,8 +10,8 @@ use rayon::prelude::*;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 
 use crate::legendre::{anal, starts, synth, Order, Starts, ZForm, PAD};
-use simd::Isa;
 use crate::{batch, check_len, gauss_legendre, Kernel, Parallelism, ShtError};
+use simd::Isa;
 
 const ZERO: Complex64 = Complex64::new(0.0, 0.0);
 

@@ -36,9 +36,9 @@
 //! of degree `l + l' <= 2 lmax` in `cos theta` that the Gauss rule integrates
 //! exactly.
 
-use simd::Isa;
 use num_complex::Complex64;
 use rayon::prelude::*;
+use simd::Isa;
 
 use crate::transform::{give, give_aligned, take, take_aligned};
 use crate::{batch, check_len, Parallelism, Sht, ShtError};

@@ -74,7 +74,8 @@ pub struct Args {
 /// build of the same sources is the rest of CI, so `--no-verify` skips
 /// building them a second time; `--allow-dirty` because what is checked
 /// does not depend on whether a local run has uncommitted edits).
-const LIBRARIES: [&str; 11] = [
+const LIBRARIES: [&str; 12] = [
+    "parnum-simd",
     "parnum-comm",
     "parnum-halo",
     "parnum-dfft",
@@ -376,6 +377,26 @@ pub fn run(args: &Args) -> Result<()> {
         p.stage(skip, "test", "cargo test --workspace", || {
             cargo(&["test", "--workspace"])
         })?;
+        // `simd`'s optional serde and clap names (no crate of the
+        // workspace enables them).
+        p.stage(
+            skip,
+            "test",
+            "cargo clippy/test -p parnum-simd --all-features",
+            || {
+                cargo(&[
+                    "clippy",
+                    "-p",
+                    "parnum-simd",
+                    "--all-targets",
+                    "--all-features",
+                    "--",
+                    "-D",
+                    "warnings",
+                ])?;
+                cargo(&["test", "-p", "parnum-simd", "--all-features"])
+            },
+        )?;
         if has_nightly() {
             p.stage(
                 skip,
