@@ -106,7 +106,7 @@ pub struct Report {
     /// finite-difference operator and where the transform needs no reshape
     /// (one rank).
     pub reshape_protocols: Vec<String>,
-    /// The CPU kernel of the finite-difference sweeps (`scalar`, `avx2`,
+    /// The CPU kernel of the finite-difference sweeps (`portable`, `avx2`,
     /// `avx512`; see [`CpuStencil`]), `none` where no sweep runs on the
     /// host (the spectral operator, a GPU).
     pub cpu_stencil: String,
@@ -1286,7 +1286,7 @@ mod tests {
         let e = unused_options(&on_gpu, true).unwrap_err().to_string();
         assert!(
             e.contains("these keys")
-                && e.contains("stencil.cpu = scalar")
+                && e.contains("stencil.cpu = portable")
                 && e.contains(
                     "stencil.tile_rows = 8 applies to the host's multi-step pass (this run: backend cuda)"
                 ),
