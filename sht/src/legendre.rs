@@ -631,7 +631,7 @@ mod x86 {
         }
         #[inline(always)]
         fn mul(self, o: Self) -> Self {
-            F64x4::mul(self, o)
+            self * o
         }
         #[inline(always)]
         fn fma(self, b: Self, c: Self) -> Self {
@@ -666,7 +666,7 @@ mod x86 {
         }
         #[inline(always)]
         fn mul(self, o: Self) -> Self {
-            F64x8::mul(self, o)
+            self * o
         }
         #[inline(always)]
         fn fma(self, b: Self, c: Self) -> Self {

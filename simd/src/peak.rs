@@ -126,7 +126,7 @@ mod x86 {
                 }
             }
             a.iter()
-                .fold(F64x4::zero(t), |s, x| s.add(*x))
+                .fold(F64x4::zero(t), |s, x| s + *x)
                 .to_array()
                 .iter()
                 .sum()
@@ -148,7 +148,7 @@ mod x86 {
                 }
             }
             a.iter()
-                .fold(F64x8::zero(t), |s, x| s.add(*x))
+                .fold(F64x8::zero(t), |s, x| s + *x)
                 .to_array()
                 .iter()
                 .sum()

@@ -192,27 +192,6 @@ impl F64x4 {
         x
     }
 
-    /// `self + o` a lane.
-    #[inline(always)]
-    pub fn add(self, o: F64x4) -> F64x4 {
-        // SAFETY: see above the impl.
-        F64x4(unsafe { _mm256_add_pd(self.0, o.0) })
-    }
-
-    /// `self - o` a lane.
-    #[inline(always)]
-    pub fn sub(self, o: F64x4) -> F64x4 {
-        // SAFETY: see above the impl.
-        F64x4(unsafe { _mm256_sub_pd(self.0, o.0) })
-    }
-
-    /// `self * o` a lane.
-    #[inline(always)]
-    pub fn mul(self, o: F64x4) -> F64x4 {
-        // SAFETY: see above the impl.
-        F64x4(unsafe { _mm256_mul_pd(self.0, o.0) })
-    }
-
     /// `self * b + c` a lane, rounded once (`f64::mul_add`'s value).
     #[inline(always)]
     pub fn fma(self, b: F64x4, c: F64x4) -> F64x4 {
@@ -366,27 +345,6 @@ impl F64x8 {
         x
     }
 
-    /// `self + o` a lane.
-    #[inline(always)]
-    pub fn add(self, o: F64x8) -> F64x8 {
-        // SAFETY: see above the impl of `F64x4`.
-        F64x8(unsafe { _mm512_add_pd(self.0, o.0) })
-    }
-
-    /// `self - o` a lane.
-    #[inline(always)]
-    pub fn sub(self, o: F64x8) -> F64x8 {
-        // SAFETY: see above the impl of `F64x4`.
-        F64x8(unsafe { _mm512_sub_pd(self.0, o.0) })
-    }
-
-    /// `self * o` a lane.
-    #[inline(always)]
-    pub fn mul(self, o: F64x8) -> F64x8 {
-        // SAFETY: see above the impl of `F64x4`.
-        F64x8(unsafe { _mm512_mul_pd(self.0, o.0) })
-    }
-
     /// `self * b + c` a lane, rounded once (`f64::mul_add`'s value).
     #[inline(always)]
     pub fn fma(self, b: F64x8, c: F64x8) -> F64x8 {
@@ -450,9 +408,29 @@ impl F64x8 {
     }
 }
 
+// The lane-wise arithmetic, one IEEE operation a lane: `+`, `-`, `*`.
+macro_rules! arith {
+    ($v:ident, $($tr:ident $f:ident $intr:ident),*) => {$(
+        impl std::ops::$tr for $v {
+            type Output = $v;
+            #[inline(always)]
+            fn $f(self, o: $v) -> $v {
+                // SAFETY: `self` proves the instruction set (module doc).
+                $v(unsafe { $intr(self.0, o.0) })
+            }
+        }
+    )*};
+}
+arith!(F64x4, Add add _mm256_add_pd, Sub sub _mm256_sub_pd, Mul mul _mm256_mul_pd);
+arith!(F64x8, Add add _mm512_add_pd, Sub sub _mm512_sub_pd, Mul mul _mm512_mul_pd);
+
 /// The 8 x 8 transpose of doubles: lane `j` of row `i` of the result is
 /// lane `i` of row `j` of `r` (24 shuffles). For AVX-512 code; safe code
 /// uses [`F64x8::transpose`].
+///
+/// # Safety
+/// The CPU must have AVX-512F: a `#[target_feature(enable = "avx512f")]`
+/// function calls this without `unsafe`, any other caller promises it.
 #[inline]
 #[target_feature(enable = "avx512f")]
 pub fn transpose8(r: [__m512d; 8]) -> [__m512d; 8] {
@@ -493,6 +471,9 @@ pub fn transpose8(r: [__m512d; 8]) -> [__m512d; 8] {
 /// The 4 x 4 transpose of 128-bit elements (complex doubles): element `j`
 /// of row `i` of the result is element `i` of row `j` of `r` (8 shuffles).
 /// For AVX-512 code; safe code uses [`F64x8::transpose_pairs`].
+///
+/// # Safety
+/// As [`transpose8`].
 #[inline]
 #[target_feature(enable = "avx512f")]
 pub fn transpose_pairs4(r: [__m512d; 4]) -> [__m512d; 4] {
@@ -535,9 +516,9 @@ mod tests {
         let (va, vb, vc) = (F64x4::load(t, &a), F64x4::load(t, &b), F64x4::load(t, &c));
         let bits = |v: [f64; 4]| v.map(f64::to_bits);
         let each = |f: &dyn Fn(usize) -> f64| bits(std::array::from_fn(f));
-        assert_eq!(bits(va.add(vb).to_array()), each(&|i| a[i] + b[i]));
-        assert_eq!(bits(va.sub(vb).to_array()), each(&|i| a[i] - b[i]));
-        assert_eq!(bits(va.mul(vb).to_array()), each(&|i| a[i] * b[i]));
+        assert_eq!(bits((va + vb).to_array()), each(&|i| a[i] + b[i]));
+        assert_eq!(bits((va - vb).to_array()), each(&|i| a[i] - b[i]));
+        assert_eq!(bits((va * vb).to_array()), each(&|i| a[i] * b[i]));
         assert_eq!(
             bits(va.fma(vb, vc).to_array()),
             each(&|i| a[i].mul_add(b[i], c[i]))
@@ -582,9 +563,9 @@ mod tests {
         let (va, vb, vc) = (F64x8::load(t, &a), F64x8::load(t, &b), F64x8::load(t, &c));
         let bits = |v: [f64; 8]| v.map(f64::to_bits);
         let each = |f: &dyn Fn(usize) -> f64| bits(std::array::from_fn(f));
-        assert_eq!(bits(va.add(vb).to_array()), each(&|i| a[i] + b[i]));
-        assert_eq!(bits(va.sub(vb).to_array()), each(&|i| a[i] - b[i]));
-        assert_eq!(bits(va.mul(vb).to_array()), each(&|i| a[i] * b[i]));
+        assert_eq!(bits((va + vb).to_array()), each(&|i| a[i] + b[i]));
+        assert_eq!(bits((va - vb).to_array()), each(&|i| a[i] - b[i]));
+        assert_eq!(bits((va * vb).to_array()), each(&|i| a[i] * b[i]));
         assert_eq!(
             bits(va.fma(vb, vc).to_array()),
             each(&|i| a[i].mul_add(b[i], c[i]))

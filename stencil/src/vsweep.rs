@@ -706,11 +706,11 @@ mod x86 {
                 }
                 #[inline(always)]
                 fn add(self, o: Self) -> Self {
-                    <$v>::add(self, o)
+                    self + o
                 }
                 #[inline(always)]
                 fn mul(self, o: Self) -> Self {
-                    <$v>::mul(self, o)
+                    self * o
                 }
                 #[inline(always)]
                 fn back(self, prev: Self) -> Self {
