@@ -2,6 +2,7 @@
 //! operator, assembled in global order and applied identically on every
 //! rank of the communicator that holds the bottom level.
 
+use crate::coef::BoxCoef;
 use crate::problem::{Boundary, Poisson};
 use crate::MgError;
 use comm::{as_bytes, as_bytes_mut, Communicator, IndexBox};
@@ -28,12 +29,14 @@ pub(crate) struct Bottom {
 }
 
 impl Bottom {
-    /// Assembles and factorises level `level` (global shape `global`).
+    /// Assembles and factorises level `level` (global shape `global`,
+    /// coefficients `coef` over the whole level).
     pub fn new(
         problem: &Poisson,
         level: usize,
         global: [usize; 3],
         boxes: Vec<IndexBox>,
+        coef: &BoxCoef,
     ) -> Result<Self, MgError> {
         let g = global;
         let m = g[0] * g[1] * g[2];
@@ -52,7 +55,7 @@ impl Bottom {
                             let q = p[d] as i64 + if side == 0 { -1 } else { 1 };
                             let mut face = p.map(|x| x as i64);
                             face[d] += side as i64;
-                            let w = problem.beta(level, d, face) * ih2[d];
+                            let w = coef.face_wrapped(d, face) * ih2[d];
                             if q < 0 || q >= g[d] as i64 {
                                 match faces[d][side] {
                                     Boundary::Dirichlet => {
@@ -77,7 +80,7 @@ impl Bottom {
             for j in 0..g[1] {
                 for k in 0..g[2] {
                     let row = idx([i, j, k]);
-                    a[row * m + row] += problem.alpha(level, [i, j, k].map(|x| x as i64));
+                    a[row * m + row] += coef.alpha([i, j, k]);
                 }
             }
         }

@@ -1,9 +1,10 @@
 //! The hierarchy: levels, their decompositions, the V-cycle and the solvers.
 
 use crate::bottom::Bottom;
+use crate::coef::{self, BoxCoef, Coefficients};
 use crate::dot::Acc;
 use crate::level::{self, BoxGeom, Stencil};
-use crate::problem::{Boundary, Poisson};
+use crate::problem::{self, Boundary, Poisson};
 use crate::transfer;
 use crate::{LevelStats, MgError, MgOptions, SolveReport};
 use comm::exact::{allreduce_exact_sums, ExactSum};
@@ -106,6 +107,9 @@ pub const MG_FIELDS: usize = 2;
 /// hierarchy was built on.
 pub struct Hierarchy {
     problem: Poisson,
+    /// The fine coefficients of this rank's wall faces
+    /// ([`add_boundary_values`](Self::add_boundary_values)).
+    walls: WallFaces,
     opts: MgOptions,
     /// Smoothing levels (all levels but the bottom; the fine level alone
     /// when the hierarchy has one level).
@@ -162,24 +166,56 @@ fn even_blocks(
     Ok(None)
 }
 
-/// Checks the problem's coefficients collectively, each rank those of its
-/// own fine cells and faces ([`Poisson::scan_coefficients`]), then that a
-/// shift fixes the constant ([`Poisson::check_shift_fixes`]). Every rank
-/// returns the same result: the lowest failing rank's error, or whether
-/// any face is closed.
+/// What every rank learns of the fine coefficients.
+#[derive(Debug, Clone, Copy)]
+struct Found {
+    /// Some face is closed.
+    closed: bool,
+    /// Every cell has a positive shift.
+    all_shifted: bool,
+}
+
+/// Checks the fine coefficients collectively, each rank those of its own
+/// block ([`problem::scan`]), that every rank gave the same kinds (faces,
+/// shift), then that a shift fixes the constant
+/// ([`Poisson::check_shift_fixes`]). Every rank returns the same result:
+/// the lowest failing rank's error, or what was found.
 fn check_coefficients(
     comm: &dyn Communicator,
     problem: &Poisson,
-    grid: ProcessGrid,
-) -> Result<bool, MgError> {
-    let own = BlockDecomposition::new(problem.shape, grid)?.box_of(comm.rank());
-    let scan = problem.scan_coefficients(own.lo, own.hi);
+    fine: &BoxCoef,
+) -> Result<Found, MgError> {
+    let scan = problem::scan(fine);
     let found = scan.as_ref().copied().unwrap_or_default();
-    let mut any = [i64::from(found.positive_shift), i64::from(found.closed)];
     agree(comm, scan.map(|_| ()))?;
+    let kinds = [
+        i64::from(fine.faces.is_some()),
+        i64::from(fine.shift.is_some()),
+    ];
+    let mut any = [
+        i64::from(found.positive_shift),
+        i64::from(found.closed),
+        kinds[0],
+        kinds[1],
+    ];
     comm.allreduce_i64(&mut any, ReduceOp::Max)?;
+    let mut all = [i64::from(found.all_shifted), kinds[0], kinds[1]];
+    comm.allreduce_i64(&mut all, ReduceOp::Min)?;
+    if any[2] != all[1] || any[3] != all[2] {
+        return Err(MgError::Invalid(format!(
+            "the ranks gave different kinds of coefficients: face coefficients on {} ranks,              a shift on {} (rank {} gave faces: {}, shift: {}); every rank must give the same",
+            if any[2] == 0 { "no" } else if all[1] == 0 { "some" } else { "all" },
+            if any[3] == 0 { "no" } else if all[2] == 0 { "some" } else { "all" },
+            comm.rank(),
+            kinds[0] != 0,
+            kinds[1] != 0
+        )));
+    }
     problem.check_shift_fixes(any[0] != 0)?;
-    Ok(any[1] != 0)
+    Ok(Found {
+        closed: any[1] != 0,
+        all_shifted: all[0] != 0,
+    })
 }
 
 /// One outcome on every rank (collective): `Ok` where every rank's
@@ -217,6 +253,61 @@ fn boxes_of(dec: &BlockDecomposition, p: usize) -> Vec<IndexBox> {
     (0..p).map(|r| dec.box_of(r)).collect()
 }
 
+/// The fine coefficients of the wall faces of one rank's block (the
+/// planes where it reaches a non-periodic wall), for
+/// [`Hierarchy::add_boundary_values`].
+#[derive(Debug, Default)]
+struct WallFaces {
+    /// `[axis][side]`: the plane of faces and their coefficients (none
+    /// where the block does not reach that wall or every face is 1).
+    planes: [[Option<(IndexBox, Vec<f64>)>; 2]; 3],
+}
+
+impl WallFaces {
+    fn new(c: &BoxCoef) -> Self {
+        let mut w = WallFaces::default();
+        if c.faces.is_none() {
+            return w;
+        }
+        for d in 0..3 {
+            if c.periodic[d] {
+                continue;
+            }
+            for side in 0..2 {
+                let at = if side == 0 { 0 } else { c.global[d] };
+                let mut b = c.face_box(d);
+                if b.is_empty() || at < b.lo[d] || at >= b.hi[d] {
+                    continue;
+                }
+                b.lo[d] = at;
+                b.hi[d] = at + 1;
+                let mut v = Vec::with_capacity(b.len());
+                for i in b.lo[0]..b.hi[0] {
+                    for j in b.lo[1]..b.hi[1] {
+                        for k in b.lo[2]..b.hi[2] {
+                            v.push(c.face(d, [i, j, k]));
+                        }
+                    }
+                }
+                w.planes[d][side] = Some((b, v));
+            }
+        }
+        w
+    }
+
+    /// The coefficient of wall face `p` (global face index) along `d` on
+    /// `side` (1 where the faces are all 1).
+    fn get(&self, d: usize, side: usize, p: [usize; 3]) -> f64 {
+        match &self.planes[d][side] {
+            None => 1.0,
+            Some((b, v)) => {
+                let s = b.shape();
+                v[((p[0] - b.lo[0]) * s[1] + (p[1] - b.lo[1])) * s[2] + (p[2] - b.lo[2])]
+            }
+        }
+    }
+}
+
 impl Hierarchy {
     /// The deepest hierarchy (number of levels, finest included) the global
     /// `shape` allows: halving while every extent is even.
@@ -241,12 +332,84 @@ impl Hierarchy {
     /// differs from the boundary conditions, and the halo and communicator
     /// errors (for example a grid that does not match `comm`). All ranks
     /// return the same error.
+    ///
+    /// The coefficient functions of `problem`, if any, are evaluated once
+    /// over this rank's block ([`Poisson::coefficients_on`]); the solver
+    /// reads only those arrays and what it derives from them
+    /// ([`with_coefficients`](Self::with_coefficients)).
     pub fn new(
         comm: &dyn Communicator,
         grid: ProcessGrid,
         problem: &Poisson,
         levels: usize,
         opts: MgOptions,
+    ) -> Result<Self, MgError> {
+        Self::build(comm, grid, problem, levels, opts, None)
+    }
+
+    /// The block of fine cells rank `rank` owns on `grid` (global indices):
+    /// the cells whose coefficients it gives to
+    /// [`with_coefficients`](Self::with_coefficients).
+    ///
+    /// # Errors
+    /// [`MgError::Comm`] where `grid` cannot decompose `shape` or `rank` is
+    /// not one of its ranks.
+    pub fn fine_block(
+        shape: [usize; 3],
+        grid: ProcessGrid,
+        rank: usize,
+    ) -> Result<IndexBox, MgError> {
+        if rank >= grid.size() {
+            return Err(MgError::Invalid(format!(
+                "rank {rank} is not one of the {} ranks of the process grid",
+                grid.size()
+            )));
+        }
+        Ok(BlockDecomposition::new(shape, grid)?.box_of(rank))
+    }
+
+    /// Builds the hierarchy collectively, as [`new`](Self::new), with the
+    /// fine level's coefficients given as data: this rank's `coefficients`
+    /// over its block [`fine_block`](Self::fine_block) (see
+    /// [`Coefficients`] for the layout). Each rank holds only its block's
+    /// coefficients: the coarse levels' are averaged from the finer
+    /// level's on the same rank (moved with the level where it is gathered
+    /// onto fewer ranks), the ghost cells' weights come from their owners
+    /// by a halo exchange, and the bottom level's are gathered onto the
+    /// ranks that solve it. Same bits as [`new`](Self::new) with functions
+    /// that give the same values.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new), and [`MgError::Invalid`] where `problem` has
+    /// coefficient functions as well, where an array's length does not
+    /// match the block (naming the axis and both lengths), or where the
+    /// ranks give different kinds of coefficients (faces on some, not on
+    /// others).
+    pub fn with_coefficients(
+        comm: &dyn Communicator,
+        grid: ProcessGrid,
+        problem: &Poisson,
+        levels: usize,
+        opts: MgOptions,
+        coefficients: Coefficients,
+    ) -> Result<Self, MgError> {
+        if problem.has_functions() {
+            return Err(MgError::Invalid(
+                "the problem has coefficient functions (with_coefficient or with_shift) and \
+                 coefficients were given as data too: give them one way"
+                    .into(),
+            ));
+        }
+        Self::build(comm, grid, problem, levels, opts, Some(coefficients))
+    }
+
+    fn build(
+        comm: &dyn Communicator,
+        grid: ProcessGrid,
+        problem: &Poisson,
+        levels: usize,
+        opts: MgOptions,
+        data: Option<Coefficients>,
     ) -> Result<Self, MgError> {
         if levels == 0 {
             return Err(MgError::Invalid(
@@ -273,7 +436,18 @@ impl Hierarchy {
                 comm.size()
             )));
         }
-        let closed = check_coefficients(comm, problem, grid)?;
+        let own = BlockDecomposition::new(problem.shape, grid)?.box_of(comm.rank());
+        let data = match data {
+            Some(d) => d,
+            None => problem.coefficients_on(&own),
+        };
+        // From here on the problem is its shape, box and conditions, and
+        // whether it has faces and a shift: the solver reads the data.
+        let problem = &problem.with_data(&data);
+        let fine = BoxCoef::fine(problem, own, data);
+        agree(comm, fine.as_ref().map(|_| ()).map_err(Clone::clone))?;
+        let fine = fine?;
+        let found = check_coefficients(comm, problem, &fine)?;
         let max_levels = Self::max_levels(problem.shape);
         let mut shapes = vec![problem.shape];
         for l in 1..levels {
@@ -309,13 +483,25 @@ impl Hierarchy {
             }
         }
         // After the cheap checks of the shapes: a walk over the fine cells,
-        // which needs all of them, on rank 0 (where any face is closed).
-        let walk = if comm.rank() == 0 {
-            problem.check_closed_regions(closed)
-        } else {
-            Ok(())
-        };
-        agree(comm, walk)?;
+        // which needs all of them, on rank 0 (where a face is closed, the
+        // problem is not declared singular and some cell has no positive
+        // shift; otherwise no region can be left unfixed).
+        if problem.has_variable_coefficient()
+            && !problem.is_singular()
+            && found.closed
+            && !found.all_shifted
+        {
+            let dec = BlockDecomposition::new(problem.shape, grid)?;
+            let bits = problem::open_bits(&fine);
+            let whole = IndexBox::from_shape(problem.shape);
+            let all = coef::move_boxes(comm, &boxes_of(&dec, grid.size()), Some(&bits), &[whole])?;
+            let walk = if comm.rank() == 0 {
+                problem.check_closed_regions(&all)
+            } else {
+                Ok(())
+            };
+            agree(comm, walk)?;
+        }
         let nsmooth = (levels - 1).max(1);
         let mut grids = vec![grid];
         for l in 1..nsmooth {
@@ -346,6 +532,13 @@ impl Hierarchy {
                 None => groups.push(None),
             }
         }
+        let walls = WallFaces::new(&fine);
+        let kind = (fine.faces.is_some(), fine.shift.is_some());
+        let per = problem.periodic();
+        // This level's coefficients on its member ranks; the bottom's,
+        // the whole level, on the ranks that solve it.
+        let mut coef = Some(fine);
+        let mut bottom_coef = None;
         let mut lvls = Vec::with_capacity(nsmooth);
         for l in 0..nsmooth {
             let g = grids[l];
@@ -367,7 +560,53 @@ impl Hierarchy {
                     } else {
                         None
                     };
-                    Some(Work::new(c, problem, l, &dec, ca, child)?)
+                    let here = coef
+                        .as_ref()
+                        .expect("member ranks hold their level's coefficients");
+                    let w = Work::new(c, problem, l, &dec, ca, child, here)?;
+                    // The coarser level's coefficients: averaged here,
+                    // moved where that level lives on fewer ranks; the
+                    // bottom's gathered whole onto this level's ranks.
+                    if let Some(ch) = &w.child {
+                        let cc = here.coarsen();
+                        let cshape = shapes[l + 1];
+                        coef = if l + 1 == nsmooth {
+                            let whole = IndexBox::from_shape(cshape);
+                            bottom_coef = BoxCoef::moved(
+                                Some(&cc),
+                                c,
+                                kind,
+                                (cshape, per),
+                                &ch.boxes,
+                                &vec![whole; c.size()],
+                            )?;
+                            None
+                        } else if groups[l + 1] == groups[l] {
+                            Some(cc)
+                        } else {
+                            let ndec = BlockDecomposition::new(cshape, grids[l + 1])?;
+                            BoxCoef::moved(
+                                Some(&cc),
+                                c,
+                                kind,
+                                (cshape, per),
+                                &ch.boxes,
+                                &boxes_of(&ndec, grids[l + 1].size()),
+                            )?
+                        };
+                    } else {
+                        // One level: the bottom is the fine level.
+                        let whole = IndexBox::from_shape(shapes[l]);
+                        bottom_coef = BoxCoef::moved(
+                            coef.as_ref(),
+                            c,
+                            kind,
+                            (shapes[l], per),
+                            &boxes,
+                            &vec![whole; c.size()],
+                        )?;
+                    }
+                    Some(w)
                 }
             };
             lvls.push(Level {
@@ -395,7 +634,10 @@ impl Hierarchy {
                     Some(c) => c.boxes.clone(),
                     None => last.boxes.clone(),
                 };
-                Bottom::new(problem, levels - 1, bshape, boxes).map(Some)
+                let whole = bottom_coef
+                    .as_ref()
+                    .expect("the bottom's ranks hold its coefficients");
+                Bottom::new(problem, levels - 1, bshape, boxes, whole).map(Some)
             }
         };
         let (bottom, failed) = match bottom {
@@ -422,6 +664,7 @@ impl Hierarchy {
         }
         Ok(Hierarchy {
             problem: problem.clone(),
+            walls,
             opts,
             levels: lvls,
             nlevels: levels,
@@ -614,7 +857,7 @@ impl Hierarchy {
                         p[b] = ib;
                         let mut face = p;
                         face[d] += side;
-                        let beta = pr.beta(0, d, face.map(|x| x as i64));
+                        let beta = self.walls.get(d, side, face);
                         let x = pr.face_centre(d, face);
                         let v = g(d, side, x);
                         let add = match bc {
@@ -1169,6 +1412,7 @@ impl Work {
         dec: &BlockDecomposition,
         ca: bool,
         child: Option<([usize; 3], ProcessGrid)>,
+        coef: &BoxCoef,
     ) -> Result<Self, MgError> {
         let g = if ca { 2 } else { 1 };
         let spec = HaloSpec {
@@ -1186,7 +1430,8 @@ impl Work {
             g,
         };
         let layout = topo.layout(1);
-        let stencil = Stencil::new(problem, l, &geom, &layout);
+        let full = Topology::new(comm, dec, HaloSpec::uniform(g, Neighborhood::Full))?;
+        let stencil = Stencil::new(comm, problem, l, &geom, &layout, coef, &topo, &full)?;
         // Whether neither topology has a neighbour (every exchange of the
         // level then moves nothing).
         let mut isolated = topo.neighbors().is_empty();

@@ -1,8 +1,11 @@
 //! One level's fields, stencil and kernels (smoothing, residual, transfer).
 
+use crate::coef::BoxCoef;
 use crate::kernels::{self, ConstRow, Isa};
 use crate::problem::{Boundary, Poisson};
-use halo::{Field, FieldLayout, Region};
+use crate::MgError;
+use comm::Communicator;
+use halo::{Exchanger, Field, FieldLayout, Region, Topology};
 
 /// The 7-point operator of one level on this rank's padded box.
 #[derive(Debug)]
@@ -62,93 +65,188 @@ impl BoxGeom {
 }
 
 impl Stencil {
-    /// Builds the stencil of level `level` for the padded box `geom`.
-    pub fn new(problem: &Poisson, level: usize, geom: &BoxGeom, layout: &FieldLayout) -> Self {
+    /// The stencil of level `level` for the padded box `geom` with
+    /// coefficients `coef` (this rank's box of the level): the constant
+    /// one where `coef` holds neither faces nor a shift, else
+    /// [`variable`](Self::variable).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        comm: &dyn Communicator,
+        problem: &Poisson,
+        level: usize,
+        geom: &BoxGeom,
+        layout: &FieldLayout,
+        coef: &BoxCoef,
+        faces: &Topology,
+        full: &Topology,
+    ) -> Result<Self, MgError> {
+        if coef.is_variable() {
+            Self::variable(comm, problem, level, geom, layout, coef, faces, full)
+        } else {
+            Ok(Self::constant(problem, level, geom, layout))
+        }
+    }
+
+    /// The constant-coefficient stencil.
+    fn constant(problem: &Poisson, level: usize, geom: &BoxGeom, layout: &FieldLayout) -> Self {
         let h = problem.h().map(|x| x * (1u64 << level) as f64);
         let ih2 = h.map(|x| 1.0 / (x * x));
         let faces = problem.faces();
         let per = problem.periodic();
         let p = layout.padded();
         let n = geom.global.map(|x| x as i64);
-        if !problem.is_variable() {
-            let wall = [0, 1, 2].map(|d| {
-                (0..p[d])
-                    .map(|x| {
-                        let gi = geom.global_of(d, x);
-                        if per[d] || gi < 0 || gi >= n[d] {
-                            return 0.0;
-                        }
-                        let term = |b: Boundary| match b {
-                            Boundary::Dirichlet => ih2[d],
-                            Boundary::Neumann => -ih2[d],
-                            Boundary::Periodic => 0.0,
-                        };
-                        let mut t = 0.0;
-                        if gi == 0 {
-                            t += term(faces[d][0]);
-                        }
-                        if gi == n[d] - 1 {
-                            t += term(faces[d][1]);
-                        }
-                        t
-                    })
-                    .collect()
-            });
-            return Stencil::Const { ih2, wall };
-        }
-        let len = layout.padded_len();
+        let wall = [0, 1, 2].map(|d| {
+            (0..p[d])
+                .map(|x| {
+                    let gi = geom.global_of(d, x);
+                    if per[d] || gi < 0 || gi >= n[d] {
+                        return 0.0;
+                    }
+                    let term = |b: Boundary| match b {
+                        Boundary::Dirichlet => ih2[d],
+                        Boundary::Neumann => -ih2[d],
+                        Boundary::Periodic => 0.0,
+                    };
+                    let mut t = 0.0;
+                    if gi == 0 {
+                        t += term(faces[d][0]);
+                    }
+                    if gi == n[d] - 1 {
+                        t += term(faces[d][1]);
+                    }
+                    t
+                })
+                .collect()
+        });
+        Stencil::Const { ih2, wall }
+    }
+
+    /// The variable stencil (collective on the level's ranks). Each rank
+    /// computes the weights and diagonal of its owned cells from its own
+    /// coefficients, the upper face of its last cell along each axis
+    /// coming from the neighbour's lower faces by an exchange over the
+    /// topology `faces` (or, at a non-periodic high wall, from its own wall
+    /// faces); a second exchange over `full` (every neighbour, the whole
+    /// ghost width) gives the ghost cells their owners' values, bit for
+    /// bit. Ghost cells beyond a non-periodic wall hold 0.
+    #[allow(clippy::too_many_arguments)]
+    fn variable(
+        comm: &dyn Communicator,
+        problem: &Poisson,
+        level: usize,
+        geom: &BoxGeom,
+        layout: &FieldLayout,
+        coef: &BoxCoef,
+        faces: &Topology,
+        full: &Topology,
+    ) -> Result<Self, MgError> {
+        let h = problem.h().map(|x| x * (1u64 << level) as f64);
+        let ih2 = h.map(|x| 1.0 / (x * x));
+        let bc = problem.faces();
+        let per = problem.periodic();
         let s = layout.strides();
-        let mut w = [vec![0.0; len], vec![0.0; len], vec![0.0; len]];
-        let mut diag = vec![0.0; len];
-        let mut inv_diag = vec![0.0; len];
-        for i in 0..p[0] {
-            for j in 0..p[1] {
-                for k in 0..p[2] {
-                    let x = i * s[0] + j * s[1] + k;
-                    let gp = [
-                        geom.global_of(0, i),
-                        geom.global_of(1, j),
-                        geom.global_of(2, k),
-                    ];
-                    let exists = (0..3).all(|d| per[d] || (gp[d] >= 0 && gp[d] < n[d]));
-                    if !exists {
-                        continue;
+        let g = geom.g;
+        let (lo, n, global) = (geom.lo, geom.n, geom.global);
+        let pad = |p: [usize; 3]| {
+            (p[0] - lo[0] + g) * s[0] + (p[1] - lo[1] + g) * s[1] + p[2] - lo[2] + g
+        };
+        // The coefficients of the lower faces of the owned cells, their
+        // upper neighbours' from the exchange, the high wall faces.
+        let mut beta = [
+            Field::new(*layout),
+            Field::new(*layout),
+            Field::new(*layout),
+        ];
+        for (d, f) in beta.iter_mut().enumerate() {
+            let v = f.as_mut_slice();
+            for i in lo[0]..lo[0] + n[0] {
+                for j in lo[1]..lo[1] + n[1] {
+                    for k in lo[2]..lo[2] + n[2] {
+                        v[pad([i, j, k])] = coef.face(d, [i, j, k]);
                     }
-                    let mut dsum = 0.0;
-                    for d in 0..3 {
-                        let mut up = gp;
-                        up[d] += 1;
-                        let lower_wall = !per[d] && gp[d] == 0;
-                        let upper_wall = !per[d] && gp[d] == n[d] - 1;
-                        let bl = problem.beta(level, d, gp) * ih2[d];
-                        let bu = problem.beta(level, d, up) * ih2[d];
-                        w[d][x] = if lower_wall { 0.0 } else { bl };
-                        let wall_term = |b: Boundary, v: f64| match b {
-                            Boundary::Dirichlet => 2.0 * v,
-                            _ => 0.0,
-                        };
-                        dsum += if lower_wall {
-                            wall_term(faces[d][0], bl)
-                        } else {
-                            bl
-                        };
-                        dsum += if upper_wall {
-                            wall_term(faces[d][1], bu)
-                        } else {
-                            bu
-                        };
-                    }
-                    let dsum = dsum + problem.alpha(level, gp);
-                    diag[x] = dsum;
-                    // A cell whose faces are all closed and without shift
-                    // is inactive: smoothing leaves it at 0.
-                    inv_diag[x] = if dsum > 0.0 { 1.0 / dsum } else { 0.0 };
                 }
             }
         }
-        Stencil::Var { w, diag, inv_diag }
+        {
+            let [a, b, c] = &mut beta;
+            Exchanger::new(faces, 3, CH_SETUP_FACES)?.exchange(comm, &mut [a, b, c])?;
+        }
+        for (d, f) in beta.iter_mut().enumerate() {
+            if per[d] || lo[d] + n[d] != global[d] {
+                continue;
+            }
+            let mut wall = coef.cells;
+            wall.lo[d] = global[d];
+            wall.hi[d] = global[d] + 1;
+            let v = f.as_mut_slice();
+            for i in wall.lo[0]..wall.hi[0] {
+                for j in wall.lo[1]..wall.hi[1] {
+                    for k in wall.lo[2]..wall.hi[2] {
+                        v[pad([i, j, k])] = coef.face(d, [i, j, k]);
+                    }
+                }
+            }
+        }
+        let mut out: [Field; 5] = std::array::from_fn(|_| Field::new(*layout));
+        {
+            let [w0, w1, w2, dg, idg] = &mut out;
+            let (w0, w1, w2) = (w0.as_mut_slice(), w1.as_mut_slice(), w2.as_mut_slice());
+            let w = [w0, w1, w2];
+            let (dg, idg) = (dg.as_mut_slice(), idg.as_mut_slice());
+            let b = [beta[0].as_slice(), beta[1].as_slice(), beta[2].as_slice()];
+            for i in lo[0]..lo[0] + n[0] {
+                for j in lo[1]..lo[1] + n[1] {
+                    for k in lo[2]..lo[2] + n[2] {
+                        let gp = [i, j, k];
+                        let x = pad(gp);
+                        let mut dsum = 0.0;
+                        for d in 0..3 {
+                            let lower_wall = !per[d] && gp[d] == 0;
+                            let upper_wall = !per[d] && gp[d] + 1 == global[d];
+                            let bl = b[d][x] * ih2[d];
+                            let bu = b[d][x + s[d]] * ih2[d];
+                            w[d][x] = if lower_wall { 0.0 } else { bl };
+                            let wall_term = |b: Boundary, v: f64| match b {
+                                Boundary::Dirichlet => 2.0 * v,
+                                _ => 0.0,
+                            };
+                            dsum += if lower_wall {
+                                wall_term(bc[d][0], bl)
+                            } else {
+                                bl
+                            };
+                            dsum += if upper_wall {
+                                wall_term(bc[d][1], bu)
+                            } else {
+                                bu
+                            };
+                        }
+                        let dsum = dsum + coef.alpha(gp);
+                        dg[x] = dsum;
+                        // A cell whose faces are all closed and without
+                        // shift is inactive: smoothing leaves it at 0.
+                        idg[x] = if dsum > 0.0 { 1.0 / dsum } else { 0.0 };
+                    }
+                }
+            }
+        }
+        {
+            let [a, b, c, d, e] = &mut out;
+            Exchanger::new(full, 5, CH_SETUP_STENCIL)?.exchange(comm, &mut [a, b, c, d, e])?;
+        }
+        let [w0, w1, w2, diag, inv_diag] = out.map(|f| f.as_slice().to_vec());
+        Ok(Stencil::Var {
+            w: [w0, w1, w2],
+            diag,
+            inv_diag,
+        })
     }
 }
+
+/// Channels of the exchanges that build a variable stencil (see the
+/// hierarchy's channels; these run once, before any other).
+const CH_SETUP_FACES: u16 = 4;
+const CH_SETUP_STENCIL: u16 = 5;
 
 /// One red-black Gauss-Seidel half-sweep over the cells of `colour` in the
 /// padded `region`.
@@ -725,7 +823,25 @@ mod tests {
             n: shape,
             g,
         };
-        (Stencil::new(&p, 0, &geom, &lay), lay, geom)
+        let st = comm::local::run(1, |c| {
+            use halo::{HaloSpec, Neighborhood};
+            let grid = comm::ProcessGrid::new([1; 3], p.periodic())?;
+            let dec = comm::BlockDecomposition::new(shape, grid)?;
+            let spec = HaloSpec {
+                ghost: [g; 3],
+                width: [1; 3],
+                neighborhood: Neighborhood::Faces,
+            };
+            let faces = Topology::new(c, &dec, spec)?;
+            let full = Topology::new(c, &dec, HaloSpec::uniform(g, Neighborhood::Full))?;
+            let cells = comm::IndexBox::from_shape(shape);
+            let coef = BoxCoef::fine(&p, cells, p.coefficients_on(&cells))?;
+            Stencil::new(c, &p, 0, &geom, &lay, &coef, &faces, &full)
+        })
+        .unwrap()
+        .pop()
+        .unwrap();
+        (st, lay, geom)
     }
 
     fn same(a: &[f64], b: &[f64]) -> bool {

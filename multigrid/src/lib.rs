@@ -63,6 +63,7 @@
 #![warn(missing_docs)]
 
 mod bottom;
+mod coef;
 mod dot;
 mod hierarchy;
 mod kernels;
@@ -70,6 +71,7 @@ mod level;
 mod problem;
 mod transfer;
 
+pub use coef::Coefficients;
 pub use hierarchy::{Hierarchy, MG_FIELDS, PCG_FIELDS};
 pub use problem::{Boundary, CellCoefficient, FaceCoefficient, Poisson};
 

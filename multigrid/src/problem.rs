@@ -1,6 +1,8 @@
 //! The problem: shape, box, boundary conditions and face coefficients.
 
+use crate::coef::{self, BoxCoef, Coefficients};
 use crate::MgError;
+use comm::IndexBox;
 use std::fmt;
 use std::sync::Arc;
 
@@ -47,6 +49,9 @@ pub struct Poisson {
     faces: [[Boundary; 2]; 3],
     coefficient: Option<FaceCoefficient>,
     shift: Option<CellCoefficient>,
+    /// Coefficients given as data ([`Coefficients`]) to the hierarchy
+    /// holding this copy: (faces, shift).
+    data: (bool, bool),
 }
 
 impl fmt::Debug for Poisson {
@@ -57,13 +62,13 @@ impl fmt::Debug for Poisson {
             .field("faces", &self.faces)
             .field(
                 "coefficient",
-                &if self.coefficient.is_some() {
+                &if self.has_variable_coefficient() {
                     "variable"
                 } else {
                     "constant 1"
                 },
             )
-            .field("shift", &self.shift.is_some())
+            .field("shift", &self.has_shift())
             .finish()
     }
 }
@@ -116,6 +121,7 @@ impl Poisson {
             faces,
             coefficient: None,
             shift: None,
+            data: (false, false),
         })
     }
 
@@ -136,9 +142,10 @@ impl Poisson {
         self
     }
 
-    /// Whether a shift was given ([`with_shift`](Self::with_shift)).
+    /// Whether a shift was given ([`with_shift`](Self::with_shift), or as
+    /// data to the hierarchy this problem belongs to).
     pub fn has_shift(&self) -> bool {
-        self.shift.is_some()
+        self.shift.is_some() || self.data.1
     }
 
     /// The boundary conditions, `[axis][low, high]`.
@@ -146,9 +153,64 @@ impl Poisson {
         self.faces
     }
 
-    /// Whether the coefficients vary (a [`FaceCoefficient`] was given).
+    /// Whether the coefficients vary (a [`FaceCoefficient`] was given, or
+    /// face coefficients as data to the hierarchy this problem belongs to).
     pub fn has_variable_coefficient(&self) -> bool {
-        self.coefficient.is_some()
+        self.coefficient.is_some() || self.data.0
+    }
+
+    /// Whether coefficient functions were given.
+    pub(crate) fn has_functions(&self) -> bool {
+        self.coefficient.is_some() || self.shift.is_some()
+    }
+
+    /// This problem as the hierarchy built with `data` holds it: the
+    /// functions dropped (they were evaluated into `data`), what `data`
+    /// holds recorded.
+    pub(crate) fn with_data(&self, data: &Coefficients) -> Self {
+        Poisson {
+            coefficient: None,
+            shift: None,
+            data: (data.has_faces(), data.has_shift()),
+            ..self.clone()
+        }
+    }
+
+    /// The faces along `axis` whose coefficients the data of the block of
+    /// cells `cells` holds ([`Coefficients`]): the lower face of each of
+    /// its cells and, where the block reaches a non-periodic high wall
+    /// along `axis`, the wall face as well (so the boxes of a
+    /// decomposition hold every face once).
+    pub fn face_box(&self, cells: &IndexBox, axis: usize) -> IndexBox {
+        coef::face_box(cells, self.shape, self.periodic(), axis)
+    }
+
+    /// The coefficient functions ([`with_coefficient`](Self::with_coefficient),
+    /// [`with_shift`](Self::with_shift)) evaluated over the block of cells
+    /// `cells`, in the layout [`Coefficients`] describes; constant
+    /// coefficients where none were given.
+    pub fn coefficients_on(&self, cells: &IndexBox) -> Coefficients {
+        let mut c = Coefficients::constant();
+        let fill = |b: IndexBox, f: &dyn Fn([usize; 3]) -> f64| {
+            let mut v = Vec::with_capacity(b.len());
+            for i in b.lo[0]..b.hi[0] {
+                for j in b.lo[1]..b.hi[1] {
+                    for k in b.lo[2]..b.hi[2] {
+                        v.push(f([i, j, k]));
+                    }
+                }
+            }
+            v
+        };
+        if let Some(beta) = &self.coefficient {
+            c = c.with_faces(std::array::from_fn(|d| {
+                fill(self.face_box(cells, d), &|p| beta(d, p))
+            }));
+        }
+        if let Some(alpha) = &self.shift {
+            c = c.with_shift(fill(*cells, &|p| alpha(p)));
+        }
+        c
     }
 
     /// Cell sizes.
@@ -167,35 +229,12 @@ impl Poisson {
     /// null vectors, one per closed-off region; the solvers handle a
     /// right-hand side that sums to zero over each of them.)
     pub fn is_singular(&self) -> bool {
-        self.shift.is_none()
+        !self.has_shift()
             && self
                 .faces
                 .iter()
                 .flatten()
                 .all(|&b| b != Boundary::Dirichlet)
-    }
-
-    /// Whether the stencil needs per-cell weights (variable faces or a shift).
-    pub(crate) fn is_variable(&self) -> bool {
-        self.coefficient.is_some() || self.shift.is_some()
-    }
-
-    /// The shift at level `level` of the level cell `p` (inside the box):
-    /// the fine value, or the fixed-order mean of the eight cells below.
-    pub(crate) fn alpha(&self, level: usize, p: [i64; 3]) -> f64 {
-        let Some(alpha) = &self.shift else {
-            return 0.0;
-        };
-        let n = self.shape.map(|x| (x >> level) as i64);
-        let per = self.periodic();
-        let mut q = [0i64; 3];
-        for e in 0..3 {
-            q[e] = if per[e] { p[e].rem_euclid(n[e]) } else { p[e] };
-            if q[e] < 0 || q[e] >= n[e] {
-                return 0.0;
-            }
-        }
-        alpha_rec(alpha.as_ref(), level, q)
     }
 
     /// The centre of the cell with global index `p`.
@@ -212,82 +251,6 @@ impl Poisson {
         x
     }
 
-    /// The face coefficient at level `level` (global shape `shape >> level`)
-    /// on the lower face along `d` of the level cell `p` (indices may lie
-    /// one cell outside the box: periodic axes wrap; anything else outside
-    /// returns 0). Coarse faces average the four fine faces they cover.
-    pub(crate) fn beta(&self, level: usize, d: usize, p: [i64; 3]) -> f64 {
-        let Some(beta) = &self.coefficient else {
-            return 1.0;
-        };
-        let n = self.shape.map(|x| (x >> level) as i64);
-        let per = self.periodic();
-        let mut q = [0i64; 3];
-        for e in 0..3 {
-            let hi = if e == d && !per[e] { n[e] + 1 } else { n[e] };
-            q[e] = if per[e] { p[e].rem_euclid(n[e]) } else { p[e] };
-            if q[e] < 0 || q[e] >= hi {
-                return 0.0;
-            }
-        }
-        beta_rec(beta.as_ref(), level, d, q)
-    }
-
-    /// Checks the shift of the fine cells `lo..hi` (global indices) and
-    /// the coefficients of their lower faces, with the high wall faces
-    /// where the box reaches a non-periodic high wall: finite and
-    /// non-negative. The boxes of a decomposition together cover every
-    /// cell and every face once, so each rank checks only its own; the
-    /// first bad value of the box is named.
-    pub(crate) fn scan_coefficients(
-        &self,
-        lo: [usize; 3],
-        hi: [usize; 3],
-    ) -> Result<Scan, MgError> {
-        let mut scan = Scan::default();
-        if let Some(alpha) = &self.shift {
-            for i in lo[0]..hi[0] {
-                for j in lo[1]..hi[1] {
-                    for k in lo[2]..hi[2] {
-                        let v = alpha([i, j, k]);
-                        if !(v.is_finite() && v >= 0.0) {
-                            return Err(MgError::Invalid(format!(
-                                "shift {v} at cell {:?} must be finite and non-negative",
-                                [i, j, k]
-                            )));
-                        }
-                        scan.positive_shift |= v > 0.0;
-                    }
-                }
-            }
-        }
-        let Some(beta) = &self.coefficient else {
-            return Ok(scan);
-        };
-        let per = self.periodic();
-        for d in 0..3 {
-            let mut top = hi;
-            if !per[d] && hi[d] == self.shape[d] {
-                top[d] += 1;
-            }
-            for i in lo[0]..top[0] {
-                for j in lo[1]..top[1] {
-                    for k in lo[2]..top[2] {
-                        let v = beta(d, [i, j, k]);
-                        scan.closed |= v == 0.0;
-                        if !(v.is_finite() && v >= 0.0) {
-                            return Err(MgError::Invalid(format!(
-                                "face coefficient {v} on axis {d} at face index {:?} must be finite and non-negative",
-                                [i, j, k]
-                            )));
-                        }
-                    }
-                }
-            }
-        }
-        Ok(scan)
-    }
-
     /// Refuses a shift that is 0 in every cell (`positive`: whether any
     /// rank's [`Scan`] found a positive one) of a problem without a
     /// Dirichlet face: such an operator is singular, which
@@ -299,7 +262,7 @@ impl Poisson {
             .iter()
             .flatten()
             .any(|&b| b == Boundary::Dirichlet);
-        if self.shift.is_some() && !positive && !dirichlet {
+        if self.has_shift() && !positive && !dirichlet {
             return Err(MgError::Invalid(
                 "the shift is 0 in every cell and no face is Dirichlet, so the operator \
                  is singular: leave the shift out (the solvers then handle the constant \
@@ -311,13 +274,105 @@ impl Poisson {
     }
 }
 
-/// What [`Poisson::scan_coefficients`] found in one box.
+/// What [`scan`] found in one box.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Scan {
     /// Some cell of the box has a positive shift.
     pub positive_shift: bool,
     /// Some face of the box has coefficient 0 (is closed).
     pub closed: bool,
+    /// Every cell of the box has a positive shift.
+    pub all_shifted: bool,
+}
+
+/// Checks the fine coefficients of one rank's block: the shift of its
+/// cells, then per axis its faces (the lower faces of its cells, with the
+/// high wall faces where the block reaches a non-periodic high wall):
+/// finite and non-negative. The boxes of a decomposition together cover
+/// every cell and every face once, so each rank checks only its own; the
+/// first bad value of the box is named, by its global index.
+pub(crate) fn scan(c: &BoxCoef) -> Result<Scan, MgError> {
+    let mut scan = Scan {
+        all_shifted: c.shift.is_some(),
+        ..Scan::default()
+    };
+    let b = c.cells;
+    if c.shift.is_some() {
+        for i in b.lo[0]..b.hi[0] {
+            for j in b.lo[1]..b.hi[1] {
+                for k in b.lo[2]..b.hi[2] {
+                    let v = c.alpha([i, j, k]);
+                    if !(v.is_finite() && v >= 0.0) {
+                        return Err(MgError::Invalid(format!(
+                            "shift {v} at cell {:?} must be finite and non-negative",
+                            [i, j, k]
+                        )));
+                    }
+                    scan.positive_shift |= v > 0.0;
+                    scan.all_shifted &= v > 0.0;
+                }
+            }
+        }
+    }
+    if c.faces.is_none() {
+        return Ok(scan);
+    }
+    for d in 0..3 {
+        let f = c.face_box(d);
+        for i in f.lo[0]..f.hi[0] {
+            for j in f.lo[1]..f.hi[1] {
+                for k in f.lo[2]..f.hi[2] {
+                    let v = c.face(d, [i, j, k]);
+                    scan.closed |= v == 0.0;
+                    if !(v.is_finite() && v >= 0.0) {
+                        return Err(MgError::Invalid(format!(
+                            "face coefficient {v} on axis {d} at face index {:?} must be finite and non-negative",
+                            [i, j, k]
+                        )));
+                    }
+                }
+            }
+        }
+    }
+    Ok(scan)
+}
+
+/// Bits of [`open_bits`]: the lower face along `d` is open (`1 << d`), the
+/// cell has a positive shift (`SHIFTED`), the high wall face along `d` is
+/// open (`HIGH << d`, cells next to a non-periodic high wall only).
+const SHIFTED: u8 = 1 << 3;
+const HIGH: u8 = 1 << 4;
+
+/// What [`Poisson::check_closed_regions`] reads of one box of fine cells:
+/// a byte a cell (row-major), see [`SHIFTED`] and [`HIGH`].
+pub(crate) fn open_bits(c: &BoxCoef) -> Vec<u8> {
+    let b = c.cells;
+    let mut v = Vec::with_capacity(b.len());
+    for i in b.lo[0]..b.hi[0] {
+        for j in b.lo[1]..b.hi[1] {
+            for k in b.lo[2]..b.hi[2] {
+                let p = [i, j, k];
+                let mut x = 0u8;
+                for d in 0..3 {
+                    if c.face(d, p) > 0.0 {
+                        x |= 1 << d;
+                    }
+                    if !c.periodic[d] && p[d] + 1 == c.global[d] {
+                        let mut up = p;
+                        up[d] += 1;
+                        if c.face(d, up) > 0.0 {
+                            x |= HIGH << d;
+                        }
+                    }
+                }
+                if c.alpha(p) > 0.0 {
+                    x |= SHIFTED;
+                }
+                v.push(x);
+            }
+        }
+    }
+    v
 }
 
 impl Poisson {
@@ -329,33 +384,24 @@ impl Poisson {
     /// declare (its solution is fixed only up to that constant, and a
     /// right-hand side with a non-zero sum over it has none). A single cell
     /// with every face closed and no shift is no such region: the solvers
-    /// hold it at 0. Only a [`FaceCoefficient`] can close faces, and
-    /// `closed` says whether it closes any (from the ranks'
-    /// [`scan_coefficients`](Self::scan_coefficients)): without a closed
-    /// face the box is one region, which has a Dirichlet face or a positive
-    /// shift. Otherwise the cells that fix their region's constant are
-    /// marked first; then each region of the other cells is walked once,
-    /// breadth first over its open faces, and one that meets no fixing
-    /// cell and has an open face is named in the error. Memory: one bit a
-    /// cell of the whole grid and the walk's front; the hierarchy runs it
-    /// on rank 0 only.
-    pub(crate) fn check_closed_regions(&self, closed: bool) -> Result<(), MgError> {
-        let Some(beta) = &self.coefficient else {
-            return Ok(());
-        };
-        if self.is_singular() || !closed {
-            return Ok(());
-        }
+    /// hold it at 0. `bits` are the [`open_bits`] of the whole fine grid
+    /// (the hierarchy gathers them on rank 0 where some face is closed and
+    /// some cell has no positive shift). The cells that fix their region's
+    /// constant are marked first; then each region of the other cells is
+    /// walked once, breadth first over its open faces, and one that meets
+    /// no fixing cell and has an open face is named in the error. Memory:
+    /// the byte a cell, one bit a cell and the walk's front.
+    pub(crate) fn check_closed_regions(&self, bits: &[u8]) -> Result<(), MgError> {
         let n = self.shape;
         let m = n[0] * n[1] * n[2];
+        debug_assert_eq!(bits.len(), m);
         let per = self.periodic();
         let idx = |p: [usize; 3]| (p[0] * n[1] + p[1]) * n[2] + p[2];
         let cell = |i: usize| [i / (n[1] * n[2]), (i / n[2]) % n[1], i % n[2]];
         // The neighbour of `p` across its face `side` (0 lower, 1 upper)
-        // along `d` and that face's coefficient; `None` past a wall.
-        let across = |p: [usize; 3], d: usize, side: usize| -> Option<([usize; 3], f64)> {
-            let mut face = p;
-            face[d] += side;
+        // along `d` and whether that face is open; `None` past a wall. The
+        // upper face of `p` is the lower face of that neighbour.
+        let across = |p: [usize; 3], d: usize, side: usize| -> Option<([usize; 3], bool)> {
             let mut q = p;
             if side == 0 {
                 if p[d] == 0 {
@@ -366,29 +412,30 @@ impl Poisson {
                 } else {
                     q[d] -= 1;
                 }
-            } else if p[d] + 1 == n[d] {
-                if !per[d] {
-                    return None;
-                }
-                face[d] = 0;
-                q[d] = 0;
+                Some((q, bits[idx(p)] & (1 << d) != 0))
             } else {
-                q[d] += 1;
+                if p[d] + 1 == n[d] {
+                    if !per[d] {
+                        return None;
+                    }
+                    q[d] = 0;
+                } else {
+                    q[d] += 1;
+                }
+                Some((q, bits[idx(q)] & (1 << d) != 0))
             }
-            Some((q, beta(d, face)))
         };
         // Whether cell `p` fixes its region's constant: a positive shift,
         // or an open face on a Dirichlet wall.
         let fixes = |p: [usize; 3]| {
-            self.shift.as_ref().is_some_and(|a| a(p) > 0.0)
+            let b = bits[idx(p)];
+            b & SHIFTED != 0
                 || (0..3).any(|d| {
                     let lo =
-                        p[d] == 0 && self.faces[d][0] == Boundary::Dirichlet && beta(d, p) > 0.0;
-                    let mut up = p;
-                    up[d] += 1;
+                        p[d] == 0 && self.faces[d][0] == Boundary::Dirichlet && b & (1 << d) != 0;
                     let hi = p[d] + 1 == n[d]
                         && self.faces[d][1] == Boundary::Dirichlet
-                        && beta(d, up) > 0.0;
+                        && b & (HIGH << d) != 0;
                     lo || hi
                 })
         };
@@ -419,10 +466,10 @@ impl Poisson {
                 let p = cell(i);
                 for d in 0..3 {
                     for side in 0..2 {
-                        let Some((q, b)) = across(p, d, side) else {
+                        let Some((q, o)) = across(p, d, side) else {
                             continue;
                         };
-                        if b <= 0.0 {
+                        if !o {
                             continue;
                         }
                         open = true;
@@ -448,41 +495,4 @@ impl Poisson {
         }
         Ok(())
     }
-}
-
-/// The coefficient of a coarse face as the (fixed-order) mean of the four
-/// fine faces it covers.
-fn beta_rec(
-    beta: &(dyn Fn(usize, [usize; 3]) -> f64 + Send + Sync),
-    level: usize,
-    d: usize,
-    p: [i64; 3],
-) -> f64 {
-    if level == 0 {
-        return beta(d, p.map(|x| x as usize));
-    }
-    let (a, b) = ((d + 1) % 3, (d + 2) % 3);
-    let mut v = [0.0; 4];
-    for (t, (s, r)) in [(0, 0), (0, 1), (1, 0), (1, 1)].into_iter().enumerate() {
-        let mut q = p;
-        q[d] = 2 * p[d];
-        q[a] = 2 * p[a] + s;
-        q[b] = 2 * p[b] + r;
-        v[t] = beta_rec(beta, level - 1, d, q);
-    }
-    0.25 * ((v[0] + v[1]) + (v[2] + v[3]))
-}
-
-/// The shift of a coarse cell as the (fixed-order) mean of the eight fine
-/// cells it covers.
-fn alpha_rec(alpha: &(dyn Fn([usize; 3]) -> f64 + Send + Sync), level: usize, p: [i64; 3]) -> f64 {
-    if level == 0 {
-        return alpha(p.map(|x| x as usize));
-    }
-    let mut v = [0.0; 8];
-    for (t, o) in v.iter_mut().enumerate() {
-        let q = [0, 1, 2].map(|d| 2 * p[d] + ((t >> (2 - d)) & 1) as i64);
-        *o = alpha_rec(alpha, level - 1, q);
-    }
-    0.125 * (((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])))
 }
