@@ -352,3 +352,100 @@ pub(crate) fn move_boxes<T: Elem + Default + Copy>(
     plan.execute(comm, src.unwrap_or(&[]), &mut dst)?;
     Ok(dst)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Boundary;
+    use std::sync::Arc;
+
+    /// The coarse face by the definition, recursively from the fine
+    /// function: the mean of the four faces below, in fixed order.
+    fn beta_def(
+        f: &dyn Fn(usize, [usize; 3]) -> f64,
+        level: usize,
+        d: usize,
+        p: [usize; 3],
+    ) -> f64 {
+        if level == 0 {
+            return f(d, p);
+        }
+        let (a, b) = ((d + 1) % 3, (d + 2) % 3);
+        let mut v = [0.0; 4];
+        for (t, (s, r)) in [(0, 0), (0, 1), (1, 0), (1, 1)].into_iter().enumerate() {
+            let mut q = p;
+            q[d] = 2 * p[d];
+            q[a] = 2 * p[a] + s;
+            q[b] = 2 * p[b] + r;
+            v[t] = beta_def(f, level - 1, d, q);
+        }
+        0.25 * ((v[0] + v[1]) + (v[2] + v[3]))
+    }
+
+    fn alpha_def(f: &dyn Fn([usize; 3]) -> f64, level: usize, p: [usize; 3]) -> f64 {
+        if level == 0 {
+            return f(p);
+        }
+        let mut v = [0.0; 8];
+        for (t, o) in v.iter_mut().enumerate() {
+            *o = alpha_def(
+                f,
+                level - 1,
+                [0, 1, 2].map(|d| 2 * p[d] + ((t >> (2 - d)) & 1)),
+            );
+        }
+        0.125 * (((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])))
+    }
+
+    #[test]
+    fn coarsening_a_block_twice_is_the_definition_bit_for_bit() {
+        let beta = |d: usize, q: [usize; 3]| {
+            0.3 + ((q[0] * 5 + q[1] * 3 + q[2] * 7 + d) % 13) as f64 / 7.0
+        };
+        let alpha = |q: [usize; 3]| ((q[0] + 3 * q[1] + 5 * q[2]) % 9) as f64 / 3.0;
+        let p = Poisson::with_faces(
+            [16, 8, 24],
+            [1.0; 3],
+            [
+                [Boundary::Dirichlet, Boundary::Neumann],
+                [Boundary::Periodic, Boundary::Periodic],
+                [Boundary::Neumann, Boundary::Dirichlet],
+            ],
+        )
+        .unwrap()
+        .with_coefficient(Arc::new(beta))
+        .with_shift(Arc::new(alpha));
+        // A block reaching the high walls of axes 0 and 2.
+        let cells = IndexBox {
+            lo: [8, 4, 16],
+            hi: [16, 8, 24],
+        };
+        let two = BoxCoef::fine(&p, cells, p.coefficients_on(&cells))
+            .unwrap()
+            .coarsen()
+            .coarsen();
+        assert_eq!(two.cells.lo, [2, 1, 4]);
+        assert_eq!(two.global, [4, 2, 6]);
+        for d in 0..3 {
+            let b = two.face_box(d);
+            assert_eq!(b.hi[d], two.cells.hi[d] + usize::from(d != 1));
+            for i in b.lo[0]..b.hi[0] {
+                for j in b.lo[1]..b.hi[1] {
+                    for k in b.lo[2]..b.hi[2] {
+                        let (got, want) =
+                            (two.face(d, [i, j, k]), beta_def(&beta, 2, d, [i, j, k]));
+                        assert_eq!(got.to_bits(), want.to_bits(), "face {d} {:?}", [i, j, k]);
+                    }
+                }
+            }
+        }
+        for i in 2..4 {
+            for j in 1..2 {
+                for k in 4..6 {
+                    let (got, want) = (two.alpha([i, j, k]), alpha_def(&alpha, 2, [i, j, k]));
+                    assert_eq!(got.to_bits(), want.to_bits());
+                }
+            }
+        }
+    }
+}
