@@ -3,10 +3,11 @@
 //! classification and wall fractions of each velocity component.
 
 use anyhow::{bail, Context, Result};
-use comm::IndexBox;
+use comm::exact::{allreduce_exact_sums, ExactSum};
+use comm::{Communicator, IndexBox};
 use ibm::{
     Body, CutCells, GhostPoints, Lattice, LatticeKind, Link, Location, MacGrid, Packing, PointKind,
-    Side,
+    Region, Side,
 };
 
 use crate::config::{Bodies, Config, MAX_N};
@@ -95,41 +96,104 @@ pub fn check_resolution(cfg: &Config, radius: f64) -> Result<()> {
     Ok(())
 }
 
-/// The geometry arrays of `cfg` (the whole grid; see [`Geometry`]), the
-/// number of spheres and their radius.
-pub fn build(cfg: &Config) -> Result<(Geometry, usize, f64)> {
+/// The bodies of a configuration, built once per process and shared by
+/// its ranks (a sphere list or a lattice: no per-cell data): the body, the
+/// number of its spheres in the box and their radius.
+pub struct Bed {
+    /// The body (`None`: an empty box).
+    pub body: Option<Box<dyn Body>>,
+    /// Spheres in the box.
+    pub spheres: usize,
+    /// Their radius (the smallest of a packing file).
+    pub radius: f64,
+}
+
+impl std::fmt::Debug for Bed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bed")
+            .field("body", &self.body.is_some())
+            .field("spheres", &self.spheres)
+            .field("radius", &self.radius)
+            .finish()
+    }
+}
+
+impl Bed {
+    /// The bodies of `cfg` ([`body`]).
+    pub fn new(cfg: &Config) -> Result<Self> {
+        Ok(match body(cfg)? {
+            None => Bed {
+                body: None,
+                spheres: 0,
+                radius: 0.0,
+            },
+            Some((b, spheres, radius)) => Bed {
+                body: Some(b),
+                spheres,
+                radius,
+            },
+        })
+    }
+}
+
+/// The geometry of the block `block` of `cfg`'s grid and one ghost layer
+/// around it (see [`Geometry`]), from the body (`None`: an empty box).
+/// Every value is a pure function of global indices: the blocks of any
+/// decomposition hold the bits the whole grid would. The solid fraction is
+/// left 0 (the run sets it, collectively).
+pub fn build(cfg: &Config, body: Option<&dyn Body>, block: IndexBox) -> Result<Geometry> {
     let n = [cfg.n; 3];
     let h = cfg.h();
-    let Some((body, spheres, radius)) = body(cfg)? else {
-        return Ok((Geometry::open(n, h), 0, 0.0));
+    let region = Region::new(block, 1, n)?;
+    let Some(body) = body else {
+        return Ok(Geometry::open(n, h, region));
     };
-    let body = body.as_ref();
     let grid = MacGrid::new(n, [cfg.length; 3])?;
-    let whole = IndexBox::from_shape(n);
-    let cut = CutCells::new(body, &grid, whole, 0)?;
-    let mut g = Geometry::open(n, h);
-    g.theta = cut.volume_fractions().to_vec();
+    let m = region.len();
+    let e = region.extent();
+    let s = [e[1] * e[2], e[2], 1];
+    // The cut cells' arrays copied out and the cut cells dropped before
+    // the per-component arrays are made: the build holds little more than
+    // the geometry it returns.
+    let (theta, cut_apertures) = {
+        let cut = CutCells::new(body, &grid, block, 1)?;
+        let theta = cut.volume_fractions().to_vec();
+        let ap: [Vec<f64>; 3] = match cfg.method {
+            Method::CutCell => {
+                let mut ap: [Vec<f64>; 3] = Default::default();
+                for (d, a) in ap.iter_mut().enumerate() {
+                    *a = cut.apertures(d).context("apertures of the block")?.to_vec();
+                }
+                ap
+            }
+            Method::GhostCell => Default::default(),
+        };
+        (theta, ap)
+    };
     // The staircase of the ghost-cell method: a face is open when both
-    // cell centres are in the fluid.
+    // cell centres are in the fluid (centres over two ghost layers, so
+    // the faces of the first ghost layer have both).
+    let wide = Region::new(block, 2, n)?;
     let centre_fluid: Vec<bool> = match cfg.method {
         Method::CutCell => Vec::new(),
-        Method::GhostCell => (0..g.theta.len())
+        Method::GhostCell => (0..wide.len())
             .map(|i| {
-                let p = g.point(i).map(|x| x as i64);
+                let p = grid.wrap(wide.global(i)).map(|x| x as i64);
                 body.distance(grid.point(Location::Centre, p)) > 0.0
             })
             .collect(),
     };
-    for d in 0..3 {
-        g.aperture[d] = match cfg.method {
-            Method::CutCell => cut
-                .apertures(d)
-                .context("apertures of the whole grid")?
-                .to_vec(),
-            Method::GhostCell => (0..g.theta.len())
+    let centre = |p: [i64; 3]| centre_fluid[wide.index(p).expect("inside two ghost layers")];
+    let mut aperture = cut_apertures;
+    for (d, ap) in aperture.iter_mut().enumerate() {
+        *ap = match cfg.method {
+            Method::CutCell => std::mem::take(ap),
+            Method::GhostCell => (0..m)
                 .map(|i| {
-                    let q = g.idx(g.shift(g.point(i), d, -1));
-                    if centre_fluid[i] && centre_fluid[q] {
+                    let p = region.global(i);
+                    let mut q = p;
+                    q[d] -= 1;
+                    if centre(p) && centre(q) {
                         1.0
                     } else {
                         0.0
@@ -138,25 +202,30 @@ pub fn build(cfg: &Config) -> Result<(Geometry, usize, f64)> {
                 .collect(),
         };
     }
+    drop(centre_fluid);
+    let mut fluids: [Vec<bool>; 3] = Default::default();
+    let mut walls: [Vec<f64>; 3] = Default::default();
+    let mut weights: [Vec<f64>; 3] = Default::default();
     for d in 0..3 {
-        let gp = GhostPoints::new(body, &grid, Location::Face(d), whole, 0)?;
-        let m = g.theta.len();
+        let gp = GhostPoints::new(body, &grid, Location::Face(d), block, 1)?;
         let mut fluid = vec![false; m];
         for (i, f) in fluid.iter_mut().enumerate() {
-            let p = g.point(i).map(|x| x as i64);
-            *f = gp.kind(p) == Some(PointKind::Fluid) && g.aperture[d][i] > 0.0;
+            *f = gp.kind(region.global(i)) == Some(PointKind::Fluid) && aperture[d][i] > 0.0;
         }
         let mut wall = vec![0.0; m];
         let mut weight = vec![0.0; m];
-        for i in 0..m {
+        for i in region.owned() {
             if !fluid[i] {
                 continue;
             }
-            let pu = g.point(i);
-            let p = pu.map(|x| x as i64);
+            let p = region.global(i);
             for axis in 0..3 {
                 for side in [Side::Lower, Side::Upper] {
-                    let q = g.idx(g.shift(pu, axis, side.sign()));
+                    let q = if side == Side::Lower {
+                        i - s[axis]
+                    } else {
+                        i + s[axis]
+                    };
                     if fluid[q] {
                         continue;
                     }
@@ -170,24 +239,46 @@ pub fn build(cfg: &Config) -> Result<(Geometry, usize, f64)> {
                 }
             }
             weight[i] = match cfg.method {
-                Method::CutCell => 0.5 * (g.theta[i] + g.theta[g.idx(g.shift(pu, d, -1))]),
+                Method::CutCell => 0.5 * (theta[i] + theta[i - s[d]]),
                 Method::GhostCell => 1.0,
             };
         }
         // A face whose velocity is not an unknown carries no flux: its
         // aperture in the continuity equation and the pressure operator is
         // 0, so the projection makes the discrete divergence vanish.
-        for (a, &f) in g.aperture[d].iter_mut().zip(&fluid) {
+        for (a, &f) in aperture[d].iter_mut().zip(&fluid) {
             if !f {
                 *a = 0.0;
             }
         }
-        g.fluid[d] = fluid;
-        g.wall[d] = wall;
-        g.weight[d] = weight;
+        fluids[d] = fluid;
+        walls[d] = wall;
+        weights[d] = weight;
     }
-    g.solid_fraction = body
-        .solid_fraction_exact()
-        .unwrap_or_else(|| 1.0 - g.theta.iter().sum::<f64>() / g.theta.len() as f64);
-    Ok((g, spheres, radius))
+    Ok(Geometry::from_parts(
+        n, h, region, theta, aperture, fluids, walls, weights,
+    ))
+}
+
+/// The solid fraction of the bodies in the box (collective): exact where
+/// the body knows it, else one minus the mean cell fluid fraction (an
+/// exact sum over the ranks' blocks, so the same bits on any rank count).
+pub fn solid_fraction(
+    comm: &dyn Communicator,
+    body: Option<&dyn Body>,
+    g: &Geometry,
+) -> Result<f64> {
+    if let Some(f) = body.and_then(|b| b.solid_fraction_exact()) {
+        return Ok(f);
+    }
+    if body.is_none() {
+        return Ok(0.0);
+    }
+    let mut acc = ExactSum::new();
+    for i in g.region().owned() {
+        acc.add(g.theta[i]);
+    }
+    let sum = allreduce_exact_sums(comm, &[acc])?[0];
+    let cells = (g.n[0] * g.n[1] * g.n[2]) as f64;
+    Ok(1.0 - sum / cells)
 }

@@ -569,7 +569,7 @@ mod tests {
         // built: at radius 0.001 placing the spheres would fail on their
         // count (over 10^8), the resolution is named first.
         let c = Config { radius: 0.001, ..c };
-        let e = format!("{:#}", crate::bodies::build(&c).unwrap_err());
+        let e = format!("{:#}", crate::bodies::Bed::new(&c).unwrap_err());
         assert!(
             e.contains("cells per diameter") && e.contains("n >= 2000"),
             "{e}"

@@ -3,8 +3,9 @@
 //! cut-cell or ghost-cell immersed boundaries (geometry from `ibm`),
 //! implicit diffusion and projection through `multigrid`, fields on `halo`.
 //!
-//! - [`geometry`]: the global geometry arrays the solver reads, built from
-//!   the bodies;
+//! - [`bodies`] and [`geometry`]: the bodies (once per process) and the
+//!   geometry arrays the solver reads, over each rank's block and one
+//!   ghost layer (memory in proportion to the block);
 //! - [`solver`]: the step;
 //! - [`config`]: the TOML configuration;
 //! - [`run`]: a whole run: march (to a steady state for Stokes), the
@@ -43,6 +44,8 @@ use comm::{CommExt, Communicator};
 use multigrid::{CommAvoiding, MgOptions};
 use serde::{Deserialize, Serialize};
 
+use bodies::Bed;
+use comm::exact::{allreduce_exact_sums, ExactSum};
 use config::{Bodies, Config, Initial};
 use geometry::Geometry;
 use solver::{Flow, Params, Phases};
@@ -196,27 +199,39 @@ pub fn hash(comm: &dyn Communicator, f: &Flow) -> Result<u64> {
 
 const CK_FIELDS: usize = 7;
 
-/// The checkpoint format recorded under the `format` key.
-const CK_FORMAT: &str = "2";
+/// The checkpoint format recorded under the `format` key (3: the
+/// geometry hash of [`geometry_hash`]; format 2 hashed the whole grid's
+/// arrays in sequence).
+const CK_FORMAT: &str = "3";
 
-/// A hash of every geometry array (and the cell size): equal for equal
-/// bodies on equal grids, on any rank count.
-fn geometry_hash(g: &Geometry) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    let mut add = |v: u64| h = (h ^ v).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(29);
-    add(g.h.to_bits());
-    g.n.iter().for_each(|&v| add(v as u64));
-    let arrays = std::iter::once(&g.theta)
-        .chain(&g.aperture)
-        .chain(&g.wall)
-        .chain(&g.weight);
-    for a in arrays {
-        a.iter().for_each(|v| add(v.to_bits()));
+/// A hash of every geometry array at the owned cells (and the cell size
+/// and grid): equal for equal bodies on equal grids, on any rank count
+/// (collective). The thirteen arrays (fluid fraction, apertures, wall
+/// sums, weights, fluid flags as 0 or 1) are hashed as one field of
+/// `[13 n, n, n]`, each at its own offset along the first axis.
+pub fn geometry_hash(comm: &dyn Communicator, g: &Geometry) -> Result<u64> {
+    let n = g.n;
+    let shape = [13 * n[0], n[1], n[2]];
+    let flags = |f: &Vec<bool>| {
+        f.iter()
+            .map(|&b| f64::from(u8::from(b)))
+            .collect::<Vec<_>>()
+    };
+    let arrays: Vec<Vec<f64>> = std::iter::once(g.theta.clone())
+        .chain(g.aperture.iter().cloned())
+        .chain(g.wall.iter().cloned())
+        .chain(g.weight.iter().cloned())
+        .chain(g.fluid.iter().map(flags))
+        .collect();
+    let mut h = 0u64;
+    for (i, a) in arrays.iter().enumerate() {
+        let mut b = g.block();
+        b.lo[0] += i * n[0];
+        b.hi[0] += i * n[0];
+        h = h.wrapping_add(appkit::hash::local_field_hash(shape, &b, &g.owned(a))?);
     }
-    for f in &g.fluid {
-        f.iter().for_each(|&v| add(u64::from(v)));
-    }
-    h
+    let h = appkit::hash::combine(comm, h)?;
+    Ok(appkit::hash::mix(h ^ appkit::hash::mix(g.h.to_bits())))
 }
 
 /// The keys a restart must match, with their values as JSON text: the
@@ -226,7 +241,7 @@ fn geometry_hash(g: &Geometry) -> u64 {
 /// random beds), and `geometry`, a hash of the geometry arrays (which
 /// also covers the spheres of a packing file). The step size, the
 /// tolerances, the solver and output options may change on a restart.
-fn restart_keys(cfg: &Config, geom: &Geometry) -> Result<Vec<(&'static str, String)>> {
+fn restart_keys(cfg: &Config, geometry: u64) -> Result<Vec<(&'static str, String)>> {
     use serde_json::to_string as js;
     let mut keys = vec![
         ("n", js(&cfg.n)?),
@@ -248,7 +263,7 @@ fn restart_keys(cfg: &Config, geom: &Geometry) -> Result<Vec<(&'static str, Stri
         keys.push(("radius", js(&cfg.radius)?));
         keys.push(("seed", js(&cfg.seed)?));
     }
-    keys.push(("geometry", appkit::hash::hex(geometry_hash(geom))));
+    keys.push(("geometry", appkit::hash::hex(geometry)));
     Ok(keys)
 }
 
@@ -256,12 +271,14 @@ fn restart_keys(cfg: &Config, geom: &Geometry) -> Result<Vec<(&'static str, Stri
 /// last advective term (the Adams-Bashforth history of a Navier-Stokes run,
 /// zero for Stokes), seven fields gathered on rank 0 in global order, an
 /// `appkit` checkpoint of shape `[7 n, n, n]` with the step and time, and
-/// the geometry and physics keys a restart must match (`format = 2`). A
-/// restart on any rank count continues bit for bit.
+/// the geometry and physics keys a restart must match (`format = 3`;
+/// `geometry` is the [`geometry_hash`]). A restart on any rank count
+/// continues bit for bit.
 pub fn write_checkpoint(
     comm: &dyn Communicator,
     f: &Flow,
     cfg: &Config,
+    geometry: u64,
     path: &Path,
 ) -> Result<()> {
     let n = f.geometry().n;
@@ -275,7 +292,7 @@ pub fn write_checkpoint(
     let written = if comm.rank() == 0 {
         let mut header = Header::new("flow", &[CK_FIELDS * n[0], n[1], n[2]], f.steps(), f.time());
         header.meta.insert("format".into(), CK_FORMAT.into());
-        for (k, v) in restart_keys(cfg, f.geometry())? {
+        for (k, v) in restart_keys(cfg, geometry)? {
             header.meta.insert(k.into(), v);
         }
         ck::write_f64(path, &header, &all).with_context(|| format!("writing {}", path.display()))
@@ -295,7 +312,7 @@ pub fn write_checkpoint(
 /// checkpoint whose geometry or physics differ from `cfg` (the error names
 /// the first key that differs and both values) and one written before the
 /// checkpoints recorded those keys.
-pub fn read_checkpoint(f: &mut Flow, cfg: &Config, path: &Path) -> Result<()> {
+pub fn read_checkpoint(f: &mut Flow, cfg: &Config, geometry: u64, path: &Path) -> Result<()> {
     let n = f.geometry().n;
     let (header, values) = ck::read_f64(
         path,
@@ -316,7 +333,7 @@ pub fn read_checkpoint(f: &mut Flow, cfg: &Config, path: &Path) -> Result<()> {
             path.display()
         ),
     }
-    for (key, want) in restart_keys(cfg, f.geometry())? {
+    for (key, want) in restart_keys(cfg, geometry)? {
         let got = header.meta.get(key).map_or("absent", |s| s.as_str());
         if got != want {
             let what = if key == "geometry" {
@@ -416,6 +433,7 @@ fn write_due(
     comm: &dyn Communicator,
     f: &mut Flow,
     cfg: &Config,
+    geometry: u64,
     last: bool,
     files: &mut Vec<String>,
 ) -> Result<()> {
@@ -424,7 +442,7 @@ fn write_due(
     };
     if cfg.output.checkpoint_due(f.steps(), last) {
         let p = d.join(format!("flow_{:06}.chk", f.steps()));
-        write_checkpoint(comm, f, cfg, &p)?;
+        write_checkpoint(comm, f, cfg, geometry, &p)?;
         files.push(p.display().to_string());
     }
     if cfg.output.vtk_due(f.steps(), last) {
@@ -435,20 +453,43 @@ fn write_due(
     Ok(())
 }
 
-/// A whole run on `comm` (collective).
+/// The geometry of this rank's block of `cfg`'s grid (collective: every
+/// rank returns the lowest failing rank's error), with the solid fraction
+/// of the whole box.
+pub fn block_geometry(comm: &dyn Communicator, cfg: &Config, bed: &Bed) -> Result<Geometry> {
+    let block = Flow::block(comm, [cfg.n; 3]);
+    let built = block.and_then(|b| bodies::build(cfg, bed.body.as_deref(), b));
+    let (built, local) = match built {
+        Ok(g) => (Some(g), Ok(())),
+        Err(e) => (None, Err(format!("{e:#}"))),
+    };
+    match comm::agree(comm, local) {
+        Ok(()) => {}
+        Err(comm::Agreed::Mine(e)) => bail!("{e}"),
+        Err(comm::Agreed::Other { message, .. }) => bail!("{message}"),
+        Err(comm::Agreed::Comm(e)) => return Err(e.into()),
+    }
+    let mut g = built.context("the geometry of this rank's block")?;
+    g.solid_fraction = bodies::solid_fraction(comm, bed.body.as_deref(), &g)?;
+    Ok(g)
+}
+
+/// A whole run on `comm` (collective): the geometry of this rank's block
+/// from the process's bodies `bed`, the march, the outputs, the report.
 pub fn run(
     comm: &dyn Communicator,
     cfg: &Config,
-    geom: Arc<Geometry>,
-    bodies: (usize, f64),
+    bed: &Bed,
     restart: Option<&Path>,
     progress: bool,
 ) -> Result<Report> {
     let rank = comm.rank();
     cfg.check_ranks(comm.size())?;
+    let geom = Arc::new(block_geometry(comm, cfg, bed)?);
+    let geometry = geometry_hash(comm, &geom)?;
     let mut f = Flow::new(comm, geom.clone(), params(cfg))?;
     if let Some(p) = restart {
-        read_checkpoint(&mut f, cfg, p)?;
+        read_checkpoint(&mut f, cfg, geometry, p)?;
     } else if cfg.initial == Initial::TaylorGreen {
         let k = 2.0 * std::f64::consts::PI / cfg.length;
         let a = cfg.amplitude;
@@ -530,7 +571,7 @@ pub fn run(
         bar.inc(1);
         steady = !cfg.navier_stokes && cfg.steady_tol > 0.0 && change < cfg.steady_tol;
         let done = steady || taken as usize == cfg.steps;
-        write_due(comm, &mut f, cfg, done, &mut files)?;
+        write_due(comm, &mut f, cfg, geometry, done, &mut files)?;
         if steady {
             break;
         }
@@ -538,7 +579,7 @@ pub fn run(
     bar.finish();
     // A fresh run of no steps ends at its initial state.
     if taken == 0 && restart.is_none() {
-        write_due(comm, &mut f, cfg, true, &mut files)?;
+        write_due(comm, &mut f, cfg, geometry, true, &mut files)?;
     }
     let sums = f.sums(comm)?;
     let vol = cfg.length.powi(3);
@@ -549,8 +590,13 @@ pub fn run(
     let fd = (0..3)
         .max_by(|&a, &b| cfg.force[a].abs().total_cmp(&cfg.force[b].abs()))
         .unwrap_or(0);
-    let fluid_force = cfg.force[fd] * geom.weight[fd].iter().sum::<f64>() * geom.h.powi(3);
-    let (spheres, radius) = bodies;
+    let mut weights = ExactSum::new();
+    for i in geom.region().owned() {
+        weights.add(geom.weight[fd][i]);
+    }
+    let weights = allreduce_exact_sums(comm, &[weights])?[0];
+    let fluid_force = cfg.force[fd] * weights * geom.h.powi(3);
+    let (spheres, radius) = (bed.spheres, bed.radius);
     let (drag, perm) = if spheres > 0 && cfg.force[fd] != 0.0 && u_sup[fd] != 0.0 {
         let k = cfg.force[fd] * vol
             / (6.0 * std::f64::consts::PI * cfg.nu * radius * spheres as f64 * u_sup[fd]);

@@ -5,7 +5,6 @@ use appkit::app::{self, CheckpointArgs, OutputArgs};
 use flow::config::{Bodies, Config, Initial, Method};
 use serde::Serialize;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 /// The whole command line: the common flags and the flow solver's.
 type Cli = app::Command<Flags, OutputArgs, CheckpointArgs>;
@@ -86,19 +85,12 @@ fn main() -> std::process::ExitCode {
         if let Some(r) = plan.ranks().filter(|&r| r > 0) {
             cfg.check_ranks(r)?;
         }
-        // The geometry is a pure function of the configuration: built once
-        // per process and shared by its ranks.
-        let (geom, spheres, radius) = flow::bodies::build(&cfg)?;
-        let geom = Arc::new(geom);
+        // The bodies (a sphere list or a lattice) are built once per
+        // process and shared by its ranks; each rank builds the geometry
+        // of its own block from them.
+        let bed = flow::bodies::Bed::new(&cfg)?;
         Ok(app::execute(plan, |c, progress| {
-            flow::run(
-                c,
-                &cfg,
-                geom.clone(),
-                (spheres, radius),
-                cli.restart(),
-                progress,
-            )
+            flow::run(c, &cfg, &bed, cli.restart(), progress)
         })?)
     })
 }

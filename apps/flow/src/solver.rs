@@ -29,9 +29,7 @@ use anyhow::{bail, Result};
 use comm::exact::{allreduce_exact_sums, ExactSum};
 use comm::{BlockDecomposition, CommExt, Communicator, IndexBox, ProcessGrid, ReduceOp};
 use halo::{Exchanger, Field, FieldLayout, HaloSpec, Neighborhood, Topology};
-use multigrid::{
-    Boundary, CellCoefficient, FaceCoefficient, Hierarchy, MgOptions, Poisson, SolveReport,
-};
+use multigrid::{Boundary, Coefficients, Hierarchy, MgOptions, Poisson, SolveReport};
 
 use crate::geometry::Geometry;
 
@@ -130,54 +128,75 @@ pub(crate) fn levels(n: [usize; 3]) -> usize {
     l
 }
 
+/// `f(geometry index)` at the owned cells of `g`, row-major over the block.
+fn over_block(g: &Geometry, f: impl Fn(usize) -> f64) -> Vec<f64> {
+    g.region().owned().map(f).collect()
+}
+
 impl Flow {
+    /// The block of cells this rank owns on a grid of `n` cells per axis
+    /// (the block whose [`Geometry`] [`new`](Self::new) takes).
+    pub fn block(comm: &dyn Communicator, n: [usize; 3]) -> Result<IndexBox> {
+        let grid = ProcessGrid::for_shape(n, comm.size(), [true; 3])?;
+        Ok(Hierarchy::fine_block(n, grid, comm.rank())?)
+    }
+
     /// Builds the solver (collective): the process grid, the four
-    /// hierarchies and the exchangers. The fields are zero.
+    /// hierarchies and the exchangers. `geom` is the geometry of this
+    /// rank's [`block`](Self::block). The multigrid coefficients are
+    /// arrays over the block, filled here from the geometry. The fields
+    /// are zero.
     pub fn new(comm: &dyn Communicator, geom: Arc<Geometry>, params: Params) -> Result<Self> {
         let n = geom.n;
         let h = params.length / n[0] as f64;
         let grid = ProcessGrid::for_shape(n, comm.size(), [true; 3])?;
+        let block = Hierarchy::fine_block(n, grid, comm.rank())?;
+        if geom.block() != block {
+            bail!(
+                "the geometry covers the cells {:?}..{:?}, this rank owns {:?}..{:?}: build it for Flow::block",
+                geom.block().lo,
+                geom.block().hi,
+                block.lo,
+                block.hi
+            );
+        }
         let lev = levels(n);
+        let g = &*geom;
+        let s = g.strides();
         let mut mg_u = Vec::with_capacity(3);
         for d in 0..3 {
-            let g = geom.clone();
             let nu = params.nu;
-            let beta: FaceCoefficient = Arc::new(move |e, p| {
-                let q = g.shift(p, e, -1);
-                if g.fluid[d][g.idx(p)] && g.fluid[d][g.idx(q)] {
-                    nu
-                } else {
-                    0.0
-                }
+            let fl = &g.fluid[d];
+            // The face below point i along e: open when both points are fluid.
+            let faces = std::array::from_fn(|e| {
+                over_block(g, |i| if fl[i] && fl[i - s[e]] { nu } else { 0.0 })
             });
-            let g = geom.clone();
             let (dt, h2) = (params.dt, h * h);
-            let alpha: CellCoefficient = Arc::new(move |p| {
-                let i = g.idx(p);
-                if g.fluid[d][i] {
+            let shift = over_block(g, |i| {
+                if fl[i] {
                     1.0 / dt + nu * g.wall[d][i] / h2
                 } else {
                     0.0
                 }
             });
-            let prob = Poisson::new(n, [params.length; 3], [Boundary::Periodic; 3])?
-                .with_coefficient(beta)
-                .with_shift(alpha);
+            let prob = Poisson::new(n, [params.length; 3], [Boundary::Periodic; 3])?;
             let opts = MgOptions {
                 tol: params.momentum_tol,
                 ..params.mg
             };
-            mg_u.push(Hierarchy::new(comm, grid, &prob, lev, opts)?);
+            let coef = Coefficients::constant().with_faces(faces).with_shift(shift);
+            mg_u.push(Hierarchy::with_coefficients(
+                comm, grid, &prob, lev, opts, coef,
+            )?);
         }
-        let g = geom.clone();
-        let beta: FaceCoefficient = Arc::new(move |e, p| g.aperture[e][g.idx(p)]);
-        let prob =
-            Poisson::new(n, [params.length; 3], [Boundary::Periodic; 3])?.with_coefficient(beta);
+        let faces = std::array::from_fn(|e| over_block(g, |i| g.aperture[e][i]));
+        let prob = Poisson::new(n, [params.length; 3], [Boundary::Periodic; 3])?;
         let opts = MgOptions {
             tol: params.pressure_tol,
             ..params.mg
         };
-        let mg_p = Hierarchy::new(comm, grid, &prob, lev, opts)?;
+        let coef = Coefficients::constant().with_faces(faces);
+        let mg_p = Hierarchy::with_coefficients(comm, grid, &prob, lev, opts, coef)?;
         let lay = mg_p.layout();
         let dec = BlockDecomposition::new(n, grid)?;
         let spec = HaloSpec {
@@ -329,9 +348,9 @@ impl Flow {
             for i in b.lo[0]..b.hi[0] {
                 for j in b.lo[1]..b.hi[1] {
                     let row = (i - b.lo[0] + gh[0]) * s[0] + (j - b.lo[1] + gh[1]) * s[1];
-                    let grow = (i * g.n[1] + j) * g.n[2];
+                    let grow = g.idx([i, j, b.lo[2]]);
                     for k in b.lo[2]..b.hi[2] {
-                        if !g.fluid[d][grow + k] {
+                        if !g.fluid[d][grow + k - b.lo[2]] {
                             continue;
                         }
                         let x = row + k - b.lo[2] + gh[2];
@@ -384,9 +403,9 @@ impl Flow {
                 for i in b.lo[0]..b.hi[0] {
                     for j in b.lo[1]..b.hi[1] {
                         let row = (i - b.lo[0] + gh[0]) * s[0] + (j - b.lo[1] + gh[1]) * s[1];
-                        let grow = (i * g.n[1] + j) * g.n[2];
+                        let grow = g.idx([i, j, b.lo[2]]);
                         for k in b.lo[2]..b.hi[2] {
-                            let (x, gi) = (row + k - b.lo[2] + gh[2], grow + k);
+                            let (x, gi) = (row + k - b.lo[2] + gh[2], grow + k - b.lo[2]);
                             r[x] = if g.fluid[d][gi] {
                                 let n = if !ns {
                                     0.0
@@ -433,12 +452,13 @@ impl Flow {
             for i in b.lo[0]..b.hi[0] {
                 for j in b.lo[1]..b.hi[1] {
                     let row = (i - b.lo[0] + gh[0]) * s[0] + (j - b.lo[1] + gh[1]) * s[1];
+                    let gs = g.strides();
                     for k in b.lo[2]..b.hi[2] {
                         let (x, p) = (row + k - b.lo[2] + gh[2], [i, j, k]);
                         let gi = g.idx(p);
                         let mut div = 0.0;
                         for d in 0..3 {
-                            let up = g.idx(g.shift(p, d, 1));
+                            let up = gi + gs[d];
                             div +=
                                 g.aperture[d][up] * us[d][x + s[d]] - g.aperture[d][gi] * us[d][x];
                         }
@@ -469,10 +489,10 @@ impl Flow {
                 for i in b.lo[0]..b.hi[0] {
                     for j in b.lo[1]..b.hi[1] {
                         let row = (i - b.lo[0] + gh[0]) * s[0] + (j - b.lo[1] + gh[1]) * s[1];
-                        let grow = (i * g.n[1] + j) * g.n[2];
+                        let grow = g.idx([i, j, b.lo[2]]);
                         for k in b.lo[2]..b.hi[2] {
                             let x = row + k - b.lo[2] + gh[2];
-                            let v = if fl[grow + k] {
+                            let v = if fl[grow + k - b.lo[2]] {
                                 us[x] - dt * (ph[x] - ph[x - s[d]]) / h
                             } else {
                                 0.0
@@ -541,12 +561,13 @@ impl Flow {
         let g = self.geom.clone();
         let mut m: f64 = 0.0;
         let mut umax: f64 = 0.0;
+        let gs = g.strides();
         self.for_owned(|p, x| {
             let mut div = 0.0;
+            let gi = g.idx(p);
             for d in 0..3 {
-                let up = g.idx(g.shift(p, d, 1));
                 let u = self.u[d].as_slice();
-                div += g.aperture[d][up] * u[x + s[d]] - g.aperture[d][g.idx(p)] * u[x];
+                div += g.aperture[d][gi + gs[d]] * u[x + s[d]] - g.aperture[d][gi] * u[x];
                 umax = umax.max(u[x].abs());
             }
             m = m.max(div.abs());

@@ -2,14 +2,11 @@
 //! 1982), rank independence with every communication option, and the
 //! errors of bad input.
 
-use std::sync::Arc;
-
 use flow::config::{Bodies, Config, Method};
 
 fn report(cfg: &Config, ranks: usize) -> flow::Report {
-    let (g, n, a) = flow::bodies::build(cfg).unwrap();
-    let g = Arc::new(g);
-    comm::local::run(ranks, |c| flow::run(c, cfg, g.clone(), (n, a), None, false))
+    let bed = flow::bodies::Bed::new(cfg).unwrap();
+    comm::local::run(ranks, |c| flow::run(c, cfg, &bed, None, false))
         .unwrap()
         .swap_remove(0)
 }
@@ -82,7 +79,7 @@ fn same_bits_on_every_rank_count_and_option() {
 #[test]
 fn bad_geometry_is_named() {
     let err = |cfg: Config| {
-        flow::bodies::build(&cfg)
+        flow::bodies::Bed::new(&cfg)
             .err()
             .map(|e| format!("{e:#}"))
             .unwrap()
@@ -175,13 +172,10 @@ fn check_restart(base: Config, label: &str, ranks: [usize; 3]) {
         output: out("parts", 0),
         ..base
     };
-    let (g, n, a) = flow::bodies::build(&second).unwrap();
-    let g = Arc::new(g);
-    let r = comm::local::run(ranks[2], |c| {
-        flow::run(c, &second, g.clone(), (n, a), Some(&ck), false)
-    })
-    .unwrap()
-    .swap_remove(0);
+    let bed = flow::bodies::Bed::new(&second).unwrap();
+    let r = comm::local::run(ranks[2], |c| flow::run(c, &second, &bed, Some(&ck), false))
+        .unwrap()
+        .swap_remove(0);
     // Every column but the last (the seconds) of every row.
     let rows = |sub: &str| -> Vec<String> {
         std::fs::read_to_string(dir.join(sub).join("flow.csv"))
@@ -221,12 +215,11 @@ fn a_restart_into_a_series_of_other_columns_stops_every_rank() {
     report(&cfg, 1);
     let csv = dir.join("flow.csv");
     std::fs::write(&csv, "a,b\n1,2\n").unwrap();
-    let (g, n, a) = flow::bodies::build(&cfg).unwrap();
-    let g = Arc::new(g);
+    let bed = flow::bodies::Bed::new(&cfg).unwrap();
     let ck = dir.join("flow_000001.chk");
     // Each rank's own outcome: rank 1 must stop too, with rank 0's reason.
     let errors = comm::local::run(2, |c| {
-        let r = flow::run(c, &cfg, g.clone(), (n, a), Some(&ck), false);
+        let r = flow::run(c, &cfg, &bed, Some(&ck), false);
         Ok::<_, String>(r.err().map(|e| format!("{e:#}")).unwrap_or_default())
     })
     .unwrap();
@@ -285,13 +278,10 @@ fn restart_error(dir: &std::path::Path, written: &Config, restart: &Config) -> O
         steps: 0,
         ..restart.clone()
     };
-    let (g, n, a) = flow::bodies::build(&second).unwrap();
-    let g = Arc::new(g);
-    comm::local::run(1, |c| {
-        flow::run(c, &second, g.clone(), (n, a), Some(&ck), false)
-    })
-    .err()
-    .map(|e| e.reason)
+    let bed = flow::bodies::Bed::new(&second).unwrap();
+    comm::local::run(1, |c| flow::run(c, &second, &bed, Some(&ck), false))
+        .err()
+        .map(|e| e.reason)
 }
 
 #[test]
@@ -388,14 +378,11 @@ fn a_checkpoint_without_the_restart_keys_is_refused() {
     );
     let path = dir.join("old.chk");
     ck::write_f64(&path, &header, &vec![0.0; 7 * 8 * 8 * 8]).unwrap();
-    let (g, n, a) = flow::bodies::build(&cfg).unwrap();
-    let g = Arc::new(g);
-    let e = comm::local::run(1, |c| {
-        flow::run(c, &cfg, g.clone(), (n, a), Some(&path), false)
-    })
-    .err()
-    .map(|e| e.reason)
-    .unwrap();
+    let bed = flow::bodies::Bed::new(&cfg).unwrap();
+    let e = comm::local::run(1, |c| flow::run(c, &cfg, &bed, Some(&path), false))
+        .err()
+        .map(|e| e.reason)
+        .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     assert!(e.contains("old.chk") && e.contains("earlier flow"), "{e}");
 }
@@ -407,9 +394,8 @@ fn a_run_names_an_n_that_does_not_split_over_its_ranks() {
         steps: 1,
         ..Config::default()
     };
-    let (g, n, a) = flow::bodies::build(&cfg).unwrap();
-    let g = Arc::new(g);
-    let e = comm::local::run(2, |c| flow::run(c, &cfg, g.clone(), (n, a), None, false))
+    let bed = flow::bodies::Bed::new(&cfg).unwrap();
+    let e = comm::local::run(2, |c| flow::run(c, &cfg, &bed, None, false))
         .err()
         .map(|e| e.reason)
         .unwrap();

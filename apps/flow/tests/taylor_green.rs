@@ -29,9 +29,11 @@ fn params(nu: f64, dt: f64, ns: bool, tol: f64) -> Params {
 /// rank's owned u values).
 fn run(n: usize, ranks: usize, p: Params, steps: usize, factor: Option<f64>) -> (f64, f64, u64) {
     let k = 2.0 * PI;
-    let geom = Arc::new(Geometry::open([n; 3], 1.0 / n as f64));
     let out = comm::local::run(ranks, |c| {
-        let mut f = Flow::new(c, geom.clone(), p)?;
+        let block = Flow::block(c, [n; 3])?;
+        let region = ibm::Region::new(block, 1, [n; 3])?;
+        let geom = Arc::new(Geometry::open([n; 3], 1.0 / n as f64, region));
+        let mut f = Flow::new(c, geom, p)?;
         f.set_velocity(0, |x| (k * x[0]).sin() * (k * x[1]).cos());
         f.set_velocity(1, |x| -(k * x[0]).cos() * (k * x[1]).sin());
         let u0 = f.u[0].owned_values(0);
