@@ -12,11 +12,12 @@ use std::path::PathBuf;
 
 pub use crate::geometry::Method;
 
-/// The most cells per axis: the geometry of the whole grid is built on
-/// every process, and its ghost-point classification holds at most
+/// The most cells per axis: each rank builds the geometry of its block,
+/// whose ghost-point classification holds at most
 /// [`ibm::GhostPoints::MAX_POINTS`] points (`u32::MAX / 6`, at least
-/// 894^3). The geometry arrays alone take 83 bytes per cell on every
-/// process (59 GB at `n = 894`).
+/// 894^3), and a run on one rank has the whole grid as its block (the
+/// configuration is checked before the rank count is known). The geometry
+/// arrays take 83 bytes per cell of a block and its ghost layer.
 pub const MAX_N: usize = 894;
 
 /// Whether the multigrid hierarchy of `n^3` cells ends on a bottom level
@@ -228,7 +229,7 @@ impl Config {
         validate::at_least("n", self.n, 8)?;
         if self.n > MAX_N {
             bail!(
-                "n = {} is out of range: 8 <= n <= {MAX_N} (the whole-grid geometry on every process indexes at most {} points, and takes 83 bytes per cell)",
+                "n = {} is out of range: 8 <= n <= {MAX_N} (the geometry of one rank's block, on one rank the whole grid, indexes at most {} points)",
                 self.n,
                 ibm::GhostPoints::MAX_POINTS
             );
