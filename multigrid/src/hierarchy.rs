@@ -1401,6 +1401,108 @@ impl Hierarchy {
     }
 }
 
+/// What the device path takes from one smoothing level that lives on every
+/// rank of the hierarchy's communicator.
+#[cfg(feature = "cuda")]
+pub(crate) struct LevelView<'a> {
+    pub geom: BoxGeom,
+    pub layout: FieldLayout,
+    pub stencil: &'a Stencil,
+    /// The level's face topology (ghost width of the layout, width 1).
+    pub faces: &'a Topology,
+    /// The coarser level laid out on the same ranks: its box, layout and
+    /// full topology (ghost width 1).
+    pub child: Option<(BoxGeom, FieldLayout, &'a Topology)>,
+}
+
+#[cfg(feature = "cuda")]
+impl Hierarchy {
+    /// The leading smoothing levels that live on every rank of the
+    /// communicator (group 0), finest first.
+    pub(crate) fn shared_levels(&self) -> Vec<LevelView<'_>> {
+        self.levels
+            .iter()
+            .take_while(|l| l.group == 0)
+            .filter_map(|l| l.work.as_ref())
+            .map(|w| LevelView {
+                geom: w.geom,
+                layout: w.layout,
+                stencil: &w.stencil,
+                faces: w.ex.topology(),
+                child: w
+                    .child
+                    .as_ref()
+                    .map(|c| (c.geom, c.layout, c.ex_full.topology())),
+            })
+            .collect()
+    }
+
+    /// The host child fields of smoothing level `l` (right-hand side,
+    /// correction).
+    pub(crate) fn child_fields(&mut self, l: usize) -> (&mut Field, &mut Field) {
+        let c = self.levels[l]
+            .work
+            .as_mut()
+            .and_then(|w| w.child.as_mut())
+            .expect("a smoothing level with a child on this rank");
+        (&mut c.f, &mut c.u)
+    }
+
+    /// The coarse problem of smoothing level `l` (which lives on every
+    /// rank): from its child's right-hand side, the correction into its
+    /// child's `u`, on the host (collective).
+    pub(crate) fn coarse_of(
+        &mut self,
+        comm: &dyn Communicator,
+        l: usize,
+        symmetric: bool,
+    ) -> Result<(), MgError> {
+        let Hierarchy {
+            problem,
+            opts,
+            levels,
+            bottom,
+            bottom_stats,
+            subs,
+            ..
+        } = self;
+        let ctx = Ctx {
+            outer: comm,
+            subs,
+            problem,
+            opts,
+            bottom: bottom.as_ref(),
+            symmetric,
+        };
+        let (cur, rest) = levels[l..].split_at_mut(1);
+        let lv = &mut cur[0];
+        let w = lv.work.as_mut().expect("member rank");
+        let child = w.child.as_mut().expect("a level with a child");
+        coarse(
+            &ctx,
+            comm,
+            lv.group,
+            child,
+            &mut lv.stats,
+            rest,
+            bottom_stats,
+        )
+    }
+
+    /// Solves the fine level densely on the host (a one-level hierarchy).
+    pub(crate) fn bottom_solve_fine(
+        &mut self,
+        comm: &dyn Communicator,
+        f: &Field,
+        u: &mut Field,
+    ) -> Result<(), MgError> {
+        self.bottom
+            .as_ref()
+            .expect("every rank holds a one-level hierarchy's bottom")
+            .solve(comm, f, u)
+    }
+}
+
 impl Work {
     /// Builds this rank's part of level `l` on `comm` (decomposition
     /// `dec`), with the coarser level `child = (shape, grid)` laid out on the
@@ -1778,6 +1880,48 @@ fn cycle(
     );
     st.residual_s += t.elapsed().as_secs_f64();
     // The coarse problem.
+    coarse(ctx, comm, lv.group, child, st, rest, bottom_stats)?;
+    // Prolongation.
+    exchange_timed(&mut child.ex_full, comm, &mut child.u, st)?;
+    let t = Instant::now();
+    level::reflect_walls(
+        ctx.problem,
+        &child.geom,
+        &child.layout,
+        child.u.as_mut_slice(),
+    );
+    level::prolong_add(
+        w.simd,
+        &child.layout,
+        child.u.as_slice(),
+        &w.layout,
+        w.geom.lo,
+        w.u.as_mut_slice(),
+    );
+    st.transfer_s += t.elapsed().as_secs_f64();
+    // Symmetric (preconditioner): black-red, the reverse of the way down.
+    // Stationary cycles: red-black again, so that no half-sweep repeats the
+    // one just before it (the last colour of one cycle's post-smoothing
+    // would otherwise be the first of the next cycle's pre-smoothing).
+    let post_order = if ctx.symmetric { [1, 0] } else { [0, 1] };
+    w.smooth(comm, opts.post_sweeps, post_order, opts, st, done)
+}
+
+/// The coarse problem of a level whose restricted right-hand side is in
+/// `child.f` (on the level's ranks, communicator `comm`, group `group`):
+/// the bottom solve, or the V-cycle of the next level (`rest[0]`), moved
+/// to and from its ranks where it lives on fewer; leaves the correction in
+/// `child.u`.
+fn coarse(
+    ctx: &Ctx<'_>,
+    comm: &dyn Communicator,
+    group: usize,
+    child: &mut Child,
+    st: &mut LevelStats,
+    rest: &mut [Level],
+    bottom_stats: &mut LevelStats,
+) -> Result<(), MgError> {
+    let bottom = ctx.bottom;
     if rest.is_empty() {
         let t = Instant::now();
         bottom
@@ -1789,7 +1933,7 @@ fn cycle(
     } else {
         let next = &mut rest[0];
         let t = Instant::now();
-        if next.group == lv.group {
+        if next.group == group {
             let nw = next.work.as_mut().expect("same ranks");
             level::copy_owned(&child.f, &mut nw.f);
             nw.u.as_mut_slice().fill(0.0);
@@ -1842,30 +1986,7 @@ fn cycle(
             st.coarse_s += t.elapsed().as_secs_f64();
         }
     }
-    // Prolongation.
-    exchange_timed(&mut child.ex_full, comm, &mut child.u, st)?;
-    let t = Instant::now();
-    level::reflect_walls(
-        ctx.problem,
-        &child.geom,
-        &child.layout,
-        child.u.as_mut_slice(),
-    );
-    level::prolong_add(
-        w.simd,
-        &child.layout,
-        child.u.as_slice(),
-        &w.layout,
-        w.geom.lo,
-        w.u.as_mut_slice(),
-    );
-    st.transfer_s += t.elapsed().as_secs_f64();
-    // Symmetric (preconditioner): black-red, the reverse of the way down.
-    // Stationary cycles: red-black again, so that no half-sweep repeats the
-    // one just before it (the last colour of one cycle's post-smoothing
-    // would otherwise be the first of the next cycle's pre-smoothing).
-    let post_order = if ctx.symmetric { [1, 0] } else { [0, 1] };
-    w.smooth(comm, opts.post_sweeps, post_order, opts, st, done)
+    Ok(())
 }
 
 /// Exact global `||x||²` over the owned cells.

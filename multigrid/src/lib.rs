@@ -64,6 +64,8 @@
 
 mod bottom;
 mod coef;
+#[cfg(feature = "cuda")]
+pub mod device;
 mod dot;
 mod hierarchy;
 mod kernels;
@@ -137,6 +139,10 @@ pub enum MgError {
     /// Any other invalid argument (shapes, lengths, field layouts, options).
     #[error("{0}")]
     Invalid(String),
+    /// A device failure (feature `cuda`): too little memory (the bytes
+    /// needed and free), a kernel that does not compile, a driver error.
+    #[error("device: {0}")]
+    Device(String),
 }
 
 /// Where communication-avoiding smoothing may engage (it does only on

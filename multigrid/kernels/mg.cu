@@ -1,0 +1,274 @@
+// Multigrid kernels of the device path (multigrid's `cuda` feature). Every
+// kernel does, for each cell, the IEEE operations of the host code in the
+// same order (compiled without contraction into fused multiply-adds), so
+// the device and the host give the same bits. Fields are padded arrays,
+// last axis fastest, with strides s0, s1 (and 1); regions are `Box3`s.
+
+// The variable stencil (level.rs, `Stencil::Var`): the weights of the
+// lower faces per axis, the diagonal and its inverse, per padded cell.
+#define VAR_ARGS const double *w0, const double *w1, const double *w2, const double *diag, \
+    const double *inv_diag
+// The constant stencil (`Stencil::Const`): 1/h^2 per axis and the wall
+// terms per padded index of each axis.
+#define CONST_ARGS double ih0, double ih1, double ih2, const double *wall0, \
+    const double *wall1, const double *wall2
+
+__device__ __forceinline__ double nb_var(const double *w0, const double *w1, const double *w2,
+                                         const double *u, long x, long s0, long s1) {
+    return (w0[x] * u[x - s0] + w0[x + s0] * u[x + s0])
+        + (w1[x] * u[x - s1] + w1[x + s1] * u[x + s1])
+        + (w2[x] * u[x - 1] + w2[x + 1] * u[x + 1]);
+}
+
+__device__ __forceinline__ double nb_const(double ih0, double ih1, double ih2, const double *u,
+                                           long x, long s0, long s1) {
+    return ih0 * (u[x - s0] + u[x + s0]) + ih1 * (u[x - s1] + u[x + s1])
+        + ih2 * (u[x - 1] + u[x + 1]);
+}
+
+// The diagonal of padded cell (i, j, k) of the constant stencil, in the
+// host's order: ((2 (ih0 + ih1 + ih2) + wall0[i]) + wall1[j]) + wall2[k].
+__device__ __forceinline__ double diag_const(double ih0, double ih1, double ih2,
+                                             const double *wall0, const double *wall1,
+                                             const double *wall2, int i, int j, int k) {
+    double base = 2.0 * (ih0 + ih1 + ih2) + wall0[i];
+    return (base + wall1[j]) + wall2[k];
+}
+
+// (A u)[x] of padded cell x = (i, j, k).
+__device__ __forceinline__ double apply_var(const double *w0, const double *w1, const double *w2,
+                                            const double *diag, const double *u, long x, long s0,
+                                            long s1) {
+    return diag[x] * u[x] - nb_var(w0, w1, w2, u, x, s0, s1);
+}
+
+__device__ __forceinline__ double apply_const(double ih0, double ih1, double ih2,
+                                              const double *wall0, const double *wall1,
+                                              const double *wall2, const double *u, int i, int j,
+                                              int k, long x, long s0, long s1) {
+    return diag_const(ih0, ih1, ih2, wall0, wall1, wall2, i, j, k) * u[x]
+        - nb_const(ih0, ih1, ih2, u, x, s0, s1);
+}
+
+#define APPLY_VAR(u, i, j, k, x, s0, s1) apply_var(w0, w1, w2, diag, u, x, s0, s1)
+#define APPLY_CONST(u, i, j, k, x, s0, s1) \
+    apply_const(ih0, ih1, ih2, wall0, wall1, wall2, u, i, j, k, x, s0, s1)
+
+// Thread q of a red-black pass over region b: its cell (padded indices),
+// or false past the region. A row holds ceil(n2 / 2) threads; the first
+// cell of the colour in row (i, j) is lo2 + (parity + i + j + lo2 +
+// colour) % 2.
+__device__ __forceinline__ bool rb_cell(const Box3 b, long q, int parity, int colour,
+                                        int *pi, int *pj, int *pk) {
+    long half = (b.n2 + 1) / 2;
+    long kk = q % half;
+    long r = q / half;
+    int j = b.lo1 + (int)(r % b.n1);
+    int i = b.lo0 + (int)(r / b.n1);
+    int k0 = b.lo2 + (parity + i + j + b.lo2 + colour) % 2;
+    int k = k0 + 2 * (int)kk;
+    if (i >= b.lo0 + b.n0 || k >= b.lo2 + b.n2) return false;
+    *pi = i; *pj = j; *pk = k;
+    return true;
+}
+
+__device__ __forceinline__ double relax(double u, double gs, double omega) {
+    return omega == 1.0 ? gs : u + omega * (gs - u);
+}
+
+extern "C" __global__ void mg_smooth_var(double *u, const double *f, VAR_ARGS, const Box3 b,
+                                         long s0, long s1, int parity, int colour, double omega,
+                                         long threads) {
+    for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < threads;
+         q += (long)gridDim.x * blockDim.x) {
+        int i, j, k;
+        if (!rb_cell(b, q, parity, colour, &i, &j, &k)) continue;
+        long x = i * s0 + j * s1 + k;
+        double gs = (f[x] + nb_var(w0, w1, w2, u, x, s0, s1)) * inv_diag[x];
+        double nv = relax(u[x], gs, omega);
+        // Inactive cells (zero diagonal) are held at 0.
+        u[x] = inv_diag[x] == 0.0 ? 0.0 : nv;
+    }
+}
+
+extern "C" __global__ void mg_smooth_const(double *u, const double *f, CONST_ARGS, const Box3 b,
+                                           long s0, long s1, int parity, int colour, double omega,
+                                           long threads) {
+    for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < threads;
+         q += (long)gridDim.x * blockDim.x) {
+        int i, j, k;
+        if (!rb_cell(b, q, parity, colour, &i, &j, &k)) continue;
+        long x = i * s0 + j * s1 + k;
+        double inv = 1.0 / diag_const(ih0, ih1, ih2, wall0, wall1, wall2, i, j, k);
+        double gs = (f[x] + nb_const(ih0, ih1, ih2, u, x, s0, s1)) * inv;
+        u[x] = relax(u[x], gs, omega);
+    }
+}
+
+// out = f - A u (f non-null) or out = A u, over region b.
+#define RESIDUAL(NAME, ARGS, APPLY)                                                              \
+    extern "C" __global__ void NAME(double *out, const double *u, const double *f, ARGS,          \
+                                    const Box3 b, long s0, long s1) {                             \
+        long n = (long)b.n0 * b.n1 * b.n2;                                                        \
+        for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < n;                         \
+             q += (long)gridDim.x * blockDim.x) {                                                 \
+            long kq = q % b.n2, r = q / b.n2;                                                     \
+            int j = b.lo1 + (int)(r % b.n1), i = b.lo0 + (int)(r / b.n1);                         \
+            int k = b.lo2 + (int)kq;                                                              \
+            long x = i * s0 + j * s1 + k;                                                         \
+            double au = APPLY(u, i, j, k, x, s0, s1);                                             \
+            out[x] = f ? f[x] - au : au;                                                          \
+        }                                                                                         \
+    }
+RESIDUAL(mg_residual_var, VAR_ARGS, APPLY_VAR)
+RESIDUAL(mg_residual_const, CONST_ARGS, APPLY_CONST)
+
+// The 8-cell average of the fine residual f - A u into the owned coarse
+// cells (n0, n1, n2 of them): fine ghost width gf and strides sf, coarse
+// gc and sc. The host's order: rows (0, 0), (0, 1), (1, 0), (1, 1) of the
+// fine pair of planes, two cells each, summed pairwise.
+#define RESTRICT(NAME, ARGS, APPLY)                                                              \
+    extern "C" __global__ void NAME(double *coarse_f, const double *u, const double *f, ARGS,     \
+                                    int n0, int n1, int n2, int gf, long sf0, long sf1, int gc,   \
+                                    long sc0, long sc1) {                                         \
+        long n = (long)n0 * n1 * n2;                                                              \
+        for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < n;                         \
+             q += (long)gridDim.x * blockDim.x) {                                                 \
+            int ck = (int)(q % n2);                                                               \
+            long r = q / n2;                                                                      \
+            int cj = (int)(r % n1), ci = (int)(r / n1);                                           \
+            double rr[8];                                                                         \
+            for (int t = 0; t < 8; t++) {                                                         \
+                int i = 2 * ci + gf + (t >> 2), j = 2 * cj + gf + ((t >> 1) & 1);                 \
+                int k = 2 * ck + gf + (t & 1);                                                    \
+                long x = i * sf0 + j * sf1 + k;                                                   \
+                rr[t] = f[x] - APPLY(u, i, j, k, x, sf0, sf1);                                    \
+            }                                                                                     \
+            double a = (rr[0] + rr[1]) + (rr[2] + rr[3]);                                         \
+            double bb = (rr[4] + rr[5]) + (rr[6] + rr[7]);                                        \
+            coarse_f[(ci + gc) * sc0 + (cj + gc) * sc1 + ck + gc] = 0.125 * (a + bb);             \
+        }                                                                                         \
+    }
+RESTRICT(mg_restrict_var, VAR_ARGS, APPLY_VAR)
+RESTRICT(mg_restrict_const, CONST_ARGS, APPLY_CONST)
+
+// fine_u += trilinear interpolation of coarse_u (ghosts current) over the
+// owned fine cells (n = owned fine extents, even).
+extern "C" __global__ void mg_prolong_add(double *fine_u, const double *coarse_u, int n0, int n1,
+                                          int n2, int gf, long sf0, long sf1, int gc, long sc0,
+                                          long sc1) {
+    const double W0 = 27.0 / 64.0, W1 = 9.0 / 64.0, W2 = 3.0 / 64.0, W3 = 1.0 / 64.0;
+    long n = (long)n0 * n1 * n2;
+    for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < n;
+         q += (long)gridDim.x * blockDim.x) {
+        int k = (int)(q % n2);
+        long r = q / n2;
+        int j = (int)(r % n1), i = (int)(r / n1);
+        long di = (i % 2 == 0) ? -sc0 : sc0;
+        long dj = (j % 2 == 0) ? -sc1 : sc1;
+        long dk = (k % 2 == 0) ? -1 : 1;
+        long x = (i / 2 + gc) * sc0 + (j / 2 + gc) * sc1 + (k / 2 + gc);
+        const double *c = coarse_u;
+        double v = W0 * c[x] + W1 * (c[x + di] + c[x + dj] + c[x + dk])
+            + W2 * (c[x + di + dj] + c[x + di + dk] + c[x + dj + dk]) + W3 * c[x + di + dj + dk];
+        long xf = (i + gf) * sf0 + (j + gf) * sf1 + k + gf;
+        fine_u[xf] += v;
+    }
+}
+
+// Ghost plane `ghost` along axis d = sign * plane `inner`, over the whole
+// padded cross-section (p = padded extents).
+extern "C" __global__ void mg_reflect(double *u, int d, int ghost, int inner, double sign, int p0,
+                                      int p1, int p2, long s0, long s1) {
+    int p[3] = {p0, p1, p2};
+    int a = (d + 1) % 3, b = (d + 2) % 3;
+    long n = (long)p[a] * p[b];
+    long s[3] = {s0, s1, 1};
+    for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < n;
+         q += (long)gridDim.x * blockDim.x) {
+        long ia = q / p[b], ib = q % p[b];
+        long base = ia * s[a] + ib * s[b];
+        u[base + ghost * s[d]] = sign * u[base + inner * s[d]];
+    }
+}
+
+// dst's cells of region db = src's cells of region sb (same shape).
+extern "C" __global__ void mg_copy(double *dst, const double *src, const Box3 db, long ds0,
+                                   long ds1, const Box3 sb, long ss0, long ss1) {
+    long n = (long)db.n0 * db.n1 * db.n2;
+    for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < n;
+         q += (long)gridDim.x * blockDim.x) {
+        dst[cell(db, q, ds0, ds1)] = src[cell(sb, q, ss0, ss1)];
+    }
+}
+
+// Over region b: mode 0: x += alpha p; mode 1: p = z + beta p; mode 2:
+// x += alpha p then p = z + beta p; mode 3: r = o - alpha q; mode 4:
+// x -= alpha (a constant).
+extern "C" __global__ void mg_axpy(int mode, double *x, double *p, const double *z, const double *o,
+                                   double alpha, double beta, const Box3 b, long s0, long s1) {
+    long n = (long)b.n0 * b.n1 * b.n2;
+    for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < n;
+         q += (long)gridDim.x * blockDim.x) {
+        long i = cell(b, q, s0, s1);
+        switch (mode) {
+        case 0: x[i] += alpha * p[i]; break;
+        case 1: p[i] = z[i] + beta * p[i]; break;
+        case 2: x[i] += alpha * p[i]; p[i] = z[i] + beta * p[i]; break;
+        case 3: x[i] = o[i] - alpha * p[i]; break;
+        case 4: x[i] -= alpha; break;
+        }
+    }
+}
+
+// Exact sums (comm::exact::ExactSum's fixed-point limbs): limb k holds a
+// multiple of 2^(32 k - 1074). LIMBS limbs, then five counts: NaN, +inf,
+// -inf, -0.0, anything else. Mode 0: a[x] * b[x] (rounded, as the host);
+// mode 1: a[x]; mode 2: |a[x]|. Each block sums into shared memory, then
+// adds its limbs to `out` (2^26 values of at most 2^32 per limb and block
+// stay far below 2^63).
+#define LIMBS 67
+#define WORDS (LIMBS + 5)
+extern "C" __global__ void mg_exact_sum(unsigned long long *out, const double *a, const double *b,
+                                        int mode, const Box3 box, long s0, long s1) {
+    __shared__ unsigned long long acc[WORDS];
+    for (int t = threadIdx.x; t < WORDS; t += blockDim.x) acc[t] = 0;
+    __syncthreads();
+    long n = (long)box.n0 * box.n1 * box.n2;
+    for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < n;
+         q += (long)gridDim.x * blockDim.x) {
+        long i = cell(box, q, s0, s1);
+        double v = mode == 0 ? a[i] * b[i] : (mode == 1 ? a[i] : fabs(a[i]));
+        unsigned long long bits = (unsigned long long)__double_as_longlong(v);
+        unsigned long long e = (bits >> 52) & 0x7ff;
+        if (e == 0x7ff) {
+            int w = (bits & 0xfffffffffffffull) ? 0 : ((bits >> 63) ? 2 : 1);
+            atomicAdd(&acc[LIMBS + w], 1ull);
+            atomicAdd(&acc[LIMBS + 4], 1ull);
+            continue;
+        }
+        if (bits == 0x8000000000000000ull) {
+            atomicAdd(&acc[LIMBS + 3], 1ull);
+            continue;
+        }
+        atomicAdd(&acc[LIMBS + 4], 1ull);
+        unsigned long long normal = e != 0;
+        unsigned long long m = (bits & 0xfffffffffffffull) | (normal << 52);
+        unsigned long long pos = e - normal;
+        int k = (int)(pos >> 5);
+        int sh = (int)(pos & 31);
+        // m << sh as three 32-bit chunks (m < 2^53, sh < 32: below 2^85).
+        unsigned long long lo64 = m << sh;
+        unsigned long long hi64 = sh ? (m >> (64 - sh)) : 0;
+        long long c0 = (long long)(lo64 & 0xffffffffull);
+        long long c1 = (long long)(lo64 >> 32);
+        long long c2 = (long long)(hi64 & 0xffffffffull);
+        if (bits >> 63) { c0 = -c0; c1 = -c1; c2 = -c2; }
+        atomicAdd(&acc[k], (unsigned long long)c0);
+        atomicAdd(&acc[k + 1], (unsigned long long)c1);
+        atomicAdd(&acc[k + 2], (unsigned long long)c2);
+    }
+    __syncthreads();
+    for (int t = threadIdx.x; t < WORDS; t += blockDim.x)
+        if (acc[t]) atomicAdd(&out[t], acc[t]);
+}

@@ -1,0 +1,947 @@
+//! The device path (feature `cuda`): V-cycles and MG-preconditioned
+//! conjugate gradients on an NVIDIA GPU, with the host's bits.
+//!
+//! A [`DeviceHierarchy`] takes a built [`Hierarchy`] (its decomposition,
+//! coefficients and coarse levels) and keeps on the device every smoothing
+//! level that lives on all the ranks of the communicator: the stencil
+//! (weights, diagonal and inverse, or the constant stencil's wall terms),
+//! the fields, and the coarser level laid out on the same ranks. Below
+//! those, where a level is gathered onto fewer ranks, and at the bottom,
+//! the cycle continues on the host (the restricted right-hand side goes
+//! down, the correction comes back: a coarse level's worth of values).
+//! Fields, coefficients and every fine-level vector stay on the device;
+//! the host sees scalars, the coarse levels and the halo bytes (exchanged
+//! through [`halo::Exchanger`], staged through the host, so several ranks
+//! may share one GPU and any communicator works).
+//!
+//! Every kernel does the host's operations in the host's order, compiled
+//! without fused multiply-adds, and the dot products are exact
+//! ([`comm::exact::ExactSum`]'s limbs, accumulated on the device), so the
+//! iterates, the residual history and the iteration count are those of
+//! [`Hierarchy::solve_pcg`] on the host, bit for bit.
+
+use crate::hierarchy::LevelView;
+use crate::level::{BoxGeom, Stencil};
+use crate::{Hierarchy, MgError, SolveReport};
+use comm::exact::{allreduce_exact_sums, ExactSum};
+use comm::Communicator;
+use gpu::cuda::cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use gpu::cuda::Device;
+use halo::{DeviceField, DeviceRegion, Exchanger, Field, FieldLayout};
+use std::sync::Arc;
+
+/// The kernels' module name and source.
+const MODULE: &str = "multigrid_f64";
+
+fn source() -> String {
+    format!(
+        "{}{}",
+        halo::DeviceRegion::SOURCE,
+        include_str!("../kernels/mg.cu")
+    )
+}
+
+/// Words of one exact sum on the device (the limbs and five counts).
+const WORDS: usize = ExactSum::WORDS;
+
+/// The most cells one exact-sum kernel adds: each limb gathers at most
+/// `2^32` per value, so `2^30` values keep a limb's sum below `2^62`.
+const MAX_SUM_CELLS: usize = 1 << 30;
+
+/// Channels of the device path's exchangers (the host hierarchy's use 0-5).
+const CH_FACES: u16 = 8;
+const CH_FULL: u16 = 9;
+
+fn dev(e: impl std::fmt::Display) -> MgError {
+    MgError::Device(e.to_string())
+}
+
+fn launch(n: usize) -> LaunchConfig {
+    gpu::cuda::launch_1d(n.clamp(1, 1 << 22), 256)
+}
+
+struct Kernels {
+    smooth_var: CudaFunction,
+    smooth_const: CudaFunction,
+    residual_var: CudaFunction,
+    residual_const: CudaFunction,
+    restrict_var: CudaFunction,
+    restrict_const: CudaFunction,
+    prolong: CudaFunction,
+    reflect: CudaFunction,
+    copy: CudaFunction,
+    axpy: CudaFunction,
+    exact: CudaFunction,
+}
+
+impl Kernels {
+    fn new(d: &Device) -> Result<Self, MgError> {
+        let f = |e: &str| d.function(MODULE, source, e).map_err(MgError::from);
+        Ok(Kernels {
+            smooth_var: f("mg_smooth_var")?,
+            smooth_const: f("mg_smooth_const")?,
+            residual_var: f("mg_residual_var")?,
+            residual_const: f("mg_residual_const")?,
+            restrict_var: f("mg_restrict_var")?,
+            restrict_const: f("mg_restrict_const")?,
+            prolong: f("mg_prolong_add")?,
+            reflect: f("mg_reflect")?,
+            copy: f("mg_copy")?,
+            axpy: f("mg_axpy")?,
+            exact: f("mg_exact_sum")?,
+        })
+    }
+}
+
+/// A level's stencil in device memory.
+enum DevStencil {
+    Const {
+        ih2: [f64; 3],
+        wall: [CudaSlice<f64>; 3],
+    },
+    Var {
+        w: [CudaSlice<f64>; 3],
+        diag: CudaSlice<f64>,
+        inv_diag: CudaSlice<f64>,
+    },
+}
+
+impl DevStencil {
+    fn new(d: &Device, st: &Stencil) -> Result<Self, MgError> {
+        Ok(match st {
+            Stencil::Const { ih2, wall } => DevStencil::Const {
+                ih2: *ih2,
+                wall: [
+                    d.upload(&wall[0], "multigrid wall terms")?,
+                    d.upload(&wall[1], "multigrid wall terms")?,
+                    d.upload(&wall[2], "multigrid wall terms")?,
+                ],
+            },
+            Stencil::Var { w, diag, inv_diag } => DevStencil::Var {
+                w: [
+                    d.upload(&w[0], "multigrid face weights")?,
+                    d.upload(&w[1], "multigrid face weights")?,
+                    d.upload(&w[2], "multigrid face weights")?,
+                ],
+                diag: d.upload(diag, "multigrid diagonal")?,
+                inv_diag: d.upload(inv_diag, "multigrid inverse diagonal")?,
+            },
+        })
+    }
+}
+
+/// The coarser level of a device level, on the same ranks (ghost width 1).
+struct DevChild {
+    geom: BoxGeom,
+    layout: FieldLayout,
+    ex_full: Exchanger<f64>,
+    f: DeviceField,
+    u: DeviceField,
+}
+
+/// One smoothing level on the device.
+struct DevLevel {
+    geom: BoxGeom,
+    layout: FieldLayout,
+    stencil: DevStencil,
+    /// Faces, width 1.
+    ex: Exchanger<f64>,
+    u: DeviceField,
+    f: DeviceField,
+    child: Option<DevChild>,
+}
+
+/// Strides of a layout as the kernels take them.
+fn strides(l: &FieldLayout) -> (i64, i64) {
+    let s = l.strides();
+    (s[0] as i64, s[1] as i64)
+}
+
+/// A multigrid hierarchy whose fine levels run on a GPU; see the module
+/// documentation.
+pub struct DeviceHierarchy {
+    host: Hierarchy,
+    device: Arc<Device>,
+    k: Kernels,
+    levels: Vec<DevLevel>,
+    /// Exact-sum words, two sums' worth.
+    sums: CudaSlice<u64>,
+    /// Fine-level work fields of the solver, kept between solves.
+    spare: Vec<DeviceField>,
+    /// Halo exchanges the device path made (all levels), and those inside
+    /// the sweeps.
+    events: (u64, u64),
+}
+
+impl std::fmt::Debug for DeviceHierarchy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceHierarchy")
+            .field("device", &self.device.info().name)
+            .field("device_levels", &self.levels.len())
+            .field("host", &self.host)
+            .finish()
+    }
+}
+
+impl DeviceHierarchy {
+    /// Moves the levels of `host` that live on every rank of `comm` onto
+    /// `device` (collective on `comm`, the communicator `host` was built
+    /// on). Every rank first checks that its device has the memory its
+    /// levels need (fields, stencil, coarse fields), before any allocates;
+    /// where one is short, every rank returns the error of the lowest such
+    /// rank.
+    ///
+    /// # Errors
+    /// [`MgError::Device`]: a device too small (the bytes needed and
+    /// free), a kernel that does not compile, a driver failure;
+    /// [`MgError::Invalid`] on the other ranks when one fails.
+    pub fn new(
+        comm: &dyn Communicator,
+        host: Hierarchy,
+        device: Arc<Device>,
+    ) -> Result<Self, MgError> {
+        let views = host.shared_levels();
+        let need: usize = views.iter().map(bytes_of).sum::<usize>() + 2 * WORDS * 8;
+        let fits = device
+            .memory()
+            .map_err(MgError::from)
+            .and_then(|(free, _)| {
+                if need > free {
+                    Err(MgError::Device(format!(
+                        "the multigrid levels need {need} bytes on device {} ({}), {free} are free",
+                        device.info().ordinal,
+                        device.info().name
+                    )))
+                } else {
+                    Ok(())
+                }
+            });
+        agree(comm, fits)?;
+        let k = Kernels::new(&device)?;
+        let mut levels = Vec::with_capacity(views.len());
+        for v in &views {
+            levels.push(DevLevel::new(&device, v)?);
+        }
+        drop(views);
+        let sums = device.alloc_zeros(2 * WORDS, "multigrid exact sums")?;
+        Ok(DeviceHierarchy {
+            host,
+            device,
+            k,
+            levels,
+            sums,
+            spare: Vec::new(),
+            events: (0, 0),
+        })
+    }
+
+    /// The host hierarchy (problem, options, decomposition, the levels
+    /// below the device's).
+    pub fn host(&self) -> &Hierarchy {
+        &self.host
+    }
+
+    /// The host hierarchy, to change its options
+    /// ([`Hierarchy::set_options`]).
+    pub fn host_mut(&mut self) -> &mut Hierarchy {
+        &mut self.host
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+
+    /// Smoothing levels held on the device (the finest ones).
+    pub fn device_levels(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// The layout the solution and right-hand side must have (the host
+    /// hierarchy's [`layout`](Hierarchy::layout)).
+    pub fn layout(&self) -> FieldLayout {
+        self.host.layout()
+    }
+
+    /// A zero device field with [`layout`](Self::layout).
+    pub fn new_field(&self) -> Result<DeviceField, MgError> {
+        Ok(DeviceField::new(
+            &self.device,
+            self.layout(),
+            "multigrid field",
+        )?)
+    }
+
+    fn check(&self, what: &str, f: &DeviceField) -> Result<(), MgError> {
+        if f.layout() != self.layout() {
+            return Err(MgError::Invalid(format!(
+                "{what} has layout {:?}, the hierarchy's is {:?}",
+                f.layout(),
+                self.layout()
+            )));
+        }
+        Ok(())
+    }
+
+    // ---- kernels -------------------------------------------------------
+
+    fn exchange(
+        ex: &mut Exchanger<f64>,
+        comm: &dyn Communicator,
+        u: &mut DeviceField,
+    ) -> Result<(), MgError> {
+        ex.exchange(comm, &mut [u])?;
+        Ok(())
+    }
+
+    /// One colour of a red-black sweep over the owned cells of level `l`.
+    fn smooth_colour(&mut self, l: usize, colour: usize, omega: f64) -> Result<(), MgError> {
+        let lv = &mut self.levels[l];
+        let own = lv.geom.owned();
+        let b = DeviceRegion::from(&own);
+        let (s0, s1) = strides(&lv.layout);
+        let n = own.shape();
+        let threads = (n[0] * n[1] * n[2].div_ceil(2)) as i64;
+        let parity = (lv.geom.parity() % 2) as i32;
+        let colour = colour as i32;
+        let stream = self.device.main();
+        let (u, f) = (&mut lv.u, &lv.f);
+        match &lv.stencil {
+            DevStencil::Var { w, diag, inv_diag } => {
+                let mut a = stream.launch_builder(&self.k.smooth_var);
+                a.arg(u.data_mut()).arg(f.data());
+                a.arg(&w[0]).arg(&w[1]).arg(&w[2]).arg(diag).arg(inv_diag);
+                a.arg(&b).arg(&s0).arg(&s1).arg(&parity).arg(&colour);
+                a.arg(&omega).arg(&threads);
+                // SAFETY: the arguments match `mg_smooth_var`; the region
+                // is the owned box of the level's layout, and every cell's
+                // neighbours lie inside the padded arrays (ghost width >= 1).
+                unsafe { a.launch(launch(threads as usize)) }.map_err(dev)?;
+            }
+            DevStencil::Const { ih2, wall } => {
+                let mut a = stream.launch_builder(&self.k.smooth_const);
+                a.arg(u.data_mut()).arg(f.data());
+                a.arg(&ih2[0]).arg(&ih2[1]).arg(&ih2[2]);
+                a.arg(&wall[0]).arg(&wall[1]).arg(&wall[2]);
+                a.arg(&b).arg(&s0).arg(&s1).arg(&parity).arg(&colour);
+                a.arg(&omega).arg(&threads);
+                // SAFETY: as above, for `mg_smooth_const` (the wall arrays
+                // cover the padded extents).
+                unsafe { a.launch(launch(threads as usize)) }.map_err(dev)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `sweeps` sweeps of level `l`, each colour `order[0]` then
+    /// `order[1]`, an exchange before each colour (the host's plain
+    /// order; its overlapped and communication-avoiding orders give the
+    /// same bits).
+    fn smooth(
+        &mut self,
+        comm: &dyn Communicator,
+        l: usize,
+        sweeps: usize,
+        order: [usize; 2],
+    ) -> Result<(), MgError> {
+        let omega = self.host.options().omega;
+        for _ in 0..sweeps {
+            for c in order {
+                let lv = &mut self.levels[l];
+                Self::exchange(&mut lv.ex, comm, &mut lv.u)?;
+                self.events.0 += 1;
+                self.events.1 += 1;
+                self.smooth_colour(l, c, omega)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `out = f - A u` (`f` given) or `out = A u` over the owned cells of
+    /// the fine level, `u`'s ghosts current.
+    fn residual(
+        &self,
+        out: &mut DeviceField,
+        u: &DeviceField,
+        f: Option<&DeviceField>,
+    ) -> Result<(), MgError> {
+        let lv = &self.levels[0];
+        let own = lv.geom.owned();
+        let b = DeviceRegion::from(&own);
+        let (s0, s1) = strides(&lv.layout);
+        let n = own.shape().iter().product::<usize>();
+        let stream = self.device.main();
+        let null = 0u64;
+        let kernel = match lv.stencil {
+            DevStencil::Var { .. } => &self.k.residual_var,
+            DevStencil::Const { .. } => &self.k.residual_const,
+        };
+        let mut a = stream.launch_builder(kernel);
+        a.arg(out.data_mut()).arg(u.data());
+        match f {
+            Some(f) => a.arg(f.data()),
+            None => a.arg(&null),
+        };
+        match &lv.stencil {
+            DevStencil::Var { w, diag, inv_diag } => {
+                a.arg(&w[0]).arg(&w[1]).arg(&w[2]).arg(diag).arg(inv_diag);
+            }
+            DevStencil::Const { ih2, wall } => {
+                a.arg(&ih2[0]).arg(&ih2[1]).arg(&ih2[2]);
+                a.arg(&wall[0]).arg(&wall[1]).arg(&wall[2]);
+            }
+        }
+        a.arg(&b).arg(&s0).arg(&s1);
+        // SAFETY: the arguments match `mg_residual_*` (`f` a device
+        // pointer or null, which the kernel tests); the region is the
+        // owned box of the fields' layout (checked by the callers).
+        unsafe { a.launch(launch(n)) }.map_err(dev)?;
+        Ok(())
+    }
+
+    /// The 8-cell average of level `l`'s residual into its child's `f`
+    /// (`u`'s ghosts current).
+    fn restrict(&mut self, l: usize) -> Result<(), MgError> {
+        let lv = &mut self.levels[l];
+        let child = lv.child.as_mut().expect("a level with a child");
+        let n = child.layout.owned.map(|x| x as i32);
+        let (gf, gc) = (lv.layout.ghost[0] as i32, child.layout.ghost[0] as i32);
+        let (sf0, sf1) = strides(&lv.layout);
+        let (sc0, sc1) = strides(&child.layout);
+        let cells = child.layout.owned.iter().product::<usize>();
+        let stream = self.device.main();
+        let kernel = match lv.stencil {
+            DevStencil::Var { .. } => &self.k.restrict_var,
+            DevStencil::Const { .. } => &self.k.restrict_const,
+        };
+        let mut a = stream.launch_builder(kernel);
+        a.arg(child.f.data_mut()).arg(lv.u.data()).arg(lv.f.data());
+        match &lv.stencil {
+            DevStencil::Var { w, diag, inv_diag } => {
+                a.arg(&w[0]).arg(&w[1]).arg(&w[2]).arg(diag).arg(inv_diag);
+            }
+            DevStencil::Const { ih2, wall } => {
+                a.arg(&ih2[0]).arg(&ih2[1]).arg(&ih2[2]);
+                a.arg(&wall[0]).arg(&wall[1]).arg(&wall[2]);
+            }
+        }
+        a.arg(&n[0])
+            .arg(&n[1])
+            .arg(&n[2])
+            .arg(&gf)
+            .arg(&sf0)
+            .arg(&sf1);
+        a.arg(&gc).arg(&sc0).arg(&sc1);
+        // SAFETY: the arguments match `mg_restrict_*`; the child's owned
+        // box is the level's halved (even blocks), so every fine cell read
+        // is an owned cell of the level and its neighbours lie in its
+        // padded arrays.
+        unsafe { a.launch(launch(cells)) }.map_err(dev)?;
+        Ok(())
+    }
+
+    /// Level `l`'s child's `u`: ghosts beyond walls reflected (odd for
+    /// Dirichlet, even for Neumann), axes in order; then `u += P u_c`.
+    fn prolong(&mut self, l: usize) -> Result<(), MgError> {
+        let faces = self.host.problem().faces();
+        let lv = &mut self.levels[l];
+        let child = lv.child.as_mut().expect("a level with a child");
+        let stream = self.device.main();
+        let cg = child.geom;
+        let p = child.layout.padded().map(|x| x as i32);
+        let (sc0, sc1) = strides(&child.layout);
+        let g = cg.g;
+        for d in 0..3 {
+            if faces[d][0] == crate::Boundary::Periodic {
+                continue;
+            }
+            let low = (cg.lo[d] == 0).then_some((g - 1, g, faces[d][0]));
+            let high = (cg.lo[d] + cg.n[d] == cg.global[d]).then_some((
+                g + cg.n[d],
+                g + cg.n[d] - 1,
+                faces[d][1],
+            ));
+            for (ghost, inner, bc) in low.into_iter().chain(high) {
+                let sign: f64 = if bc == crate::Boundary::Dirichlet {
+                    -1.0
+                } else {
+                    1.0
+                };
+                let (dd, gh, inn) = (d as i32, ghost as i32, inner as i32);
+                let cells = (p[(d + 1) % 3] as usize) * (p[(d + 2) % 3] as usize);
+                let mut a = stream.launch_builder(&self.k.reflect);
+                a.arg(child.u.data_mut())
+                    .arg(&dd)
+                    .arg(&gh)
+                    .arg(&inn)
+                    .arg(&sign);
+                a.arg(&p[0]).arg(&p[1]).arg(&p[2]).arg(&sc0).arg(&sc1);
+                // SAFETY: the arguments match `mg_reflect`; both planes lie
+                // inside the child's padded box.
+                unsafe { a.launch(launch(cells)) }.map_err(dev)?;
+            }
+        }
+        let n = lv.layout.owned.map(|x| x as i32);
+        let (gf, gc) = (lv.layout.ghost[0] as i32, child.layout.ghost[0] as i32);
+        let (sf0, sf1) = strides(&lv.layout);
+        let cells = lv.layout.owned.iter().product::<usize>();
+        let mut a = stream.launch_builder(&self.k.prolong);
+        a.arg(lv.u.data_mut()).arg(child.u.data());
+        a.arg(&n[0])
+            .arg(&n[1])
+            .arg(&n[2])
+            .arg(&gf)
+            .arg(&sf0)
+            .arg(&sf1);
+        a.arg(&gc).arg(&sc0).arg(&sc1);
+        // SAFETY: the arguments match `mg_prolong_add`; every coarse value
+        // read is an owned or a first-layer ghost cell of the child.
+        unsafe { a.launch(launch(cells)) }.map_err(dev)?;
+        Ok(())
+    }
+
+    /// Copies the owned cells of `src` into those of `dst` (same owned
+    /// shape, any ghost widths).
+    fn copy_owned(
+        k: &Kernels,
+        device: &Device,
+        src: &DeviceField,
+        dst: &mut DeviceField,
+    ) -> Result<(), MgError> {
+        let (ls, ld) = (src.layout(), dst.layout());
+        if ls.owned != ld.owned {
+            return Err(MgError::Invalid(format!(
+                "copy between owned boxes {:?} and {:?}",
+                ls.owned, ld.owned
+            )));
+        }
+        let (sb, db) = (
+            DeviceRegion::from(&ls.owned_region()),
+            DeviceRegion::from(&ld.owned_region()),
+        );
+        let (ss0, ss1) = strides(&ls);
+        let (ds0, ds1) = strides(&ld);
+        let n = ls.owned.iter().product::<usize>();
+        let mut a = device.main().launch_builder(&k.copy);
+        a.arg(dst.data_mut()).arg(src.data());
+        a.arg(&db).arg(&ds0).arg(&ds1).arg(&sb).arg(&ss0).arg(&ss1);
+        // SAFETY: the arguments match `mg_copy`; both regions are the
+        // owned boxes of their fields' layouts, of the same shape.
+        unsafe { a.launch(launch(n)) }.map_err(dev)?;
+        Ok(())
+    }
+
+    /// The fine-level vector operations over the owned cells (see
+    /// `mg_axpy`): 0 `x += a p`, 1 `p = z + b p`, 2 both, 3 `x = o - a p`,
+    /// 4 `x -= a`.
+    #[allow(clippy::too_many_arguments)]
+    fn axpy(
+        &self,
+        mode: i32,
+        x: Option<&mut DeviceField>,
+        p: Option<&mut DeviceField>,
+        z: Option<&DeviceField>,
+        o: Option<&DeviceField>,
+        alpha: f64,
+        beta: f64,
+    ) -> Result<(), MgError> {
+        let lay = self.layout();
+        let own = lay.owned_region();
+        let b = DeviceRegion::from(&own);
+        let (s0, s1) = strides(&lay);
+        let n = lay.owned.iter().product::<usize>();
+        let null = 0u64;
+        let mut a = self.device.main().launch_builder(&self.k.axpy);
+        a.arg(&mode);
+        match x {
+            Some(x) => a.arg(x.data_mut()),
+            None => a.arg(&null),
+        };
+        match p {
+            Some(p) => a.arg(p.data_mut()),
+            None => a.arg(&null),
+        };
+        match z {
+            Some(z) => a.arg(z.data()),
+            None => a.arg(&null),
+        };
+        match o {
+            Some(o) => a.arg(o.data()),
+            None => a.arg(&null),
+        };
+        a.arg(&alpha).arg(&beta).arg(&b).arg(&s0).arg(&s1);
+        // SAFETY: the arguments match `mg_axpy`, and each mode reads and
+        // writes only the fields it is given (the callers pass the ones
+        // their mode names); the region is the owned box of the layout
+        // every fine field has (checked at the public entry points).
+        unsafe { a.launch(launch(n)) }.map_err(dev)?;
+        Ok(())
+    }
+
+    /// This rank's exact sums over the owned fine cells, reduced over
+    /// `comm`: per item, mode 0 `sum a b` (rounded products), 1 `sum a`,
+    /// 2 `sum |a|`. At most two items.
+    fn sums(
+        &mut self,
+        comm: &dyn Communicator,
+        items: &[(i32, &DeviceField, Option<&DeviceField>)],
+    ) -> Result<Vec<f64>, MgError> {
+        debug_assert!(items.len() <= 2);
+        let lay = self.layout();
+        let own = lay.owned_region();
+        let n = lay.owned.iter().product::<usize>();
+        if n > MAX_SUM_CELLS {
+            return Err(MgError::Invalid(format!(
+                "{n} cells on this rank: the device's exact sums take at most {MAX_SUM_CELLS}"
+            )));
+        }
+        let b = DeviceRegion::from(&own);
+        let (s0, s1) = strides(&lay);
+        let stream = self.device.main();
+        stream.memset_zeros(&mut self.sums).map_err(dev)?;
+        let blocks = n
+            .div_ceil(256)
+            .clamp(1, 4 * self.device.info().multiprocessors.max(1));
+        let cfg = LaunchConfig {
+            grid_dim: (blocks as u32, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        for (t, (mode, a, bf)) in items.iter().enumerate() {
+            let mut out = self.sums.slice_mut(t * WORDS..(t + 1) * WORDS);
+            let null = 0u64;
+            let mut l = stream.launch_builder(&self.k.exact);
+            l.arg(&mut out).arg(a.data());
+            match bf {
+                Some(bf) => l.arg(bf.data()),
+                None => l.arg(&null),
+            };
+            l.arg(mode).arg(&b).arg(&s0).arg(&s1);
+            // SAFETY: the arguments match `mg_exact_sum` (`b` read only in
+            // mode 0, where it is given); `out` holds `WORDS` words; the
+            // region is the owned box of the fields' layout.
+            unsafe { l.launch(cfg) }.map_err(dev)?;
+        }
+        let words = self.device.download(&self.sums)?;
+        let accs: Vec<ExactSum> = (0..items.len())
+            .map(|t| {
+                let w: Vec<i64> = words[t * WORDS..(t + 1) * WORDS]
+                    .iter()
+                    .map(|&x| x as i64)
+                    .collect();
+                ExactSum::decode(&w)
+            })
+            .collect();
+        Ok(allreduce_exact_sums(comm, &accs)?)
+    }
+
+    // ---- the cycle -----------------------------------------------------
+
+    /// The V-cycle of device level `l` (its `u` the initial guess, `f` the
+    /// right-hand side); `symmetric`: black-red post-smoothing.
+    fn cycle(&mut self, comm: &dyn Communicator, l: usize, symmetric: bool) -> Result<(), MgError> {
+        let opts = *self.host.options();
+        if self.levels[l].child.is_none() {
+            // One level: the dense solve of the fine grid, on the host.
+            let lay = self.levels[l].layout;
+            let (mut f, mut u) = (Field::new(lay), Field::new(lay));
+            self.levels[l].f.download(&mut f)?;
+            self.levels[l].u.download(&mut u)?;
+            self.host.bottom_solve_fine(comm, &f, &mut u)?;
+            self.levels[l].u.upload(&u)?;
+            return Ok(());
+        }
+        self.smooth(comm, l, opts.pre_sweeps, [0, 1])?;
+        {
+            let lv = &mut self.levels[l];
+            Self::exchange(&mut lv.ex, comm, &mut lv.u)?;
+            self.events.0 += 1;
+        }
+        self.restrict(l)?;
+        if l + 1 < self.levels.len() {
+            let (cur, rest) = self.levels.split_at_mut(l + 1);
+            let child = cur[l].child.as_mut().expect("checked above");
+            let next = &mut rest[0];
+            Self::copy_owned(&self.k, &self.device, &child.f, &mut next.f)?;
+            self.device
+                .main()
+                .memset_zeros(next.u.data_mut())
+                .map_err(dev)?;
+            self.cycle(comm, l + 1, symmetric)?;
+            let (cur, rest) = self.levels.split_at_mut(l + 1);
+            let child = cur[l].child.as_mut().expect("checked above");
+            Self::copy_owned(&self.k, &self.device, &rest[0].u, &mut child.u)?;
+        } else {
+            // The levels below live on the host: the coarse right-hand
+            // side goes down, the correction comes back.
+            let child = self.levels[l].child.as_mut().expect("checked above");
+            child.f.download(self.host.child_fields(l).0)?;
+            self.host.coarse_of(comm, l, symmetric)?;
+            child.u.upload(self.host.child_fields(l).1)?;
+        }
+        {
+            let child = self.levels[l].child.as_mut().expect("checked above");
+            Self::exchange(&mut child.ex_full, comm, &mut child.u)?;
+            self.events.0 += 1;
+        }
+        self.prolong(l)?;
+        let post = if symmetric { [1, 0] } else { [0, 1] };
+        self.smooth(comm, l, opts.post_sweeps, post)
+    }
+
+    /// One V-cycle for `A u = f`, improving `u` in place (collective), as
+    /// [`Hierarchy::vcycle`].
+    ///
+    /// # Errors
+    /// [`MgError::Invalid`] for fields of another layout or a device
+    /// failure; communication errors.
+    pub fn vcycle(
+        &mut self,
+        comm: &dyn Communicator,
+        u: &mut DeviceField,
+        f: &DeviceField,
+    ) -> Result<(), MgError> {
+        self.check("u", u)?;
+        self.check("f", f)?;
+        let stream = self.device.main().clone();
+        stream
+            .memcpy_dtod(f.data(), self.levels[0].f.data_mut())
+            .map_err(dev)?;
+        stream
+            .memcpy_dtod(u.data(), self.levels[0].u.data_mut())
+            .map_err(dev)?;
+        self.cycle(comm, 0, false)?;
+        stream
+            .memcpy_dtod(self.levels[0].u.data(), u.data_mut())
+            .map_err(dev)?;
+        Ok(())
+    }
+
+    fn take_field(&mut self) -> Result<DeviceField, MgError> {
+        match self.spare.pop() {
+            Some(f) => Ok(f),
+            None => self.new_field(),
+        }
+    }
+
+    /// `x -= mean(x)` over the owned cells (exact global sum).
+    fn remove_mean(&mut self, comm: &dyn Communicator, x: &mut DeviceField) -> Result<(), MgError> {
+        let s = self.sums(comm, &[(1, x, None)])?[0];
+        let n: usize = self.host.problem().shape.iter().product();
+        let mean = s / n as f64;
+        self.axpy(4, Some(x), None, None, None, mean, 0.0)
+    }
+
+    /// `z = M r`: one symmetric V-cycle from zero.
+    fn precondition(
+        &mut self,
+        comm: &dyn Communicator,
+        r: &DeviceField,
+        z: &mut DeviceField,
+    ) -> Result<(), MgError> {
+        let stream = self.device.main().clone();
+        stream
+            .memset_zeros(self.levels[0].u.data_mut())
+            .map_err(dev)?;
+        stream
+            .memcpy_dtod(r.data(), self.levels[0].f.data_mut())
+            .map_err(dev)?;
+        self.cycle(comm, 0, true)?;
+        stream
+            .memcpy_dtod(self.levels[0].u.data(), z.data_mut())
+            .map_err(dev)?;
+        if self.host.problem().is_singular() {
+            self.remove_mean(comm, z)?;
+        }
+        Ok(())
+    }
+
+    /// `out = f - A u` on the fine level (an exchange of `u` first) and
+    /// the exact global `||out||²`.
+    fn fine_residual(
+        &mut self,
+        comm: &dyn Communicator,
+        u: &mut DeviceField,
+        f: &DeviceField,
+        out: &mut DeviceField,
+    ) -> Result<f64, MgError> {
+        Self::exchange(&mut self.levels[0].ex, comm, u)?;
+        self.events.0 += 1;
+        self.residual(out, u, Some(f))?;
+        let o: &DeviceField = out;
+        Ok(self.sums(comm, &[(0, o, Some(o))])?[0])
+    }
+
+    /// `q = A p` (an exchange of `p` first) and the exact global `(p, q)`.
+    fn apply_dot(
+        &mut self,
+        comm: &dyn Communicator,
+        p: &mut DeviceField,
+        q: &mut DeviceField,
+    ) -> Result<f64, MgError> {
+        Self::exchange(&mut self.levels[0].ex, comm, p)?;
+        self.events.0 += 1;
+        self.residual(q, p, None)?;
+        Ok(self.sums(comm, &[(0, &*p, Some(&*q))])?[0])
+    }
+
+    /// MG-preconditioned conjugate gradients, as [`Hierarchy::solve_pcg`]
+    /// (the same iterates, residuals and iteration count, bit for bit),
+    /// with every fine-level vector on the device (collective).
+    ///
+    /// # Errors
+    /// As [`Hierarchy::solve_pcg`], and device failures.
+    pub fn solve_pcg(
+        &mut self,
+        comm: &dyn Communicator,
+        u: &mut DeviceField,
+        f: &DeviceField,
+    ) -> Result<SolveReport, MgError> {
+        self.check("u", u)?;
+        self.check("f", f)?;
+        let events0 = self.events;
+        let opts = *self.host.options();
+        let singular = self.host.problem().is_singular();
+        let stream = self.device.main().clone();
+        // The right-hand side solved: for a singular problem f less its
+        // round-off mean (a larger mean is an error).
+        let mut b_own = None;
+        if singular {
+            let t = self.sums(comm, &[(1, f, None), (2, f, None)])?;
+            if t[1] > 0.0 && t[0].abs() > 1e-10 * t[1] {
+                let n: usize = self.host.problem().shape.iter().product();
+                return Err(MgError::Incompatible {
+                    mean: t[0] / n as f64,
+                    relative: t[0].abs() / t[1],
+                });
+            }
+            let mut b = self.take_field()?;
+            stream.memcpy_dtod(f.data(), b.data_mut()).map_err(dev)?;
+            self.remove_mean(comm, &mut b)?;
+            b_own = Some(b);
+        }
+        let b = b_own.as_ref().unwrap_or(f);
+        let bn = self.sums(comm, &[(0, b, Some(b))])?[0].sqrt();
+        let scale = if bn > 0.0 { bn } else { 1.0 };
+        let mut r = self.take_field()?;
+        let mut res = vec![self.fine_residual(comm, u, b, &mut r)?.sqrt() / scale];
+        let mut z = self.take_field()?;
+        let mut p = self.take_field()?;
+        let mut q = self.take_field()?;
+        let mut r_old = self.take_field()?;
+        let mut it = 0;
+        let mut cycles = 0;
+        if res[0] > opts.tol {
+            self.precondition(comm, &r, &mut z)?;
+            cycles += 1;
+            stream.memcpy_dtod(z.data(), p.data_mut()).map_err(dev)?;
+            let mut rz = self.sums(comm, &[(0, &r, Some(&z))])?[0];
+            let mut pending: Option<f64> = None;
+            let mut beta: Option<f64> = None;
+            while it < opts.max_iter {
+                if let Some(bt) = beta {
+                    match pending.take() {
+                        Some(a) => {
+                            self.axpy(2, Some(&mut *u), Some(&mut p), Some(&z), None, a, bt)?
+                        }
+                        None => self.axpy(1, None, Some(&mut p), Some(&z), None, 0.0, bt)?,
+                    }
+                }
+                let pq = self.apply_dot(comm, &mut p, &mut q)?;
+                if pq <= 0.0 || !pq.is_finite() {
+                    break;
+                }
+                let alpha = rz / pq;
+                pending = Some(alpha);
+                std::mem::swap(&mut r, &mut r_old);
+                // r = r_old - alpha q (mode 3 reads `o` and `p`).
+                self.axpy(
+                    3,
+                    Some(&mut r),
+                    Some(&mut q),
+                    None,
+                    Some(&r_old),
+                    alpha,
+                    0.0,
+                )?;
+                it += 1;
+                let rr = self.sums(comm, &[(0, &r, Some(&r))])?[0];
+                res.push(rr.sqrt() / scale);
+                if res[it] <= opts.tol {
+                    break;
+                }
+                self.precondition(comm, &r, &mut z)?;
+                cycles += 1;
+                let d = self.sums(comm, &[(0, &z, Some(&r)), (0, &z, Some(&r_old))])?;
+                beta = Some((d[0] - d[1]) / rz);
+                rz = d[0];
+            }
+            if let Some(alpha) = pending {
+                self.axpy(0, Some(&mut *u), Some(&mut p), None, None, alpha, 0.0)?;
+            }
+        }
+        if singular {
+            self.remove_mean(comm, u)?;
+        }
+        self.spare
+            .extend([r, z, p, q, r_old].into_iter().chain(b_own));
+        Ok(SolveReport {
+            iterations: it,
+            converged: res[it] <= opts.tol,
+            residuals: res,
+            halo_events: self.events.0 - events0.0,
+            smooth_events: self.events.1 - events0.1,
+            vcycles: cycles,
+        })
+    }
+}
+
+/// Device bytes of one level (fields, stencil, child fields).
+fn bytes_of(v: &LevelView<'_>) -> usize {
+    let len = v.layout.padded_len();
+    let stencil = match v.stencil {
+        Stencil::Var { .. } => 5 * len,
+        Stencil::Const { wall, .. } => wall.iter().map(Vec::len).sum(),
+    };
+    let child = v.child.map_or(0, |(_, l, _)| 2 * l.padded_len());
+    8 * (2 * len + stencil + child)
+}
+
+impl DevLevel {
+    fn new(d: &Arc<Device>, v: &LevelView<'_>) -> Result<Self, MgError> {
+        let child = match v.child {
+            None => None,
+            Some((geom, layout, topo)) => Some(DevChild {
+                geom,
+                layout,
+                ex_full: Exchanger::new(topo, 1, CH_FULL)?,
+                f: DeviceField::new(d, layout, "multigrid coarse right-hand side")?,
+                u: DeviceField::new(d, layout, "multigrid coarse correction")?,
+            }),
+        };
+        Ok(DevLevel {
+            geom: v.geom,
+            layout: v.layout,
+            stencil: DevStencil::new(d, v.stencil)?,
+            ex: Exchanger::new(v.faces, 1, CH_FACES)?,
+            u: DeviceField::new(d, v.layout, "multigrid level field")?,
+            f: DeviceField::new(d, v.layout, "multigrid level right-hand side")?,
+            child,
+        })
+    }
+}
+
+impl From<gpu::GpuError> for MgError {
+    fn from(e: gpu::GpuError) -> Self {
+        MgError::Device(e.to_string())
+    }
+}
+
+/// One outcome on every rank (see the hierarchy's `agree`).
+fn agree(comm: &dyn Communicator, local: Result<(), MgError>) -> Result<(), MgError> {
+    comm::agree(comm, local).map_err(|e| match e {
+        comm::Agreed::Mine(e) => e,
+        comm::Agreed::Other { message, .. } => MgError::Invalid(message),
+        comm::Agreed::Comm(e) => e.into(),
+    })
+}
