@@ -66,6 +66,8 @@ mod bottom;
 mod coef;
 #[cfg(feature = "cuda")]
 pub mod device;
+#[cfg(test)]
+mod emulate;
 mod dot;
 mod hierarchy;
 mod kernels;

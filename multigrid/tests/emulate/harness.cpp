@@ -1,0 +1,183 @@
+// Runs the device kernels of kernels/mg.cu on the host, one thread doing
+// every grid-stride iteration, on deterministic data, and prints each
+// result array as hexadecimal bit patterns (one line per case). The test
+// `kernels_on_the_host` builds the same data in Rust, runs the host code and
+// compares bit for bit. Compiled with -ffp-contract=off, like NVRTC with
+// --fmad=false.
+#include <cstdio>
+#include <cstring>
+#include <cmath>
+#include <vector>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+struct Dim { unsigned x, y, z; };
+static Dim blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0}, blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
+static inline unsigned long long atomicAdd(unsigned long long *a, unsigned long long v) {
+    unsigned long long o = *a;
+    *a += v;
+    return o;
+}
+static inline long long __double_as_longlong(double d) {
+    long long x;
+    std::memcpy(&x, &d, 8);
+    return x;
+}
+static inline void __syncthreads() {}
+#include "region.cuh"
+#include "mg.cu"
+
+static unsigned long long mix(unsigned long long x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+// A value in [-1, 1] on a grid of 1/1000, times 2^e for a wide range when
+// `wide`.
+static double val(unsigned long long i, unsigned long long seed, bool wide) {
+    unsigned long long h = mix(i * 1000003ull + seed);
+    double v = (double)(long long)((h >> 11) % 2001) / 1000.0 - 1.0;
+    if (wide) v = std::ldexp(v, (int)((h >> 40) % 1201) - 600);
+    return v;
+}
+static std::vector<double> arr(size_t n, unsigned long long seed, bool wide = false) {
+    std::vector<double> a(n);
+    for (size_t i = 0; i < n; i++) a[i] = val(i, seed, wide);
+    return a;
+}
+static void print(const char *name, const std::vector<double> &a) {
+    std::printf("%s", name);
+    for (double v : a) {
+        unsigned long long b;
+        std::memcpy(&b, &v, 8);
+        std::printf(" %llx", b);
+    }
+    std::printf("\n");
+}
+struct Lay {
+    int o[3], g;
+    long p(int d) const { return o[d] + 2 * g; }
+    long s0() const { return p(1) * p(2); }
+    long s1() const { return p(2); }
+    size_t len() const { return (size_t)(p(0) * p(1) * p(2)); }
+    Box3 owned() const { return Box3{g, g, g, o[0], o[1], o[2]}; }
+};
+// Variable-stencil arrays: non-negative weights, a diagonal, its inverse
+// with every 11th cell inactive (0).
+struct VarArrays {
+    std::vector<double> w0, w1, w2, diag, inv;
+    explicit VarArrays(size_t n) : w0(arr(n, 3)), w1(arr(n, 4)), w2(arr(n, 5)), diag(arr(n, 6)), inv(n) {
+        for (size_t i = 0; i < n; i++) {
+            w0[i] = std::fabs(w0[i]);
+            w1[i] = std::fabs(w1[i]);
+            w2[i] = std::fabs(w2[i]);
+            diag[i] = std::fabs(diag[i]) + 6.0;
+            inv[i] = i % 11 == 0 ? 0.0 : 1.0 / diag[i];
+        }
+    }
+};
+// Wall terms of a padded axis of n cells with ghost width g: non-zero only
+// at the first and last owned cells (the cells next to a wall).
+static std::vector<double> walls(long n, unsigned long long seed, int g) {
+    std::vector<double> w = arr((size_t)n, seed);
+    for (long i = 0; i < n; i++)
+        if (i != g && i != n - g - 1) w[i] = 0.0;
+    return w;
+}
+
+int main() {
+    const double IH[3] = {1.5, 2.25, 0.75};
+    // Smoothing, residual and the operator on a 6 x 5 x 7 box, ghost width 2.
+    Lay L{{6, 5, 7}, 2};
+    size_t n = L.len();
+    Box3 own = L.owned();
+    long half = (long)L.o[0] * L.o[1] * ((L.o[2] + 1) / 2);
+    VarArrays V(n);
+    std::vector<double> c0 = walls(L.p(0), 7, L.g), c1 = walls(L.p(1), 8, L.g), c2 = walls(L.p(2), 9, L.g);
+    for (int variable = 1; variable >= 0; variable--) {
+        std::vector<double> u = arr(n, 1), f = arr(n, 2);
+        for (int pass = 0; pass < 3; pass++) {
+            double omega = pass == 2 ? 1.0 : 1.15;
+            int colour = pass % 2;
+            if (variable)
+                mg_smooth_var(u.data(), f.data(), V.w0.data(), V.w1.data(), V.w2.data(), V.diag.data(),
+                              V.inv.data(), own, L.s0(), L.s1(), 3, colour, omega, half);
+            else
+                mg_smooth_const(u.data(), f.data(), IH[0], IH[1], IH[2], c0.data(), c1.data(),
+                                c2.data(), own, L.s0(), L.s1(), 3, colour, omega, half);
+        }
+        print(variable ? "smooth_var" : "smooth_const", u);
+        std::vector<double> r(n, 0.0), q(n, 0.0);
+        if (variable) {
+            mg_residual_var(r.data(), u.data(), f.data(), V.w0.data(), V.w1.data(), V.w2.data(),
+                            V.diag.data(), V.inv.data(), own, L.s0(), L.s1());
+            mg_residual_var(q.data(), u.data(), nullptr, V.w0.data(), V.w1.data(), V.w2.data(),
+                            V.diag.data(), V.inv.data(), own, L.s0(), L.s1());
+        } else {
+            mg_residual_const(r.data(), u.data(), f.data(), IH[0], IH[1], IH[2], c0.data(), c1.data(),
+                              c2.data(), own, L.s0(), L.s1());
+            mg_residual_const(q.data(), u.data(), nullptr, IH[0], IH[1], IH[2], c0.data(), c1.data(),
+                              c2.data(), own, L.s0(), L.s1());
+        }
+        print(variable ? "residual_var" : "residual_const", r);
+        print(variable ? "apply_var" : "apply_const", q);
+    }
+    // Restriction: fine 6 x 4 x 8 (ghost 2) to coarse 3 x 2 x 4 (ghost 1).
+    Lay F{{6, 4, 8}, 2}, C{{3, 2, 4}, 1};
+    VarArrays FV(F.len());
+    std::vector<double> f0 = walls(F.p(0), 7, F.g), f1 = walls(F.p(1), 8, F.g), f2 = walls(F.p(2), 9, F.g);
+    for (int variable = 1; variable >= 0; variable--) {
+        std::vector<double> u = arr(F.len(), 11), f = arr(F.len(), 12), cf(C.len(), 0.0);
+        if (variable)
+            mg_restrict_var(cf.data(), u.data(), f.data(), FV.w0.data(), FV.w1.data(), FV.w2.data(),
+                            FV.diag.data(), FV.inv.data(), C.o[0], C.o[1], C.o[2], F.g, F.s0(), F.s1(),
+                            C.g, C.s0(), C.s1());
+        else
+            mg_restrict_const(cf.data(), u.data(), f.data(), IH[0], IH[1], IH[2], f0.data(), f1.data(),
+                              f2.data(), C.o[0], C.o[1], C.o[2], F.g, F.s0(), F.s1(), C.g, C.s0(),
+                              C.s1());
+        print(variable ? "restrict_var" : "restrict_const", cf);
+    }
+    // Prolongation: coarse 3 x 2 x 4 (ghost 1, every value set) into fine
+    // 6 x 4 x 8 (ghost 2).
+    {
+        std::vector<double> cu = arr(C.len(), 13), fu = arr(F.len(), 14);
+        mg_prolong_add(fu.data(), cu.data(), F.o[0], F.o[1], F.o[2], F.g, F.s0(), F.s1(), C.g, C.s0(),
+                       C.s1());
+        print("prolong", fu);
+        // Reflections on the coarse box: axis 1 low (odd), axis 2 high (even).
+        mg_reflect(cu.data(), 1, 0, 1, -1.0, (int)C.p(0), (int)C.p(1), (int)C.p(2), C.s0(), C.s1());
+        mg_reflect(cu.data(), 2, (int)C.p(2) - 1, (int)C.p(2) - 2, 1.0, (int)C.p(0), (int)C.p(1),
+                   (int)C.p(2), C.s0(), C.s1());
+        print("reflect", cu);
+    }
+    // Vector operations over the owned box of L.
+    for (int mode = 0; mode < 5; mode++) {
+        std::vector<double> x = arr(n, 21), p = arr(n, 22), z = arr(n, 23), o = arr(n, 24);
+        mg_axpy(mode, x.data(), p.data(), z.data(), o.data(), 0.37, -1.25, own, L.s0(), L.s1());
+        char name[16];
+        std::snprintf(name, sizeof name, "axpy%d_x", mode);
+        print(name, x);
+        std::snprintf(name, sizeof name, "axpy%d_p", mode);
+        print(name, p);
+    }
+    // Exact sums over the owned box of L: products of wide-range values,
+    // the values, their magnitudes; then with a NaN, an infinity and -0.0.
+    for (int mode = 0; mode < 4; mode++) {
+        std::vector<double> a = arr(n, 31, true), b = arr(n, 32, true);
+        if (mode == 3) {
+            long x = 2 * L.s0() + 3 * L.s1() + 4;
+            a[x] = NAN;
+            a[x + 1] = -INFINITY;
+            a[x + 2] = -0.0;
+        }
+        std::vector<unsigned long long> out(WORDS, 0);
+        mg_exact_sum(out.data(), a.data(), b.data(), mode == 3 ? 1 : mode, own, L.s0(), L.s1());
+        std::printf("exact%d", mode);
+        for (unsigned long long w : out) std::printf(" %llx", w);
+        std::printf("\n");
+    }
+    return 0;
+}
