@@ -33,7 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let beta = |d: usize, q: [usize; 3]| {
         let h =
             (q[0] * 73_856_093) ^ (q[1] * 19_349_663) ^ (q[2] * 83_492_791) ^ (d * 2_654_435_761);
-        if h % 7 == 0 {
+        if h.is_multiple_of(7) {
             0.0
         } else {
             0.5 + (h % 11) as f64 / 10.0
@@ -62,7 +62,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let mut host = Hierarchy::new(c, grid, &p, levels, opts)?;
             let mut f = host.new_field();
             let sign = |q: [usize; 3]| {
-                if (q[0] + q[1] + q[2]) % 2 == 0 {
+                if (q[0] + q[1] + q[2]).is_multiple_of(2) {
                     1.0
                 } else {
                     -1.0

@@ -94,7 +94,13 @@ fn harness() -> Option<HashMap<String, Vec<u64>>> {
     std::fs::create_dir_all(&dir).unwrap();
     let exe = dir.join("harness");
     let built = Command::new("g++")
-        .args(["-std=c++14", "-O1", "-ffp-contract=off", "-fno-fast-math", "-I"])
+        .args([
+            "-std=c++14",
+            "-O1",
+            "-ffp-contract=off",
+            "-fno-fast-math",
+            "-I",
+        ])
         .arg(root.join("kernels"))
         .arg("-I")
         .arg(root.join("../halo/kernels"))
@@ -131,9 +137,7 @@ fn harness() -> Option<HashMap<String, Vec<u64>>> {
 }
 
 fn check(cases: &HashMap<String, Vec<u64>>, name: &str, host: &[f64]) {
-    let dev = cases
-        .get(name)
-        .unwrap_or_else(|| panic!("no case {name}"));
+    let dev = cases.get(name).unwrap_or_else(|| panic!("no case {name}"));
     assert_eq!(dev.len(), host.len(), "{name}: lengths");
     for (i, (d, h)) in dev.iter().zip(host).enumerate() {
         assert_eq!(
@@ -241,6 +245,11 @@ fn kernels_on_the_host_give_the_host_bits() {
             .map(|&w| w as i64)
             .collect();
         let dev = ExactSum::decode(&words);
-        assert!(dev == acc, "exact sum, mode {mode}: {} against the host's {}", dev.to_f64(), acc.to_f64());
+        assert!(
+            dev == acc,
+            "exact sum, mode {mode}: {} against the host's {}",
+            dev.to_f64(),
+            acc.to_f64()
+        );
     }
 }

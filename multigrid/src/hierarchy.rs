@@ -260,8 +260,11 @@ fn boxes_of(dec: &BlockDecomposition, p: usize) -> Vec<IndexBox> {
 struct WallFaces {
     /// `[axis][side]`: the plane of faces and their coefficients (none
     /// where the block does not reach that wall or every face is 1).
-    planes: [[Option<(IndexBox, Vec<f64>)>; 2]; 3],
+    planes: [[Option<WallPlane>; 2]; 3],
 }
+
+/// One wall's plane of faces (global face indices) and their coefficients.
+type WallPlane = (IndexBox, Vec<f64>);
 
 impl WallFaces {
     fn new(c: &BoxCoef) -> Self {

@@ -66,9 +66,9 @@ mod bottom;
 mod coef;
 #[cfg(feature = "cuda")]
 pub mod device;
+mod dot;
 #[cfg(test)]
 mod emulate;
-mod dot;
 mod hierarchy;
 mod kernels;
 mod level;

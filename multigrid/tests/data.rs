@@ -11,7 +11,7 @@ const N: Boundary = Boundary::Neumann;
 
 /// A face coefficient with a closed plane (holes in it) across axis 0.
 fn beta(d: usize, q: [usize; 3]) -> f64 {
-    if d == 0 && q[0] == 8 && (q[1] + q[2]) % 3 != 0 {
+    if d == 0 && q[0] == 8 && !(q[1] + q[2]).is_multiple_of(3) {
         return 0.0;
     }
     0.5 + 0.1 * ((q[0] * 7 + q[1] * 13 + q[2] * 5 + d * 3) % 11) as f64

@@ -33,7 +33,7 @@ fn device() -> Option<Arc<Device>> {
 /// variable faces (the pressure problem of a porous bed).
 fn problems() -> Vec<(&'static str, Poisson)> {
     let beta = |d: usize, q: [usize; 3]| {
-        if d == 0 && q[0] == 8 && (q[1] + q[2]) % 3 != 0 {
+        if d == 0 && q[0] == 8 && !(q[1] + q[2]).is_multiple_of(3) {
             return 0.0;
         }
         0.5 + 0.1 * ((q[0] * 7 + q[1] * 13 + q[2] * 5 + d * 3) % 11) as f64

@@ -216,6 +216,23 @@ fn build_all() -> Result<Vec<(String, PathBuf)>> {
         |name, test| test && !HOST_ONLY_TESTS.contains(&name),
     )?;
     all.extend(tests.into_iter().map(|(n, p)| (format!("test_{n}"), p)));
+    // multigrid's device test alone (its other tests are host tests, which
+    // CI runs): the device hierarchy against the host's bits.
+    let mg = cargo_artifacts(
+        &[
+            "test",
+            "--release",
+            "--no-run",
+            "-p",
+            "parnum-multigrid",
+            "--features",
+            "parnum-multigrid/cuda",
+            "--test",
+            "device",
+        ],
+        |name, test| test && name == "device",
+    )?;
+    all.extend(mg.into_iter().map(|(n, p)| (format!("test_{n}"), p)));
     Ok(all)
 }
 
