@@ -93,6 +93,8 @@ fn harness() -> Option<HashMap<String, Vec<u64>>> {
     let dir = std::env::temp_dir().join(format!("mg-emulate-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let exe = dir.join("harness");
+    // `halo`'s region header, from the text the device path prepends.
+    std::fs::write(dir.join("region.cuh"), halo::kernels::REGION_SOURCE).unwrap();
     let built = Command::new("g++")
         .args([
             "-std=c++14",
@@ -103,7 +105,7 @@ fn harness() -> Option<HashMap<String, Vec<u64>>> {
         ])
         .arg(root.join("kernels"))
         .arg("-I")
-        .arg(root.join("../halo/kernels"))
+        .arg(&dir)
         .arg(root.join("tests/emulate/harness.cpp"))
         .arg("-o")
         .arg(&exe)
