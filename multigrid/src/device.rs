@@ -241,6 +241,11 @@ impl DeviceHierarchy {
         &self.host
     }
 
+    /// The host hierarchy back (the device memory is freed).
+    pub fn into_host(self) -> Hierarchy {
+        self.host
+    }
+
     /// The host hierarchy, to change its options
     /// ([`Hierarchy::set_options`]).
     pub fn host_mut(&mut self) -> &mut Hierarchy {

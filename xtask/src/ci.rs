@@ -11,7 +11,7 @@
 //! 3. `cargo doc --workspace --no-deps` with warnings as errors
 //! 4. `cargo test --workspace`, then `imex` with its system LAPACK
 //!    backend (`--features lapack`: clippy and tests), then the CUDA
-//!    backend of `gpu`, `halo`, `dfft`, `stencil`, `multigrid`, `heat3d` and `pfc` (`--features cuda`,
+//!    backend of `gpu`, `halo`, `dfft`, `stencil`, `multigrid`, `heat3d`, `pfc` and `poisson` (`--features cuda`,
 //!    which builds without a CUDA toolkit: clippy, rustdoc and the tests,
 //!    whose device cases skip themselves without a GPU; `cargo xtask gpu`
 //!    runs them where one is), then the HIP backend (`HIP_PATH=/usr`,
@@ -92,7 +92,7 @@ const LIBRARIES: [&str; 12] = [
 /// The CUDA features of the crates that have device code.
 const CUDA_FEATURES: &str =
     "parnum-gpu/cuda,parnum-halo/cuda,parnum-dfft/cuda,parnum-stencil/cuda,\
-     parnum-multigrid/cuda,heat3d/cuda,pfc/cuda";
+     parnum-multigrid/cuda,heat3d/cuda,pfc/cuda,poisson/cuda";
 
 /// Longest the MPI self-test may run at one process count (it hangs rather
 /// than fails on a deadlock).
@@ -450,6 +450,8 @@ pub fn run(args: &Args) -> Result<()> {
             "heat3d",
             "-p",
             "pfc",
+            "-p",
+            "poisson",
         ];
         let cuda_features = ["--features", CUDA_FEATURES];
         let clippy: Vec<&str> = ["clippy"]

@@ -1,7 +1,7 @@
 //! The run configuration: TOML file, command-line overrides, validation.
 
 use anyhow::{bail, Result};
-pub use appkit::config::PerAxis;
+pub use appkit::config::{ByName, PerAxis};
 use appkit::validate;
 use multigrid::{Boundary, CommAvoiding, Hierarchy};
 use serde::{Deserialize, Serialize};
@@ -129,6 +129,14 @@ pub struct Config {
     pub factor_cycles: usize,
     /// Process grid; when absent, [`choose_grid`] picks one.
     pub grid: Option<[usize; 3]>,
+    /// Where the solve runs: `cpu`, or `cuda` (an NVIDIA GPU; the build
+    /// needs the `cuda` feature). On a GPU the levels that every rank
+    /// holds live on the device and the coarser ones on the host
+    /// (`multigrid::device`); the solver is `pcg`.
+    pub backend: ByName<gpu::Backend>,
+    /// GPU ordinal for every rank (default: the rank's index on its machine
+    /// modulo the device count). Only with a GPU backend.
+    pub device: Option<usize>,
 }
 
 impl Default for Config {
@@ -151,6 +159,8 @@ impl Default for Config {
             repeat: 1,
             factor_cycles: 0,
             grid: None,
+            backend: "cpu".parse().expect("cpu is a backend"),
+            device: None,
         }
     }
 }
@@ -282,7 +292,43 @@ impl Config {
             );
         }
         validate::ranks_for(ranks, n.iter().product(), self.grid)?;
+        self.on_device()?;
         self.check_unused()
+    }
+
+    /// Whether the solve runs on a GPU (`backend = "cuda"` in a build with
+    /// the `cuda` feature). Errors: a backend this build or this program
+    /// lacks (naming the feature or the valid ones), `device` without a
+    /// GPU backend, `solver = "mg"` on a GPU.
+    pub fn on_device(&self) -> Result<bool> {
+        let on = match self.backend.value() {
+            gpu::Backend::Cpu => false,
+            gpu::Backend::Cuda if cfg!(feature = "cuda") => true,
+            gpu::Backend::Cuda => {
+                return Err(gpu::GpuError::NotBuilt {
+                    backend: "cuda",
+                    available: "cpu".into(),
+                }
+                .into())
+            }
+            gpu::Backend::Hip => bail!(
+                "backend hip is not available to poisson (valid: cpu{})",
+                if cfg!(feature = "cuda") { ", cuda" } else { "" }
+            ),
+        };
+        if let (false, Some(d)) = (on, self.device) {
+            bail!(
+                "device = {d} applies to a GPU backend (this run: backend {})",
+                self.backend.name()
+            );
+        }
+        if on && self.solver == Solver::Mg {
+            bail!(
+                "solver = \"mg\" runs on the cpu backend; backend {} solves with \"pcg\"",
+                self.backend.name()
+            );
+        }
+        Ok(on)
     }
 
     /// With one level the grid is solved by the dense bottom solve alone:
@@ -398,6 +444,39 @@ mod tests {
         assert!(
             e.contains("omega = 1 applies") && e.contains("one level by default"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn backends_are_checked_by_name() {
+        let e = |c: Config| c.validate(1).unwrap_err().to_string();
+        let cuda = Config {
+            backend: "cuda".parse().unwrap(),
+            ..Config::default()
+        };
+        if cfg!(feature = "cuda") {
+            cuda.validate(1).unwrap();
+            let m = e(Config {
+                solver: Solver::Mg,
+                ..cuda.clone()
+            });
+            assert!(m.contains("solver = \"mg\" runs on the cpu backend"), "{m}");
+        } else {
+            let m = e(cuda);
+            assert!(m.contains("cuda") && m.contains("feature"), "{m}");
+        }
+        let m = e(Config {
+            backend: "hip".parse().unwrap(),
+            ..Config::default()
+        });
+        assert!(m.contains("backend hip is not available to poisson"), "{m}");
+        let m = e(Config {
+            device: Some(1),
+            ..Config::default()
+        });
+        assert!(
+            m.contains("device = 1 applies to a GPU backend") && m.contains("backend cpu"),
+            "{m}"
         );
     }
 

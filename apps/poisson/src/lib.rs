@@ -28,6 +28,8 @@
 #![warn(missing_docs)]
 
 pub mod config;
+#[cfg(feature = "cuda")]
+mod device;
 
 use anyhow::Result;
 use appkit::hash::mix;
@@ -35,7 +37,8 @@ use appkit::stats::median;
 use comm::exact::allreduce_exact_sum;
 use comm::{CommExt, Communicator, IndexBox, ReduceOp};
 use config::{Config, Solver};
-use multigrid::{Boundary, Hierarchy, LevelStats, Poisson};
+use halo::Field;
+use multigrid::{Boundary, Hierarchy, LevelStats, Poisson, SolveReport};
 use serde::{Deserialize, Serialize};
 use std::f64::consts::PI;
 use std::time::Instant;
@@ -201,6 +204,13 @@ pub struct Report {
     pub ranks: usize,
     /// Backend name (`in-process` or `mpi`).
     pub backend: String,
+    /// The GPU the fine levels ran on (`backend = "cuda"`), else absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// Smoothing levels on the GPU (0 on the cpu backend): their per-level
+    /// times below are 0, the device path times the solve as a whole.
+    #[serde(default)]
+    pub device_levels: usize,
     /// Fine-level process grid.
     pub grid: [usize; 3],
     /// Number of levels, finest and bottom included.
@@ -278,10 +288,84 @@ fn pack(s: &LevelStats) -> [f64; PER_LEVEL] {
     ]
 }
 
+/// The hierarchy a run solves with: on the host, or with its fine levels
+/// on a GPU.
+enum Solve {
+    Host(Box<Hierarchy>),
+    #[cfg(feature = "cuda")]
+    Device(Box<device::Run>),
+}
+
+impl Solve {
+    fn hierarchy(&self) -> &Hierarchy {
+        match self {
+            Solve::Host(h) => h,
+            #[cfg(feature = "cuda")]
+            Solve::Device(d) => d.hierarchy(),
+        }
+    }
+
+    fn hierarchy_mut(&mut self) -> &mut Hierarchy {
+        match self {
+            Solve::Host(h) => h,
+            #[cfg(feature = "cuda")]
+            Solve::Device(d) => d.hierarchy_mut(),
+        }
+    }
+
+    /// One solve from zero into `u` (on the device: into the device's
+    /// solution, complete on return; [`finish`](Self::finish) brings it to
+    /// `u`).
+    fn solve(
+        &mut self,
+        comm: &dyn Communicator,
+        solver: Solver,
+        u: &mut Field,
+        f: &Field,
+    ) -> Result<SolveReport> {
+        match self {
+            Solve::Host(h) => {
+                // Every repeat starts from zero in the same buffer (as a
+                // time stepper reuses its solution field).
+                u.as_mut_slice().fill(0.0);
+                Ok(match solver {
+                    Solver::Pcg => h.solve_pcg(comm, u, f)?,
+                    Solver::Mg => h.solve_mg(comm, u, f)?,
+                })
+            }
+            #[cfg(feature = "cuda")]
+            Solve::Device(d) => d.solve(comm),
+        }
+    }
+
+    /// The last solution into `u`, and the host hierarchy back.
+    fn finish(self, u: &mut Field) -> Result<Hierarchy> {
+        match self {
+            Solve::Host(h) => {
+                // The host solves wrote into `u` itself.
+                let _ = u;
+                Ok(*h)
+            }
+            #[cfg(feature = "cuda")]
+            Solve::Device(d) => d.finish(u),
+        }
+    }
+
+    /// The GPU and the levels on it.
+    fn device(&self) -> (Option<String>, usize) {
+        match self {
+            Solve::Host(_) => (None, 0),
+            #[cfg(feature = "cuda")]
+            Solve::Device(d) => d.device(),
+        }
+    }
+}
+
 /// Runs the benchmark on `comm` (collective). `progress` prints what it is
 /// doing on rank 0 (stderr).
 pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Report> {
     cfg.validate(comm.size())?;
+    let on_device = cfg.on_device()?;
     let say = |msg: String| {
         if progress && comm.rank() == 0 {
             eprintln!("poisson: {msg}");
@@ -318,20 +402,25 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
     mg.add_boundary_values(&mut f, |axis, side, x| exact.boundary(axis, side, x))?;
     let setup_s = comm.allreduce_scalar(t.elapsed().as_secs_f64(), ReduceOp::Max)?;
 
+    let mut u = mg.new_field();
+    let mut solve = if on_device {
+        #[cfg(feature = "cuda")]
+        {
+            say("moving the fine levels onto the GPU".to_string());
+            Solve::Device(Box::new(device::Run::new(comm, cfg, mg, &f)?))
+        }
+        #[cfg(not(feature = "cuda"))]
+        unreachable!("Config::on_device refuses cuda in a build without it")
+    } else {
+        Solve::Host(Box::new(mg))
+    };
     let mut times = Vec::with_capacity(cfg.repeat);
     let mut runs = Vec::with_capacity(cfg.repeat);
-    let mut u = mg.new_field();
     for k in 0..cfg.repeat {
-        mg.reset_stats();
-        // Every repeat starts from zero in the same buffer (as a time
-        // stepper reuses its solution field).
-        u.as_mut_slice().fill(0.0);
+        solve.hierarchy_mut().reset_stats();
         comm.barrier()?;
         let t = Instant::now();
-        let rep = match cfg.solver {
-            Solver::Pcg => mg.solve_pcg(comm, &mut u, &f)?,
-            Solver::Mg => mg.solve_mg(comm, &mut u, &f)?,
-        };
+        let rep = solve.solve(comm, cfg.solver, &mut u, &f)?;
         let secs = t.elapsed().as_secs_f64();
         say(format!(
             "solve {}/{}: {} iterations, relative residual {:.3e}, {secs:.4} s",
@@ -341,8 +430,11 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
             rep.residuals.last().copied().unwrap_or(0.0)
         ));
         times.push(secs);
-        runs.push((rep, mg.level_stats(), mg.vcycle_seconds()));
+        let h = solve.hierarchy();
+        runs.push((rep, h.level_stats(), h.vcycle_seconds()));
     }
+    let (device, device_levels) = solve.device();
+    let mut mg = solve.finish(&mut u)?;
     let local_times = times.clone();
     comm.allreduce_f64(&mut times, ReduceOp::Max)?;
     let solve_s = median(&times);
@@ -457,6 +549,8 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
         lengths,
         ranks: comm.size(),
         backend: comm.backend().to_string(),
+        device,
+        device_levels,
         grid: grid.dims(),
         num_levels: mg.num_levels(),
         setup_s,
@@ -516,6 +610,12 @@ impl appkit::app::Report for Report {
             self.backend,
             heat3d_triple(self.grid)
         ));
+        if let Some(d) = &self.device {
+            line(format!(
+                "on {d}: {} finest level(s) on the device, the rest on the host",
+                self.device_levels
+            ));
+        }
         line(format!(
             "solver {:?}, V({},{}), omega {}, overlap {}, communication-avoiding {:?}, agglomerate below {}, tol {:e}",
             c.solver,

@@ -3,7 +3,7 @@
 
 use appkit::app;
 use appkit::config::parse_triple;
-use poisson::config::{Bc, Ca, Config, Solver};
+use poisson::config::{Bc, ByName, Ca, Config, Solver};
 use serde::Serialize;
 
 /// The whole command line: the common flags and the benchmark's.
@@ -66,6 +66,13 @@ struct Flags {
     /// Process grid PXxPYxPZ (default: even blocks, smallest surface).
     #[arg(long, value_parser = parse_triple)]
     grid: Option<[usize; 3]>,
+    /// Where the solve runs: cpu, or cuda (an NVIDIA GPU; built with
+    /// `--features cuda`).
+    #[arg(long)]
+    backend: Option<ByName<gpu::Backend>>,
+    /// GPU ordinal for every rank (default: rank mod device count).
+    #[arg(long)]
+    device: Option<usize>,
 }
 
 /// A switch left at its default is no key.
