@@ -158,6 +158,49 @@ fn prefix(v: &[usize]) -> Vec<usize> {
         .collect()
 }
 
+/// Collectives in which a rank sends and receives nothing: empty byte
+/// buffers, whose dangling address `0x1` is Open MPI's `MPI_IN_PLACE`.
+/// Rank 0 contributes nothing and receives nothing, the others exchange
+/// one byte each; then every count is zero.
+fn empty_buffers(c: &MpiComm) -> TestResult {
+    let (r, p) = (c.rank(), c.size());
+    let active = |x: usize| x != 0 || p == 1;
+    let sc: Vec<usize> = (0..p)
+        .map(|d| usize::from(active(r) && active(d) && d != r))
+        .collect();
+    let send: Vec<u8> = (0..sc.iter().sum::<usize>())
+        .map(|i| (r * 10 + i) as u8)
+        .collect();
+    let sd = prefix(&sc);
+    let rc: Vec<usize> = (0..p)
+        .map(|s| usize::from(active(r) && active(s) && s != r))
+        .collect();
+    let rd = prefix(&rc);
+    let mut recv = vec![0u8; rc.iter().sum::<usize>()];
+    c.alltoallv(&send, &sc, &sd, &mut recv, &rc, &rd)
+        .map_err(e)?;
+    for (s, &n) in rc.iter().enumerate() {
+        if n == 1 {
+            // Rank s sends its values in destination order; this rank's is
+            // at s's running count of the active ranks before this one.
+            let before = (0..r).filter(|&d| active(d) && d != s).count();
+            let want = (s * 10 + before) as u8;
+            ensure(recv[rd[s]] == want, || {
+                format!("byte from rank {s}: {} (expected {want})", recv[rd[s]])
+            })?;
+        }
+    }
+    // All counts zero on every rank.
+    let zero = vec![0usize; p];
+    let mut none: Vec<u8> = Vec::new();
+    c.alltoallv(&[] as &[u8], &zero, &zero, &mut none, &zero, &zero)
+        .map_err(e)?;
+    let (gathered, counts) = c.allgather_varying(&[] as &[u8]).map_err(e)?;
+    ensure(gathered.is_empty() && counts == zero, || {
+        format!("gathered {gathered:?} with counts {counts:?} from empty blocks")
+    })
+}
+
 /// alltoallv: rank r sends (r + d + 1) complex values to rank d.
 fn alltoallv(c: &MpiComm) -> TestResult {
     let (r, p) = (c.rank(), c.size());
@@ -1076,6 +1119,7 @@ fn main() {
         ("ring send/recv, out-of-order tags", Box::new(ring)),
         ("wait_any", Box::new(wait_any)),
         ("alltoallv varying counts", Box::new(alltoallv)),
+        ("collectives with empty buffers", Box::new(empty_buffers)),
         ("alltoallw 2D transpose", Box::new(alltoallw_transpose)),
         ("alltoallw 3D strided layouts", Box::new(alltoallw_3d)),
         ("split", Box::new(split)),

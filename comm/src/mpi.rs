@@ -356,6 +356,28 @@ fn byte_unit(sizes: &[usize], what: &str) -> Result<usize> {
     Ok(unit)
 }
 
+/// The buffer addresses of a collective with separate send and receive
+/// buffers. An empty slice's address is a dangling one, the type's
+/// alignment: `0x1` for bytes, which is Open MPI's `MPI_IN_PLACE`, so a
+/// rank that sends nothing would ask for an in-place collective
+/// (`MPI_ERR_ARG` where its receive buffer is empty too, a wrong transfer
+/// otherwise). An empty side is given a byte of `spare` instead, which MPI
+/// never reads or writes (its counts are all zero).
+fn apart(send: &[u8], recv: &mut [u8], spare: &mut [u8; 2]) -> (*const c_void, *mut c_void) {
+    let (a, b) = spare.split_at_mut(1);
+    let s = if send.is_empty() {
+        a.as_ptr()
+    } else {
+        send.as_ptr()
+    };
+    let r = if recv.is_empty() {
+        b.as_mut_ptr()
+    } else {
+        recv.as_mut_ptr()
+    };
+    (s.cast(), r.cast())
+}
+
 /// An MPI datatype; derived ones are freed on drop. Create and drop it
 /// while holding a [`Guard`].
 struct Dt {
@@ -1372,15 +1394,18 @@ impl Communicator for MpiComm {
         let (sc, sd) = (div(send_counts, su), div(send_displs, su));
         let (rc_, rd) = (div(recv_counts, ru), div(recv_displs, ru));
         let (st, rt) = (Dt::bytes(su)?, Dt::bytes(ru)?);
+        let mut spare = [0u8; 2];
+        let (sp, rp) = apart(send, recv, &mut spare);
         // SAFETY: validate_v checked every block against its buffer, and
-        // the counts and displacements are exact multiples of the units.
+        // the counts and displacements are exact multiples of the units
+        // (an empty buffer's stand-in is never touched: its counts are 0).
         let rc = unsafe {
             ffi::MPI_Alltoallv(
-                send.as_ptr().cast::<c_void>(),
+                sp,
                 sc.as_ptr(),
                 sd.as_ptr(),
                 st.raw,
-                recv.as_mut_ptr().cast::<c_void>(),
+                rp,
                 rc_.as_ptr(),
                 rd.as_ptr(),
                 rt.raw,
@@ -1473,15 +1498,18 @@ impl Communicator for MpiComm {
         let ((_skeep, scounts, stypes), (_rkeep, rcounts, rtypes)) =
             types.expect("the datatypes exist where the local checks passed");
         let displs = vec![0 as c_int; p];
+        let mut spare = [0u8; 2];
+        let (sp, rp) = apart(send, recv, &mut spare);
         // SAFETY: each datatype was checked to stay inside its buffer
-        // (check_fits above); the types live until after the call.
+        // (check_fits above); the types live until after the call (an
+        // empty buffer's stand-in is never touched: its counts are 0).
         let rc = unsafe {
             ffi::MPI_Alltoallw(
-                send.as_ptr().cast::<c_void>(),
+                sp,
                 scounts.as_ptr(),
                 displs.as_ptr(),
                 stypes.as_ptr(),
-                recv.as_mut_ptr().cast::<c_void>(),
+                rp,
                 rcounts.as_ptr(),
                 displs.as_ptr(),
                 rtypes.as_ptr(),
@@ -1555,14 +1583,17 @@ impl Communicator for MpiComm {
         let rcounts: Vec<c_int> = counts.iter().map(|&c| (c / ru) as c_int).collect();
         let rdispls: Vec<c_int> = displs.iter().map(|&d| (d / ru) as c_int).collect();
         let (st, rt) = (Dt::bytes(su)?, Dt::bytes(ru)?);
+        let mut spare = [0u8; 2];
+        let (sp, rp) = apart(send, recv, &mut spare);
         // SAFETY: validate_v checked every block against `recv`; `send`
-        // holds the count given; counts are exact multiples of the units.
+        // holds the count given; counts are exact multiples of the units
+        // (an empty buffer's stand-in is never touched: its count is 0).
         let rc = unsafe {
             ffi::MPI_Allgatherv(
-                send.as_ptr().cast::<c_void>(),
+                sp,
                 (send.len() / su) as c_int,
                 st.raw,
-                recv.as_mut_ptr().cast::<c_void>(),
+                rp,
                 rcounts.as_ptr(),
                 rdispls.as_ptr(),
                 rt.raw,
