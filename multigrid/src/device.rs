@@ -16,9 +16,12 @@
 //!
 //! Every kernel does the host's operations in the host's order, compiled
 //! without fused multiply-adds, and the dot products are exact
-//! ([`comm::exact::ExactSum`]'s limbs, accumulated on the device), so the
-//! iterates, the residual history and the iteration count are those of
-//! [`Hierarchy::solve_pcg`] on the host, bit for bit.
+//! ([`comm::exact::ExactSum`]'s limbs, accumulated on the device), so that
+//! the iterates, the residual history and the iteration count are those of
+//! [`Hierarchy::solve_pcg`] on the host, bit for bit. The kernels are
+//! checked against the host code on the host (`src/emulate.rs`); the whole
+//! path against the host solver by `tests/device.rs`, on a GPU (`cargo
+//! xtask gpu`), which has not yet run at this version.
 
 use crate::hierarchy::LevelView;
 use crate::level::{BoxGeom, Stencil};
@@ -791,8 +794,10 @@ impl DeviceHierarchy {
     }
 
     /// MG-preconditioned conjugate gradients, as [`Hierarchy::solve_pcg`]
-    /// (the same iterates, residuals and iteration count, bit for bit),
-    /// with every fine-level vector on the device (collective).
+    /// (the same operations in the same order, so the same iterates,
+    /// residuals and iteration count; see the module documentation for
+    /// what checks it), with every fine-level vector on the device
+    /// (collective).
     ///
     /// # Errors
     /// As [`Hierarchy::solve_pcg`], and device failures.
