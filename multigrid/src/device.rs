@@ -28,7 +28,7 @@ use crate::level::{BoxGeom, Stencil};
 use crate::{Hierarchy, MgError, SolveReport};
 use comm::exact::{allreduce_exact_sums, ExactSum};
 use comm::Communicator;
-use gpu::cuda::cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use gpu::cuda::cudarc::driver::{CudaFunction, CudaSlice, LaunchArgs, LaunchConfig, PushKernelArg};
 use gpu::cuda::Device;
 use halo::{DeviceField, DeviceRegion, Exchanger, Field, FieldLayout};
 use std::sync::Arc;
@@ -110,6 +110,20 @@ enum DevStencil {
 }
 
 impl DevStencil {
+    /// Pushes the stencil's kernel arguments (`VAR_ARGS` or `CONST_ARGS`
+    /// of `kernels/mg.cu`).
+    fn push_args<'a>(&'a self, a: &mut LaunchArgs<'a>) {
+        match self {
+            DevStencil::Var { w, diag, inv_diag } => {
+                a.arg(&w[0]).arg(&w[1]).arg(&w[2]).arg(diag).arg(inv_diag);
+            }
+            DevStencil::Const { ih2, wall } => {
+                a.arg(&ih2[0]).arg(&ih2[1]).arg(&ih2[2]);
+                a.arg(&wall[0]).arg(&wall[1]).arg(&wall[2]);
+            }
+        }
+    }
+
     fn new(d: &Device, st: &Stencil) -> Result<Self, MgError> {
         Ok(match st {
             Stencil::Const { ih2, wall } => DevStencil::Const {
@@ -314,30 +328,20 @@ impl DeviceHierarchy {
         let colour = colour as i32;
         let stream = self.device.main();
         let (u, f) = (&mut lv.u, &lv.f);
-        match &lv.stencil {
-            DevStencil::Var { w, diag, inv_diag } => {
-                let mut a = stream.launch_builder(&self.k.smooth_var);
-                a.arg(u.data_mut()).arg(f.data());
-                a.arg(&w[0]).arg(&w[1]).arg(&w[2]).arg(diag).arg(inv_diag);
-                a.arg(&b).arg(&s0).arg(&s1).arg(&parity).arg(&colour);
-                a.arg(&omega).arg(&threads);
-                // SAFETY: the arguments match `mg_smooth_var`; the region
-                // is the owned box of the level's layout, and every cell's
-                // neighbours lie inside the padded arrays (ghost width >= 1).
-                unsafe { a.launch(launch(threads as usize)) }.map_err(dev)?;
-            }
-            DevStencil::Const { ih2, wall } => {
-                let mut a = stream.launch_builder(&self.k.smooth_const);
-                a.arg(u.data_mut()).arg(f.data());
-                a.arg(&ih2[0]).arg(&ih2[1]).arg(&ih2[2]);
-                a.arg(&wall[0]).arg(&wall[1]).arg(&wall[2]);
-                a.arg(&b).arg(&s0).arg(&s1).arg(&parity).arg(&colour);
-                a.arg(&omega).arg(&threads);
-                // SAFETY: as above, for `mg_smooth_const` (the wall arrays
-                // cover the padded extents).
-                unsafe { a.launch(launch(threads as usize)) }.map_err(dev)?;
-            }
-        }
+        let kernel = match lv.stencil {
+            DevStencil::Var { .. } => &self.k.smooth_var,
+            DevStencil::Const { .. } => &self.k.smooth_const,
+        };
+        let mut a = stream.launch_builder(kernel);
+        a.arg(u.data_mut()).arg(f.data());
+        lv.stencil.push_args(&mut a);
+        a.arg(&b).arg(&s0).arg(&s1).arg(&parity).arg(&colour);
+        a.arg(&omega).arg(&threads);
+        // SAFETY: the arguments match `mg_smooth_var` or `mg_smooth_const`;
+        // the region is the owned box of the level's layout, every cell's
+        // neighbours lie inside the padded arrays (ghost width >= 1), and
+        // the wall arrays cover the padded extents.
+        unsafe { a.launch(launch(threads as usize)) }.map_err(dev)?;
         Ok(())
     }
 
@@ -390,15 +394,7 @@ impl DeviceHierarchy {
             Some(f) => a.arg(f.data()),
             None => a.arg(&null),
         };
-        match &lv.stencil {
-            DevStencil::Var { w, diag, inv_diag } => {
-                a.arg(&w[0]).arg(&w[1]).arg(&w[2]).arg(diag).arg(inv_diag);
-            }
-            DevStencil::Const { ih2, wall } => {
-                a.arg(&ih2[0]).arg(&ih2[1]).arg(&ih2[2]);
-                a.arg(&wall[0]).arg(&wall[1]).arg(&wall[2]);
-            }
-        }
+        lv.stencil.push_args(&mut a);
         a.arg(&b).arg(&s0).arg(&s1);
         // SAFETY: the arguments match `mg_residual_*` (`f` a device
         // pointer or null, which the kernel tests); the region is the
@@ -424,15 +420,7 @@ impl DeviceHierarchy {
         };
         let mut a = stream.launch_builder(kernel);
         a.arg(child.f.data_mut()).arg(lv.u.data()).arg(lv.f.data());
-        match &lv.stencil {
-            DevStencil::Var { w, diag, inv_diag } => {
-                a.arg(&w[0]).arg(&w[1]).arg(&w[2]).arg(diag).arg(inv_diag);
-            }
-            DevStencil::Const { ih2, wall } => {
-                a.arg(&ih2[0]).arg(&ih2[1]).arg(&ih2[2]);
-                a.arg(&wall[0]).arg(&wall[1]).arg(&wall[2]);
-            }
-        }
+        lv.stencil.push_args(&mut a);
         a.arg(&n[0])
             .arg(&n[1])
             .arg(&n[2])

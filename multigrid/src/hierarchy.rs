@@ -921,6 +921,19 @@ impl Hierarchy {
         symmetric: bool,
         done: Option<FineDone<'_>>,
     ) -> Result<bool, MgError> {
+        self.with_ctx(comm, symmetric, |ctx, levels, bottom_stats| {
+            cycle(ctx, levels, bottom_stats, done)
+        })
+    }
+
+    /// Calls `f` with the cycle's context, the smoothing levels and the
+    /// bottom's statistics (disjoint borrows of `self`).
+    fn with_ctx<R>(
+        &mut self,
+        comm: &dyn Communicator,
+        symmetric: bool,
+        f: impl FnOnce(&Ctx<'_>, &mut [Level], &mut LevelStats) -> R,
+    ) -> R {
         let Hierarchy {
             problem,
             opts,
@@ -938,7 +951,7 @@ impl Hierarchy {
             bottom: bottom.as_ref(),
             symmetric,
         };
-        cycle(&ctx, levels, bottom_stats, done)
+        f(&ctx, levels, bottom_stats)
     }
 
     /// Removes the global mean of the owned values (reproducible).
@@ -1460,36 +1473,21 @@ impl Hierarchy {
         l: usize,
         symmetric: bool,
     ) -> Result<(), MgError> {
-        let Hierarchy {
-            problem,
-            opts,
-            levels,
-            bottom,
-            bottom_stats,
-            subs,
-            ..
-        } = self;
-        let ctx = Ctx {
-            outer: comm,
-            subs,
-            problem,
-            opts,
-            bottom: bottom.as_ref(),
-            symmetric,
-        };
-        let (cur, rest) = levels[l..].split_at_mut(1);
-        let lv = &mut cur[0];
-        let w = lv.work.as_mut().expect("member rank");
-        let child = w.child.as_mut().expect("a level with a child");
-        coarse(
-            &ctx,
-            comm,
-            lv.group,
-            child,
-            &mut lv.stats,
-            rest,
-            bottom_stats,
-        )
+        self.with_ctx(comm, symmetric, |ctx, levels, bottom_stats| {
+            let (cur, rest) = levels[l..].split_at_mut(1);
+            let lv = &mut cur[0];
+            let w = lv.work.as_mut().expect("member rank");
+            let child = w.child.as_mut().expect("a level with a child");
+            coarse(
+                ctx,
+                comm,
+                lv.group,
+                child,
+                &mut lv.stats,
+                rest,
+                bottom_stats,
+            )
+        })
     }
 
     /// Solves the fine level densely on the host (a one-level hierarchy).

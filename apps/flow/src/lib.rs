@@ -212,23 +212,26 @@ const CK_FORMAT: &str = "3";
 pub fn geometry_hash(comm: &dyn Communicator, g: &Geometry) -> Result<u64> {
     let n = g.n;
     let shape = [13 * n[0], n[1], n[2]];
-    let flags = |f: &Vec<bool>| {
-        f.iter()
-            .map(|&b| f64::from(u8::from(b)))
-            .collect::<Vec<_>>()
-    };
-    let arrays: Vec<Vec<f64>> = std::iter::once(g.theta.clone())
-        .chain(g.aperture.iter().cloned())
-        .chain(g.wall.iter().cloned())
-        .chain(g.weight.iter().cloned())
-        .chain(g.fluid.iter().map(flags))
-        .collect();
+    // Each array's owned values, one array at a time (no copy of a whole
+    // array is made).
+    let flags = g.fluid.iter().map(|f| {
+        g.owned(f)
+            .into_iter()
+            .map(|b| f64::from(u8::from(b)))
+            .collect()
+    });
+    let owned = std::iter::once(&g.theta)
+        .chain(&g.aperture)
+        .chain(&g.wall)
+        .chain(&g.weight)
+        .map(|a| g.owned(a))
+        .chain(flags);
     let mut h = 0u64;
-    for (i, a) in arrays.iter().enumerate() {
+    for (i, values) in owned.enumerate() {
         let mut b = g.block();
         b.lo[0] += i * n[0];
         b.hi[0] += i * n[0];
-        h = h.wrapping_add(appkit::hash::local_field_hash(shape, &b, &g.owned(a))?);
+        h = h.wrapping_add(appkit::hash::local_field_hash(shape, &b, &values)?);
     }
     let h = appkit::hash::combine(comm, h)?;
     Ok(appkit::hash::mix(h ^ appkit::hash::mix(g.h.to_bits())))
