@@ -10,9 +10,10 @@
 //! the cycle continues on the host (the restricted right-hand side goes
 //! down, the correction comes back: a coarse level's worth of values).
 //! Fields, coefficients and every fine-level vector stay on the device;
-//! the host sees scalars, the coarse levels and the halo bytes (exchanged
-//! through [`halo::Exchanger`], staged through the host, so several ranks
-//! may share one GPU and any communicator works).
+//! the host sees scalars and the coarse levels. Halos move through
+//! [`halo::DeviceExchanger`]: on the device between the ranks of one
+//! machine (several may share one GPU), staged through the host or by NCCL
+//! otherwise ([`DeviceOptions::transport`]).
 //!
 //! Every kernel does the host's operations in the host's order, compiled
 //! without fused multiply-adds, and the dot products are exact
@@ -30,7 +31,7 @@ use comm::exact::{allreduce_exact_sums, ExactSum};
 use comm::Communicator;
 use gpu::cuda::cudarc::driver::{CudaFunction, CudaSlice, LaunchArgs, LaunchConfig, PushKernelArg};
 use gpu::cuda::Device;
-use halo::{DeviceField, DeviceRegion, Exchanger, Field, FieldLayout};
+use halo::{DeviceExchanger, DeviceField, DeviceRegion, Field, FieldLayout, Topology, Transport};
 use std::sync::Arc;
 
 /// The kernels' module name and source.
@@ -51,9 +52,29 @@ const WORDS: usize = ExactSum::WORDS;
 /// `2^32` per value, so `2^30` values keep a limb's sum below `2^62`.
 const MAX_SUM_CELLS: usize = 1 << 30;
 
-/// Channels of the device path's exchangers (the host hierarchy's use 0-5).
-const CH_FACES: u16 = 8;
-const CH_FULL: u16 = 9;
+/// How a [`DeviceHierarchy`] moves its halos, and the message channels it
+/// takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceOptions {
+    /// The device exchange's transport: `None` takes the direct exchange
+    /// on the device where every rank is on one machine and the
+    /// host-staged one otherwise (see [`DeviceExchanger::new`]).
+    pub transport: Option<Transport>,
+    /// The first of the `2 * levels` message channels the hierarchy's
+    /// exchangers take (one per level and per kind, so that no two of them
+    /// share a channel); distinct from those of any other exchanger on the
+    /// communicator (the host hierarchy's take 0-5).
+    pub channel: u16,
+}
+
+impl Default for DeviceOptions {
+    fn default() -> Self {
+        DeviceOptions {
+            transport: None,
+            channel: 16,
+        }
+    }
+}
 
 fn dev(e: impl std::fmt::Display) -> MgError {
     MgError::Device(e.to_string())
@@ -151,7 +172,7 @@ impl DevStencil {
 struct DevChild {
     geom: BoxGeom,
     layout: FieldLayout,
-    ex_full: Exchanger<f64>,
+    ex_full: DeviceExchanger<f64>,
     f: DeviceField,
     u: DeviceField,
 }
@@ -162,7 +183,7 @@ struct DevLevel {
     layout: FieldLayout,
     stencil: DevStencil,
     /// Faces, width 1.
-    ex: Exchanger<f64>,
+    ex: DeviceExchanger<f64>,
     u: DeviceField,
     f: DeviceField,
     child: Option<DevChild>,
@@ -217,8 +238,49 @@ impl DeviceHierarchy {
         host: Hierarchy,
         device: Arc<Device>,
     ) -> Result<Self, MgError> {
+        Self::with_options(comm, host, device, DeviceOptions::default())
+    }
+
+    /// The device bytes that [`new`](Self::new) allocates for `host` on
+    /// this rank (fields, stencils and coarse fields of its device levels,
+    /// without the solver's work fields, five fine fields that
+    /// [`solve_pcg`](Self::solve_pcg) allocates on first use: see
+    /// [`pcg_bytes`](Self::pcg_bytes)).
+    pub fn bytes(host: &Hierarchy) -> usize {
+        host.shared_levels().iter().map(bytes_of).sum::<usize>() + 2 * WORDS * 8
+    }
+
+    /// The device bytes of MG-PCG's work fields (five fine fields, six for
+    /// a singular problem).
+    pub fn pcg_bytes(host: &Hierarchy) -> usize {
+        let fields = if host.problem().is_singular() { 6 } else { 5 };
+        fields * 8 * host.layout().padded_len()
+    }
+
+    /// As [`new`](Self::new), with the halo transport and message channels
+    /// of `opts`.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new); [`MgError::Invalid`] for a channel range
+    /// beyond the exchangers' or a transport that cannot be built (see
+    /// [`DeviceExchanger::new`]).
+    pub fn with_options(
+        comm: &dyn Communicator,
+        host: Hierarchy,
+        device: Arc<Device>,
+        opts: DeviceOptions,
+    ) -> Result<Self, MgError> {
         let views = host.shared_levels();
-        let need: usize = views.iter().map(bytes_of).sum::<usize>() + 2 * WORDS * 8;
+        let need: usize = Self::bytes(&host);
+        let top = usize::from(opts.channel) + 2 * views.len();
+        if top > usize::from(halo::MAX_CHANNEL) + 1 {
+            return Err(MgError::Invalid(format!(
+                "the device hierarchy's {} levels take the channels {}..{top}, beyond the exchangers' largest, {}",
+                views.len(),
+                opts.channel,
+                halo::MAX_CHANNEL
+            )));
+        }
         let fits = device
             .memory()
             .map_err(MgError::from)
@@ -236,8 +298,9 @@ impl DeviceHierarchy {
         agree(comm, fits)?;
         let k = Kernels::new(&device)?;
         let mut levels = Vec::with_capacity(views.len());
-        for v in &views {
-            levels.push(DevLevel::new(&device, v)?);
+        for (l, v) in views.iter().enumerate() {
+            let ch = opts.channel + 2 * l as u16;
+            levels.push(DevLevel::new(comm, &device, v, ch, opts.transport)?);
         }
         drop(views);
         let sums = device.alloc_zeros(2 * WORDS, "multigrid exact sums")?;
@@ -279,6 +342,11 @@ impl DeviceHierarchy {
         self.levels.len()
     }
 
+    /// The halo transport of the device levels.
+    pub fn transport(&self) -> Transport {
+        self.levels[0].ex.transport()
+    }
+
     /// The layout the solution and right-hand side must have (the host
     /// hierarchy's [`layout`](Hierarchy::layout)).
     pub fn layout(&self) -> FieldLayout {
@@ -308,7 +376,7 @@ impl DeviceHierarchy {
     // ---- kernels -------------------------------------------------------
 
     fn exchange(
-        ex: &mut Exchanger<f64>,
+        ex: &mut DeviceExchanger<f64>,
         comm: &dyn Communicator,
         u: &mut DeviceField,
     ) -> Result<(), MgError> {
@@ -906,13 +974,22 @@ fn bytes_of(v: &LevelView<'_>) -> usize {
 }
 
 impl DevLevel {
-    fn new(d: &Arc<Device>, v: &LevelView<'_>) -> Result<Self, MgError> {
+    /// Level `v` on the device, its exchangers on channels `ch` (faces)
+    /// and `ch + 1` (the child's full halo) (collective).
+    fn new(
+        comm: &dyn Communicator,
+        d: &Arc<Device>,
+        v: &LevelView<'_>,
+        ch: u16,
+        want: Option<Transport>,
+    ) -> Result<Self, MgError> {
+        let ex = |topo: &Topology, ch: u16| DeviceExchanger::new(comm, topo, d, 1, ch, want);
         let child = match v.child {
             None => None,
             Some((geom, layout, topo)) => Some(DevChild {
                 geom,
                 layout,
-                ex_full: Exchanger::new(topo, 1, CH_FULL)?,
+                ex_full: ex(topo, ch + 1)?,
                 f: DeviceField::new(d, layout, "multigrid coarse right-hand side")?,
                 u: DeviceField::new(d, layout, "multigrid coarse correction")?,
             }),
@@ -921,7 +998,7 @@ impl DevLevel {
             geom: v.geom,
             layout: v.layout,
             stencil: DevStencil::new(d, v.stencil)?,
-            ex: Exchanger::new(v.faces, 1, CH_FACES)?,
+            ex: ex(v.faces, ch)?,
             u: DeviceField::new(d, v.layout, "multigrid level field")?,
             f: DeviceField::new(d, v.layout, "multigrid level right-hand side")?,
             child,

@@ -4,13 +4,14 @@
 //! problem, on 1, 2 and 4 ranks sharing one GPU (the coarse levels gathered
 //! onto fewer ranks run on the host). Skipped, with a note, where no CUDA
 //! device is present (`cargo xtask gpu` runs it on one and fails on a
-//! skip).
+//! skip). Both halo transports: direct on the device and host-staged.
 #![cfg(feature = "cuda")]
 
 use comm::{local, ProcessGrid};
 use gpu::cuda::Device;
+use halo::Transport;
 use halo::{DeviceField, Field};
-use multigrid::device::DeviceHierarchy;
+use multigrid::device::{DeviceHierarchy, DeviceOptions};
 use multigrid::{Boundary, Hierarchy, MgError, MgOptions, Poisson};
 use std::sync::Arc;
 
@@ -74,7 +75,13 @@ fn bits(f: &Field) -> Vec<u64> {
 fn device_pcg_and_vcycles_give_the_host_bits() {
     let Some(dev) = device() else { return };
     for (name, p) in problems() {
-        for ranks in [1, 2, 4] {
+        for (ranks, transport) in [
+            (1, Transport::Direct),
+            (2, Transport::Direct),
+            (2, Transport::HostStaged),
+            (4, Transport::Direct),
+            (4, Transport::HostStaged),
+        ] {
             let out = local::run(ranks, |c| {
                 let grid = ProcessGrid::for_shape(p.shape, c.size(), p.periodic())?;
                 let levels = Hierarchy::max_levels(p.shape).min(5);
@@ -97,7 +104,14 @@ fn device_pcg_and_vcycles_give_the_host_bits() {
                 let mut u = host.new_field();
                 let rep = host.solve_pcg(c, &mut u, &f)?;
                 // The device, from the same hierarchy.
-                let mut dh = DeviceHierarchy::new(c, host, dev.clone())?;
+                let opts = DeviceOptions {
+                    transport: Some(transport),
+                    ..DeviceOptions::default()
+                };
+                let mut dh = DeviceHierarchy::with_options(c, host, dev.clone(), opts)?;
+                if dh.transport() != transport {
+                    return Err(MgError::Invalid(format!("took {}", dh.transport())));
+                }
                 let fd = DeviceField::from_host(&dev, &f, "f")?;
                 let mut ud = dh.new_field()?;
                 dh.vcycle(c, &mut ud, &fd)?;
@@ -122,16 +136,22 @@ fn device_pcg_and_vcycles_give_the_host_bits() {
             })
             .unwrap();
             for (rank, o) in out.iter().enumerate() {
-                assert!(o.6, "{name}, {ranks} ranks: the host did not converge");
+                assert!(
+                    o.6,
+                    "{name}, {ranks} ranks, {transport}: the host did not converge"
+                );
                 assert!(
                     o.0,
-                    "{name}, {ranks} ranks, rank {rank}: the V-cycle differs"
+                    "{name}, {ranks} ranks, {transport}, rank {rank}: the V-cycle differs"
                 );
-                assert_eq!(o.2, o.3, "{name}, {ranks} ranks: iterations");
-                assert!(o.4, "{name}, {ranks} ranks: residual histories differ");
+                assert_eq!(o.2, o.3, "{name}, {ranks} ranks, {transport}: iterations");
+                assert!(
+                    o.4,
+                    "{name}, {ranks} ranks, {transport}: residual histories differ"
+                );
                 assert!(
                     o.1,
-                    "{name}, {ranks} ranks, rank {rank}: the solution differs"
+                    "{name}, {ranks} ranks, {transport}, rank {rank}: the solution differs"
                 );
                 assert!(o.5 >= 1, "{name}: no level on the device");
             }

@@ -5,6 +5,7 @@
 //! fluid only.
 
 use anyhow::{bail, Result};
+use appkit::config::ByName;
 use appkit::validate;
 use comm::{BlockDecomposition, ProcessGrid};
 use serde::{Deserialize, Serialize};
@@ -169,6 +170,15 @@ pub struct Config {
     /// The progress bar's message (time, change, iterations) every this
     /// many steps; every step's row goes to `flow.csv` whatever it is.
     pub diag_every: usize,
+    /// Where the step runs: `cpu`, or `cuda` (an NVIDIA GPU; the build
+    /// needs the `cuda` feature). On a GPU the fields, the geometry the
+    /// step reads and the fine multigrid levels live on the device, with
+    /// the host's bits (the sweeps run in the plain order there, which
+    /// `overlap` and `comm_avoiding` do not change).
+    pub backend: ByName<gpu::Backend>,
+    /// GPU ordinal for every rank (default: the rank's index on its
+    /// machine modulo the device count). Only with a GPU backend.
+    pub device: Option<usize>,
     /// Output files.
     pub output: Output,
 }
@@ -199,6 +209,8 @@ impl Default for Config {
             overlap: true,
             comm_avoiding: true,
             diag_every: 10,
+            backend: "cpu".parse().expect("cpu is a backend"),
+            device: None,
             output: Output::default(),
         }
     }
@@ -268,6 +280,7 @@ impl Config {
             }
         }
         validate::at_least("diag_every", self.diag_every, 1)?;
+        self.on_device()?;
         match self.bodies {
             Bodies::Sc | Bodies::Bcc | Bodies::Fcc | Bodies::Random => {
                 if !(self.solid_fraction > 0.0 && self.solid_fraction < 1.0) {
@@ -355,6 +368,35 @@ impl Config {
         }
         unused.extend(self.output.unused("flow", WRITES));
         Ok(validate::unused(unused)?)
+    }
+
+    /// Whether the step runs on a GPU (`backend = "cuda"` in a build with
+    /// the `cuda` feature). Errors: a backend this build or this program
+    /// lacks (naming the feature or the valid ones), `device` without a
+    /// GPU backend.
+    pub fn on_device(&self) -> Result<bool> {
+        let on = match self.backend.value() {
+            gpu::Backend::Cpu => false,
+            gpu::Backend::Cuda if cfg!(feature = "cuda") => true,
+            gpu::Backend::Cuda => {
+                return Err(gpu::GpuError::NotBuilt {
+                    backend: "cuda",
+                    available: "cpu".into(),
+                }
+                .into())
+            }
+            gpu::Backend::Hip => bail!(
+                "backend hip is not available to flow (valid: cpu{})",
+                if cfg!(feature = "cuda") { ", cuda" } else { "" }
+            ),
+        };
+        if let (false, Some(d)) = (on, self.device) {
+            bail!(
+                "device = {d} applies to a GPU backend (this run: backend {})",
+                self.backend.name()
+            );
+        }
+        Ok(on)
     }
 
     /// Checks that the `n^3` cells split over `ranks` ranks the way the

@@ -30,6 +30,8 @@
 
 pub mod bodies;
 pub mod config;
+#[cfg(feature = "cuda")]
+mod device;
 pub mod geometry;
 pub mod solver;
 
@@ -100,6 +102,12 @@ pub struct Report {
     pub divergence: f64,
     /// Hash of the velocity and pressure (decomposition independent).
     pub hash: String,
+    /// The GPU the step ran on (`backend = "cuda"`), else absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// The device halo transport (`direct`, `staged`), else absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
     /// Files written.
     pub files: Vec<String>,
 }
@@ -120,6 +128,12 @@ impl appkit::app::Report for Report {
             if c.navier_stokes { "Navier-Stokes" } else { "Stokes" },
             self.dt
         );
+        if let Some(d) = &self.device {
+            s += &format!(
+                "  on {d} (halo exchange {})\n",
+                self.transport.as_deref().unwrap_or("?")
+            );
+        }
         s += &format!(
             "  {} steps to t = {:.5}{}, last change {:.3e}\n",
             self.steps,
@@ -443,6 +457,9 @@ fn write_due(
     let Some(d) = &cfg.output.dir else {
         return Ok(());
     };
+    if cfg.output.checkpoint_due(f.steps(), last) || cfg.output.vtk_due(f.steps(), last) {
+        f.download()?;
+    }
     if cfg.output.checkpoint_due(f.steps(), last) {
         let p = d.join(format!("flow_{:06}.chk", f.steps()));
         write_checkpoint(comm, f, cfg, geometry, &p)?;
@@ -498,6 +515,14 @@ pub fn run(
         let a = cfg.amplitude;
         f.set_velocity(0, |x| a * (k * x[0]).sin() * (k * x[1]).cos());
         f.set_velocity(1, |x| -a * (k * x[0]).cos() * (k * x[1]).sin());
+    }
+    if cfg.on_device()? {
+        #[cfg(feature = "cuda")]
+        {
+            let placement = gpu::place::place(comm, cfg.device)?;
+            let dev = Arc::new(placement.open()?);
+            f.to_device(comm, dev, placement, None)?;
+        }
     }
     let dir = cfg.output.dir.clone();
     if let Some(d) = &dir {
@@ -645,6 +670,8 @@ pub fn run(
         permeability: perm,
         divergence,
         hash: appkit::hash::hex(h),
+        device: f.device().map(|d| d.0),
+        transport: f.device().map(|d| d.1),
         files,
     })
 }

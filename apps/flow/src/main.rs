@@ -72,6 +72,13 @@ struct Flags {
     /// Progress message every this many steps.
     #[arg(long)]
     diag_every: Option<usize>,
+    /// Where the step runs: cpu, or cuda (an NVIDIA GPU; built with
+    /// `--features cuda`).
+    #[arg(long)]
+    backend: Option<appkit::config::ByName<gpu::Backend>>,
+    /// GPU ordinal for every rank (default: rank mod device count).
+    #[arg(long)]
+    device: Option<usize>,
 }
 
 fn main() -> std::process::ExitCode {

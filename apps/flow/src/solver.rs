@@ -82,6 +82,20 @@ pub struct StepStats {
     pub seconds: f64,
 }
 
+/// The four multigrid solves: on the host, or with their fine levels and
+/// the step's fields on a GPU.
+enum Solvers {
+    Host {
+        u: Vec<Hierarchy>,
+        p: Hierarchy,
+    },
+    #[cfg(feature = "cuda")]
+    Device(Box<crate::device::State>),
+    /// Only while the hierarchies move to the device.
+    #[cfg(feature = "cuda")]
+    Moving,
+}
+
 /// One rank's solver.
 pub struct Flow {
     params: Params,
@@ -89,8 +103,7 @@ pub struct Flow {
     h: f64,
     owned: IndexBox,
     lay: FieldLayout,
-    mg_u: Vec<Hierarchy>,
-    mg_p: Hierarchy,
+    solvers: Solvers,
     ex3: Exchanger<f64>,
     ex1: Exchanger<f64>,
     /// Velocity components (lower faces of the cells).
@@ -216,8 +229,7 @@ impl Flow {
             h,
             owned: topo.owned(),
             lay,
-            mg_u,
-            mg_p,
+            solvers: Solvers::Host { u: mg_u, p: mg_p },
             ex3,
             ex1,
             u: [f(), f(), f()],
@@ -279,9 +291,110 @@ impl Flow {
         }
     }
 
-    /// The multigrid hierarchies (u, v, w, pressure).
+    /// The multigrid hierarchies (u, v, w, pressure); on the device, the
+    /// host part of each (its coarse levels).
     pub fn hierarchies(&self) -> impl Iterator<Item = &Hierarchy> {
-        self.mg_u.iter().chain(std::iter::once(&self.mg_p))
+        let v: Vec<&Hierarchy> = match &self.solvers {
+            Solvers::Host { u, p } => u.iter().chain(std::iter::once(p)).collect(),
+            #[cfg(feature = "cuda")]
+            Solvers::Device(st) => st
+                .mg_u
+                .iter()
+                .chain(std::iter::once(&st.mg_p))
+                .map(|d| d.host())
+                .collect(),
+            #[cfg(feature = "cuda")]
+            Solvers::Moving => Vec::new(),
+        };
+        v.into_iter()
+    }
+
+    /// Moves the step onto the GPU `dev` (collective): the fine multigrid
+    /// levels of the four solves, the fields (uploaded from the host's:
+    /// set the initial state or read a checkpoint first) and the geometry
+    /// the step reads. Every rank first checks that the device has the
+    /// memory its `placement` shares out, before any allocates; where one
+    /// is short, every rank fails with the bytes needed and free.
+    /// `transport`: the device halo exchange's (`None`: direct where every
+    /// rank is on this machine, host-staged otherwise).
+    ///
+    /// From then on [`step`](Self::step) runs on the device and the host
+    /// fields ([`u`](Self::u), [`p`](Self::p), the checkpoint's) are
+    /// current only after [`download`](Self::download) (which
+    /// [`sums`](Self::sums), [`divergence`](Self::divergence) and the
+    /// run's outputs call).
+    #[cfg(feature = "cuda")]
+    pub fn to_device(
+        &mut self,
+        comm: &dyn Communicator,
+        dev: Arc<gpu::cuda::Device>,
+        placement: gpu::place::Placement,
+        transport: Option<halo::Transport>,
+    ) -> Result<()> {
+        let bytes = {
+            let hs: Vec<&Hierarchy> = self.hierarchies().collect();
+            crate::device::bytes(&self.geom, &hs, self.lay.padded_len())
+        };
+        let n = self.geom.n;
+        gpu::place::check_memory(comm, &dev, placement, bytes, || {
+            format!("the flow's {n:?} grid (fields, geometry, multigrid levels)")
+        })?;
+        let Solvers::Host { u, p } = std::mem::replace(&mut self.solvers, Solvers::Moving) else {
+            bail!("the flow is already on a device");
+        };
+        let topo = self.ex1.topology().clone();
+        let st = crate::device::State::new(
+            comm,
+            dev,
+            transport,
+            &topo,
+            &self.geom,
+            u,
+            p,
+            self.checkpoint_fields(),
+        )?;
+        self.solvers = Solvers::Device(Box::new(st));
+        Ok(())
+    }
+
+    /// The GPU the step runs on and the halo transport there (`None` on
+    /// the host).
+    pub fn device(&self) -> Option<(String, String)> {
+        match &self.solvers {
+            #[cfg(feature = "cuda")]
+            Solvers::Device(st) => Some((
+                st.device().info().name.clone(),
+                st.transport().name().to_string(),
+            )),
+            _ => None,
+        }
+    }
+
+    /// Brings the velocity, the pressure and the advective term from the
+    /// device into the host fields, where the device is ahead (a no-op on
+    /// the host).
+    pub fn download(&mut self) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if let Solvers::Device(st) = &mut self.solvers {
+            if st.stale {
+                let [a, b, c] = &mut self.u;
+                let [d, e, g] = &mut self.nl;
+                st.download([a, b, c, &mut self.p, d, e, g])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends the host fields (changed on the host: a restart) to the
+    /// device (a no-op on the host).
+    pub fn upload(&mut self) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if let Solvers::Device(st) = &mut self.solvers {
+            let [a, b, c] = &self.u;
+            let [d, e, g] = &self.nl;
+            st.upload([a, b, c, &self.p, d, e, g])?;
+        }
+        Ok(())
     }
 
     /// Visits the owned cells: `f(global index, padded linear index)`.
@@ -373,8 +486,35 @@ impl Flow {
         }
     }
 
-    /// One step (collective).
+    /// The step on the device.
+    #[cfg(feature = "cuda")]
+    fn step_device(&mut self, comm: &dyn Communicator) -> Result<StepStats> {
+        let Solvers::Device(st) = &mut self.solvers else {
+            bail!("internal error: the flow is not on a device");
+        };
+        let ab2 = self.params.navier_stokes && self.steps > 0;
+        let r = st.step(comm, &self.params, self.h, ab2, self.steps + 1)?;
+        self.phases.momentum += r.momentum;
+        self.phases.projection += r.projection;
+        self.own_halo += r.halo;
+        self.steps += 1;
+        self.time += self.params.dt;
+        let seconds = comm.allreduce_scalar(r.momentum + r.projection, ReduceOp::Max)?;
+        Ok(StepStats {
+            momentum_iterations: r.its,
+            pressure_iterations: r.pressure.iterations,
+            change: if r.umax > 0.0 { r.change / r.umax } else { 0.0 },
+            seconds,
+        })
+    }
+
+    /// One step (collective), on the device after
+    /// [`to_device`](Self::to_device).
     pub fn step(&mut self, comm: &dyn Communicator) -> Result<StepStats> {
+        #[cfg(feature = "cuda")]
+        if matches!(self.solvers, Solvers::Device(_)) {
+            return self.step_device(comm);
+        }
         let t0 = Instant::now();
         let (dt, h) = (self.params.dt, self.h);
         let s = self.lay.strides();
@@ -426,7 +566,10 @@ impl Flow {
             self.ustar[d]
                 .as_mut_slice()
                 .copy_from_slice(self.u[d].as_slice());
-            let rep: SolveReport = self.mg_u[d].solve_pcg(comm, &mut self.ustar[d], &self.rhs)?;
+            let Solvers::Host { u: mg_u, .. } = &mut self.solvers else {
+                bail!("internal error: the host step without its hierarchies");
+            };
+            let rep: SolveReport = mg_u[d].solve_pcg(comm, &mut self.ustar[d], &self.rhs)?;
             if !rep.converged {
                 bail!(
                     "the momentum solve of component {d} did not converge in step {} ({} iterations, relative residual {:.3e})",
@@ -468,7 +611,10 @@ impl Flow {
             }
         }
         self.phi.as_mut_slice().fill(0.0);
-        let rep = self.mg_p.solve_pcg(comm, &mut self.phi, &self.rhs)?;
+        let Solvers::Host { p: mg_p, .. } = &mut self.solvers else {
+            bail!("internal error: the host step without its hierarchies");
+        };
+        let rep = mg_p.solve_pcg(comm, &mut self.phi, &self.rhs)?;
         if !rep.converged {
             bail!(
                 "the pressure solve did not converge in step {} ({} iterations, relative residual {:.3e})",
@@ -538,8 +684,10 @@ impl Flow {
     }
 
     /// Exact global sums (collective): `[sum u_x, sum u_y, sum u_z, sum |u|^2]`
-    /// over the velocity points, times `h^3`.
-    pub fn sums(&self, comm: &dyn Communicator) -> Result<[f64; 4]> {
+    /// over the velocity points, times `h^3` (from the host fields, brought
+    /// from the device first).
+    pub fn sums(&mut self, comm: &dyn Communicator) -> Result<[f64; 4]> {
+        self.download()?;
         let mut acc: [ExactSum; 4] = std::array::from_fn(|_| ExactSum::new());
         let h3 = self.h.powi(3);
         self.for_owned(|_, x| {
@@ -556,6 +704,7 @@ impl Flow {
     /// The largest `|div(A u)| h^2` over the cells relative to `max |u| h^2`
     /// (collective; ghosts of `u` are refreshed).
     pub fn divergence(&mut self, comm: &dyn Communicator) -> Result<f64> {
+        self.download()?;
         self.exchange3(comm, false)?;
         let s = self.lay.strides();
         let g = self.geom.clone();
