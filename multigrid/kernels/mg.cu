@@ -224,17 +224,39 @@ extern "C" __global__ void mg_axpy(int mode, double *x, double *p, const double 
 // Exact sums (comm::exact::ExactSum's fixed-point limbs): limb k holds a
 // multiple of 2^(32 k - 1074). LIMBS limbs, then five counts: NaN, +inf,
 // -inf, -0.0, anything else. Mode 0: a[x] * b[x] (rounded, as the host);
-// mode 1: a[x]; mode 2: |a[x]|. Each block sums into shared memory, then
-// adds its limbs to `out` (2^26 values of at most 2^32 per limb and block
-// stay far below 2^63).
+// mode 1: a[x]; mode 2: |a[x]|.
+//
+// A finite value is at most 2^53 times 2^sh (sh < 32) in units of limb k:
+// three signed 32-bit chunks added to limbs k, k + 1, k + 2. Each thread
+// adds its values into a window of four limbs in registers, starting at
+// limb kb (a value fits where k is kb or kb + 1; values of one thread
+// mostly share a limb, which spans 32 binary orders), and moves the window
+// into the block's limbs in shared memory when a value falls outside it;
+// then each block adds its limbs to `out`. Bounds: at most 2^30 values
+// (the caller's MAX_SUM_CELLS), chunks below 2^32 in magnitude: every sum
+// stays below 2^62.
 #define LIMBS 67
 #define WORDS (LIMBS + 5)
+
+__device__ __forceinline__ void flush_window(unsigned long long *acc, int kb, long long w0,
+                                             long long w1, long long w2, long long w3) {
+    if (w0) atomicAdd(&acc[kb], (unsigned long long)w0);
+    if (w1) atomicAdd(&acc[kb + 1], (unsigned long long)w1);
+    if (w2) atomicAdd(&acc[kb + 2], (unsigned long long)w2);
+    if (w3) atomicAdd(&acc[kb + 3], (unsigned long long)w3);
+}
+
 extern "C" __global__ void mg_exact_sum(unsigned long long *out, const double *a, const double *b,
                                         int mode, const Box3 box, long s0, long s1) {
     __shared__ unsigned long long acc[WORDS];
     for (int t = threadIdx.x; t < WORDS; t += blockDim.x) acc[t] = 0;
     __syncthreads();
     long n = (long)box.n0 * box.n1 * box.n2;
+    // The window: limbs kb .. kb + 3 (kb <= 63: the largest exponent's
+    // limb is 63, so kb + 3 < LIMBS), and the count of "anything else".
+    int kb = 0;
+    long long w0 = 0, w1 = 0, w2 = 0, w3 = 0;
+    unsigned long long others = 0;
     for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < n;
          q += (long)gridDim.x * blockDim.x) {
         long i = cell(box, q, s0, s1);
@@ -244,16 +266,17 @@ extern "C" __global__ void mg_exact_sum(unsigned long long *out, const double *a
         if (e == 0x7ff) {
             int w = (bits & 0xfffffffffffffull) ? 0 : ((bits >> 63) ? 2 : 1);
             atomicAdd(&acc[LIMBS + w], 1ull);
-            atomicAdd(&acc[LIMBS + 4], 1ull);
+            others++;
             continue;
         }
         if (bits == 0x8000000000000000ull) {
             atomicAdd(&acc[LIMBS + 3], 1ull);
             continue;
         }
-        atomicAdd(&acc[LIMBS + 4], 1ull);
+        others++;
         unsigned long long normal = e != 0;
         unsigned long long m = (bits & 0xfffffffffffffull) | (normal << 52);
+        if (m == 0) continue;  // +0.0
         unsigned long long pos = e - normal;
         int k = (int)(pos >> 5);
         int sh = (int)(pos & 31);
@@ -264,10 +287,19 @@ extern "C" __global__ void mg_exact_sum(unsigned long long *out, const double *a
         long long c1 = (long long)(lo64 >> 32);
         long long c2 = (long long)(hi64 & 0xffffffffull);
         if (bits >> 63) { c0 = -c0; c1 = -c1; c2 = -c2; }
-        atomicAdd(&acc[k], (unsigned long long)c0);
-        atomicAdd(&acc[k + 1], (unsigned long long)c1);
-        atomicAdd(&acc[k + 2], (unsigned long long)c2);
+        if (k != kb && k != kb + 1) {
+            flush_window(acc, kb, w0, w1, w2, w3);
+            w0 = w1 = w2 = w3 = 0;
+            kb = k;
+        }
+        if (k == kb) {
+            w0 += c0; w1 += c1; w2 += c2;
+        } else {
+            w1 += c0; w2 += c1; w3 += c2;
+        }
     }
+    flush_window(acc, kb, w0, w1, w2, w3);
+    if (others) atomicAdd(&acc[LIMBS + 4], others);
     __syncthreads();
     for (int t = threadIdx.x; t < WORDS; t += blockDim.x)
         if (acc[t]) atomicAdd(&out[t], acc[t]);

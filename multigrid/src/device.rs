@@ -699,6 +699,25 @@ impl DeviceHierarchy {
         Ok(allreduce_exact_sums(comm, &accs)?)
     }
 
+    /// As the host's `check_finite`: where `value` (a norm or dot product
+    /// of `x`) is not finite, `x` comes to the host and every rank returns
+    /// the error naming its first non-finite cell (collective).
+    fn check_finite(
+        &self,
+        comm: &dyn Communicator,
+        value: f64,
+        what: &'static str,
+        iteration: usize,
+        x: &DeviceField,
+    ) -> Result<(), MgError> {
+        if value.is_finite() {
+            return Ok(());
+        }
+        let mut h = Field::new(x.layout());
+        x.download(&mut h)?;
+        crate::hierarchy::check_finite(comm, &self.host, value, what, iteration, &h)
+    }
+
     // ---- the cycle -----------------------------------------------------
 
     /// The V-cycle of device level `l` (its `u` the initial guess, `f` the
@@ -888,9 +907,11 @@ impl DeviceHierarchy {
         }
         let b = b_own.as_ref().unwrap_or(f);
         let bn = self.sums(comm, &[(0, b, Some(b))])?[0].sqrt();
+        self.check_finite(comm, bn, "the right-hand side", 0, b)?;
         let scale = if bn > 0.0 { bn } else { 1.0 };
         let mut r = self.take_field()?;
         let mut res = vec![self.fine_residual(comm, u, b, &mut r)?.sqrt() / scale];
+        self.check_finite(comm, res[0], "the residual", 0, &r)?;
         let mut z = self.take_field()?;
         let mut p = self.take_field()?;
         let mut q = self.take_field()?;
@@ -914,7 +935,8 @@ impl DeviceHierarchy {
                     }
                 }
                 let pq = self.apply_dot(comm, &mut p, &mut q)?;
-                if pq <= 0.0 || !pq.is_finite() {
+                self.check_finite(comm, pq, "A p", it + 1, &q)?;
+                if pq <= 0.0 {
                     break;
                 }
                 let alpha = rz / pq;
@@ -933,6 +955,7 @@ impl DeviceHierarchy {
                 it += 1;
                 let rr = self.sums(comm, &[(0, &r, Some(&r))])?[0];
                 res.push(rr.sqrt() / scale);
+                self.check_finite(comm, res[it], "the residual", it, &r)?;
                 if res[it] <= opts.tol {
                     break;
                 }

@@ -8,7 +8,9 @@ use crate::problem::{self, Boundary, Poisson};
 use crate::transfer;
 use crate::{LevelStats, MgError, MgOptions, SolveReport};
 use comm::exact::{allreduce_exact_sums, ExactSum};
-use comm::{BlockDecomposition, Communicator, IndexBox, ProcessGrid, Redistribution, ReduceOp};
+use comm::{
+    BlockDecomposition, CommExt, Communicator, IndexBox, ProcessGrid, Redistribution, ReduceOp,
+};
 use halo::{Exchanger, Field, FieldLayout, HaloSpec, Neighborhood, Region, Topology};
 use simd::Isa;
 use std::time::Instant;
@@ -1223,9 +1225,11 @@ impl Hierarchy {
         let b_own = self.effective_rhs(comm, f)?;
         let b = b_own.as_ref().unwrap_or(f);
         let bn = norm2(comm, self.simd, &self.layout(), b)?.sqrt();
+        check_finite(comm, self, bn, "the right-hand side", 0, b)?;
         let scale = if bn > 0.0 { bn } else { 1.0 };
         let mut r = self.take_field();
         let mut res = vec![self.fine_residual(comm, u, b, &mut r)?.sqrt() / scale];
+        check_finite(comm, self, res[0], "the residual", 0, &r)?;
         // The right-hand side goes into the fine level once, not once a
         // cycle as `vcycle` copies it (it does not change between cycles).
         let w = self.levels[0].work.as_mut().expect("fine level");
@@ -1238,6 +1242,7 @@ impl Hierarchy {
             }
             it += 1;
             res.push(self.fine_residual(comm, u, b, &mut r)?.sqrt() / scale);
+            check_finite(comm, self, res[it], "the residual", it, &r)?;
         }
         self.keep_fields(std::iter::once(r).chain(b_own));
         Ok(SolveReport {
@@ -1274,9 +1279,11 @@ impl Hierarchy {
         let b_own = self.effective_rhs(comm, f)?;
         let b = b_own.as_ref().unwrap_or(f);
         let bn = norm2(comm, self.simd, &lay, b)?.sqrt();
+        check_finite(comm, self, bn, "the right-hand side", 0, b)?;
         let scale = if bn > 0.0 { bn } else { 1.0 };
         let mut r = self.take_field();
         let mut res = vec![self.fine_residual(comm, u, b, &mut r)?.sqrt() / scale];
+        check_finite(comm, self, res[0], "the residual", 0, &r)?;
         let mut z = self.take_field();
         let mut p = self.take_field();
         let mut q = self.take_field();
@@ -1303,7 +1310,8 @@ impl Hierarchy {
                         self.update_apply_dot(comm, x, &mut p, &z, b, &mut q)?
                     }
                 };
-                if pq <= 0.0 || !pq.is_finite() {
+                check_finite(comm, self, pq, "A p", it + 1, &q)?;
+                if pq <= 0.0 {
                     break;
                 }
                 let alpha = rz / pq;
@@ -1325,6 +1333,7 @@ impl Hierarchy {
                 it += 1;
                 let rr = allreduce_exact_sums(comm, &[acc.finish()])?[0];
                 res.push(rr.sqrt() / scale);
+                check_finite(comm, self, res[it], "the residual", it, &r)?;
                 if res[it] <= self.opts.tol {
                     break;
                 }
@@ -1991,6 +2000,67 @@ fn coarse(
 }
 
 /// Exact global `||x||²` over the owned cells.
+/// The first cell (global index, row-major) of the owned box `owned`
+/// where `x` (laid out as `lay`) holds a NaN or an infinity, over every
+/// rank (collective); `None` where there is none.
+pub(crate) fn first_non_finite(
+    comm: &dyn Communicator,
+    lay: &FieldLayout,
+    owned: &IndexBox,
+    global: [usize; 3],
+    x: &Field,
+) -> Result<Option<[usize; 3]>, MgError> {
+    let (s, g, xs) = (lay.strides(), lay.ghost, x.as_slice());
+    let mut first = f64::INFINITY;
+    'scan: for i in 0..lay.owned[0] {
+        for j in 0..lay.owned[1] {
+            for k in 0..lay.owned[2] {
+                let v = xs[(i + g[0]) * s[0] + (j + g[1]) * s[1] + k + g[2]];
+                if !v.is_finite() {
+                    let p = [owned.lo[0] + i, owned.lo[1] + j, owned.lo[2] + k];
+                    first = ((p[0] * global[1] + p[1]) * global[2] + p[2]) as f64;
+                    break 'scan;
+                }
+            }
+        }
+    }
+    // Linear indices below 2^53 are exact as doubles.
+    let first = comm.allreduce_scalar(first, ReduceOp::Min)?;
+    if !first.is_finite() {
+        return Ok(None);
+    }
+    let q = first as usize;
+    Ok(Some([
+        q / (global[1] * global[2]),
+        q / global[2] % global[1],
+        q % global[2],
+    ]))
+}
+
+/// `Err(NotFinite)` naming the first non-finite cell of `x` where `value`
+/// (a norm or dot product of it) is not finite (collective: every rank has
+/// the same `value`).
+pub(crate) fn check_finite(
+    comm: &dyn Communicator,
+    h: &Hierarchy,
+    value: f64,
+    what: &'static str,
+    iteration: usize,
+    x: &Field,
+) -> Result<(), MgError> {
+    if value.is_finite() {
+        return Ok(());
+    }
+    let cell = first_non_finite(comm, &h.layout(), &h.owned(), h.problem().shape, x)?;
+    Err(MgError::NotFinite {
+        what,
+        // A value that overflowed from finite cells has no such cell: the
+        // first cell then stands for the whole vector.
+        cell: cell.unwrap_or([0; 3]),
+        iteration,
+    })
+}
+
 fn norm2(comm: &dyn Communicator, simd: Isa, lay: &FieldLayout, x: &Field) -> Result<f64, MgError> {
     Ok(dot_all(comm, simd, lay, &[(x, x)])?[0])
 }

@@ -138,6 +138,19 @@ pub enum MgError {
         /// `|sum f| / sum |f|`.
         relative: f64,
     },
+    /// A vector of the solve holds a NaN or an infinity: the right-hand
+    /// side (or the initial guess, through the first residual), or an
+    /// iterate that overflowed. Every rank returns it, naming the first
+    /// such cell (global index, row-major order).
+    #[error("{what} is not finite (NaN or infinite) at cell {cell:?}, iteration {iteration}")]
+    NotFinite {
+        /// Which vector: "the right-hand side", "the residual", "A p".
+        what: &'static str,
+        /// The first non-finite cell (global index).
+        cell: [usize; 3],
+        /// The CG iteration (0: before the first).
+        iteration: usize,
+    },
     /// Any other invalid argument (shapes, lengths, field layouts, options).
     #[error("{0}")]
     Invalid(String),

@@ -176,3 +176,28 @@ fn fields_of_another_layout_are_refused() {
     .unwrap();
     assert!(r[0].contains("f has layout"), "{}", r[0]);
 }
+
+#[test]
+fn a_non_finite_value_names_its_cell_on_the_device() {
+    let Some(dev) = device() else { return };
+    let bad = [11, 5, 7];
+    let out = local::run(2, |c| {
+        let p = Poisson::new([16; 3], [1.0; 3], [D; 3])?;
+        let grid = ProcessGrid::for_shape(p.shape, c.size(), p.periodic())?;
+        let host = Hierarchy::new(c, grid, &p, 3, MgOptions::default())?;
+        let owned = host.owned();
+        let mut f = host.new_field();
+        f.fill_owned(0, &owned, |q| if q == bad { f64::NAN } else { 1.0 });
+        let mut dh = DeviceHierarchy::new(c, host, dev.clone())?;
+        let fd = DeviceField::from_host(&dev, &f, "f")?;
+        let mut u = dh.new_field()?;
+        Ok::<_, MgError>(dh.solve_pcg(c, &mut u, &fd).unwrap_err())
+    })
+    .unwrap();
+    for e in out {
+        assert!(
+            matches!(e, MgError::NotFinite { what: "the right-hand side", cell, iteration: 0 } if cell == bad),
+            "{e}"
+        );
+    }
+}

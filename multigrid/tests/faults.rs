@@ -190,3 +190,56 @@ fn rank_leaving_a_solve_midway() {
     check(512, 2, Fault::LeavesSolveEarly);
     check(0, 0, Fault::LeavesSolveEarly);
 }
+
+/// A NaN in the right-hand side, or an infinity in the initial guess, stops
+/// every rank with `NotFinite`, naming the first such cell of the whole
+/// grid (not only of the rank that holds it), before any cycle.
+#[test]
+fn a_non_finite_value_stops_every_rank_with_its_cell() {
+    let p = Poisson::new([N; 3], [1.0; 3], [Boundary::Dirichlet; 3]).unwrap();
+    let bad = [11, 5, 7];
+    for ranks in [1, 2, 4] {
+        for solver in ["pcg", "mg"] {
+            let out = local::run(ranks, |c| {
+                let grid = ProcessGrid::for_shape(p.shape, c.size(), p.periodic())?;
+                let mut h = Hierarchy::new(c, grid, &p, 3, MgOptions::default())?;
+                let owned = h.owned();
+                let solve = |h: &mut Hierarchy, u: &mut Field, f: &Field| match solver {
+                    "pcg" => h.solve_pcg(c, u, f),
+                    _ => h.solve_mg(c, u, f),
+                };
+                // NaN in f at `bad`.
+                let mut f = h.new_field();
+                f.fill_owned(0, &owned, |q| if q == bad { f64::NAN } else { 1.0 });
+                let mut u = h.new_field();
+                let e1 = solve(&mut h, &mut u, &f).unwrap_err();
+                // +inf in u at `bad`: the residual is not finite there and
+                // at its six neighbours, of which [10, 5, 7] comes first.
+                f.fill_owned(0, &owned, |_| 1.0);
+                u.fill_owned(0, &owned, |q| if q == bad { f64::INFINITY } else { 0.0 });
+                let e2 = solve(&mut h, &mut u, &f).unwrap_err();
+                Ok::<_, MgError>((e1, e2))
+            })
+            .unwrap();
+            for (rank, (e1, e2)) in out.iter().enumerate() {
+                let at = format!("{solver}, {ranks} ranks, rank {rank}");
+                assert!(
+                    matches!(e1, MgError::NotFinite { what: "the right-hand side", cell, iteration: 0 } if *cell == bad),
+                    "{at}: {e1}"
+                );
+                assert!(
+                    matches!(
+                        e2,
+                        MgError::NotFinite {
+                            what: "the residual",
+                            cell: [10, 5, 7],
+                            iteration: 0
+                        }
+                    ),
+                    "{at}: {e2}"
+                );
+                assert!(e1.to_string().contains("[11, 5, 7]"), "{e1}");
+            }
+        }
+    }
+}

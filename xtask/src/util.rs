@@ -83,13 +83,20 @@ pub struct Artifact<'a> {
 /// independent of later builds that replace the one in `target/release`
 /// with the other feature set.
 pub fn build_binary(what: Artifact<'_>, mpi: bool) -> Result<PathBuf> {
+    build_with(what, if mpi { Some("mpi") } else { None })
+}
+
+/// Builds `what` in release with the package feature `feature` (none:
+/// the defaults) and returns a private copy of the executable,
+/// `target/xtask/bin/NAME` or `NAME-FEATURE`; see [`build_binary`].
+pub fn build_with(what: Artifact<'_>, feature: Option<&str>) -> Result<PathBuf> {
     let mut args = vec!["build", "--release", "-p", what.package];
     if what.example {
         args.extend(["--example", what.name]);
     }
     args.push("--message-format=json-render-diagnostics");
-    if mpi {
-        args.extend(["--features", "mpi"]);
+    if let Some(f) = feature {
+        args.extend(["--features", f]);
     }
     let shown = format!(
         "cargo {}",
@@ -122,10 +129,9 @@ pub fn build_binary(what: Artifact<'_>, mpi: bool) -> Result<PathBuf> {
     }
     let exe = exe.with_context(|| format!("`{shown}` reported no {} executable", what.name))?;
     let bin = xtask_dir("bin")?;
-    let name = if mpi {
-        format!("{}-mpi", what.name)
-    } else {
-        what.name.to_string()
+    let name = match feature {
+        Some(f) => format!("{}-{f}", what.name),
+        None => what.name.to_string(),
     };
     let dst = bin.join(&name);
     // Copy then rename, so a copy that is still running elsewhere is not

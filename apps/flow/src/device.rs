@@ -306,7 +306,9 @@ impl State {
             stream
                 .memcpy_dtod(self.u[d].data(), self.ustar[d].data_mut())
                 .context("copying u^n")?;
-            let rep = self.mg_u[d].solve_pcg(comm, &mut self.ustar[d], &self.rhs)?;
+            let rep = self.mg_u[d]
+                .solve_pcg(comm, &mut self.ustar[d], &self.rhs)
+                .with_context(|| format!("step {step}: the momentum solve of component {d}"))?;
             if !rep.converged {
                 bail!(
                     "the momentum solve of component {d} did not converge in step {step} ({} iterations, relative residual {:.3e})",
@@ -341,7 +343,10 @@ impl State {
         stream
             .memset_zeros(self.phi.data_mut())
             .context("zeroing phi")?;
-        let rep = self.mg_p.solve_pcg(comm, &mut self.phi, &self.rhs)?;
+        let rep = self
+            .mg_p
+            .solve_pcg(comm, &mut self.phi, &self.rhs)
+            .with_context(|| format!("step {step}: the pressure solve"))?;
         if !rep.converged {
             bail!(
                 "the pressure solve did not converge in step {step} ({} iterations, relative residual {:.3e})",

@@ -108,6 +108,10 @@ pub struct Report {
     /// The device halo transport (`direct`, `staged`), else absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<String>,
+    /// Rank 0's device memory for the step (fields, geometry, multigrid
+    /// levels: [`Flow::device_bytes`]), else absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_bytes: Option<u64>,
     /// Files written.
     pub files: Vec<String>,
 }
@@ -129,9 +133,13 @@ impl appkit::app::Report for Report {
             self.dt
         );
         if let Some(d) = &self.device {
+            let b = self.device_bytes.unwrap_or(0) as f64;
+            let cells = (c.n as f64).powi(3) / self.ranks as f64;
             s += &format!(
-                "  on {d} (halo exchange {})\n",
-                self.transport.as_deref().unwrap_or("?")
+                "  on {d} (halo exchange {}), {:.1} MB of device memory a rank ({:.1} doubles a cell)\n",
+                self.transport.as_deref().unwrap_or("?"),
+                b / 1e6,
+                b / 8.0 / cells
             );
         }
         s += &format!(
@@ -672,6 +680,7 @@ pub fn run(
         hash: appkit::hash::hex(h),
         device: f.device().map(|d| d.0),
         transport: f.device().map(|d| d.1),
+        device_bytes: f.device().map(|_| f.device_bytes()),
         files,
     })
 }

@@ -25,7 +25,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use comm::exact::{allreduce_exact_sums, ExactSum};
 use comm::{BlockDecomposition, CommExt, Communicator, IndexBox, ProcessGrid, ReduceOp};
 use halo::{Exchanger, Field, FieldLayout, HaloSpec, Neighborhood, Topology};
@@ -119,6 +119,7 @@ pub struct Flow {
     time: f64,
     phases: Phases,
     own_halo: f64,
+    device_bytes: u64,
 }
 
 impl std::fmt::Debug for Flow {
@@ -244,6 +245,7 @@ impl Flow {
             time: 0.0,
             phases: Phases::default(),
             own_halo: 0.0,
+            device_bytes: 0,
         })
     }
 
@@ -343,6 +345,7 @@ impl Flow {
             bail!("the flow is already on a device");
         };
         let topo = self.ex1.topology().clone();
+        let (free0, _) = dev.memory()?;
         let st = crate::device::State::new(
             comm,
             dev,
@@ -353,8 +356,17 @@ impl Flow {
             p,
             self.checkpoint_fields(),
         )?;
+        let (free1, _) = st.device().memory()?;
+        self.device_bytes = free0.saturating_sub(free1) as u64;
         self.solvers = Solvers::Device(Box::new(st));
         Ok(())
+    }
+
+    /// The device memory the move to the device took on this rank (the
+    /// device's free memory before less after; ranks sharing the device
+    /// that moved at the same time count in it too); 0 on the host.
+    pub fn device_bytes(&self) -> u64 {
+        self.device_bytes
     }
 
     /// The GPU the step runs on and the halo transport there (`None` on
@@ -566,10 +578,20 @@ impl Flow {
             self.ustar[d]
                 .as_mut_slice()
                 .copy_from_slice(self.u[d].as_slice());
-            let Solvers::Host { u: mg_u, .. } = &mut self.solvers else {
+            // Refutable only with the `cuda` feature.
+            #[allow(irrefutable_let_patterns)]
+            let Solvers::Host { u: mg_u, .. } = &mut self.solvers
+            else {
                 bail!("internal error: the host step without its hierarchies");
             };
-            let rep: SolveReport = mg_u[d].solve_pcg(comm, &mut self.ustar[d], &self.rhs)?;
+            let rep: SolveReport = mg_u[d]
+                .solve_pcg(comm, &mut self.ustar[d], &self.rhs)
+                .with_context(|| {
+                    format!(
+                        "step {}: the momentum solve of component {d}",
+                        self.steps + 1
+                    )
+                })?;
             if !rep.converged {
                 bail!(
                     "the momentum solve of component {d} did not converge in step {} ({} iterations, relative residual {:.3e})",
@@ -611,10 +633,15 @@ impl Flow {
             }
         }
         self.phi.as_mut_slice().fill(0.0);
-        let Solvers::Host { p: mg_p, .. } = &mut self.solvers else {
+        // Refutable only with the `cuda` feature.
+        #[allow(irrefutable_let_patterns)]
+        let Solvers::Host { p: mg_p, .. } = &mut self.solvers
+        else {
             bail!("internal error: the host step without its hierarchies");
         };
-        let rep = mg_p.solve_pcg(comm, &mut self.phi, &self.rhs)?;
+        let rep = mg_p
+            .solve_pcg(comm, &mut self.phi, &self.rhs)
+            .with_context(|| format!("step {}: the pressure solve", self.steps + 1))?;
         if !rep.converged {
             bail!(
                 "the pressure solve did not converge in step {} ({} iterations, relative residual {:.3e})",

@@ -148,3 +148,43 @@ fn a_gpu_run_continues_from_its_own_checkpoint() {
         "the continued GPU run differs from the CPU's"
     );
 }
+
+#[test]
+fn a_nan_on_the_gpu_stops_every_rank_with_the_step_the_solve_and_the_cell() {
+    if !have_device() {
+        return;
+    }
+    let cfg = Config {
+        n: 16,
+        bodies: Bodies::None,
+        force: [0.0; 3],
+        ..Config::default()
+    };
+    let bed = flow::bodies::Bed::new(&cfg).unwrap();
+    let errors = comm::local::run(2, |c| {
+        let geom = std::sync::Arc::new(flow::block_geometry(c, &cfg, &bed)?);
+        let mut f = flow::solver::Flow::new(c, geom, flow::params(&cfg))?;
+        let h = cfg.h();
+        f.set_velocity(0, |x| {
+            let at = [5.0 * h, 6.5 * h, 7.5 * h];
+            if (0..3).all(|d| (x[d] - at[d]).abs() < 0.25 * h) {
+                f64::NAN
+            } else {
+                0.0
+            }
+        });
+        let placement = gpu::place::place(c, None)?;
+        let dev = std::sync::Arc::new(placement.open()?);
+        f.to_device(c, dev, placement, None)?;
+        Ok::<_, anyhow::Error>(format!("{:#}", f.step(c).unwrap_err()))
+    })
+    .unwrap();
+    for e in errors {
+        assert!(
+            e.contains("step 1: the momentum solve of component 0")
+                && e.contains("the right-hand side is not finite")
+                && e.contains("[5, 6, 7]"),
+            "{e}"
+        );
+    }
+}

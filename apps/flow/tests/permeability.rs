@@ -401,3 +401,42 @@ fn a_run_names_an_n_that_does_not_split_over_its_ranks() {
         .unwrap();
     assert!(e.contains("n = 10 does not split over 2 ranks"), "{e}");
 }
+
+/// A velocity that is not finite at one point stops every rank with the
+/// step, the solve and the cell.
+#[test]
+fn a_nan_stops_every_rank_with_the_step_the_solve_and_the_cell() {
+    let cfg = Config {
+        n: 16,
+        bodies: Bodies::None,
+        force: [0.0; 3],
+        ..Config::default()
+    };
+    let bed = flow::bodies::Bed::new(&cfg).unwrap();
+    for ranks in [1, 2] {
+        let errors = comm::local::run(ranks, |c| {
+            let geom = std::sync::Arc::new(flow::block_geometry(c, &cfg, &bed)?);
+            let mut f = flow::solver::Flow::new(c, geom, flow::params(&cfg))?;
+            let h = cfg.h();
+            // u_x at point [5, 6, 7] sits at (5 h, 6.5 h, 7.5 h).
+            f.set_velocity(0, |x| {
+                let at = [5.0 * h, 6.5 * h, 7.5 * h];
+                if (0..3).all(|d| (x[d] - at[d]).abs() < 0.25 * h) {
+                    f64::NAN
+                } else {
+                    0.0
+                }
+            });
+            Ok::<_, anyhow::Error>(format!("{:#}", f.step(c).unwrap_err()))
+        })
+        .unwrap();
+        for e in errors {
+            assert!(
+                e.contains("step 1: the momentum solve of component 0")
+                    && e.contains("the right-hand side is not finite")
+                    && e.contains("[5, 6, 7]"),
+                "{ranks} ranks: {e}"
+            );
+        }
+    }
+}

@@ -9,6 +9,9 @@ use halo::{DeviceField, Field};
 use multigrid::device::DeviceHierarchy;
 use multigrid::{Hierarchy, SolveReport};
 use std::sync::Arc;
+use std::time::Instant;
+
+use crate::DeviceTiming;
 
 /// The device hierarchy with the right-hand side and the solution on the
 /// device.
@@ -59,6 +62,49 @@ impl Run {
     pub(crate) fn finish(self, u: &mut Field) -> Result<Hierarchy> {
         self.u.download(u)?;
         Ok(self.dh.into_host())
+    }
+
+    /// Times, on fields of its own: `cycles` V-cycles one by one (each
+    /// complete on return), and `copies` device-to-device copies of one
+    /// fine field into another (the copy bandwidth the V-cycle's floor is
+    /// measured against). Collective.
+    pub(crate) fn timing(
+        &mut self,
+        comm: &dyn Communicator,
+        cycles: usize,
+        copies: usize,
+    ) -> Result<DeviceTiming> {
+        let dev = self.dh.device().clone();
+        let mut u = self.dh.new_field()?;
+        let mut vcycle = Vec::with_capacity(cycles);
+        for _ in 0..cycles {
+            comm.barrier()?;
+            dev.synchronize()?;
+            let t = Instant::now();
+            self.dh.vcycle(comm, &mut u, &self.f)?;
+            dev.synchronize()?;
+            vcycle.push(t.elapsed().as_secs_f64());
+        }
+        let bytes = 16.0 * self.dh.layout().padded_len() as f64;
+        let mut copy = Vec::with_capacity(copies);
+        for _ in 0..copies {
+            dev.synchronize()?;
+            let t = Instant::now();
+            dev.main()
+                .memcpy_dtod(self.f.data(), u.data_mut())
+                .map_err(|e| anyhow::anyhow!("timing a device copy: {e:?}"))?;
+            dev.synchronize()?;
+            copy.push(bytes / t.elapsed().as_secs_f64() / 1e9);
+        }
+        let med = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        Ok(DeviceTiming {
+            vcycle_ms: 1e3 * med(vcycle.clone()),
+            vcycle_ms_all: vcycle.iter().map(|s| 1e3 * s).collect(),
+            copy_gbs: med(copy),
+        })
     }
 
     /// The GPU's name and the levels on it.

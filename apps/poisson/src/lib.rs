@@ -31,6 +31,18 @@ pub mod config;
 #[cfg(feature = "cuda")]
 mod device;
 
+/// V-cycle and copy timings on the device (`Report::device_timing`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeviceTiming {
+    /// Median time of one V-cycle (ms), each run alone and complete.
+    pub vcycle_ms: f64,
+    /// Every V-cycle's time (ms).
+    pub vcycle_ms_all: Vec<f64>,
+    /// Median bandwidth of a device-to-device copy of one fine field into
+    /// another, bytes read plus bytes written (GB/s).
+    pub copy_gbs: f64,
+}
+
 use anyhow::Result;
 use appkit::hash::mix;
 use appkit::stats::median;
@@ -211,6 +223,10 @@ pub struct Report {
     /// times below are 0, the device path times the solve as a whole.
     #[serde(default)]
     pub device_levels: usize,
+    /// On a GPU: five V-cycles timed one by one after the solves, and the
+    /// device's copy bandwidth (the floor's yardstick); else absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_timing: Option<DeviceTiming>,
     /// Fine-level process grid.
     pub grid: [usize; 3],
     /// Number of levels, finest and bottom included.
@@ -434,6 +450,11 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
         runs.push((rep, h.level_stats(), h.vcycle_seconds()));
     }
     let (device, device_levels) = solve.device();
+    let device_timing = match &mut solve {
+        Solve::Host(_) => None,
+        #[cfg(feature = "cuda")]
+        Solve::Device(d) => Some(d.timing(comm, 5, 10)?),
+    };
     let mut mg = solve.finish(&mut u)?;
     let local_times = times.clone();
     comm.allreduce_f64(&mut times, ReduceOp::Max)?;
@@ -551,6 +572,7 @@ pub fn run(comm: &dyn Communicator, cfg: &Config, progress: bool) -> Result<Repo
         backend: comm.backend().to_string(),
         device,
         device_levels,
+        device_timing,
         grid: grid.dims(),
         num_levels: mg.num_levels(),
         setup_s,

@@ -66,9 +66,15 @@ pub struct BenchArgs {
     /// Run under mpirun.
     #[arg(long)]
     pub mpi: bool,
-    /// Use this flow binary instead of building one.
+    /// Use this flow binary instead of building one (with `--gpu`, a build
+    /// with the `cuda` feature).
     #[arg(long)]
     pub flow: Option<PathBuf>,
+    /// The GPU part alone (see `gpu`): peclet's porous bed on one GPU,
+    /// both methods, against peclet's published H100 figures; the 512³
+    /// bed's device memory; Zick and Homsy on the GPU against the CPU.
+    #[arg(long)]
+    pub gpu: bool,
     /// Output folder for the runs' JSON reports [default: target/bench/flow].
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -244,10 +250,18 @@ fn pct(x: f64) -> String {
 /// `cargo xtask bench flow`.
 pub fn bench(a: &BenchArgs) -> Result<()> {
     let start = Instant::now();
-    let all = !(a.permeability || a.taylor_green || a.bed || a.perf);
-    let bin = match &a.flow {
-        Some(b) => b.clone(),
-        None => build(a.mpi)?,
+    let all = !(a.permeability || a.taylor_green || a.bed || a.perf || a.gpu);
+    let bin = match (&a.flow, a.gpu) {
+        (Some(b), _) => b.clone(),
+        (None, false) => build(a.mpi)?,
+        (None, true) => util::build_with(
+            util::Artifact {
+                package: "flow",
+                name: "flow",
+                example: false,
+            },
+            Some("cuda"),
+        )?,
     };
     let out = match &a.out {
         Some(d) => d.clone(),
@@ -284,6 +298,9 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
     }
     if all || a.bed {
         bed(&mut r, &plan, ranks);
+    }
+    if a.gpu {
+        gpu(&mut r, a.quick, a.steps, cores);
     }
     if all || a.perf {
         let list = if a.ranks.is_empty() {
@@ -650,5 +667,180 @@ mod tests {
         assert_eq!(zick_homsy(0.125), Some(4.292));
         assert_eq!(zick_homsy(0.008), None);
         assert_eq!(zick_homsy(C_STUDY), Some(4.292));
+    }
+}
+
+/// peclet's porous benchmark on one H100 (`../shared/seeds/002_*`): a
+/// random sphere bed at porosity 0.5, 256³ cells, cut cells.
+const PECLET_MCELLS: f64 = 36.0;
+/// Its projection cost per cell and pressure iteration (ns).
+const PECLET_NS_PER_CELL_IT: f64 = 0.63;
+/// Its ghost-cell projection (ms a step).
+const PECLET_GHOST_PROJECTION_MS: f64 = 1650.0;
+/// Its fat rung: doubles a cell at 512³.
+const PECLET_DOUBLES_PER_CELL: f64 = 35.0;
+
+/// `--gpu`: the flow on one GPU (`--backend cuda`, one rank).
+///
+/// 1. peclet's bed (random packing, c = 0.5, radius 0.1, seed 1) at 256³
+///    (`--quick`: 128³), `--steps` Stokes steps from rest (default 10),
+///    cut cells and ghost cells: Mcell/s, CG iterations a step, momentum,
+///    projection and halo seconds a step, the projection's cost per cell
+///    and pressure iteration, against peclet's published H100 figures
+///    (36 Mcell/s and 0.63 ns with cut cells, a 1650 ms projection with
+///    ghost cells) and the goals (3x peclet, 0.2 ns).
+/// 2. The same bed at 512³ (`--quick`: 256³), 2 steps: the device memory
+///    a cell against peclet's 35 doubles.
+/// 3. Zick and Homsy's SC array, c = 0.125, n = 64 (`--quick`: 16), cut
+///    cells, to the steady state on the GPU and on every CPU core: K
+///    against 4.292, and the same hash and steps on both.
+fn gpu(r: &mut Runner<'_>, quick: bool, steps: Option<usize>, cores: usize) {
+    let n = if quick { 128 } else { 256 };
+    let steps = steps.unwrap_or(10);
+    let cuda = strings(&["--backend", "cuda"]);
+    let bed_args = |n: usize, method: &str, steps: usize| {
+        [
+            strings(&[
+                "--n",
+                &n.to_string(),
+                "--bodies",
+                "random",
+                "--solid-fraction",
+                "0.5",
+                "--radius",
+                "0.1",
+                "--seed",
+                "1",
+                "--method",
+                method,
+                "--steps",
+                &steps.to_string(),
+                "--steady-tol",
+                "0",
+            ]),
+            cuda.clone(),
+        ]
+        .concat()
+    };
+    println!(
+        "\n== GPU: peclet's bed, random packing c = 0.5, radius 0.1, seed 1, n = {n}, {steps} Stokes steps from rest, one rank on one GPU; \
+         peclet on one H100: {PECLET_MCELLS} Mcell/s, {PECLET_NS_PER_CELL_IT} ns a cell and pressure iteration (cut cells), \
+         projection {PECLET_GHOST_PROJECTION_MS} ms a step (ghost cells)"
+    );
+    println!(
+        "{:<10} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>8}",
+        "method",
+        "mom its",
+        "pres its",
+        "s/step",
+        "Mcell/s",
+        "mom s",
+        "proj s",
+        "halo s",
+        "ns/cell/it",
+        "vs peclet",
+        "goal"
+    );
+    let cells = (n as f64).powi(3);
+    for method in METHODS {
+        let Some(x) = r.run(
+            1,
+            &bed_args(n, method, steps),
+            &format!("gpu_bed_{method}_n{n}"),
+            SHORT,
+        ) else {
+            continue;
+        };
+        if x.device.is_none() {
+            println!("{method}: the run did not report a device");
+            r.failed += 1;
+            continue;
+        }
+        let mcells = cells / x.seconds_per_step / 1e6;
+        let ns = 1e9 * x.phases.projection / (cells * x.iterations[1]);
+        let (vs, goal) = if method == "cut-cell" {
+            let ratio = mcells / PECLET_MCELLS;
+            let met = ratio >= 3.0 && ns <= 0.2;
+            (format!("{ratio:.2}x"), if met { "met" } else { "not met" })
+        } else {
+            let ratio = PECLET_GHOST_PROJECTION_MS / (1e3 * x.phases.projection);
+            (
+                format!("{ratio:.2}x"),
+                if ratio >= 3.0 { "met" } else { "not met" },
+            )
+        };
+        println!(
+            "{:<10} {:>8.1} {:>8.1} {:>9.4} {:>9.2} {:>9.4} {:>9.4} {:>9.4} {:>10.3} {:>9} {:>8}",
+            method,
+            x.iterations[0],
+            x.iterations[1],
+            x.seconds_per_step,
+            mcells,
+            x.phases.momentum,
+            x.phases.projection,
+            x.phases.halo,
+            ns,
+            vs,
+            goal
+        );
+        if method == "cut-cell" {
+            println!("  on {}", x.device.as_deref().unwrap_or("?"));
+        }
+    }
+    println!("vs peclet: cut cells, Mcell/s over peclet's (goal 3x, and at most 0.2 ns a cell and iteration); ghost cells, peclet's projection time over ours (goal 3x). mom its: the three momentum solves together");
+
+    let big = if quick { 256 } else { 512 };
+    println!("\n== GPU: the bed at {big}³ (peclet's fat rung on one GPU: about {PECLET_DOUBLES_PER_CELL} doubles a cell), 2 steps, cut cells");
+    if let Some(x) = r.run(
+        1,
+        &bed_args(big, "cut-cell", 2),
+        &format!("gpu_bed_cut-cell_n{big}"),
+        SHORT,
+    ) {
+        let b = x.device_bytes.unwrap_or(0) as f64;
+        let per = b / (big as f64).powi(3);
+        println!(
+            "device memory {:.2} GB: {:.1} bytes, {:.1} doubles a cell ({}); {:.3} s a step, {:.1} Mcell/s, its {:.1} + {:.1}",
+            b / 1e9,
+            per,
+            per / 8.0,
+            if per / 8.0 <= PECLET_DOUBLES_PER_CELL { "met" } else { "not met" },
+            x.seconds_per_step,
+            (big as f64).powi(3) / x.seconds_per_step / 1e6,
+            x.iterations[0],
+            x.iterations[1]
+        );
+    }
+
+    let zn = if quick { 16 } else { 64 };
+    println!("\n== GPU: Zick and Homsy, SC array c = {C_STUDY}, n = {zn}, cut cells, Stokes to the steady tolerance: GPU (one rank) against the CPU ({cores} ranks)");
+    let args = [
+        sc_args(zn, C_STUDY, "cut-cell"),
+        strings(&["--steps", "1000000"]),
+    ]
+    .concat();
+    let g = r.run(
+        1,
+        &[args.clone(), cuda].concat(),
+        &format!("gpu_zh_n{zn}"),
+        LONG,
+    );
+    let c = r.run(cores, &args, &format!("cpu_zh_n{zn}"), LONG);
+    if let (Some(g), Some(c)) = (g, c) {
+        let k = g.drag_coefficient.unwrap_or(f64::NAN);
+        let same = g.hash == c.hash && g.final_step == c.final_step;
+        println!(
+            "GPU: K = {k:.5} ({} against 4.292), {} steps, hash {}; CPU: K = {:.5}, {} steps, hash {}: {}",
+            pct(k / 4.292 - 1.0),
+            g.final_step,
+            g.hash,
+            c.drag_coefficient.unwrap_or(f64::NAN),
+            c.final_step,
+            c.hash,
+            if same { "the same bits" } else { "DIFFERENT" }
+        );
+        if !same {
+            r.failed += 1;
+        }
     }
 }

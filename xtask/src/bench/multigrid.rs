@@ -63,9 +63,17 @@ pub struct Args {
     pub no_pyamg: bool,
     /// Use this poisson binary instead of building one (with `--out`, the
     /// bench then needs no cargo: it can run on a machine without a
-    /// toolchain).
+    /// toolchain). With `--gpu`, a build with the `cuda` feature.
     #[arg(long)]
     pub poisson: Option<PathBuf>,
+    /// The GPU part instead (see `run_gpu`): MG-PCG on one GPU against the
+    /// same build on every CPU core, and the V-cycle against its floor at
+    /// the GPU's copy bandwidth.
+    #[arg(long)]
+    pub gpu: bool,
+    /// With `--gpu`: rounds of GPU and CPU runs, alternated (default 3).
+    #[arg(long)]
+    pub rounds: Option<usize>,
 }
 
 /// One app run's parameters.
@@ -81,9 +89,15 @@ struct Case {
 
 /// Runs the app once and returns its JSON report.
 fn run_app(bin: &Path, dir: &Path, c: Case) -> Result<Value> {
+    run_args(bin, dir, c, &[])
+}
+
+/// [`run_app`] with more arguments.
+fn run_args(bin: &Path, dir: &Path, c: Case, more: &[&str]) -> Result<Value> {
     let json = dir.join("run.json");
     let _ = std::fs::remove_file(&json);
     let mut cmd = Command::new(bin);
+    cmd.args(more);
     cmd.args(["--n", &c.n.to_string()])
         .args(["--factor-cycles", &c.factor_cycles.to_string()])
         .args(["--ranks", &c.ranks.to_string()])
@@ -213,6 +227,9 @@ fn pyamg(n: usize) -> std::result::Result<Value, String> {
 
 /// Runs the bench.
 pub fn run(args: &Args) -> Result<()> {
+    if args.gpu {
+        return run_gpu(args);
+    }
     let start = Instant::now();
     let out_dir = match &args.out {
         Some(d) => d.clone(),
@@ -596,4 +613,173 @@ mod tests {
         // ratios 0.5, 0.2, 0.2, 0.1, 0.4 -> last three 0.2, 0.1, 0.4
         assert!((asymptotic(&r) - 0.4).abs() < 1e-12);
     }
+}
+
+/// `--gpu`: on one GPU through `poisson --backend cuda` (the fine levels on
+/// the device, the coarse ones and the bottom on the host), at 256³ and
+/// 512³ (`--quick`: 128³ and 256³), Dirichlet, constant coefficients:
+///
+/// 1. **MG-PCG to 1e-10** on one rank on the GPU against the same build's
+///    CPU solver on every core of the machine (in-process ranks), in
+///    alternating rounds (`--rounds`, default 3): the median solve time of
+///    each (each run's own median of 3 repeats), the spread over the
+///    rounds, the iterations (which must agree: the two give the same
+///    bits), DOF/s and the ratio.
+/// 2. **One V-cycle against its memory-traffic floor**: five V-cycles
+///    timed one by one on the device after the solves (median), against
+///    the floor's bytes ([`vcycle_bytes`], the same count as the CPU
+///    table's) at the device-to-device copy bandwidth the same run
+///    measures (a copy of one fine field into another, median of ten).
+///    Goal: within 2x.
+fn run_gpu(args: &Args) -> Result<()> {
+    let out_dir = match &args.out {
+        Some(d) => d.clone(),
+        None => util::target_dir()?.join("bench").join("multigrid-gpu"),
+    };
+    std::fs::create_dir_all(&out_dir)
+        .with_context(|| format!("cannot create {}", out_dir.display()))?;
+    let bin = match &args.poisson {
+        Some(p) => p.clone(),
+        None => util::build_with(
+            util::Artifact {
+                package: "poisson",
+                name: "poisson",
+                example: false,
+            },
+            Some("cuda"),
+        )?,
+    };
+    let dir = out_dir.join(format!(".scratch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let sizes: [usize; 2] = if args.quick { [128, 256] } else { [256, 512] };
+    let rounds = args.rounds.unwrap_or(3).max(1);
+    let case = |n| Case {
+        n,
+        ranks: 1,
+        ca: true,
+        solver: "pcg",
+        repeat: 3,
+        factor_cycles: 0,
+    };
+    // The header: the GPU from a first small run.
+    let probe = run_args(
+        &bin,
+        &dir,
+        Case {
+            repeat: 1,
+            ..case(32)
+        },
+        &["--backend", "cuda"],
+    )?;
+    println!(
+        "bench multigrid --gpu: GPU {}; CPU {} ({cores} cores, in-process ranks, the same build)",
+        probe["device"].as_str().unwrap_or("?"),
+        util::cpu_model()
+    );
+    println!("MG-PCG V(2,2) to 1e-10, Dirichlet, constant coefficients; {rounds} rounds, GPU and CPU alternated, each run the median of 3 solves");
+    println!(
+        "\n{:>5} {:>10} {:>15} {:>5} {:>11} {:>10} {:>15} {:>5} {:>11} {:>8}",
+        "n",
+        "GPU s",
+        "GPU spread",
+        "its",
+        "GPU DOF/s",
+        "CPU s",
+        "CPU spread",
+        "its",
+        "CPU DOF/s",
+        "GPU/CPU"
+    );
+    let mut floors = Vec::new();
+    let mut results = Vec::new();
+    for &n in &sizes {
+        let (mut g, mut c) = (Vec::new(), Vec::new());
+        let (mut gits, mut cits) = (0.0, 0.0);
+        let mut last = Value::Null;
+        for _ in 0..rounds {
+            let v = run_args(&bin, &dir, case(n), &["--backend", "cuda"])?;
+            g.push(f(&v, "solve_s"));
+            gits = f(&v, "iterations");
+            last = v;
+            let v = run_args(
+                &bin,
+                &dir,
+                Case {
+                    ranks: cores,
+                    ..case(n)
+                },
+                &[],
+            )?;
+            c.push(f(&v, "solve_s"));
+            cits = f(&v, "iterations");
+        }
+        let (gm, cm) = (util::median(&g), util::median(&c));
+        let spread = |v: &[f64]| {
+            let lo = v.iter().cloned().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().cloned().fold(0.0, f64::max);
+            format!("{lo:.4}..{hi:.4}")
+        };
+        let cells = (n * n * n) as f64;
+        println!(
+            "{:>5} {:>10.4} {:>15} {:>5} {:>11.3e} {:>10.4} {:>15} {:>5} {:>11.3e} {:>8.2}",
+            n,
+            gm,
+            spread(&g),
+            gits,
+            cells / gm,
+            cm,
+            spread(&c),
+            cits,
+            cells / cm,
+            cm / gm
+        );
+        if gits != cits {
+            println!(
+                "  note: the GPU took {gits} iterations and the CPU {cits}: they should agree"
+            );
+        }
+        let shapes = level_shapes(&last);
+        let (bytes, _) = vcycle_bytes(&shapes, 4);
+        let t = &last["device_timing"];
+        let (vms, gbs) = (f(t, "vcycle_ms"), f(t, "copy_gbs"));
+        let floor_ms = 1e3 * bytes / (gbs * 1e9);
+        floors.push((n, vms, bytes, gbs, floor_ms));
+        results.push(json!({
+            "n": n, "gpu_solve_s": g, "cpu_solve_s": c, "gpu_iterations": gits,
+            "cpu_iterations": cits, "vcycle_ms": vms, "floor_bytes": bytes,
+            "copy_gbs": gbs, "floor_ms": floor_ms, "device": last["device"],
+        }));
+    }
+    println!(
+        "\n{:>5} {:>11} {:>12} {:>11} {:>10} {:>10} {:>6}",
+        "n", "V-cycle ms", "floor bytes", "copy GB/s", "floor ms", "V/floor", "goal"
+    );
+    for (n, vms, bytes, gbs, floor_ms) in &floors {
+        let ratio = vms / floor_ms;
+        println!(
+            "{:>5} {:>11.3} {:>12.3e} {:>11.0} {:>10.3} {:>10.2} {:>6}",
+            n,
+            vms,
+            bytes,
+            gbs,
+            floor_ms,
+            ratio,
+            if ratio <= GOAL_FLOOR_RATIO {
+                "met"
+            } else {
+                "not met"
+            }
+        );
+    }
+    println!("floor: per smoothing level 24 B a cell a sweep (read u and f, write u), 17 B for the residual and restriction, 17 B for the prolongation; the dense bottom left out");
+    let path = out_dir.join("multigrid-gpu.json");
+    std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&json!({ "cases": results }))?,
+    )
+    .with_context(|| format!("cannot write {}", path.display()))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("wrote {}", path.display());
+    Ok(())
 }
