@@ -22,7 +22,7 @@
 //! [`Hierarchy::solve_pcg`] on the host, bit for bit. The kernels are
 //! checked against the host code on the host (`src/emulate.rs`); the whole
 //! path against the host solver by `tests/device.rs`, on a GPU (`cargo
-//! xtask gpu`), which has not yet run at this version.
+//! xtask gpu`).
 
 use crate::hierarchy::LevelView;
 use crate::level::{BoxGeom, Stencil};

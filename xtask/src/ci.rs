@@ -11,7 +11,7 @@
 //! 3. `cargo doc --workspace --no-deps` with warnings as errors
 //! 4. `cargo test --workspace`, then `imex` with its system LAPACK
 //!    backend (`--features lapack`: clippy and tests), then the CUDA
-//!    backend of `gpu`, `halo`, `dfft`, `stencil`, `multigrid`, `heat3d`, `pfc` and `poisson` (`--features cuda`,
+//!    backend of `gpu`, `halo`, `dfft`, `stencil`, `multigrid`, `heat3d`, `pfc`, `poisson` and `flow` (`--features cuda`,
 //!    which builds without a CUDA toolkit: clippy, rustdoc and the tests,
 //!    whose device cases skip themselves without a GPU; `cargo xtask gpu`
 //!    runs them where one is), then the HIP backend (`HIP_PATH=/usr`,
@@ -92,7 +92,7 @@ const LIBRARIES: [&str; 12] = [
 /// The CUDA features of the crates that have device code.
 const CUDA_FEATURES: &str =
     "parnum-gpu/cuda,parnum-halo/cuda,parnum-dfft/cuda,parnum-stencil/cuda,\
-     parnum-multigrid/cuda,heat3d/cuda,pfc/cuda,poisson/cuda";
+     parnum-multigrid/cuda,heat3d/cuda,pfc/cuda,poisson/cuda,flow/cuda";
 
 /// Longest the MPI self-test may run at one process count (it hangs rather
 /// than fails on a deadlock).
@@ -452,6 +452,8 @@ pub fn run(args: &Args) -> Result<()> {
             "pfc",
             "-p",
             "poisson",
+            "-p",
+            "flow",
         ];
         let cuda_features = ["--features", CUDA_FEATURES];
         let clippy: Vec<&str> = ["clippy"]
@@ -480,14 +482,35 @@ pub fn run(args: &Args) -> Result<()> {
                 )
             },
         )?;
-        let test: Vec<&str> = ["test"]
-            .into_iter()
-            .chain(cuda_pkgs)
-            .chain(cuda_features)
-            .collect();
+        // flow's host tests are the default build's (its `cuda` feature
+        // adds the device step and `tests/device.rs` alone): only that
+        // test here.
+        let mut test: Vec<&str> = vec!["test"];
+        for pair in cuda_pkgs.chunks(2) {
+            if pair[1] != "flow" {
+                test.extend(pair);
+            }
+        }
+        let host_features = CUDA_FEATURES.replace(",flow/cuda", "");
+        test.extend(["--features", &host_features]);
         p.stage(skip, "cuda", &format!("cargo {}", test.join(" ")), || {
             cargo(&test)
         })?;
+        let flow_test = [
+            "test",
+            "-p",
+            "flow",
+            "--features",
+            "flow/cuda",
+            "--test",
+            "device",
+        ];
+        p.stage(
+            skip,
+            "cuda",
+            &format!("cargo {}", flow_test.join(" ")),
+            || cargo(&flow_test),
+        )?;
         // The HIP backend of `gpu` (ROCm's libamdhip64, which hip-sys's
         // build script finds through HIP_PATH), and the kernel sources of
         // halo, dfft, stencil, heat3d and pfc built for AMD GPUs by hiprtc (their

@@ -203,6 +203,12 @@ pub fn build(cfg: &Config, body: Option<&dyn Body>, block: IndexBox) -> Result<G
         };
     }
     drop(centre_fluid);
+    // A cut-cell face open by at most `min_aperture` is closed: its
+    // velocity point is no unknown (below) and its aperture 0.
+    let min_open = match cfg.method {
+        Method::CutCell => cfg.min_aperture,
+        Method::GhostCell => 0.0,
+    };
     let mut fluids: [Vec<bool>; 3] = Default::default();
     let mut walls: [Vec<f64>; 3] = Default::default();
     let mut weights: [Vec<f64>; 3] = Default::default();
@@ -210,7 +216,7 @@ pub fn build(cfg: &Config, body: Option<&dyn Body>, block: IndexBox) -> Result<G
         let gp = GhostPoints::new(body, &grid, Location::Face(d), block, 1)?;
         let mut fluid = vec![false; m];
         for (i, f) in fluid.iter_mut().enumerate() {
-            *f = gp.kind(region.global(i)) == Some(PointKind::Fluid) && aperture[d][i] > 0.0;
+            *f = gp.kind(region.global(i)) == Some(PointKind::Fluid) && aperture[d][i] > min_open;
         }
         let mut wall = vec![0.0; m];
         let mut weight = vec![0.0; m];

@@ -513,6 +513,24 @@ pub fn run(
 ) -> Result<Report> {
     let rank = comm.rank();
     cfg.check_ranks(comm.size())?;
+    // The GPU first: a missing driver or device is reported before the
+    // geometry is built.
+    #[cfg(feature = "cuda")]
+    let device = if cfg.on_device()? {
+        let placement = gpu::place::place(comm, cfg.device)?;
+        let opened = placement.open();
+        let local = opened.as_ref().map(|_| ()).map_err(|e| e.to_string());
+        match comm::agree(comm, local) {
+            Ok(()) => Some((Arc::new(opened?), placement)),
+            Err(comm::Agreed::Mine(e)) => bail!("{e}"),
+            Err(comm::Agreed::Other { message, .. }) => bail!("{message}"),
+            Err(comm::Agreed::Comm(e)) => return Err(e.into()),
+        }
+    } else {
+        None
+    };
+    #[cfg(not(feature = "cuda"))]
+    cfg.on_device()?;
     let geom = Arc::new(block_geometry(comm, cfg, bed)?);
     let geometry = geometry_hash(comm, &geom)?;
     let mut f = Flow::new(comm, geom.clone(), params(cfg))?;
@@ -524,13 +542,9 @@ pub fn run(
         f.set_velocity(0, |x| a * (k * x[0]).sin() * (k * x[1]).cos());
         f.set_velocity(1, |x| -a * (k * x[0]).cos() * (k * x[1]).sin());
     }
-    if cfg.on_device()? {
-        #[cfg(feature = "cuda")]
-        {
-            let placement = gpu::place::place(comm, cfg.device)?;
-            let dev = Arc::new(placement.open()?);
-            f.to_device(comm, dev, placement, None)?;
-        }
+    #[cfg(feature = "cuda")]
+    if let Some((dev, placement)) = device {
+        f.to_device(comm, dev, placement, None)?;
     }
     let dir = cfg.output.dir.clone();
     if let Some(d) = &dir {

@@ -69,6 +69,9 @@ struct Flags {
     /// Relative residual of the pressure solves.
     #[arg(long)]
     pressure_tol: Option<f64>,
+    /// Cut cells: faces open by at most this fraction are closed.
+    #[arg(long)]
+    min_aperture: Option<f64>,
     /// Progress message every this many steps.
     #[arg(long)]
     diag_every: Option<usize>,

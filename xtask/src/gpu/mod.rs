@@ -216,23 +216,34 @@ fn build_all() -> Result<Vec<(String, PathBuf)>> {
         |name, test| test && !HOST_ONLY_TESTS.contains(&name),
     )?;
     all.extend(tests.into_iter().map(|(n, p)| (format!("test_{n}"), p)));
-    // multigrid's device test alone (its other tests are host tests, which
-    // CI runs): the device hierarchy against the host's bits.
-    let mg = cargo_artifacts(
-        &[
-            "test",
-            "--release",
-            "--no-run",
-            "-p",
-            "parnum-multigrid",
-            "--features",
-            "parnum-multigrid/cuda",
-            "--test",
-            "device",
-        ],
-        |name, test| test && name == "device",
-    )?;
-    all.extend(mg.into_iter().map(|(n, p)| (format!("test_{n}"), p)));
+    // The device tests alone of multigrid (the device hierarchy against
+    // the host's bits) and flow (the whole step on the GPU against the
+    // CPU's); their other tests are host tests, which CI runs.
+    for (package, feature) in [
+        ("parnum-multigrid", "parnum-multigrid/cuda"),
+        ("flow", "flow/cuda"),
+    ] {
+        let built = cargo_artifacts(
+            &[
+                "test",
+                "--release",
+                "--no-run",
+                "-p",
+                package,
+                "--features",
+                feature,
+                "--test",
+                "device",
+            ],
+            |name, test| test && name == "device",
+        )?;
+        let short = package.trim_start_matches("parnum-");
+        all.extend(
+            built
+                .into_iter()
+                .map(|(n, p)| (format!("test_{short}_{n}"), p)),
+        );
+    }
     Ok(all)
 }
 
