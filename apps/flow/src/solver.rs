@@ -87,7 +87,7 @@ pub struct StepStats {
 enum Solvers {
     Host {
         u: Vec<Hierarchy>,
-        p: Hierarchy,
+        p: Box<Hierarchy>,
     },
     #[cfg(feature = "cuda")]
     Device(Box<crate::device::State>),
@@ -230,7 +230,10 @@ impl Flow {
             h,
             owned: topo.owned(),
             lay,
-            solvers: Solvers::Host { u: mg_u, p: mg_p },
+            solvers: Solvers::Host {
+                u: mg_u,
+                p: Box::new(mg_p),
+            },
             ex3,
             ex1,
             u: [f(), f(), f()],
@@ -297,7 +300,7 @@ impl Flow {
     /// host part of each (its coarse levels).
     pub fn hierarchies(&self) -> impl Iterator<Item = &Hierarchy> {
         let v: Vec<&Hierarchy> = match &self.solvers {
-            Solvers::Host { u, p } => u.iter().chain(std::iter::once(p)).collect(),
+            Solvers::Host { u, p } => u.iter().chain(std::iter::once(&**p)).collect(),
             #[cfg(feature = "cuda")]
             Solvers::Device(st) => st
                 .mg_u
@@ -353,7 +356,7 @@ impl Flow {
             &topo,
             &self.geom,
             u,
-            p,
+            *p,
             self.checkpoint_fields(),
         )?;
         let (free1, _) = st.device().memory()?;

@@ -634,42 +634,6 @@ fn perf(r: &mut Runner<'_>, plan: &Plan, ranks: &[usize], steps: usize) {
     println!("phases: rank 0's seconds per step (halo: exchanges and waits inside both); its: CG iterations per step, momentum (three solves) / pressure");
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn orders() {
-        // Successive doublings: log2 of the ratios.
-        let k = |n: usize| 4.292 + 3.0 / (n * n) as f64;
-        let p = self_order([16, 32, 64], [k(16), k(32), k(64)]).unwrap();
-        assert!((p - 2.0).abs() < 1e-9, "{p}");
-        let e = |n: usize| (k(n) - 4.292) / 4.292;
-        assert!((order(16, e(16), 32, e(32)) - 2.0).abs() < 1e-9);
-        // Uneven ratios (the quick set) and another order.
-        let k1 = |n: usize| 2.0 - 0.7 * (n as f64).powf(-1.5);
-        let p = self_order([12, 16, 24], [k1(12), k1(16), k1(24)]).unwrap();
-        assert!((p - 1.5).abs() < 1e-9, "{p}");
-        assert!((order(12, k1(12) - 2.0, 24, k1(24) - 2.0) - 1.5).abs() < 1e-9);
-        // No convergence: no order.
-        assert!(self_order([16, 32, 64], [1.0, 1.0, 1.0]).is_none());
-        assert!(self_order([16, 32, 64], [1.0, 1.1, 1.3]).is_none());
-    }
-
-    #[test]
-    fn hasimoto_and_the_table() {
-        assert!((1.0 / hasimoto(0.0) - 1.0).abs() < 1e-15);
-        // 1/K = 1 - 1.7601 * 0.3 + 0.027 at c = 0.027.
-        assert!((1.0 / hasimoto(0.027) - 0.49897).abs() < 1e-12);
-        // Within 0.3 % of Zick and Homsy at c = 0.027, 2 % at 0.064.
-        assert!((hasimoto(0.027) / 2.008 - 1.0).abs() < 3e-3);
-        assert!((hasimoto(0.064) / 2.810 - 1.0).abs() < 2e-2);
-        assert_eq!(zick_homsy(0.125), Some(4.292));
-        assert_eq!(zick_homsy(0.008), None);
-        assert_eq!(zick_homsy(C_STUDY), Some(4.292));
-    }
-}
-
 /// peclet's porous benchmark on one H100 (`../shared/seeds/002_*`): a
 /// random sphere bed at porosity 0.5, 256³ cells, cut cells.
 const PECLET_MCELLS: f64 = 36.0;
@@ -843,5 +807,41 @@ fn gpu(r: &mut Runner<'_>, quick: bool, steps: Option<usize>, cores: usize) {
             x.iterations[0],
             x.iterations[1]
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn orders() {
+        // Successive doublings: log2 of the ratios.
+        let k = |n: usize| 4.292 + 3.0 / (n * n) as f64;
+        let p = self_order([16, 32, 64], [k(16), k(32), k(64)]).unwrap();
+        assert!((p - 2.0).abs() < 1e-9, "{p}");
+        let e = |n: usize| (k(n) - 4.292) / 4.292;
+        assert!((order(16, e(16), 32, e(32)) - 2.0).abs() < 1e-9);
+        // Uneven ratios (the quick set) and another order.
+        let k1 = |n: usize| 2.0 - 0.7 * (n as f64).powf(-1.5);
+        let p = self_order([12, 16, 24], [k1(12), k1(16), k1(24)]).unwrap();
+        assert!((p - 1.5).abs() < 1e-9, "{p}");
+        assert!((order(12, k1(12) - 2.0, 24, k1(24) - 2.0) - 1.5).abs() < 1e-9);
+        // No convergence: no order.
+        assert!(self_order([16, 32, 64], [1.0, 1.0, 1.0]).is_none());
+        assert!(self_order([16, 32, 64], [1.0, 1.1, 1.3]).is_none());
+    }
+
+    #[test]
+    fn hasimoto_and_the_table() {
+        assert!((1.0 / hasimoto(0.0) - 1.0).abs() < 1e-15);
+        // 1/K = 1 - 1.7601 * 0.3 + 0.027 at c = 0.027.
+        assert!((1.0 / hasimoto(0.027) - 0.49897).abs() < 1e-12);
+        // Within 0.3 % of Zick and Homsy at c = 0.027, 2 % at 0.064.
+        assert!((hasimoto(0.027) / 2.008 - 1.0).abs() < 3e-3);
+        assert!((hasimoto(0.064) / 2.810 - 1.0).abs() < 2e-2);
+        assert_eq!(zick_homsy(0.125), Some(4.292));
+        assert_eq!(zick_homsy(0.008), None);
+        assert_eq!(zick_homsy(C_STUDY), Some(4.292));
     }
 }

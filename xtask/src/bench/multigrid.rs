@@ -592,29 +592,6 @@ fn draw(
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::{asymptotic, vcycle_bytes};
-
-    #[test]
-    fn vcycle_bytes_counts_every_smoothing_level_once() {
-        // Two smoothing levels (64 and 8 cells) and the bottom (1 cell).
-        let (total, per) = vcycle_bytes(&[[4, 4, 4], [2, 2, 2], [1, 1, 1]], 4);
-        assert_eq!(per, vec![64.0 * 130.0, 8.0 * 130.0]);
-        assert_eq!(total, 72.0 * 130.0);
-        // V(1,1): 2 sweeps of 24 B plus 34 B of transfers per cell.
-        assert_eq!(vcycle_bytes(&[[2, 2, 2], [1, 1, 1]], 2).0, 8.0 * 82.0);
-        assert_eq!(vcycle_bytes(&[[2, 2, 2]], 4).0, 0.0);
-    }
-
-    #[test]
-    fn asymptotic_factor_takes_the_worst_of_the_last_three() {
-        let r = [1.0, 0.5, 0.1, 0.02, 0.002, 0.0008];
-        // ratios 0.5, 0.2, 0.2, 0.1, 0.4 -> last three 0.2, 0.1, 0.4
-        assert!((asymptotic(&r) - 0.4).abs() < 1e-12);
-    }
-}
-
 /// `--gpu`: on one GPU through `poisson --backend cuda` (the fine levels on
 /// the device, the coarse ones and the bottom on the host), at 256³ and
 /// 512³ (`--quick`: 128³ and 256³), Dirichlet, constant coefficients:
@@ -782,4 +759,27 @@ fn run_gpu(args: &Args) -> Result<()> {
     let _ = std::fs::remove_dir_all(&dir);
     println!("wrote {}", path.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{asymptotic, vcycle_bytes};
+
+    #[test]
+    fn vcycle_bytes_counts_every_smoothing_level_once() {
+        // Two smoothing levels (64 and 8 cells) and the bottom (1 cell).
+        let (total, per) = vcycle_bytes(&[[4, 4, 4], [2, 2, 2], [1, 1, 1]], 4);
+        assert_eq!(per, vec![64.0 * 130.0, 8.0 * 130.0]);
+        assert_eq!(total, 72.0 * 130.0);
+        // V(1,1): 2 sweeps of 24 B plus 34 B of transfers per cell.
+        assert_eq!(vcycle_bytes(&[[2, 2, 2], [1, 1, 1]], 2).0, 8.0 * 82.0);
+        assert_eq!(vcycle_bytes(&[[2, 2, 2]], 4).0, 0.0);
+    }
+
+    #[test]
+    fn asymptotic_factor_takes_the_worst_of_the_last_three() {
+        let r = [1.0, 0.5, 0.1, 0.02, 0.002, 0.0008];
+        // ratios 0.5, 0.2, 0.2, 0.1, 0.4 -> last three 0.2, 0.1, 0.4
+        assert!((asymptotic(&r) - 0.4).abs() < 1e-12);
+    }
 }

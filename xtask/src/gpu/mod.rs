@@ -217,11 +217,13 @@ fn build_all() -> Result<Vec<(String, PathBuf)>> {
     )?;
     all.extend(tests.into_iter().map(|(n, p)| (format!("test_{n}"), p)));
     // The device tests alone of multigrid (the device hierarchy against
-    // the host's bits) and flow (the whole step on the GPU against the
-    // CPU's); their other tests are host tests, which CI runs.
+    // the host's bits), flow (the whole step on the GPU against the CPU's)
+    // and poisson (the app's solve); their other tests are host tests,
+    // which CI runs.
     for (package, feature) in [
         ("parnum-multigrid", "parnum-multigrid/cuda"),
         ("flow", "flow/cuda"),
+        ("poisson", "poisson/cuda"),
     ] {
         let built = cargo_artifacts(
             &[
