@@ -524,7 +524,7 @@ impl Flow {
     }
 
     /// One step (collective), on the device after
-    /// [`to_device`](Self::to_device).
+    /// `to_device` (feature `cuda`).
     pub fn step(&mut self, comm: &dyn Communicator) -> Result<StepStats> {
         #[cfg(feature = "cuda")]
         if matches!(self.solvers, Solvers::Device(_)) {
