@@ -303,7 +303,23 @@ fn stage(dir: &Path) -> Result<()> {
             .with_context(|| format!("cannot copy {} to {}", p.display(), to.display()))?;
         let _ = Command::new("strip").arg(&to).status();
     }
-    println!("staged {} binaries in {}", list.len(), dir.display());
+    let bytes: u64 = list
+        .iter()
+        .filter_map(|(name, _)| std::fs::metadata(dir.join(name)).ok())
+        .map(|m| m.len())
+        .sum();
+    println!(
+        "staged {} binaries in {} ({:.1} MiB)",
+        list.len(),
+        dir.display(),
+        bytes as f64 / (1u64 << 20) as f64
+    );
+    // One device call carries at most 64 MiB of working tree.
+    if bytes > 64 << 20 {
+        println!(
+            "note: more than the 64 MiB one device call carries; carry the binaries in two folders, or leave out the tests the call does not need"
+        );
+    }
     Ok(())
 }
 
