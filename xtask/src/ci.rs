@@ -13,8 +13,8 @@
 //!    backend (`--features lapack`: clippy and tests), then the CUDA
 //!    backend of `gpu`, `halo`, `dfft`, `stencil`, `multigrid`, `heat3d`, `pfc`, `poisson` and `flow` (`--features cuda`,
 //!    which builds without a CUDA toolkit: clippy, rustdoc and the tests,
-//!    whose device cases skip themselves without a GPU; `cargo xtask gpu`
-//!    runs them where one is), then the HIP backend (`HIP_PATH=/usr`,
+//!    whose device cases skip themselves without a GPU, flow's compiled by
+//!    clippy only; `cargo xtask gpu` runs them where one is), then the HIP backend (`HIP_PATH=/usr`,
 //!    `--features hip`): clippy of `gpu`, `halo`, `dfft`, `stencil`, `heat3d` and
 //!    `pfc`, the tests of `gpu` (no AMD GPU needed, the device tests skip
 //!    themselves) and the `hip_kernels` tests of the other five (hiprtc
@@ -482,9 +482,10 @@ pub fn run(args: &Args) -> Result<()> {
                 )
             },
         )?;
-        // flow's host tests are the default build's (its `cuda` feature
-        // adds the device step and `tests/device.rs` alone): only that
-        // test here.
+        // flow's host tests are the default build's; its `cuda` feature
+        // adds the device step and `tests/device.rs`, which the clippy
+        // above compiles (`--all-targets`) and which would only skip here
+        // without a GPU (`cargo xtask gpu` runs it on one).
         let mut test: Vec<&str> = vec!["test"];
         for pair in cuda_pkgs.chunks(2) {
             if pair[1] != "flow" {
@@ -496,21 +497,6 @@ pub fn run(args: &Args) -> Result<()> {
         p.stage(skip, "cuda", &format!("cargo {}", test.join(" ")), || {
             cargo(&test)
         })?;
-        let flow_test = [
-            "test",
-            "-p",
-            "flow",
-            "--features",
-            "flow/cuda",
-            "--test",
-            "device",
-        ];
-        p.stage(
-            skip,
-            "cuda",
-            &format!("cargo {}", flow_test.join(" ")),
-            || cargo(&flow_test),
-        )?;
         // The HIP backend of `gpu` (ROCm's libamdhip64, which hip-sys's
         // build script finds through HIP_PATH), and the kernel sources of
         // halo, dfft, stencil, heat3d and pfc built for AMD GPUs by hiprtc (their
