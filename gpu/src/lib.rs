@@ -88,6 +88,31 @@ impl Backend {
         Self::ALL.into_iter().filter(|b| b.compiled()).collect()
     }
 
+    /// Whether an application runs on a GPU with this backend, given
+    /// whether the application's own `cuda` feature is on (`cuda_built`:
+    /// its `cfg!(feature = "cuda")`; the application's feature decides, not
+    /// this crate's, which another crate of the same build may switch on).
+    /// The applications run on CUDA only so far.
+    ///
+    /// # Errors
+    /// [`GpuError::NotBuilt`] for `cuda` without the application's
+    /// feature; [`GpuError::NotForApp`] for `hip`.
+    pub fn on_device_for(self, app: &'static str, cuda_built: bool) -> Result<bool, GpuError> {
+        match self {
+            Backend::Cpu => Ok(false),
+            Backend::Cuda if cuda_built => Ok(true),
+            Backend::Cuda => Err(GpuError::NotBuilt {
+                backend: "cuda",
+                available: "cpu".into(),
+            }),
+            Backend::Hip => Err(GpuError::NotForApp {
+                backend: "hip",
+                app,
+                available: if cuda_built { "cpu, cuda" } else { "cpu" }.into(),
+            }),
+        }
+    }
+
     /// `Ok(self)` when this build can run the backend, otherwise
     /// [`GpuError::NotBuilt`] naming the cargo feature that adds it.
     pub fn require(self) -> Result<Backend, GpuError> {
@@ -136,6 +161,16 @@ pub enum GpuError {
         /// The backend asked for.
         backend: &'static str,
         /// The backends this build has.
+        available: String,
+    },
+    /// The backend exists but this application does not run on it.
+    #[error("backend {backend} is not available to {app} (valid: {available})")]
+    NotForApp {
+        /// The backend asked for.
+        backend: &'static str,
+        /// The application.
+        app: &'static str,
+        /// The backends the application has in this build.
         available: String,
     },
     /// A run-time library (the driver, NVRTC, cuFFT, NCCL) could not be

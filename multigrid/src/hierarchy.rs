@@ -2054,9 +2054,7 @@ pub(crate) fn check_finite(
     let cell = first_non_finite(comm, &h.layout(), &h.owned(), h.problem().shape, x)?;
     Err(MgError::NotFinite {
         what,
-        // A value that overflowed from finite cells has no such cell: the
-        // first cell then stands for the whole vector.
-        cell: cell.unwrap_or([0; 3]),
+        cell,
         iteration,
     })
 }

@@ -142,12 +142,13 @@ pub enum MgError {
     /// side (or the initial guess, through the first residual), or an
     /// iterate that overflowed. Every rank returns it, naming the first
     /// such cell (global index, row-major order).
-    #[error("{what} is not finite (NaN or infinite) at cell {cell:?}, iteration {iteration}")]
+    #[error("{what} is not finite (NaN or infinite) {}, iteration {iteration}", at_cell(.cell))]
     NotFinite {
         /// Which vector: "the right-hand side", "the residual", "A p".
         what: &'static str,
-        /// The first non-finite cell (global index).
-        cell: [usize; 3],
+        /// The first non-finite cell (global index); `None` where every
+        /// cell is finite and only the norm or dot product overflowed.
+        cell: Option<[usize; 3]>,
         /// The CG iteration (0: before the first).
         iteration: usize,
     },
@@ -158,6 +159,14 @@ pub enum MgError {
     /// needed and free), a kernel that does not compile, a driver error.
     #[error("device: {0}")]
     Device(String),
+}
+
+/// Where a `NotFinite` error lies, for its message.
+fn at_cell(cell: &Option<[usize; 3]>) -> String {
+    match cell {
+        Some(c) => format!("at cell {c:?}"),
+        None => "in its norm (every cell finite: the sum overflowed)".to_string(),
+    }
 }
 
 /// Where communication-avoiding smoothing may engage (it does only on

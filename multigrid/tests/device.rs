@@ -196,7 +196,7 @@ fn a_non_finite_value_names_its_cell_on_the_device() {
     .unwrap();
     for e in out {
         assert!(
-            matches!(e, MgError::NotFinite { what: "the right-hand side", cell, iteration: 0 } if cell == bad),
+            matches!(e, MgError::NotFinite { what: "the right-hand side", cell, iteration: 0 } if cell == Some(bad)),
             "{e}"
         );
     }

@@ -220,21 +220,10 @@ impl<'c> Solver<'c> {
         cfg.validate(comm.size())?;
         // heat3d's own feature decides, not the `gpu` crate's: another
         // crate of the same build may switch `gpu/cuda` (or `gpu/hip`) on.
-        let on_device = match cfg.backend.value() {
-            gpu::Backend::Cpu => false,
-            gpu::Backend::Cuda if cfg!(feature = "cuda") => true,
-            gpu::Backend::Cuda => {
-                return Err(gpu::GpuError::NotBuilt {
-                    backend: "cuda",
-                    available: "cpu".into(),
-                }
-                .into())
-            }
-            gpu::Backend::Hip => bail!(
-                "backend hip is not available to heat3d yet (valid: cpu{})",
-                if cfg!(feature = "cuda") { ", cuda" } else { "" }
-            ),
-        };
+        let on_device = cfg
+            .backend
+            .value()
+            .on_device_for("heat3d", cfg!(feature = "cuda"))?;
         unused_options(cfg, on_device)?;
         let shape = cfg.shape();
         let grid = match cfg.grid {

@@ -231,19 +231,10 @@ impl Config {
     /// another package of the same build; pfc still has no device code
     /// then).
     fn check_backend(&self) -> Result<()> {
-        match self.backend.value() {
-            gpu::Backend::Cpu => Ok(()),
-            gpu::Backend::Cuda if cfg!(feature = "cuda") => Ok(()),
-            gpu::Backend::Cuda => Err(gpu::GpuError::NotBuilt {
-                backend: "cuda",
-                available: "cpu".into(),
-            }
-            .into()),
-            gpu::Backend::Hip => bail!(
-                "backend = {}: pfc has no HIP backend (valid: cpu, cuda)",
-                self.backend
-            ),
-        }
+        self.backend
+            .value()
+            .on_device_for("pfc", cfg!(feature = "cuda"))?;
+        Ok(())
     }
 
     /// The seed amplitude: `amplitude`, or the one-mode minimiser.
@@ -453,7 +444,16 @@ mod tests {
             .validate()
             .unwrap_err()
             .to_string();
-        assert!(e.contains("hip") && e.contains("valid: cpu, cuda"), "{e}");
+        // The backends this build of pfc has.
+        let valid = if cfg!(feature = "cuda") {
+            "valid: cpu, cuda"
+        } else {
+            "valid: cpu)"
+        };
+        assert!(
+            e.contains("backend hip is not available to pfc") && e.contains(valid),
+            "{e}"
+        );
         let e = Config::from_toml("backend = \"opencl\"\n")
             .unwrap_err()
             .to_string();

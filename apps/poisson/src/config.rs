@@ -301,21 +301,10 @@ impl Config {
     /// lacks (naming the feature or the valid ones), `device` without a
     /// GPU backend, `solver = "mg"` on a GPU.
     pub fn on_device(&self) -> Result<bool> {
-        let on = match self.backend.value() {
-            gpu::Backend::Cpu => false,
-            gpu::Backend::Cuda if cfg!(feature = "cuda") => true,
-            gpu::Backend::Cuda => {
-                return Err(gpu::GpuError::NotBuilt {
-                    backend: "cuda",
-                    available: "cpu".into(),
-                }
-                .into())
-            }
-            gpu::Backend::Hip => bail!(
-                "backend hip is not available to poisson (valid: cpu{})",
-                if cfg!(feature = "cuda") { ", cuda" } else { "" }
-            ),
-        };
+        let on = self
+            .backend
+            .value()
+            .on_device_for("poisson", cfg!(feature = "cuda"))?;
         if let (false, Some(d)) = (on, self.device) {
             bail!(
                 "device = {d} applies to a GPU backend (this run: backend {})",

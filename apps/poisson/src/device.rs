@@ -101,8 +101,8 @@ impl Run {
             v[v.len() / 2]
         };
         Ok(DeviceTiming {
-            vcycle_ms: 1e3 * med(vcycle.clone()),
             vcycle_ms_all: vcycle.iter().map(|s| 1e3 * s).collect(),
+            vcycle_ms: 1e3 * med(vcycle),
             copy_gbs: med(copy),
         })
     }
