@@ -226,6 +226,29 @@ impl Runner<'_> {
     }
 }
 
+/// The random bed at porosity 0.5 (radius 0.1, seed 1) of peclet's porous
+/// benchmark: `n` cells, `method`, `steps` Stokes steps from rest.
+fn bed_args(n: usize, method: &str, steps: usize) -> Vec<String> {
+    strings(&[
+        "--n",
+        &n.to_string(),
+        "--bodies",
+        "random",
+        "--solid-fraction",
+        "0.5",
+        "--radius",
+        "0.1",
+        "--seed",
+        "1",
+        "--method",
+        method,
+        "--steps",
+        &steps.to_string(),
+        "--steady-tol",
+        "0",
+    ])
+}
+
 fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
@@ -528,24 +551,7 @@ fn bed(r: &mut Runner<'_>, plan: &Plan, ranks: usize) {
         "seconds"
     );
     for method in METHODS {
-        let args = strings(&[
-            "--n",
-            &n.to_string(),
-            "--bodies",
-            "random",
-            "--solid-fraction",
-            "0.5",
-            "--radius",
-            "0.1",
-            "--seed",
-            "1",
-            "--method",
-            method,
-            "--steps",
-            &steps.to_string(),
-            "--steady-tol",
-            "0",
-        ]);
+        let args = bed_args(n, method, steps);
         let t = Instant::now();
         let Some(x) = r.run(ranks, &args, &format!("bed_{method}_n{n}"), SHORT) else {
             continue;
@@ -663,30 +669,8 @@ fn gpu(r: &mut Runner<'_>, quick: bool, steps: Option<usize>, cores: usize) {
     let n = if quick { 128 } else { 256 };
     let steps = steps.unwrap_or(10);
     let cuda = strings(&["--backend", "cuda"]);
-    let bed_args = |n: usize, method: &str, steps: usize| {
-        [
-            strings(&[
-                "--n",
-                &n.to_string(),
-                "--bodies",
-                "random",
-                "--solid-fraction",
-                "0.5",
-                "--radius",
-                "0.1",
-                "--seed",
-                "1",
-                "--method",
-                method,
-                "--steps",
-                &steps.to_string(),
-                "--steady-tol",
-                "0",
-            ]),
-            cuda.clone(),
-        ]
-        .concat()
-    };
+    let bed_args =
+        |n: usize, method: &str, steps: usize| [bed_args(n, method, steps), cuda.clone()].concat();
     println!(
         "\n== GPU: peclet's bed, random packing c = 0.5, radius 0.1, seed 1, n = {n}, {steps} Stokes steps from rest, one rank on one GPU; \
          peclet on one H100: {PECLET_MCELLS} Mcell/s, {PECLET_NS_PER_CELL_IT} ns a cell and pressure iteration (cut cells), \
