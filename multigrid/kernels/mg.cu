@@ -105,6 +105,172 @@ extern "C" __global__ void mg_smooth_const(double *u, const double *f, CONST_ARG
     }
 }
 
+// ---- One whole red-black sweep in one pass over memory --------------
+//
+// The communication-avoiding sweep (ghost width 2, `u` exchanged 2 deep
+// and `f`'s first ghost layer current): the first colour over `grown`
+// (the owned cells and the ghost ring on every side with a neighbour),
+// then the second colour over `own`. Where the host runs two passes, the
+// kernel reads `ua` and writes `ub` once: each block holds a tile of
+// (SWEEP_TK - 2) x (SWEEP_TJ - 2) columns (k, j) of the box R = `own`
+// grown by 1 on every side, with a 1-cell ring of threads around it, and
+// marches along i through a chunk of R's planes. At plane i every thread
+// takes its cell's first-colour value (updated where the cell is in
+// `grown`, else the old value) into shared memory; then the tile's cells
+// of plane i - 1 are final: second-colour cells of `own` are updated from
+// the first-colour values of planes i - 2 (a register), i (a register) and
+// i - 1 (shared memory, the four neighbours in the plane); every other
+// cell keeps its value. Each cell of R is written to `ub` once, by the
+// block whose tile holds it; cells outside R are not written. The values
+// are those of the host's two passes, bit for bit: a first-colour cell
+// reads only second-colour (old) values, a second-colour cell the
+// first-colour values as updated, in the same operations and order (the
+// ring's first-colour cells of neighbouring tiles and chunks are computed
+// by each of them, from the same old values).
+
+#ifndef SWEEP_TK
+#define SWEEP_TK 32
+#endif
+#ifndef SWEEP_TJ
+#define SWEEP_TJ 16
+#endif
+
+// The cell of thread (tx, ty) of block (bx, by) and the owned-plus-ring box
+// R; `inner`: the thread's cell is in its tile (not in its thread ring) and
+// in R; `pad`: the cell lies in the padded array.
+struct SweepCell {
+    int j, k;
+    bool inner, pad;
+};
+
+__device__ __forceinline__ SweepCell sweep_cell(const Box3 own, int bx, int by, int tx, int ty,
+                                                int p1, int p2) {
+    SweepCell c;
+    int rlo1 = own.lo1 - 1, rlo2 = own.lo2 - 1;
+    c.j = rlo1 + by * (SWEEP_TJ - 2) - 1 + ty;
+    c.k = rlo2 + bx * (SWEEP_TK - 2) - 1 + tx;
+    c.pad = c.j >= 0 && c.k >= 0 && c.j < p1 && c.k < p2;
+    c.inner = tx >= 1 && tx <= SWEEP_TK - 2 && ty >= 1 && ty <= SWEEP_TJ - 2
+        && c.j < own.lo1 + own.n1 + 1 && c.k < own.lo2 + own.n2 + 1;
+    return c;
+}
+
+// The chunk of R's planes [a, b) of block z.
+__device__ __forceinline__ void sweep_chunk(const Box3 own, int bz, int chunk, int *a, int *b) {
+    int lo = own.lo0 - 1, hi = own.lo0 + own.n0 + 1;
+    *a = lo + bz * chunk;
+    *b = min(*a + chunk, hi);
+}
+
+__device__ __forceinline__ bool in_box(const Box3 b, int i, int j, int k) {
+    return i >= b.lo0 && i < b.lo0 + b.n0 && j >= b.lo1 && j < b.lo1 + b.n1 && k >= b.lo2
+        && k < b.lo2 + b.n2;
+}
+
+// The neighbour sums of padded cell x from its six neighbours' values, in
+// the order of nb_var and nb_const.
+__device__ __forceinline__ double nb_var6(const double *w0, const double *w1, const double *w2,
+                                          long x, long s0, long s1, double um0, double up0,
+                                          double um1, double up1, double um2, double up2) {
+    return (w0[x] * um0 + w0[x + s0] * up0) + (w1[x] * um1 + w1[x + s1] * up1)
+        + (w2[x] * um2 + w2[x + 1] * up2);
+}
+
+__device__ __forceinline__ double nb_const6(double ih0, double ih1, double ih2, double um0,
+                                            double up0, double um1, double up1, double um2,
+                                            double up2) {
+    return ih0 * (um0 + up0) + ih1 * (um1 + up1) + ih2 * (um2 + up2);
+}
+
+// The relaxed Gauss-Seidel value of cell x (old value `old`, neighbour
+// sum `nb`), as mg_smooth_var and mg_smooth_const.
+__device__ __forceinline__ double gs_var(const double *f, const double *inv_diag, long x,
+                                         double old, double nb, double omega) {
+    double nv = relax(old, (f[x] + nb) * inv_diag[x], omega);
+    return inv_diag[x] == 0.0 ? 0.0 : nv;
+}
+
+__device__ __forceinline__ double gs_const(const double *f, CONST_ARGS, int i, int j, int k,
+                                           long x, double old, double nb, double omega) {
+    double inv = 1.0 / diag_const(ih0, ih1, ih2, wall0, wall1, wall2, i, j, k);
+    return relax(old, (f[x] + nb) * inv, omega);
+}
+
+#define NB_VAR(x, a, b, c, d, e, g) nb_var6(w0, w1, w2, x, s0, s1, a, b, c, d, e, g)
+#define NB_CONST(x, a, b, c, d, e, g) nb_const6(ih0, ih1, ih2, a, b, c, d, e, g)
+#define GS_VAR(i, j, k, x, old, nb) gs_var(f, inv_diag, x, old, nb, omega)
+#define GS_CONST(i, j, k, x, old, nb) \
+    gs_const(f, ih0, ih1, ih2, wall0, wall1, wall2, i, j, k, x, old, nb, omega)
+
+// Phase 1 at plane i: the cell's first-colour value (the old value for a
+// second-colour cell or one outside `grown`; 0 outside the array).
+#define SWEEP_FIRST(NAME, ARGS, NB, GS)                                                          \
+    __device__ __forceinline__ double NAME(const double *ua, const double *f, ARGS,              \
+                                           const Box3 grown, SweepCell c, int i, long s0,         \
+                                           long s1, int parity, int first, double omega) {        \
+        if (!c.pad) return 0.0;                                                                   \
+        long x = i * s0 + (long)c.j * s1 + c.k;                                                   \
+        double old = ua[x];                                                                       \
+        if (((parity + i + c.j + c.k) & 1) != first || !in_box(grown, i, c.j, c.k)) return old;   \
+        double nb = NB(x, ua[x - s0], ua[x + s0], ua[x - s1], ua[x + s1], ua[x - 1], ua[x + 1]);  \
+        return GS(i, c.j, c.k, x, old, nb);                                                       \
+    }
+SWEEP_FIRST(sweep_first_var, VAR_ARGS, NB_VAR, GS_VAR)
+SWEEP_FIRST(sweep_first_const, CONST_ARGS, NB_CONST, GS_CONST)
+
+// Phase 2 at plane o = i - 1 (for a cell in its tile and in R): writes
+// ub[x], the second colour updated over `own`. `pl` is plane o's shared
+// values (row stride SWEEP_TK), `below` and `above` the cell's values at
+// planes o - 1 and o + 1, `mine` its value at plane o.
+#define SWEEP_SECOND(NAME, ARGS, NB, GS)                                                         \
+    __device__ __forceinline__ void NAME(double *ub, const double *f, ARGS, const Box3 own,       \
+                                         SweepCell c, int tx, int ty, const double *pl, int o,    \
+                                         double below, double mine, double above, long s0,        \
+                                         long s1, int parity, int first, double omega) {          \
+        if (!c.inner || !c.pad) return;                                                           \
+        long x = o * s0 + (long)c.j * s1 + c.k;                                                   \
+        double v = mine;                                                                          \
+        if (((parity + o + c.j + c.k) & 1) != first && in_box(own, o, c.j, c.k)) {               \
+            int t = ty * SWEEP_TK + tx;                                                           \
+            double nb = NB(x, below, above, pl[t - SWEEP_TK], pl[t + SWEEP_TK], pl[t - 1],        \
+                           pl[t + 1]);                                                            \
+            v = GS(o, c.j, c.k, x, mine, nb);                                                     \
+        }                                                                                         \
+        ub[x] = v;                                                                                \
+    }
+SWEEP_SECOND(sweep_second_var, VAR_ARGS, NB_VAR, GS_VAR)
+SWEEP_SECOND(sweep_second_const, CONST_ARGS, NB_CONST, GS_CONST)
+
+// The kernels: block (SWEEP_TK, SWEEP_TJ), grid (tiles along k, tiles
+// along j, chunks of `chunk` planes); p1, p2 the padded extents of axes 1
+// and 2.
+#define SWEEP(NAME, ARGS, FIRST, SECOND, PASS)                                                    \
+    extern "C" __global__ void NAME(double *ub, const double *ua, const double *f, ARGS,          \
+                                    const Box3 own, const Box3 grown, int p1, int p2, long s0,    \
+                                    long s1, int parity, int first, double omega, int chunk) {    \
+        __shared__ double buf[3][SWEEP_TJ * SWEEP_TK];                                            \
+        int tx = threadIdx.x, ty = threadIdx.y;                                                   \
+        SweepCell c = sweep_cell(own, blockIdx.x, blockIdx.y, tx, ty, p1, p2);                    \
+        int a, b;                                                                                 \
+        sweep_chunk(own, blockIdx.z, chunk, &a, &b);                                              \
+        double below = 0.0, mine = 0.0;                                                           \
+        for (int i = a - 1; i <= b; i++) {                                                        \
+            int slot = (i - a + 1) % 3;                                                           \
+            double v = FIRST(ua, f, PASS, grown, c, i, s0, s1, parity, first, omega);             \
+            buf[slot][ty * SWEEP_TK + tx] = v;                                                    \
+            __syncthreads();                                                                      \
+            if (i - 1 >= a)                                                                       \
+                SECOND(ub, f, PASS, own, c, tx, ty, buf[(slot + 2) % 3], i - 1, below, mine, v,   \
+                       s0, s1, parity, first, omega);                                             \
+            below = mine;                                                                         \
+            mine = v;                                                                             \
+        }                                                                                         \
+    }
+#define VAR_PASS w0, w1, w2, diag, inv_diag
+#define CONST_PASS ih0, ih1, ih2, wall0, wall1, wall2
+SWEEP(mg_sweep_var, VAR_ARGS, sweep_first_var, sweep_second_var, VAR_PASS)
+SWEEP(mg_sweep_const, CONST_ARGS, sweep_first_const, sweep_second_const, CONST_PASS)
+
 // out = f - A u (f non-null) or out = A u, over region b.
 #define RESIDUAL(NAME, ARGS, APPLY)                                                              \
     extern "C" __global__ void NAME(double *out, const double *u, const double *f, ARGS,          \

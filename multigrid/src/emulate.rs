@@ -11,7 +11,7 @@
 use crate::kernels::Isa;
 use crate::level::{self, Stencil};
 use comm::exact::ExactSum;
-use halo::FieldLayout;
+use halo::{FieldLayout, Region};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -173,6 +173,32 @@ fn kernels_on_the_host_give_the_host_bits() {
         let mut q = vec![0.0; n];
         level::apply(simd, &st, &l, &u, &mut q, &own, |_, _| {});
         check(&cases, &format!("apply_{name}"), &q);
+    }
+    // The one-pass sweep against the host's two colour passes (first over
+    // `grown`, second over the owned box): every cell of R (owned grown by
+    // 1) as the host's, every other cell untouched.
+    let grown = Region {
+        lo: [own.lo[0] - 1, own.lo[1], own.lo[2] - 1],
+        hi: [own.hi[0] + 1, own.hi[1] + 1, own.hi[2] + 1],
+    };
+    let r = Region {
+        lo: own.lo.map(|x| x - 1),
+        hi: own.hi.map(|x| x + 1),
+    };
+    let s = l.strides();
+    for (name, st, first) in [("var", var(n), 0), ("const", constant(&l), 1)] {
+        let mut u = arr(n, 1, false);
+        let f = arr(n, 2, false);
+        level::smooth(simd, &st, &l, 3, &mut u, &f, &grown, first, 1.15);
+        level::smooth(simd, &st, &l, 3, &mut u, &f, &own, 1 - first, 1.15);
+        let mut want = arr(n, 99, false);
+        for x in 0..n {
+            let q = [x / s[0], (x / s[1]) % l.padded()[1], x % s[1]];
+            if (0..3).all(|d| q[d] >= r.lo[d] && q[d] < r.hi[d]) {
+                want[x] = u[x];
+            }
+        }
+        check(&cases, &format!("sweep_{name}"), &want);
     }
     // Restriction, prolongation, reflection.
     let (lf, lc) = (lay([6, 4, 8], 2), lay([3, 2, 4], 1));

@@ -25,6 +25,12 @@ static inline long long __double_as_longlong(double d) {
     return x;
 }
 static inline void __syncthreads() {}
+using std::min;
+// Small sweep tiles (interior 6 x 2 columns), so that the little boxes
+// below span several tiles along j and k.
+#define SWEEP_TK 8
+#define SWEEP_TJ 4
+#include <algorithm>
 #include "region.cuh"
 #include "mg.cu"
 
@@ -123,6 +129,69 @@ int main() {
         }
         print(variable ? "residual_var" : "residual_const", r);
         print(variable ? "apply_var" : "apply_const", q);
+    }
+    // The one-pass sweep: the first colour over `grown` (the owned box
+    // grown by 1 along axes 0 and 2, and on the high side of axis 1), the
+    // second over the owned box, on blocks of several tiles and chunks of
+    // 3 planes; every block's threads run phase by phase, as between the
+    // kernel's barriers. ub starts as other values: the cells outside R
+    // (owned grown by 1) must keep them.
+    {
+        Box3 grown{L.g - 1, L.g, L.g - 1, L.o[0] + 2, L.o[1] + 1, L.o[2] + 2};
+        const int chunk = 3, TK = SWEEP_TK, TJ = SWEEP_TJ;
+        int gx = (L.o[2] + 2 + TK - 3) / (TK - 2), gy = (L.o[1] + 2 + TJ - 3) / (TJ - 2);
+        int gz = (L.o[0] + 2 + chunk - 1) / chunk;
+        int p1 = (int)L.p(1), p2 = (int)L.p(2);
+        for (int variable = 1; variable >= 0; variable--) {
+            int first = variable ? 0 : 1;
+            double omega = 1.15;
+            std::vector<double> ua = arr(n, 1), f = arr(n, 2), ub = arr(n, 99);
+            for (int bz = 0; bz < gz; bz++)
+                for (int by = 0; by < gy; by++)
+                    for (int bx = 0; bx < gx; bx++) {
+                        int a, b;
+                        sweep_chunk(own, bz, chunk, &a, &b);
+                        std::vector<double> buf(3 * TJ * TK), below(TJ * TK, 0.0), mine(TJ * TK, 0.0),
+                            cur(TJ * TK);
+                        for (int i = a - 1; i <= b; i++) {
+                            int slot = (i - a + 1) % 3;
+                            for (int ty = 0; ty < TJ; ty++)
+                                for (int tx = 0; tx < TK; tx++) {
+                                    SweepCell c = sweep_cell(own, bx, by, tx, ty, p1, p2);
+                                    int t = ty * TK + tx;
+                                    cur[t] = variable
+                                        ? sweep_first_var(ua.data(), f.data(), V.w0.data(), V.w1.data(),
+                                                          V.w2.data(), V.diag.data(), V.inv.data(), grown,
+                                                          c, i, L.s0(), L.s1(), 3, first, omega)
+                                        : sweep_first_const(ua.data(), f.data(), IH[0], IH[1], IH[2],
+                                                            c0.data(), c1.data(), c2.data(), grown, c, i,
+                                                            L.s0(), L.s1(), 3, first, omega);
+                                    buf[slot * TJ * TK + t] = cur[t];
+                                }
+                            for (int ty = 0; ty < TJ; ty++)
+                                for (int tx = 0; tx < TK; tx++) {
+                                    SweepCell c = sweep_cell(own, bx, by, tx, ty, p1, p2);
+                                    int t = ty * TK + tx;
+                                    const double *pl = &buf[((slot + 2) % 3) * TJ * TK];
+                                    if (i - 1 >= a) {
+                                        if (variable)
+                                            sweep_second_var(ub.data(), f.data(), V.w0.data(), V.w1.data(),
+                                                             V.w2.data(), V.diag.data(), V.inv.data(), own,
+                                                             c, tx, ty, pl, i - 1, below[t], mine[t], cur[t],
+                                                             L.s0(), L.s1(), 3, first, omega);
+                                        else
+                                            sweep_second_const(ub.data(), f.data(), IH[0], IH[1], IH[2],
+                                                               c0.data(), c1.data(), c2.data(), own, c, tx,
+                                                               ty, pl, i - 1, below[t], mine[t], cur[t],
+                                                               L.s0(), L.s1(), 3, first, omega);
+                                    }
+                                    below[t] = mine[t];
+                                    mine[t] = cur[t];
+                                }
+                        }
+                    }
+            print(variable ? "sweep_var" : "sweep_const", ub);
+        }
     }
     // Restriction: fine 6 x 4 x 8 (ghost 2) to coarse 3 x 2 x 4 (ghost 1).
     Lay F{{6, 4, 8}, 2}, C{{3, 2, 4}, 1};
