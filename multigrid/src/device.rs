@@ -31,7 +31,9 @@ use comm::exact::{allreduce_exact_sums, ExactSum};
 use comm::Communicator;
 use gpu::cuda::cudarc::driver::{CudaFunction, CudaSlice, LaunchArgs, LaunchConfig, PushKernelArg};
 use gpu::cuda::Device;
-use halo::{DeviceExchanger, DeviceField, DeviceRegion, Field, FieldLayout, Topology, Transport};
+use halo::{
+    DeviceExchanger, DeviceField, DeviceRegion, Field, FieldLayout, Region, Topology, Transport,
+};
 use std::sync::Arc;
 
 /// The kernels' module name and source.
@@ -60,10 +62,11 @@ pub struct DeviceOptions {
     /// on the device where every rank is on one machine and the
     /// host-staged one otherwise (see [`DeviceExchanger::new`]).
     pub transport: Option<Transport>,
-    /// The first of the `2 * levels` message channels the hierarchy's
-    /// exchangers take (one per level and per kind, so that no two of them
-    /// share a channel); distinct from those of any other exchanger on the
-    /// communicator (the host hierarchy's take 0-5).
+    /// The first of the [`CHANNELS_PER_LEVEL`]` * levels` message
+    /// channels the hierarchy's exchangers take (one per level and per
+    /// kind, so that no two of them share a channel; see
+    /// [`DeviceHierarchy::channels`]); distinct from those of any other
+    /// exchanger on the communicator (the host hierarchy's take 0-5).
     pub channel: u16,
 }
 
@@ -96,6 +99,8 @@ struct Kernels {
     copy: CudaFunction,
     axpy: CudaFunction,
     exact: CudaFunction,
+    sweep_var: CudaFunction,
+    sweep_const: CudaFunction,
 }
 
 impl Kernels {
@@ -113,6 +118,8 @@ impl Kernels {
             copy: f("mg_copy")?,
             axpy: f("mg_axpy")?,
             exact: f("mg_exact_sum")?,
+            sweep_var: f("mg_sweep_var")?,
+            sweep_const: f("mg_sweep_const")?,
         })
     }
 }
@@ -177,6 +184,17 @@ struct DevChild {
     u: DeviceField,
 }
 
+/// The one-pass sweep of a communication-avoiding level (ghost width 2).
+struct DevCa {
+    /// The full neighbourhood, 2 deep (`u` before each sweep, `f` once a
+    /// visit).
+    ex: DeviceExchanger<f64>,
+    /// The field each sweep writes; swapped with the level's `u` after it.
+    u2: DeviceField,
+    /// The owned cells and the ring the first colour covers.
+    grown: Region,
+}
+
 /// One smoothing level on the device.
 struct DevLevel {
     geom: BoxGeom,
@@ -187,7 +205,16 @@ struct DevLevel {
     u: DeviceField,
     f: DeviceField,
     child: Option<DevChild>,
+    ca: Option<DevCa>,
 }
+
+/// The thread block of `mg_sweep_*` (`SWEEP_TK` x `SWEEP_TJ` of
+/// `kernels/mg.cu`): a tile of 30 x 14 columns with a 1-cell ring.
+const SWEEP_BLOCK: (u32, u32) = (32, 16);
+
+/// Message channels a device level takes (faces, the child's full halo,
+/// the 2-deep halo of the one-pass sweep).
+pub const CHANNELS_PER_LEVEL: u16 = 3;
 
 /// Strides of a layout as the kernels take them.
 fn strides(l: &FieldLayout) -> (i64, i64) {
@@ -272,7 +299,7 @@ impl DeviceHierarchy {
     ) -> Result<Self, MgError> {
         let views = host.shared_levels();
         let need: usize = Self::bytes(&host);
-        let top = usize::from(opts.channel) + 2 * views.len();
+        let top = usize::from(opts.channel) + usize::from(CHANNELS_PER_LEVEL) * views.len();
         if top > usize::from(halo::MAX_CHANNEL) + 1 {
             return Err(MgError::Invalid(format!(
                 "the device hierarchy's {} levels take the channels {}..{top}, beyond the exchangers' largest, {}",
@@ -299,7 +326,7 @@ impl DeviceHierarchy {
         let k = Kernels::new(&device)?;
         let mut levels = Vec::with_capacity(views.len());
         for (l, v) in views.iter().enumerate() {
-            let ch = opts.channel + 2 * l as u16;
+            let ch = opts.channel + CHANNELS_PER_LEVEL * l as u16;
             levels.push(DevLevel::new(comm, &device, v, ch, opts.transport)?);
         }
         drop(views);
@@ -313,6 +340,13 @@ impl DeviceHierarchy {
             spare: Vec::new(),
             events: (0, 0),
         })
+    }
+
+    /// The message channels the hierarchy takes from
+    /// [`DeviceOptions::channel`] on
+    /// ([`CHANNELS_PER_LEVEL`]` * `[`device_levels`](Self::device_levels)).
+    pub fn channels(&self) -> u16 {
+        CHANNELS_PER_LEVEL * self.levels.len() as u16
     }
 
     /// The host hierarchy (problem, options, decomposition, the levels
@@ -413,10 +447,70 @@ impl DeviceHierarchy {
         Ok(())
     }
 
+    /// One communication-avoiding sweep of level `l` in one pass over
+    /// memory: a 2-deep exchange of `u`, then `mg_sweep_*` from `u` into
+    /// the level's second field, which becomes its `u` (`f`'s ghost ring
+    /// current).
+    fn sweep(
+        &mut self,
+        comm: &dyn Communicator,
+        l: usize,
+        first: usize,
+        omega: f64,
+    ) -> Result<(), MgError> {
+        let sms = self.device.info().multiprocessors.max(1);
+        let lv = &mut self.levels[l];
+        let ca = lv.ca.as_mut().expect("a communication-avoiding level");
+        ca.ex.exchange(comm, &mut [&mut lv.u])?;
+        self.events.0 += 1;
+        self.events.1 += 1;
+        let own = lv.geom.owned();
+        let n = own.shape().map(|x| x + 2);
+        let (tk, tj) = (SWEEP_BLOCK.0 as usize - 2, SWEEP_BLOCK.1 as usize - 2);
+        let (gx, gy) = (n[2].div_ceil(tk), n[1].div_ceil(tj));
+        // Chunks of planes: about four blocks per multiprocessor, each
+        // chunk at least 8 planes (every chunk recomputes the first
+        // colour of its two neighbouring planes).
+        let chunks = (4 * sms).div_ceil(gx * gy).clamp(1, (n[0] / 8).max(1));
+        let chunk = n[0].div_ceil(chunks);
+        let gz = n[0].div_ceil(chunk);
+        let cfg = LaunchConfig {
+            grid_dim: (gx as u32, gy as u32, gz as u32),
+            block_dim: (SWEEP_BLOCK.0, SWEEP_BLOCK.1, 1),
+            shared_mem_bytes: 0,
+        };
+        let p = lv.layout.padded().map(|x| x as i32);
+        let (s0, s1) = strides(&lv.layout);
+        let parity = (lv.geom.parity() % 2) as i32;
+        let (first, chunk) = (first as i32, chunk as i32);
+        let (ob, gb) = (DeviceRegion::from(&own), DeviceRegion::from(&ca.grown));
+        let kernel = match lv.stencil {
+            DevStencil::Var { .. } => &self.k.sweep_var,
+            DevStencil::Const { .. } => &self.k.sweep_const,
+        };
+        let stream = self.device.main();
+        let mut a = stream.launch_builder(kernel);
+        a.arg(ca.u2.data_mut()).arg(lv.u.data()).arg(lv.f.data());
+        lv.stencil.push_args(&mut a);
+        a.arg(&ob).arg(&gb).arg(&p[1]).arg(&p[2]).arg(&s0).arg(&s1);
+        a.arg(&parity).arg(&first).arg(&omega).arg(&chunk);
+        // SAFETY: the arguments match `mg_sweep_var` or `mg_sweep_const`;
+        // the layout's ghost width is 2 (a communication-avoiding level),
+        // so the owned box grown by 2 lies in the padded arrays: the kernel
+        // reads `u` there (the cells of `grown`, within 1 of the owned box,
+        // and their neighbours) and writes `u2` only in the owned box grown
+        // by 1; both fields and the stencil have the level's layout; the
+        // block is the kernel's SWEEP_TK x SWEEP_TJ.
+        unsafe { a.launch(cfg) }.map_err(dev)?;
+        std::mem::swap(&mut lv.u, &mut ca.u2);
+        Ok(())
+    }
+
     /// `sweeps` sweeps of level `l`, each colour `order[0]` then
-    /// `order[1]`, an exchange before each colour (the host's plain
-    /// order; its overlapped and communication-avoiding orders give the
-    /// same bits).
+    /// `order[1]`: on a communication-avoiding level one pass each
+    /// ([`sweep`](Self::sweep)), otherwise an exchange before each colour
+    /// (the host's plain order; all of the host's orders give the same
+    /// bits).
     fn smooth(
         &mut self,
         comm: &dyn Communicator,
@@ -425,6 +519,12 @@ impl DeviceHierarchy {
         order: [usize; 2],
     ) -> Result<(), MgError> {
         let omega = self.host.options().omega;
+        if self.levels[l].ca.is_some() {
+            for _ in 0..sweeps {
+                self.sweep(comm, l, order[0], omega)?;
+            }
+            return Ok(());
+        }
         for _ in 0..sweeps {
             for c in order {
                 let lv = &mut self.levels[l];
@@ -734,6 +834,14 @@ impl DeviceHierarchy {
             self.levels[l].u.upload(&u)?;
             return Ok(());
         }
+        if opts.pre_sweeps + opts.post_sweeps > 0 {
+            // The one-pass sweep reads f's ghost ring.
+            let lv = &mut self.levels[l];
+            if let Some(ca) = lv.ca.as_mut() {
+                ca.ex.exchange(comm, &mut [&mut lv.f])?;
+                self.events.0 += 1;
+            }
+        }
         self.smooth(comm, l, opts.pre_sweeps, [0, 1])?;
         {
             let lv = &mut self.levels[l];
@@ -815,24 +923,28 @@ impl DeviceHierarchy {
         self.axpy(4, Some(x), None, None, None, mean, 0.0)
     }
 
-    /// `z = M r`: one symmetric V-cycle from zero.
+    /// `z = M r`: one symmetric V-cycle from zero. `r` and `z` take the
+    /// places of the fine level's `f` and `u` for the cycle (no copies;
+    /// the cycle may leave `r`'s ghosts changed).
     fn precondition(
         &mut self,
         comm: &dyn Communicator,
-        r: &DeviceField,
+        r: &mut DeviceField,
         z: &mut DeviceField,
     ) -> Result<(), MgError> {
-        let stream = self.device.main().clone();
-        stream
-            .memset_zeros(self.levels[0].u.data_mut())
-            .map_err(dev)?;
-        stream
-            .memcpy_dtod(r.data(), self.levels[0].f.data_mut())
-            .map_err(dev)?;
-        self.cycle(comm, 0, true)?;
-        stream
-            .memcpy_dtod(self.levels[0].u.data(), z.data_mut())
-            .map_err(dev)?;
+        let fine = &mut self.levels[0];
+        std::mem::swap(&mut fine.f, r);
+        std::mem::swap(&mut fine.u, z);
+        let cycled = self
+            .device
+            .main()
+            .memset_zeros(fine.u.data_mut())
+            .map_err(dev)
+            .and_then(|()| self.cycle(comm, 0, true));
+        let fine = &mut self.levels[0];
+        std::mem::swap(&mut fine.f, r);
+        std::mem::swap(&mut fine.u, z);
+        cycled?;
         if self.host.problem().is_singular() {
             self.remove_mean(comm, z)?;
         }
@@ -919,7 +1031,7 @@ impl DeviceHierarchy {
         let mut it = 0;
         let mut cycles = 0;
         if res[0] > opts.tol {
-            self.precondition(comm, &r, &mut z)?;
+            self.precondition(comm, &mut r, &mut z)?;
             cycles += 1;
             stream.memcpy_dtod(z.data(), p.data_mut()).map_err(dev)?;
             let mut rz = self.sums(comm, &[(0, &r, Some(&z))])?[0];
@@ -959,7 +1071,7 @@ impl DeviceHierarchy {
                 if res[it] <= opts.tol {
                     break;
                 }
-                self.precondition(comm, &r, &mut z)?;
+                self.precondition(comm, &mut r, &mut z)?;
                 cycles += 1;
                 let d = self.sums(comm, &[(0, &z, Some(&r)), (0, &z, Some(&r_old))])?;
                 beta = Some((d[0] - d[1]) / rz);
@@ -993,12 +1105,14 @@ fn bytes_of(v: &LevelView<'_>) -> usize {
         Stencil::Const { wall, .. } => wall.iter().map(Vec::len).sum(),
     };
     let child = v.child.map_or(0, |(_, l, _)| 2 * l.padded_len());
-    8 * (2 * len + stencil + child)
+    let fields = if v.ca.is_some() { 3 } else { 2 };
+    8 * (fields * len + stencil + child)
 }
 
 impl DevLevel {
-    /// Level `v` on the device, its exchangers on channels `ch` (faces)
-    /// and `ch + 1` (the child's full halo) (collective).
+    /// Level `v` on the device, its exchangers on channels `ch` (faces),
+    /// `ch + 1` (the child's full halo) and `ch + 2` (the 2-deep halo of
+    /// a communication-avoiding level) (collective).
     fn new(
         comm: &dyn Communicator,
         d: &Arc<Device>,
@@ -1025,6 +1139,14 @@ impl DevLevel {
             u: DeviceField::new(d, v.layout, "multigrid level field")?,
             f: DeviceField::new(d, v.layout, "multigrid level right-hand side")?,
             child,
+            ca: match v.ca {
+                None => None,
+                Some((topo, grown)) => Some(DevCa {
+                    ex: ex(topo, ch + 2)?,
+                    u2: DeviceField::new(d, v.layout, "multigrid level field (sweep)")?,
+                    grown,
+                }),
+            },
         })
     }
 }

@@ -1438,6 +1438,10 @@ pub(crate) struct LevelView<'a> {
     /// The coarser level laid out on the same ranks: its box, layout and
     /// full topology (ghost width 1).
     pub child: Option<(BoxGeom, FieldLayout, &'a Topology)>,
+    /// Where the level smooths communication-avoiding: its 2-deep full
+    /// topology, and the owned cells with the ring that the first colour
+    /// covers.
+    pub ca: Option<(&'a Topology, Region)>,
 }
 
 #[cfg(feature = "cuda")]
@@ -1458,6 +1462,7 @@ impl Hierarchy {
                     .child
                     .as_ref()
                     .map(|c| (c.geom, c.layout, c.ex_full.topology())),
+                ca: w.ca.as_ref().map(|(ex, _)| (ex.topology(), w.grown)),
             })
             .collect()
     }

@@ -129,7 +129,7 @@ impl State {
         let mut to_dev = |h: Hierarchy| -> Result<DeviceHierarchy> {
             let opts = DeviceOptions { transport, channel };
             let dh = DeviceHierarchy::with_options(comm, h, dev.clone(), opts)?;
-            channel += 2 * dh.device_levels() as u16;
+            channel += dh.channels();
             Ok(dh)
         };
         let mut dmg_u = Vec::with_capacity(3);
