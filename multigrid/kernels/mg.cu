@@ -271,24 +271,6 @@ SWEEP_SECOND(sweep_second_const, CONST_ARGS, NB_CONST, GS_CONST)
 SWEEP(mg_sweep_var, VAR_ARGS, sweep_first_var, sweep_second_var, VAR_PASS)
 SWEEP(mg_sweep_const, CONST_ARGS, sweep_first_const, sweep_second_const, CONST_PASS)
 
-// out = f - A u (f non-null) or out = A u, over region b.
-#define RESIDUAL(NAME, ARGS, APPLY)                                                              \
-    extern "C" __global__ void NAME(double *out, const double *u, const double *f, ARGS,          \
-                                    const Box3 b, long s0, long s1) {                             \
-        long n = (long)b.n0 * b.n1 * b.n2;                                                        \
-        for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < n;                         \
-             q += (long)gridDim.x * blockDim.x) {                                                 \
-            long kq = q % b.n2, r = q / b.n2;                                                     \
-            int j = b.lo1 + (int)(r % b.n1), i = b.lo0 + (int)(r / b.n1);                         \
-            int k = b.lo2 + (int)kq;                                                              \
-            long x = i * s0 + j * s1 + k;                                                         \
-            double au = APPLY(u, i, j, k, x, s0, s1);                                             \
-            out[x] = f ? f[x] - au : au;                                                          \
-        }                                                                                         \
-    }
-RESIDUAL(mg_residual_var, VAR_ARGS, APPLY_VAR)
-RESIDUAL(mg_residual_const, CONST_ARGS, APPLY_CONST)
-
 // The 8-cell average of the fine residual f - A u into the owned coarse
 // cells (n0, n1, n2 of them): fine ghost width gf and strides sf, coarse
 // gc and sc. The host's order: rows (0, 0), (0, 1), (1, 0), (1, 1) of the
@@ -369,9 +351,8 @@ extern "C" __global__ void mg_copy(double *dst, const double *src, const Box3 db
 }
 
 // Over region b: mode 0: x += alpha p; mode 1: p = z + beta p; mode 2:
-// x += alpha p then p = z + beta p; mode 3: r = o - alpha q; mode 4:
-// x -= alpha (a constant).
-extern "C" __global__ void mg_axpy(int mode, double *x, double *p, const double *z, const double *o,
+// x += alpha p then p = z + beta p; mode 3: x -= alpha (a constant).
+extern "C" __global__ void mg_axpy(int mode, double *x, double *p, const double *z,
                                    double alpha, double beta, const Box3 b, long s0, long s1) {
     long n = (long)b.n0 * b.n1 * b.n2;
     for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < n;
@@ -381,8 +362,7 @@ extern "C" __global__ void mg_axpy(int mode, double *x, double *p, const double 
         case 0: x[i] += alpha * p[i]; break;
         case 1: p[i] = z[i] + beta * p[i]; break;
         case 2: x[i] += alpha * p[i]; p[i] = z[i] + beta * p[i]; break;
-        case 3: x[i] = o[i] - alpha * p[i]; break;
-        case 4: x[i] -= alpha; break;
+        case 3: x[i] -= alpha; break;
         }
     }
 }
@@ -412,61 +392,161 @@ __device__ __forceinline__ void flush_window(unsigned long long *acc, int kb, lo
     if (w3) atomicAdd(&acc[kb + 3], (unsigned long long)w3);
 }
 
-extern "C" __global__ void mg_exact_sum(unsigned long long *out, const double *a, const double *b,
-                                        int mode, const Box3 box, long s0, long s1) {
-    __shared__ unsigned long long acc[WORDS];
+// One thread's part of an exact sum: the window of limbs kb .. kb + 3 (kb
+// <= 63: the largest exponent's limb is 63, so kb + 3 < LIMBS) and the
+// count of "anything else".
+struct Exact {
+    int kb;
+    long long w0, w1, w2, w3;
+    unsigned long long others;
+};
+
+__device__ __forceinline__ Exact exact_new() {
+    Exact e;
+    e.kb = 0;
+    e.w0 = e.w1 = e.w2 = e.w3 = 0;
+    e.others = 0;
+    return e;
+}
+
+// Adds v to the thread's window (the block's limbs `acc` take what leaves
+// it, and the counts of NaN, infinities and -0.0).
+__device__ __forceinline__ void exact_add(Exact *e, unsigned long long *acc, double v) {
+    unsigned long long bits = (unsigned long long)__double_as_longlong(v);
+    unsigned long long ex = (bits >> 52) & 0x7ff;
+    if (ex == 0x7ff) {
+        int w = (bits & 0xfffffffffffffull) ? 0 : ((bits >> 63) ? 2 : 1);
+        atomicAdd(&acc[LIMBS + w], 1ull);
+        e->others++;
+        return;
+    }
+    if (bits == 0x8000000000000000ull) {
+        atomicAdd(&acc[LIMBS + 3], 1ull);
+        return;
+    }
+    e->others++;
+    unsigned long long normal = ex != 0;
+    unsigned long long m = (bits & 0xfffffffffffffull) | (normal << 52);
+    if (m == 0) return;  // +0.0
+    unsigned long long pos = ex - normal;
+    int k = (int)(pos >> 5);
+    int sh = (int)(pos & 31);
+    // m << sh as three 32-bit chunks (m < 2^53, sh < 32: below 2^85).
+    unsigned long long lo64 = m << sh;
+    unsigned long long hi64 = sh ? (m >> (64 - sh)) : 0;
+    long long c0 = (long long)(lo64 & 0xffffffffull);
+    long long c1 = (long long)(lo64 >> 32);
+    long long c2 = (long long)(hi64 & 0xffffffffull);
+    if (bits >> 63) { c0 = -c0; c1 = -c1; c2 = -c2; }
+    if (k != e->kb && k != e->kb + 1) {
+        flush_window(acc, e->kb, e->w0, e->w1, e->w2, e->w3);
+        e->w0 = e->w1 = e->w2 = e->w3 = 0;
+        e->kb = k;
+    }
+    if (k == e->kb) {
+        e->w0 += c0; e->w1 += c1; e->w2 += c2;
+    } else {
+        e->w1 += c0; e->w2 += c1; e->w3 += c2;
+    }
+}
+
+// The thread's window into the block's limbs.
+__device__ __forceinline__ void exact_flush(Exact *e, unsigned long long *acc) {
+    flush_window(acc, e->kb, e->w0, e->w1, e->w2, e->w3);
+    if (e->others) atomicAdd(&acc[LIMBS + 4], e->others);
+}
+
+// The block's limbs: zeroed before any thread adds (every thread calls
+// both, around its grid-stride loop), added to `out` after.
+__device__ __forceinline__ void exact_block_begin(unsigned long long *acc) {
     for (int t = threadIdx.x; t < WORDS; t += blockDim.x) acc[t] = 0;
     __syncthreads();
-    long n = (long)box.n0 * box.n1 * box.n2;
-    // The window: limbs kb .. kb + 3 (kb <= 63: the largest exponent's
-    // limb is 63, so kb + 3 < LIMBS), and the count of "anything else".
-    int kb = 0;
-    long long w0 = 0, w1 = 0, w2 = 0, w3 = 0;
-    unsigned long long others = 0;
-    for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < n;
-         q += (long)gridDim.x * blockDim.x) {
-        long i = cell(box, q, s0, s1);
-        double v = mode == 0 ? a[i] * b[i] : (mode == 1 ? a[i] : fabs(a[i]));
-        unsigned long long bits = (unsigned long long)__double_as_longlong(v);
-        unsigned long long e = (bits >> 52) & 0x7ff;
-        if (e == 0x7ff) {
-            int w = (bits & 0xfffffffffffffull) ? 0 : ((bits >> 63) ? 2 : 1);
-            atomicAdd(&acc[LIMBS + w], 1ull);
-            others++;
-            continue;
-        }
-        if (bits == 0x8000000000000000ull) {
-            atomicAdd(&acc[LIMBS + 3], 1ull);
-            continue;
-        }
-        others++;
-        unsigned long long normal = e != 0;
-        unsigned long long m = (bits & 0xfffffffffffffull) | (normal << 52);
-        if (m == 0) continue;  // +0.0
-        unsigned long long pos = e - normal;
-        int k = (int)(pos >> 5);
-        int sh = (int)(pos & 31);
-        // m << sh as three 32-bit chunks (m < 2^53, sh < 32: below 2^85).
-        unsigned long long lo64 = m << sh;
-        unsigned long long hi64 = sh ? (m >> (64 - sh)) : 0;
-        long long c0 = (long long)(lo64 & 0xffffffffull);
-        long long c1 = (long long)(lo64 >> 32);
-        long long c2 = (long long)(hi64 & 0xffffffffull);
-        if (bits >> 63) { c0 = -c0; c1 = -c1; c2 = -c2; }
-        if (k != kb && k != kb + 1) {
-            flush_window(acc, kb, w0, w1, w2, w3);
-            w0 = w1 = w2 = w3 = 0;
-            kb = k;
-        }
-        if (k == kb) {
-            w0 += c0; w1 += c1; w2 += c2;
-        } else {
-            w1 += c0; w2 += c1; w3 += c2;
-        }
-    }
-    flush_window(acc, kb, w0, w1, w2, w3);
-    if (others) atomicAdd(&acc[LIMBS + 4], others);
+}
+
+__device__ __forceinline__ void exact_block_end(unsigned long long *acc, unsigned long long *out) {
     __syncthreads();
     for (int t = threadIdx.x; t < WORDS; t += blockDim.x)
         if (acc[t]) atomicAdd(&out[t], acc[t]);
+}
+
+extern "C" __global__ void mg_exact_sum(unsigned long long *out, const double *a, const double *b,
+                                        int mode, const Box3 box, long s0, long s1) {
+    __shared__ unsigned long long acc[WORDS];
+    exact_block_begin(acc);
+    long n = (long)box.n0 * box.n1 * box.n2;
+    Exact e = exact_new();
+    for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < n;
+         q += (long)gridDim.x * blockDim.x) {
+        long i = cell(box, q, s0, s1);
+        exact_add(&e, acc, mode == 0 ? a[i] * b[i] : (mode == 1 ? a[i] : fabs(a[i])));
+    }
+    exact_flush(&e, acc);
+    exact_block_end(acc, out);
+}
+
+// Two exact sums in one pass: a b into out[0 .. WORDS), a c into
+// out[WORDS .. 2 WORDS) (rounded products).
+extern "C" __global__ void mg_exact_sum2(unsigned long long *out, const double *a, const double *b,
+                                         const double *c, const Box3 box, long s0, long s1) {
+    __shared__ unsigned long long acc[2][WORDS];
+    exact_block_begin(acc[0]);
+    exact_block_begin(acc[1]);
+    long n = (long)box.n0 * box.n1 * box.n2;
+    Exact e = exact_new(), g = exact_new();
+    for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < n;
+         q += (long)gridDim.x * blockDim.x) {
+        long i = cell(box, q, s0, s1);
+        double x = a[i];
+        exact_add(&e, acc[0], x * b[i]);
+        exact_add(&g, acc[1], x * c[i]);
+    }
+    exact_flush(&e, acc[0]);
+    exact_flush(&g, acc[1]);
+    exact_block_end(acc[0], out);
+    exact_block_end(acc[1], out + WORDS);
+}
+
+// The operator with its dot product in one pass, over region b: with f,
+// out = f - A u and the exact sum of out out (the residual's squared
+// norm); without, out = A u and the exact sum of u out.
+#define RESIDUAL_DOT(NAME, ARGS, APPLY)                                                          \
+    extern "C" __global__ void NAME(double *out, const double *u, const double *f, ARGS,          \
+                                    const Box3 b, long s0, long s1, unsigned long long *dot) {    \
+        __shared__ unsigned long long acc[WORDS];                                                 \
+        exact_block_begin(acc);                                                                   \
+        Exact e = exact_new();                                                                    \
+        long n = (long)b.n0 * b.n1 * b.n2;                                                        \
+        for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < n;                         \
+             q += (long)gridDim.x * blockDim.x) {                                                 \
+            long kq = q % b.n2, r = q / b.n2;                                                     \
+            int j = b.lo1 + (int)(r % b.n1), i = b.lo0 + (int)(r / b.n1);                         \
+            int k = b.lo2 + (int)kq;                                                              \
+            long x = i * s0 + j * s1 + k;                                                         \
+            double au = APPLY(u, i, j, k, x, s0, s1);                                             \
+            double o = f ? f[x] - au : au;                                                        \
+            out[x] = o;                                                                           \
+            exact_add(&e, acc, f ? o * o : u[x] * o);                                             \
+        }                                                                                         \
+        exact_flush(&e, acc);                                                                     \
+        exact_block_end(acc, dot);                                                                \
+    }
+RESIDUAL_DOT(mg_residual_dot_var, VAR_ARGS, APPLY_VAR)
+RESIDUAL_DOT(mg_residual_dot_const, CONST_ARGS, APPLY_CONST)
+
+// r = o - alpha p over region b, and the exact sum of r r.
+extern "C" __global__ void mg_update_dot(double *r, const double *o, const double *p, double alpha,
+                                         const Box3 b, long s0, long s1, unsigned long long *dot) {
+    __shared__ unsigned long long acc[WORDS];
+    exact_block_begin(acc);
+    Exact e = exact_new();
+    long n = (long)b.n0 * b.n1 * b.n2;
+    for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < n;
+         q += (long)gridDim.x * blockDim.x) {
+        long i = cell(b, q, s0, s1);
+        double v = o[i] - alpha * p[i];
+        r[i] = v;
+        exact_add(&e, acc, v * v);
+    }
+    exact_flush(&e, acc);
+    exact_block_end(acc, dot);
 }

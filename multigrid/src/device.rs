@@ -90,8 +90,6 @@ fn launch(n: usize) -> LaunchConfig {
 struct Kernels {
     smooth_var: CudaFunction,
     smooth_const: CudaFunction,
-    residual_var: CudaFunction,
-    residual_const: CudaFunction,
     restrict_var: CudaFunction,
     restrict_const: CudaFunction,
     prolong: CudaFunction,
@@ -101,6 +99,10 @@ struct Kernels {
     exact: CudaFunction,
     sweep_var: CudaFunction,
     sweep_const: CudaFunction,
+    exact2: CudaFunction,
+    residual_dot_var: CudaFunction,
+    residual_dot_const: CudaFunction,
+    update_dot: CudaFunction,
 }
 
 impl Kernels {
@@ -109,8 +111,6 @@ impl Kernels {
         Ok(Kernels {
             smooth_var: f("mg_smooth_var")?,
             smooth_const: f("mg_smooth_const")?,
-            residual_var: f("mg_residual_var")?,
-            residual_const: f("mg_residual_const")?,
             restrict_var: f("mg_restrict_var")?,
             restrict_const: f("mg_restrict_const")?,
             prolong: f("mg_prolong_add")?,
@@ -120,6 +120,10 @@ impl Kernels {
             exact: f("mg_exact_sum")?,
             sweep_var: f("mg_sweep_var")?,
             sweep_const: f("mg_sweep_const")?,
+            exact2: f("mg_exact_sum2")?,
+            residual_dot_var: f("mg_residual_dot_var")?,
+            residual_dot_const: f("mg_residual_dot_const")?,
+            update_dot: f("mg_update_dot")?,
         })
     }
 }
@@ -537,40 +541,6 @@ impl DeviceHierarchy {
         Ok(())
     }
 
-    /// `out = f - A u` (`f` given) or `out = A u` over the owned cells of
-    /// the fine level, `u`'s ghosts current.
-    fn residual(
-        &self,
-        out: &mut DeviceField,
-        u: &DeviceField,
-        f: Option<&DeviceField>,
-    ) -> Result<(), MgError> {
-        let lv = &self.levels[0];
-        let own = lv.geom.owned();
-        let b = DeviceRegion::from(&own);
-        let (s0, s1) = strides(&lv.layout);
-        let n = own.shape().iter().product::<usize>();
-        let stream = self.device.main();
-        let null = 0u64;
-        let kernel = match lv.stencil {
-            DevStencil::Var { .. } => &self.k.residual_var,
-            DevStencil::Const { .. } => &self.k.residual_const,
-        };
-        let mut a = stream.launch_builder(kernel);
-        a.arg(out.data_mut()).arg(u.data());
-        match f {
-            Some(f) => a.arg(f.data()),
-            None => a.arg(&null),
-        };
-        lv.stencil.push_args(&mut a);
-        a.arg(&b).arg(&s0).arg(&s1);
-        // SAFETY: the arguments match `mg_residual_*` (`f` a device
-        // pointer or null, which the kernel tests); the region is the
-        // owned box of the fields' layout (checked by the callers).
-        unsafe { a.launch(launch(n)) }.map_err(dev)?;
-        Ok(())
-    }
-
     /// The 8-cell average of level `l`'s residual into its child's `f`
     /// (`u`'s ghosts current).
     fn restrict(&mut self, l: usize) -> Result<(), MgError> {
@@ -696,8 +666,7 @@ impl DeviceHierarchy {
     }
 
     /// The fine-level vector operations over the owned cells (see
-    /// `mg_axpy`): 0 `x += a p`, 1 `p = z + b p`, 2 both, 3 `x = o - a p`,
-    /// 4 `x -= a`.
+    /// `mg_axpy`): 0 `x += a p`, 1 `p = z + b p`, 2 both, 3 `x -= a`.
     #[allow(clippy::too_many_arguments)]
     fn axpy(
         &self,
@@ -705,7 +674,6 @@ impl DeviceHierarchy {
         x: Option<&mut DeviceField>,
         p: Option<&mut DeviceField>,
         z: Option<&DeviceField>,
-        o: Option<&DeviceField>,
         alpha: f64,
         beta: f64,
     ) -> Result<(), MgError> {
@@ -729,10 +697,6 @@ impl DeviceHierarchy {
             Some(z) => a.arg(z.data()),
             None => a.arg(&null),
         };
-        match o {
-            Some(o) => a.arg(o.data()),
-            None => a.arg(&null),
-        };
         a.arg(&alpha).arg(&beta).arg(&b).arg(&s0).arg(&s1);
         // SAFETY: the arguments match `mg_axpy`, and each mode reads and
         // writes only the fields it is given (the callers pass the ones
@@ -740,6 +704,48 @@ impl DeviceHierarchy {
         // every fine field has (checked at the public entry points).
         unsafe { a.launch(launch(n)) }.map_err(dev)?;
         Ok(())
+    }
+
+    /// The fine level's owned box, its strides, and the launch of a pass
+    /// with exact sums over it (about four blocks of 256 a multiprocessor,
+    /// grid-stride), with the sums' words zeroed; an error past
+    /// `MAX_SUM_CELLS` owned cells.
+    fn sum_pass(&mut self) -> Result<(DeviceRegion, (i64, i64), LaunchConfig), MgError> {
+        let lay = self.layout();
+        let n = lay.owned.iter().product::<usize>();
+        if n > MAX_SUM_CELLS {
+            return Err(MgError::Invalid(format!(
+                "{n} cells on this rank: the device's exact sums take at most {MAX_SUM_CELLS}"
+            )));
+        }
+        self.device
+            .main()
+            .memset_zeros(&mut self.sums)
+            .map_err(dev)?;
+        let blocks = n
+            .div_ceil(256)
+            .clamp(1, 4 * self.device.info().multiprocessors.max(1));
+        let cfg = LaunchConfig {
+            grid_dim: (blocks as u32, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        Ok((DeviceRegion::from(&lay.owned_region()), strides(&lay), cfg))
+    }
+
+    /// The first `count` exact sums of the words, reduced over `comm`.
+    fn reduce_sums(&self, comm: &dyn Communicator, count: usize) -> Result<Vec<f64>, MgError> {
+        let words = self.device.download(&self.sums)?;
+        let accs: Vec<ExactSum> = (0..count)
+            .map(|t| {
+                let w: Vec<i64> = words[t * WORDS..(t + 1) * WORDS]
+                    .iter()
+                    .map(|&x| x as i64)
+                    .collect();
+                ExactSum::decode(&w)
+            })
+            .collect();
+        Ok(allreduce_exact_sums(comm, &accs)?)
     }
 
     /// This rank's exact sums over the owned fine cells, reduced over
@@ -751,26 +757,8 @@ impl DeviceHierarchy {
         items: &[(i32, &DeviceField, Option<&DeviceField>)],
     ) -> Result<Vec<f64>, MgError> {
         debug_assert!(items.len() <= 2);
-        let lay = self.layout();
-        let own = lay.owned_region();
-        let n = lay.owned.iter().product::<usize>();
-        if n > MAX_SUM_CELLS {
-            return Err(MgError::Invalid(format!(
-                "{n} cells on this rank: the device's exact sums take at most {MAX_SUM_CELLS}"
-            )));
-        }
-        let b = DeviceRegion::from(&own);
-        let (s0, s1) = strides(&lay);
+        let (b, (s0, s1), cfg) = self.sum_pass()?;
         let stream = self.device.main();
-        stream.memset_zeros(&mut self.sums).map_err(dev)?;
-        let blocks = n
-            .div_ceil(256)
-            .clamp(1, 4 * self.device.info().multiprocessors.max(1));
-        let cfg = LaunchConfig {
-            grid_dim: (blocks as u32, 1, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
         for (t, (mode, a, bf)) in items.iter().enumerate() {
             let mut out = self.sums.slice_mut(t * WORDS..(t + 1) * WORDS);
             let null = 0u64;
@@ -786,17 +774,84 @@ impl DeviceHierarchy {
             // region is the owned box of the fields' layout.
             unsafe { l.launch(cfg) }.map_err(dev)?;
         }
-        let words = self.device.download(&self.sums)?;
-        let accs: Vec<ExactSum> = (0..items.len())
-            .map(|t| {
-                let w: Vec<i64> = words[t * WORDS..(t + 1) * WORDS]
-                    .iter()
-                    .map(|&x| x as i64)
-                    .collect();
-                ExactSum::decode(&w)
-            })
-            .collect();
-        Ok(allreduce_exact_sums(comm, &accs)?)
+        self.reduce_sums(comm, items.len())
+    }
+
+    /// `(sum a b, sum a c)` over the owned fine cells in one pass, exact,
+    /// reduced over `comm`.
+    fn sums2(
+        &mut self,
+        comm: &dyn Communicator,
+        a: &DeviceField,
+        b: &DeviceField,
+        c: &DeviceField,
+    ) -> Result<[f64; 2], MgError> {
+        let (bx, (s0, s1), cfg) = self.sum_pass()?;
+        let mut l = self.device.main().launch_builder(&self.k.exact2);
+        l.arg(&mut self.sums)
+            .arg(a.data())
+            .arg(b.data())
+            .arg(c.data());
+        l.arg(&bx).arg(&s0).arg(&s1);
+        // SAFETY: the arguments match `mg_exact_sum2`; `sums` holds two
+        // sums' words; the region is the owned box of the fields' layout.
+        unsafe { l.launch(cfg) }.map_err(dev)?;
+        let d = self.reduce_sums(comm, 2)?;
+        Ok([d[0], d[1]])
+    }
+
+    /// In one pass over the owned fine cells (`u`'s ghosts current): with
+    /// `f`, `out = f - A u` and the exact global `(out, out)`; without,
+    /// `out = A u` and `(u, out)`.
+    fn residual_dot(
+        &mut self,
+        comm: &dyn Communicator,
+        out: &mut DeviceField,
+        u: &DeviceField,
+        f: Option<&DeviceField>,
+    ) -> Result<f64, MgError> {
+        let (b, (s0, s1), cfg) = self.sum_pass()?;
+        let lv = &self.levels[0];
+        let kernel = match lv.stencil {
+            DevStencil::Var { .. } => &self.k.residual_dot_var,
+            DevStencil::Const { .. } => &self.k.residual_dot_const,
+        };
+        let null = 0u64;
+        let mut a = self.device.main().launch_builder(kernel);
+        a.arg(out.data_mut()).arg(u.data());
+        match f {
+            Some(f) => a.arg(f.data()),
+            None => a.arg(&null),
+        };
+        lv.stencil.push_args(&mut a);
+        a.arg(&b).arg(&s0).arg(&s1).arg(&mut self.sums);
+        // SAFETY: the arguments match `mg_residual_dot_*` (`f` a device
+        // pointer or null, which the kernel tests); the region is the
+        // owned box of the fields' layout (checked by the callers), whose
+        // cells' neighbours lie in the padded arrays; `sums` holds a sum's
+        // words.
+        unsafe { a.launch(cfg) }.map_err(dev)?;
+        Ok(self.reduce_sums(comm, 1)?[0])
+    }
+
+    /// `r = o - alpha p` over the owned fine cells and the exact global
+    /// `(r, r)`, in one pass.
+    fn update_dot(
+        &mut self,
+        comm: &dyn Communicator,
+        r: &mut DeviceField,
+        o: &DeviceField,
+        p: &DeviceField,
+        alpha: f64,
+    ) -> Result<f64, MgError> {
+        let (b, (s0, s1), cfg) = self.sum_pass()?;
+        let mut a = self.device.main().launch_builder(&self.k.update_dot);
+        a.arg(r.data_mut()).arg(o.data()).arg(p.data()).arg(&alpha);
+        a.arg(&b).arg(&s0).arg(&s1).arg(&mut self.sums);
+        // SAFETY: the arguments match `mg_update_dot`; the region is the
+        // owned box of the fields' layout; `sums` holds a sum's words.
+        unsafe { a.launch(cfg) }.map_err(dev)?;
+        Ok(self.reduce_sums(comm, 1)?[0])
     }
 
     /// As the host's `check_finite`: where `value` (a norm or dot product
@@ -920,7 +975,7 @@ impl DeviceHierarchy {
         let s = self.sums(comm, &[(1, x, None)])?[0];
         let n: usize = self.host.problem().shape.iter().product();
         let mean = s / n as f64;
-        self.axpy(4, Some(x), None, None, None, mean, 0.0)
+        self.axpy(3, Some(x), None, None, mean, 0.0)
     }
 
     /// `z = M r`: one symmetric V-cycle from zero. `r` and `z` take the
@@ -962,9 +1017,7 @@ impl DeviceHierarchy {
     ) -> Result<f64, MgError> {
         Self::exchange(&mut self.levels[0].ex, comm, u)?;
         self.events.0 += 1;
-        self.residual(out, u, Some(f))?;
-        let o: &DeviceField = out;
-        Ok(self.sums(comm, &[(0, o, Some(o))])?[0])
+        self.residual_dot(comm, out, u, Some(f))
     }
 
     /// `q = A p` (an exchange of `p` first) and the exact global `(p, q)`.
@@ -976,8 +1029,7 @@ impl DeviceHierarchy {
     ) -> Result<f64, MgError> {
         Self::exchange(&mut self.levels[0].ex, comm, p)?;
         self.events.0 += 1;
-        self.residual(q, p, None)?;
-        Ok(self.sums(comm, &[(0, &*p, Some(&*q))])?[0])
+        self.residual_dot(comm, q, p, None)
     }
 
     /// MG-preconditioned conjugate gradients, as [`Hierarchy::solve_pcg`]
@@ -1040,10 +1092,8 @@ impl DeviceHierarchy {
             while it < opts.max_iter {
                 if let Some(bt) = beta {
                     match pending.take() {
-                        Some(a) => {
-                            self.axpy(2, Some(&mut *u), Some(&mut p), Some(&z), None, a, bt)?
-                        }
-                        None => self.axpy(1, None, Some(&mut p), Some(&z), None, 0.0, bt)?,
+                        Some(a) => self.axpy(2, Some(&mut *u), Some(&mut p), Some(&z), a, bt)?,
+                        None => self.axpy(1, None, Some(&mut p), Some(&z), 0.0, bt)?,
                     }
                 }
                 let pq = self.apply_dot(comm, &mut p, &mut q)?;
@@ -1054,18 +1104,9 @@ impl DeviceHierarchy {
                 let alpha = rz / pq;
                 pending = Some(alpha);
                 std::mem::swap(&mut r, &mut r_old);
-                // r = r_old - alpha q (mode 3 reads `o` and `p`).
-                self.axpy(
-                    3,
-                    Some(&mut r),
-                    Some(&mut q),
-                    None,
-                    Some(&r_old),
-                    alpha,
-                    0.0,
-                )?;
+                // r = r_old - alpha q, and (r, r).
+                let rr = self.update_dot(comm, &mut r, &r_old, &q, alpha)?;
                 it += 1;
-                let rr = self.sums(comm, &[(0, &r, Some(&r))])?[0];
                 res.push(rr.sqrt() / scale);
                 self.check_finite(comm, res[it], "the residual", it, &r)?;
                 if res[it] <= opts.tol {
@@ -1073,12 +1114,12 @@ impl DeviceHierarchy {
                 }
                 self.precondition(comm, &mut r, &mut z)?;
                 cycles += 1;
-                let d = self.sums(comm, &[(0, &z, Some(&r)), (0, &z, Some(&r_old))])?;
+                let d = self.sums2(comm, &z, &r, &r_old)?;
                 beta = Some((d[0] - d[1]) / rz);
                 rz = d[0];
             }
             if let Some(alpha) = pending {
-                self.axpy(0, Some(&mut *u), Some(&mut p), None, None, alpha, 0.0)?;
+                self.axpy(0, Some(&mut *u), Some(&mut p), None, alpha, 0.0)?;
             }
         }
         if singular {

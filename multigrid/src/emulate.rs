@@ -155,7 +155,8 @@ fn check(cases: &HashMap<String, Vec<u64>>, name: &str, host: &[f64]) {
 fn kernels_on_the_host_give_the_host_bits() {
     let Some(cases) = harness() else { return };
     let simd = Isa::Portable;
-    // Smoothing, residual and the operator: 6 x 5 x 7, ghost width 2.
+    // Smoothing: 6 x 5 x 7, ghost width 2 (the operator and the residual
+    // below, with their dot products).
     let l = lay([6, 5, 7], 2);
     let n = l.padded_len();
     let own = l.owned_region();
@@ -167,12 +168,6 @@ fn kernels_on_the_host_give_the_host_bits() {
             level::smooth(simd, &st, &l, 3, &mut u, &f, &own, pass % 2, omega);
         }
         check(&cases, &format!("smooth_{name}"), &u);
-        let mut r = vec![0.0; n];
-        level::residual(simd, &st, &l, &u, &f, &mut r, &own);
-        check(&cases, &format!("residual_{name}"), &r);
-        let mut q = vec![0.0; n];
-        level::apply(simd, &st, &l, &u, &mut q, &own, |_, _| {});
-        check(&cases, &format!("apply_{name}"), &q);
     }
     // The one-pass sweep against the host's two colour passes (first over
     // `grown`, second over the owned box): every cell of R (owned grown by
@@ -232,9 +227,9 @@ fn kernels_on_the_host_give_the_host_bits() {
         let q = [x / s[0], (x / s[1]) % l.padded()[1], x % s[1]];
         (0..3).all(|d| q[d] >= own.lo[d] && q[d] < own.hi[d])
     };
-    for mode in 0..5 {
+    for mode in 0..4 {
         let (mut x, mut p) = (arr(n, 21, false), arr(n, 22, false));
-        let (z, o) = (arr(n, 23, false), arr(n, 24, false));
+        let z = arr(n, 23, false);
         for i in (0..n).filter(|&i| in_own(i)) {
             match mode {
                 0 => x[i] += alpha * p[i],
@@ -243,7 +238,6 @@ fn kernels_on_the_host_give_the_host_bits() {
                     x[i] += alpha * p[i];
                     p[i] = z[i] + beta * p[i];
                 }
-                3 => x[i] = o[i] - alpha * p[i],
                 _ => x[i] -= alpha,
             }
         }
@@ -280,4 +274,60 @@ fn kernels_on_the_host_give_the_host_bits() {
             acc.to_f64()
         );
     }
+    // The fused passes: their fields as the host's, their sums as the
+    // host's accumulators over the same values.
+    let sum_of = |name: &str, range: std::ops::Range<usize>| {
+        let words: Vec<i64> = cases[name][range].iter().map(|&w| w as i64).collect();
+        ExactSum::decode(&words)
+    };
+    let owned_sum = |v: &dyn Fn(usize) -> f64| {
+        let mut acc = ExactSum::new();
+        for i in (0..n).filter(|&i| in_own(i)) {
+            acc.add(v(i));
+        }
+        acc
+    };
+    let w = ExactSum::WORDS;
+    let (a, b, c) = (arr(n, 41, true), arr(n, 42, true), arr(n, 43, true));
+    assert!(
+        sum_of("sum2", 0..w) == owned_sum(&|i| a[i] * b[i]),
+        "sum2: a b"
+    );
+    assert!(
+        sum_of("sum2", w..2 * w) == owned_sum(&|i| a[i] * c[i]),
+        "sum2: a c"
+    );
+    for (name, st) in [("var", var(n)), ("const", constant(&l))] {
+        let (u, f) = (arr(n, 51, false), arr(n, 52, false));
+        for with_f in [1, 0] {
+            let mut out = vec![0.0; n];
+            if with_f == 1 {
+                level::residual(simd, &st, &l, &u, &f, &mut out, &own);
+            } else {
+                level::apply(simd, &st, &l, &u, &mut out, &own, |_, _| {});
+            }
+            let case = format!("resdot_{name}_{with_f}");
+            check(&cases, &case, &out);
+            let want = owned_sum(&|i| {
+                if with_f == 1 {
+                    out[i] * out[i]
+                } else {
+                    u[i] * out[i]
+                }
+            });
+            assert!(
+                sum_of(&format!("{case}_sum"), 0..w) == want,
+                "{case}: the dot"
+            );
+        }
+    }
+    let (mut r, o, p) = (arr(n, 61, false), arr(n, 62, false), arr(n, 63, false));
+    for i in (0..n).filter(|&i| in_own(i)) {
+        r[i] = o[i] - 0.37 * p[i];
+    }
+    check(&cases, "update", &r);
+    assert!(
+        sum_of("update_sum", 0..w) == owned_sum(&|i| r[i] * r[i]),
+        "update: r r"
+    );
 }

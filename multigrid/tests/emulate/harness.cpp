@@ -95,7 +95,7 @@ static std::vector<double> walls(long n, unsigned long long seed, int g) {
 
 int main() {
     const double IH[3] = {1.5, 2.25, 0.75};
-    // Smoothing, residual and the operator on a 6 x 5 x 7 box, ghost width 2.
+    // Smoothing on a 6 x 5 x 7 box, ghost width 2.
     Lay L{{6, 5, 7}, 2};
     size_t n = L.len();
     Box3 own = L.owned();
@@ -115,20 +115,6 @@ int main() {
                                 c2.data(), own, L.s0(), L.s1(), 3, colour, omega, half);
         }
         print(variable ? "smooth_var" : "smooth_const", u);
-        std::vector<double> r(n, 0.0), q(n, 0.0);
-        if (variable) {
-            mg_residual_var(r.data(), u.data(), f.data(), V.w0.data(), V.w1.data(), V.w2.data(),
-                            V.diag.data(), V.inv.data(), own, L.s0(), L.s1());
-            mg_residual_var(q.data(), u.data(), nullptr, V.w0.data(), V.w1.data(), V.w2.data(),
-                            V.diag.data(), V.inv.data(), own, L.s0(), L.s1());
-        } else {
-            mg_residual_const(r.data(), u.data(), f.data(), IH[0], IH[1], IH[2], c0.data(), c1.data(),
-                              c2.data(), own, L.s0(), L.s1());
-            mg_residual_const(q.data(), u.data(), nullptr, IH[0], IH[1], IH[2], c0.data(), c1.data(),
-                              c2.data(), own, L.s0(), L.s1());
-        }
-        print(variable ? "residual_var" : "residual_const", r);
-        print(variable ? "apply_var" : "apply_const", q);
     }
     // The one-pass sweep: the first colour over `grown` (the owned box
     // grown by 1 along axes 0 and 2, and on the high side of axis 1), the
@@ -223,9 +209,9 @@ int main() {
         print("reflect", cu);
     }
     // Vector operations over the owned box of L.
-    for (int mode = 0; mode < 5; mode++) {
-        std::vector<double> x = arr(n, 21), p = arr(n, 22), z = arr(n, 23), o = arr(n, 24);
-        mg_axpy(mode, x.data(), p.data(), z.data(), o.data(), 0.37, -1.25, own, L.s0(), L.s1());
+    for (int mode = 0; mode < 4; mode++) {
+        std::vector<double> x = arr(n, 21), p = arr(n, 22), z = arr(n, 23);
+        mg_axpy(mode, x.data(), p.data(), z.data(), 0.37, -1.25, own, L.s0(), L.s1());
         char name[16];
         std::snprintf(name, sizeof name, "axpy%d_x", mode);
         print(name, x);
@@ -246,6 +232,43 @@ int main() {
         mg_exact_sum(out.data(), a.data(), b.data(), mode == 3 ? 1 : mode, own, L.s0(), L.s1());
         std::printf("exact%d", mode);
         for (unsigned long long w : out) std::printf(" %llx", w);
+        std::printf("\n");
+    }
+    // The fused passes with their exact sums: two products sharing a; the
+    // operator and the residual with their dots; r = o - alpha p with r r.
+    {
+        std::vector<double> a = arr(n, 41, true), b = arr(n, 42, true), c = arr(n, 43, true);
+        std::vector<unsigned long long> out(2 * WORDS, 0);
+        mg_exact_sum2(out.data(), a.data(), b.data(), c.data(), own, L.s0(), L.s1());
+        std::printf("sum2");
+        for (unsigned long long w : out) std::printf(" %llx", w);
+        std::printf("\n");
+    }
+    for (int variable = 1; variable >= 0; variable--)
+        for (int with_f = 1; with_f >= 0; with_f--) {
+            std::vector<double> u = arr(n, 51), f = arr(n, 52), out(n, 0.0);
+            std::vector<unsigned long long> dot(WORDS, 0);
+            const double *fp = with_f ? f.data() : nullptr;
+            if (variable)
+                mg_residual_dot_var(out.data(), u.data(), fp, V.w0.data(), V.w1.data(), V.w2.data(),
+                                    V.diag.data(), V.inv.data(), own, L.s0(), L.s1(), dot.data());
+            else
+                mg_residual_dot_const(out.data(), u.data(), fp, IH[0], IH[1], IH[2], c0.data(), c1.data(),
+                                      c2.data(), own, L.s0(), L.s1(), dot.data());
+            char name[32];
+            std::snprintf(name, sizeof name, "resdot_%s_%d", variable ? "var" : "const", with_f);
+            print(name, out);
+            std::printf("%s_sum", name);
+            for (unsigned long long w : dot) std::printf(" %llx", w);
+            std::printf("\n");
+        }
+    {
+        std::vector<double> r = arr(n, 61), o = arr(n, 62), p = arr(n, 63);
+        std::vector<unsigned long long> dot(WORDS, 0);
+        mg_update_dot(r.data(), o.data(), p.data(), 0.37, own, L.s0(), L.s1(), dot.data());
+        print("update", r);
+        std::printf("update_sum");
+        for (unsigned long long w : dot) std::printf(" %llx", w);
         std::printf("\n");
     }
     return 0;
