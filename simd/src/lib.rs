@@ -16,8 +16,9 @@
 //! - [`prefetch_read`] and [`prefetch_write`]: cache hints, safe for any
 //!   address.
 //! - [`cache`]: the CPU's data-cache sizes as Linux reports them.
-//! - [`peak`]: the core's fused multiply-add peak, measured, and a
-//!   non-temporal copy (the floors that kernels are timed against).
+//! - [`peak`]: the core's fused multiply-add peak, measured and checked
+//!   against the CPU family's documented rate, and a non-temporal copy
+//!   (the floors that kernels are timed against).
 //!
 //! ```
 //! use simd::Isa;

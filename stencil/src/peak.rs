@@ -1,14 +1,15 @@
 //! The references for the stencils' GFLOP/s: the core's fused
-//! multiply-add peak and the non-temporal copy (`simd::peak`, re-exported
-//! here), and the sweep's own operations with their data in the L1
-//! ([`term_rates`]). The sweeps themselves never fuse (their bits must
-//! match the device's and the scalar loop's), so a separate multiply and
-//! add per term reaches at most half of this figure.
+//! multiply-add peak, checked against the CPU family's documented rate,
+//! and the non-temporal copy (`simd::peak`, re-exported here), and the
+//! sweep's own operations with their data in the L1 ([`term_rates`]). The
+//! sweeps themselves never fuse (their bits must match the device's and
+//! the scalar loop's), so a separate multiply and add per term reaches at
+//! most half of this figure.
 
 use std::hint::black_box;
 use std::time::Instant;
 
-pub use simd::peak::{copy_streaming, fma_peak, FmaPeak};
+pub use simd::peak::{copy_streaming, fma_peak, Check, FmaPeak, ABOVE_PEAK};
 
 /// Flops per cell of the fused sweep of `order`: one multiply for the
 /// centre, then per axis and offset an add of the pair, a multiply by the

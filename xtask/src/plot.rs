@@ -253,9 +253,10 @@ pub fn draw(path: &Path, title: &str, weak: &[WeakRun], orders: &[OrderRun]) -> 
         .label_style(("sans-serif", 13))
         .draw()?;
     let color = MODE_COLORS[0];
+    // An order whose rate is above the probe's peak has no share to draw.
     let pts: Vec<(i32, f64)> = orders
         .iter()
-        .map(|o| (o.order as i32, 100.0 * o.peak_fraction))
+        .filter_map(|o| Some((o.order as i32, 100.0 * o.peak_fraction?)))
         .collect();
     c.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
         .label("sweep")
@@ -272,9 +273,9 @@ pub fn draw(path: &Path, title: &str, weak: &[WeakRun], orders: &[OrderRun]) -> 
     let l1: Vec<(i32, f64)> = orders
         .iter()
         .filter_map(|o| {
-            let c = o.l1_terms_gflops?;
+            let (c, f) = (o.l1_terms_gflops?, o.peak_fraction?);
             // `peak_fraction / gflops` is one over the run's FMA peak.
-            (o.gflops > 0.0).then(|| (o.order as i32, 100.0 * c * o.peak_fraction / o.gflops))
+            (o.gflops > 0.0).then(|| (o.order as i32, 100.0 * c * f / o.gflops))
         })
         .collect();
     if !l1.is_empty() {

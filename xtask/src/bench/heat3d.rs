@@ -23,8 +23,11 @@
 //!    against the core's FMA peak, measured in the same run by a loop of
 //!    independent FMA chains on the widest vectors the CPU has
 //!    ([`stencil::peak`]; the best pass, before and after the
-//!    sweep). The sweep may not fuse its multiplies and adds (its bits must
-//!    match the device kernel's), so half of that peak is its ceiling.
+//!    sweep), whose reading is checked against the CPU family's documented
+//!    flops per cycle; a rate above the peak is printed as such (`>peak`),
+//!    never as a share above 100 %. The sweep may not fuse its multiplies
+//!    and adds (its bits must match the device kernel's), so half of that
+//!    peak is its ceiling.
 //! 3. **Steps a pass**: one rank, blocking, at the sweep size, orders 2,
 //!    4, 6 and 8, each run with 1, 2 and 4 steps a pass (`--steps-per-pass`),
 //!    two interleaved rounds, the best kept: ms a step, the speed-up over
@@ -161,8 +164,10 @@ pub struct OrderRun {
     pub flops_per_cell: usize,
     /// Sweep rate: cells * flops per cell / `interior` phase, in 1e9/s.
     pub gflops: f64,
-    /// `gflops` / the FMA peak measured in the same run.
-    pub peak_fraction: f64,
+    /// `gflops` / the FMA peak measured in the same run; `None` where
+    /// `gflops` is above that peak (the probe read low:
+    /// [`FmaPeak::share`]).
+    pub peak_fraction: Option<f64>,
     /// GFLOP/s of the same operations with their data in the L1 cache
     /// (`stencil::peak::term_rates`, AVX-512 only): the most a
     /// sweep without fused multiply-adds reaches on this core.
@@ -260,6 +265,15 @@ fn heat3d(bin: &Path, dir: &Path, spec: Spec<'_>) -> Result<HeatReport> {
         );
     }
     util::read_heat3d(&json)
+}
+
+/// The `%peak` column's marker of a rate above the probe's peak.
+const ABOVE: &str = ">peak";
+
+/// A share of the FMA peak as a percentage (`"42.0%"`), or [`ABOVE`]
+/// where the rate was above the probe's peak.
+fn percent(share: Option<f64>) -> String {
+    share.map_or(ABOVE.to_string(), |f| format!("{:.1}%", 100.0 * f))
 }
 
 fn ms(s: f64) -> f64 {
@@ -444,10 +458,12 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak
         plan.sweep_steps, plan.sweep_warmup, plan.stream_reps
     );
     println!(
-        "stencil kernel: heat3d's default (last column); FMA peak before the sweep {:.1} GFLOP/s ({}, {} lanes; %peak below is of this figure)",
+        "stencil kernel: heat3d's default (last column); FMA peak before the sweep {:.1} GFLOP/s ({}, {} lanes, {} chains; %peak below is of this figure; {})",
         before.gflops,
         before.isa,
-        before.lanes
+        before.lanes,
+        before.chains,
+        before.summary()
     );
     println!(
         "{:>5} {:>6} {:>9} {:>9} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8} {:>7} {:>7} {:>7}",
@@ -466,6 +482,7 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak
         "kernel"
     );
     let mut runs = vec![];
+    let mut above = false;
     for order in ORDERS {
         // The stream passes bracket the heat3d run: half before, half after.
         let padded = n + order;
@@ -494,7 +511,7 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak
             sweep_ratio: r.timings.interior / s.seconds,
             flops_per_cell,
             gflops,
-            peak_fraction: gflops / before.gflops,
+            peak_fraction: before.share(gflops),
             l1_terms_gflops: term_rates(order, 20_000, 5).map(|t| t.cell),
             kernel: r.cpu_stencil.clone(),
         };
@@ -502,7 +519,7 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak
             format!("{:.1}%", 100.0 * run.gflops / c)
         });
         println!(
-            "{:>5} {:>6} {:>9.3} {:>9.3} {:>10.1} {:>10.3} {:>8.2} {:>9.2}x {:>11.2}x {:>8.2} {:>6.1}% {:>7} {:>7}",
+            "{:>5} {:>6} {:>9.3} {:>9.3} {:>10.1} {:>10.3} {:>8.2} {:>9.2}x {:>11.2}x {:>8.2} {:>7} {:>7} {:>7}",
             order,
             padded,
             ms(run.timings.step),
@@ -513,10 +530,11 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak
             run.ratio,
             run.sweep_ratio,
             run.gflops,
-            100.0 * run.peak_fraction,
+            percent(run.peak_fraction),
             of_l1,
             run.kernel
         );
+        above |= run.peak_fraction.is_none();
         runs.push(run);
     }
     let after = fma_peak(PEAK_ITERS, PEAK_PASSES);
@@ -526,23 +544,29 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak
         before
     };
     for r in &mut runs {
-        r.peak_fraction = r.gflops / best.gflops;
+        r.peak_fraction = best.share(r.gflops);
+        above |= r.peak_fraction.is_none();
+    }
+    if above {
+        println!("%peak {ABOVE}: the sweep's rate is {}", peak::ABOVE_PEAK);
     }
     println!(
-        "FMA peak (best pass before and after): {:.1} GFLOP/s; the sweep's ceiling without fused multiply-adds is half of it at two operations a cycle, and its operations with their data in the L1 (%L1: of that rate) reach {}; best order: {}",
+        "FMA peak (best pass before and after): {:.1} GFLOP/s ({}); the sweep's ceiling without fused multiply-adds is half of it at two operations a cycle, and its operations with their data in the L1 (%L1: of that rate) reach {}; best order: {}",
         best.gflops,
+        best.summary(),
         match runs.iter().filter_map(|r| r.l1_terms_gflops).reduce(f64::max) {
-            Some(c) => format!("at most {:.1} GFLOP/s, {:.1}% of the peak", c, 100.0 * c / best.gflops),
+            Some(c) => match best.share(c) {
+                Some(f) => format!("at most {:.1} GFLOP/s, {:.1}% of the peak", c, 100.0 * f),
+                None => format!("at most {c:.1} GFLOP/s, {}", peak::ABOVE_PEAK),
+            },
             None => "- (measured with AVX-512 only)".to_string(),
         },
         runs.iter()
-            .max_by(|a, b| a.peak_fraction.total_cmp(&b.peak_fraction))
-            .map_or(String::new(), |r| format!(
-                "FD-{} at {:.2} GFLOP/s, {:.1}% of peak",
-                r.order,
-                r.gflops,
-                100.0 * r.peak_fraction
-            ))
+            .max_by(|a, b| a.gflops.total_cmp(&b.gflops))
+            .map_or(String::new(), |r| match r.peak_fraction {
+                Some(f) => format!("FD-{} at {:.2} GFLOP/s, {:.1}% of peak", r.order, r.gflops, 100.0 * f),
+                None => format!("FD-{} at {:.2} GFLOP/s, {}", r.order, r.gflops, peak::ABOVE_PEAK),
+            })
     );
     if let Some(r) = runs.iter().find(|r| r.order == 2) {
         let scale = Stream::from_passes(
@@ -659,7 +683,14 @@ pub(super) fn run(args: &Args) -> Result<()> {
                 "gflops": peak.gflops,
                 "isa": peak.isa.name(),
                 "lanes": peak.lanes,
-                "what": "best pass (before or after the sweep) of 16 independent chains of FMAs on the widest vectors, 2 flops per lane; the sweeps do not fuse, so half of it is their ceiling",
+                "chains": peak.chains,
+                "flops_per_tsc_tick": peak.flops_per_tick,
+                "family": peak.family.name,
+                "documented_flops_per_cycle": peak.expected.map(|r| [r.min, r.max]),
+                "turbo_allowance": peak.turbo,
+                "check": peak.check.describe(),
+                "summary": peak.summary(),
+                "what": format!("best pass (before or after the sweep) of {} independent chains of FMAs on the widest vectors, 2 flops per lane, checked per TSC tick against the CPU family's documented flops per cycle (documented_flops_per_cycle: fewest and most FMA units of the family); the sweeps do not fuse, so half of it is their ceiling; runs[].peak_fraction is null where the sweep's rate is above the peak", peak.chains),
             },
             "gflops": "cells * (1 + 9 order/2) flops / interior phase (the sweep alone)",
             "runs": order_runs,
