@@ -346,6 +346,36 @@ impl DeviceHierarchy {
         })
     }
 
+    /// The solver's work fields (fine fields of the hierarchy's layout),
+    /// to hand to another hierarchy of the same layout with
+    /// [`give_work`](Self::give_work): hierarchies that solve one after
+    /// the other (the three momentum solves and the pressure solve of a
+    /// flow step) need one set between them. The next solve allocates
+    /// what it lacks.
+    pub fn take_work(&mut self) -> Vec<DeviceField> {
+        std::mem::take(&mut self.spare)
+    }
+
+    /// Work fields for the solver (see [`take_work`](Self::take_work)).
+    ///
+    /// # Errors
+    /// [`MgError::Invalid`] for a field of another layout or of another
+    /// [`Device`] handle (the fields are dropped).
+    pub fn give_work(&mut self, fields: Vec<DeviceField>) -> Result<(), MgError> {
+        for f in &fields {
+            self.check("a work field", f)?;
+            if !Arc::ptr_eq(f.device(), &self.device) {
+                return Err(MgError::Invalid(format!(
+                    "a work field of another device handle (device {}), not the hierarchy's (device {}, whose stream orders its work)",
+                    f.device().info().ordinal,
+                    self.device.info().ordinal
+                )));
+            }
+        }
+        self.spare.extend(fields);
+        Ok(())
+    }
+
     /// The message channels the hierarchy takes from
     /// [`DeviceOptions::channel`] on
     /// ([`CHANNELS_PER_LEVEL`]` * `[`device_levels`](Self::device_levels)).

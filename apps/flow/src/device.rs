@@ -72,6 +72,8 @@ pub(crate) struct State {
     weight: [CudaSlice<f64>; 3],
     aperture: [CudaSlice<f64>; 3],
     maxes: CudaSlice<u64>,
+    /// The solvers' work fields, handed from solve to solve.
+    work: Vec<DeviceField>,
     span: Span,
     /// The host's `u`, `p` and `nl` are behind the device's.
     pub(crate) stale: bool,
@@ -90,14 +92,20 @@ pub(crate) struct DeviceStep {
 }
 
 /// The device bytes a rank's [`State`] takes for `geom`'s block, the
-/// hierarchies and 17 fields of `padded` values.
+/// hierarchies, one set of solver work fields (the four solves run one
+/// after the other and hand it on) and 17 fields of `padded` values.
 pub(crate) fn bytes(geom: &Geometry, hier: &[&Hierarchy], padded: usize) -> u128 {
     let m = geom.region().len() as u128;
     let mg: u128 = hier
         .iter()
-        .map(|h| (DeviceHierarchy::bytes(h) + DeviceHierarchy::pcg_bytes(h)) as u128)
+        .map(|h| DeviceHierarchy::bytes(h) as u128)
         .sum();
-    mg + 17 * 8 * padded as u128 + m * (3 + 6 * 8)
+    let work = hier
+        .iter()
+        .map(|h| DeviceHierarchy::pcg_bytes(h) as u128)
+        .max()
+        .unwrap_or(0);
+    mg + work + 17 * 8 * padded as u128 + m * (3 + 6 * 8)
 }
 
 impl State {
@@ -191,6 +199,7 @@ impl State {
                 dev.upload(&geom.aperture[2], "flow apertures")?,
             ],
             maxes: dev.alloc_zeros(2, "flow maxima")?,
+            work: Vec::new(),
             span,
             dev,
             stale: false,
@@ -306,9 +315,12 @@ impl State {
             stream
                 .memcpy_dtod(self.u[d].data(), self.ustar[d].data_mut())
                 .context("copying u^n")?;
-            let rep = self.mg_u[d]
+            let mg = &mut self.mg_u[d];
+            mg.give_work(std::mem::take(&mut self.work))?;
+            let rep = mg
                 .solve_pcg(comm, &mut self.ustar[d], &self.rhs)
                 .with_context(|| format!("step {step}: the momentum solve of component {d}"))?;
+            self.work = mg.take_work();
             if !rep.converged {
                 bail!(
                     "the momentum solve of component {d} did not converge in step {step} ({} iterations, relative residual {:.3e})",
@@ -343,10 +355,12 @@ impl State {
         stream
             .memset_zeros(self.phi.data_mut())
             .context("zeroing phi")?;
+        self.mg_p.give_work(std::mem::take(&mut self.work))?;
         let rep = self
             .mg_p
             .solve_pcg(comm, &mut self.phi, &self.rhs)
             .with_context(|| format!("step {step}: the pressure solve"))?;
+        self.work = self.mg_p.take_work();
         if !rep.converged {
             bail!(
                 "the pressure solve did not converge in step {step} ({} iterations, relative residual {:.3e})",
