@@ -177,6 +177,46 @@ fn fields_of_another_layout_are_refused() {
     assert!(r[0].contains("f has layout"), "{}", r[0]);
 }
 
+/// Work fields handed from one hierarchy to another give the same bits as
+/// the hierarchy's own; a field of another layout is refused.
+#[test]
+fn work_fields_move_between_hierarchies() {
+    let Some(dev) = device() else { return };
+    let r = local::run(1, |c| {
+        let p = Poisson::new([16; 3], [1.0; 3], [D; 3])?;
+        let grid = ProcessGrid::for_shape(p.shape, 1, p.periodic())?;
+        let build = || -> Result<DeviceHierarchy, MgError> {
+            let host = Hierarchy::new(c, grid, &p, 3, MgOptions::default())?;
+            DeviceHierarchy::new(c, host, dev.clone())
+        };
+        let (mut a, mut b) = (build()?, build()?);
+        let mut hf = a.host().new_field();
+        hf.fill_owned(0, &a.host().owned(), rhs);
+        let f = DeviceField::from_host(&dev, &hf, "f")?;
+        let solve = |h: &mut DeviceHierarchy| -> Result<Vec<u64>, MgError> {
+            let mut u = h.new_field()?;
+            h.solve_pcg(c, &mut u, &f)?;
+            let mut out = Field::new(h.layout());
+            u.download(&mut out)?;
+            Ok(bits(&out))
+        };
+        let own = solve(&mut a)?;
+        let work = a.take_work();
+        assert_eq!(work.len(), 5, "MG-PCG's five work fields");
+        b.give_work(work)?;
+        let lent = solve(&mut b)?;
+        assert!(b.take_work().len() == 5, "b made no fields of its own");
+        let mut lay = a.layout();
+        lay.owned[0] = 8;
+        let wrong = DeviceField::new(&dev, lay, "wrong")?;
+        let refused = a.give_work(vec![wrong]).unwrap_err().to_string();
+        Ok::<_, MgError>((own == lent, refused))
+    })
+    .unwrap();
+    assert!(r[0].0, "the same bits with lent work fields");
+    assert!(r[0].1.contains("work field has layout"), "{}", r[0].1);
+}
+
 #[test]
 fn a_non_finite_value_names_its_cell_on_the_device() {
     let Some(dev) = device() else { return };
