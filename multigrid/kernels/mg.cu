@@ -5,9 +5,15 @@
 // last axis fastest, with strides s0, s1 (and 1); regions are `Box3`s.
 
 // The variable stencil (level.rs, `Stencil::Var`): the weights of the
-// lower faces per axis, the diagonal and its inverse, per padded cell.
-#define VAR_ARGS const double *w0, const double *w1, const double *w2, const double *diag, \
-    const double *inv_diag
+// lower faces per axis and the diagonal, per padded cell. The inverse
+// diagonal is the host's `inv_diag`, computed where it is needed by the
+// host's expression (a correctly rounded division, so the same bits): 0
+// for an inactive cell (a diagonal that is not positive, or infinite).
+#define VAR_ARGS const double *w0, const double *w1, const double *w2, const double *diag
+
+__device__ __forceinline__ double inv_of(double d) {
+    return d > 0.0 ? 1.0 / d : 0.0;
+}
 // The constant stencil (`Stencil::Const`): 1/h^2 per axis and the wall
 // terms per padded index of each axis.
 #define CONST_ARGS double ih0, double ih1, double ih2, const double *wall0, \
@@ -84,10 +90,11 @@ extern "C" __global__ void mg_smooth_var(double *u, const double *f, VAR_ARGS, c
         int i, j, k;
         if (!rb_cell(b, q, parity, colour, &i, &j, &k)) continue;
         long x = i * s0 + j * s1 + k;
-        double gs = (f[x] + nb_var(w0, w1, w2, u, x, s0, s1)) * inv_diag[x];
+        double inv = inv_of(diag[x]);
+        double gs = (f[x] + nb_var(w0, w1, w2, u, x, s0, s1)) * inv;
         double nv = relax(u[x], gs, omega);
-        // Inactive cells (zero diagonal) are held at 0.
-        u[x] = inv_diag[x] == 0.0 ? 0.0 : nv;
+        // Inactive cells (zero inverse diagonal) are held at 0.
+        u[x] = inv == 0.0 ? 0.0 : nv;
     }
 }
 
@@ -184,10 +191,11 @@ __device__ __forceinline__ double nb_const6(double ih0, double ih1, double ih2, 
 
 // The relaxed Gauss-Seidel value of cell x (old value `old`, neighbour
 // sum `nb`), as mg_smooth_var and mg_smooth_const.
-__device__ __forceinline__ double gs_var(const double *f, const double *inv_diag, long x,
+__device__ __forceinline__ double gs_var(const double *f, const double *diag, long x,
                                          double old, double nb, double omega) {
-    double nv = relax(old, (f[x] + nb) * inv_diag[x], omega);
-    return inv_diag[x] == 0.0 ? 0.0 : nv;
+    double inv = inv_of(diag[x]);
+    double nv = relax(old, (f[x] + nb) * inv, omega);
+    return inv == 0.0 ? 0.0 : nv;
 }
 
 __device__ __forceinline__ double gs_const(const double *f, CONST_ARGS, int i, int j, int k,
@@ -198,7 +206,7 @@ __device__ __forceinline__ double gs_const(const double *f, CONST_ARGS, int i, i
 
 #define NB_VAR(x, a, b, c, d, e, g) nb_var6(w0, w1, w2, x, s0, s1, a, b, c, d, e, g)
 #define NB_CONST(x, a, b, c, d, e, g) nb_const6(ih0, ih1, ih2, a, b, c, d, e, g)
-#define GS_VAR(i, j, k, x, old, nb) gs_var(f, inv_diag, x, old, nb, omega)
+#define GS_VAR(i, j, k, x, old, nb) gs_var(f, diag, x, old, nb, omega)
 #define GS_CONST(i, j, k, x, old, nb) \
     gs_const(f, ih0, ih1, ih2, wall0, wall1, wall2, i, j, k, x, old, nb, omega)
 
@@ -266,7 +274,7 @@ SWEEP_SECOND(sweep_second_const, CONST_ARGS, NB_CONST, GS_CONST)
             mine = v;                                                                             \
         }                                                                                         \
     }
-#define VAR_PASS w0, w1, w2, diag, inv_diag
+#define VAR_PASS w0, w1, w2, diag
 #define CONST_PASS ih0, ih1, ih2, wall0, wall1, wall2
 SWEEP(mg_sweep_var, VAR_ARGS, sweep_first_var, sweep_second_var, VAR_PASS)
 SWEEP(mg_sweep_const, CONST_ARGS, sweep_first_const, sweep_second_const, CONST_PASS)

@@ -4,7 +4,8 @@
 //! A [`DeviceHierarchy`] takes a built [`Hierarchy`] (its decomposition,
 //! coefficients and coarse levels) and keeps on the device every smoothing
 //! level that lives on all the ranks of the communicator: the stencil
-//! (weights, diagonal and inverse, or the constant stencil's wall terms),
+//! (weights and diagonal, the inverse computed where it is used, or the
+//! constant stencil's wall terms),
 //! the fields, and the coarser level laid out on the same ranks. Below
 //! those, where a level is gathered onto fewer ranks, and at the bottom,
 //! the cycle continues on the host (the restricted right-hand side goes
@@ -137,7 +138,6 @@ enum DevStencil {
     Var {
         w: [CudaSlice<f64>; 3],
         diag: CudaSlice<f64>,
-        inv_diag: CudaSlice<f64>,
     },
 }
 
@@ -146,8 +146,8 @@ impl DevStencil {
     /// of `kernels/mg.cu`).
     fn push_args<'a>(&'a self, a: &mut LaunchArgs<'a>) {
         match self {
-            DevStencil::Var { w, diag, inv_diag } => {
-                a.arg(&w[0]).arg(&w[1]).arg(&w[2]).arg(diag).arg(inv_diag);
+            DevStencil::Var { w, diag } => {
+                a.arg(&w[0]).arg(&w[1]).arg(&w[2]).arg(diag);
             }
             DevStencil::Const { ih2, wall } => {
                 a.arg(&ih2[0]).arg(&ih2[1]).arg(&ih2[2]);
@@ -166,14 +166,14 @@ impl DevStencil {
                     d.upload(&wall[2], "multigrid wall terms")?,
                 ],
             },
-            Stencil::Var { w, diag, inv_diag } => DevStencil::Var {
+            // The kernels compute the inverse diagonal (`inv_of`).
+            Stencil::Var { w, diag, .. } => DevStencil::Var {
                 w: [
                     d.upload(&w[0], "multigrid face weights")?,
                     d.upload(&w[1], "multigrid face weights")?,
                     d.upload(&w[2], "multigrid face weights")?,
                 ],
                 diag: d.upload(diag, "multigrid diagonal")?,
-                inv_diag: d.upload(inv_diag, "multigrid inverse diagonal")?,
             },
         })
     }
@@ -1172,7 +1172,7 @@ impl DeviceHierarchy {
 fn bytes_of(v: &LevelView<'_>) -> usize {
     let len = v.layout.padded_len();
     let stencil = match v.stencil {
-        Stencil::Var { .. } => 5 * len,
+        Stencil::Var { .. } => 4 * len,
         Stencil::Const { wall, .. } => wall.iter().map(Vec::len).sum(),
     };
     let child = v.child.map_or(0, |(_, l, _)| 2 * l.padded_len());

@@ -59,11 +59,16 @@ fn lay(o: [usize; 3], g: usize) -> FieldLayout {
 
 fn var(n: usize) -> Stencil {
     let abs = |s| arr(n, s, false).iter().map(|x| x.abs()).collect::<Vec<_>>();
-    let diag: Vec<f64> = arr(n, 6, false).iter().map(|x| x.abs() + 6.0).collect();
-    let inv_diag = diag
+    // Every 11th cell inactive (diagonal 0); the inverse by the host's
+    // expression (level.rs), which the kernels compute.
+    let diag: Vec<f64> = arr(n, 6, false)
         .iter()
         .enumerate()
-        .map(|(i, d)| if i % 11 == 0 { 0.0 } else { 1.0 / d })
+        .map(|(i, x)| if i % 11 == 0 { 0.0 } else { x.abs() + 6.0 })
+        .collect();
+    let inv_diag = diag
+        .iter()
+        .map(|&d| if d > 0.0 { 1.0 / d } else { 0.0 })
         .collect();
     Stencil::Var {
         w: [abs(3), abs(4), abs(5)],

@@ -70,17 +70,16 @@ struct Lay {
     size_t len() const { return (size_t)(p(0) * p(1) * p(2)); }
     Box3 owned() const { return Box3{g, g, g, o[0], o[1], o[2]}; }
 };
-// Variable-stencil arrays: non-negative weights, a diagonal, its inverse
-// with every 11th cell inactive (0).
+// Variable-stencil arrays: non-negative weights and a diagonal, every 11th
+// cell inactive (diagonal 0).
 struct VarArrays {
-    std::vector<double> w0, w1, w2, diag, inv;
-    explicit VarArrays(size_t n) : w0(arr(n, 3)), w1(arr(n, 4)), w2(arr(n, 5)), diag(arr(n, 6)), inv(n) {
+    std::vector<double> w0, w1, w2, diag;
+    explicit VarArrays(size_t n) : w0(arr(n, 3)), w1(arr(n, 4)), w2(arr(n, 5)), diag(arr(n, 6)) {
         for (size_t i = 0; i < n; i++) {
             w0[i] = std::fabs(w0[i]);
             w1[i] = std::fabs(w1[i]);
             w2[i] = std::fabs(w2[i]);
-            diag[i] = std::fabs(diag[i]) + 6.0;
-            inv[i] = i % 11 == 0 ? 0.0 : 1.0 / diag[i];
+            diag[i] = i % 11 == 0 ? 0.0 : std::fabs(diag[i]) + 6.0;
         }
     }
 };
@@ -108,8 +107,7 @@ int main() {
             double omega = pass == 2 ? 1.0 : 1.15;
             int colour = pass % 2;
             if (variable)
-                mg_smooth_var(u.data(), f.data(), V.w0.data(), V.w1.data(), V.w2.data(), V.diag.data(),
-                              V.inv.data(), own, L.s0(), L.s1(), 3, colour, omega, half);
+                mg_smooth_var(u.data(), f.data(), V.w0.data(), V.w1.data(), V.w2.data(), V.diag.data(), own, L.s0(), L.s1(), 3, colour, omega, half);
             else
                 mg_smooth_const(u.data(), f.data(), IH[0], IH[1], IH[2], c0.data(), c1.data(),
                                 c2.data(), own, L.s0(), L.s1(), 3, colour, omega, half);
@@ -147,7 +145,7 @@ int main() {
                                     int t = ty * TK + tx;
                                     cur[t] = variable
                                         ? sweep_first_var(ua.data(), f.data(), V.w0.data(), V.w1.data(),
-                                                          V.w2.data(), V.diag.data(), V.inv.data(), grown,
+                                                          V.w2.data(), V.diag.data(), grown,
                                                           c, i, L.s0(), L.s1(), 3, first, omega)
                                         : sweep_first_const(ua.data(), f.data(), IH[0], IH[1], IH[2],
                                                             c0.data(), c1.data(), c2.data(), grown, c, i,
@@ -162,7 +160,7 @@ int main() {
                                     if (i - 1 >= a) {
                                         if (variable)
                                             sweep_second_var(ub.data(), f.data(), V.w0.data(), V.w1.data(),
-                                                             V.w2.data(), V.diag.data(), V.inv.data(), own,
+                                                             V.w2.data(), V.diag.data(), own,
                                                              c, tx, ty, pl, i - 1, below[t], mine[t], cur[t],
                                                              L.s0(), L.s1(), 3, first, omega);
                                         else
@@ -187,7 +185,7 @@ int main() {
         std::vector<double> u = arr(F.len(), 11), f = arr(F.len(), 12), cf(C.len(), 0.0);
         if (variable)
             mg_restrict_var(cf.data(), u.data(), f.data(), FV.w0.data(), FV.w1.data(), FV.w2.data(),
-                            FV.diag.data(), FV.inv.data(), C.o[0], C.o[1], C.o[2], F.g, F.s0(), F.s1(),
+                            FV.diag.data(), C.o[0], C.o[1], C.o[2], F.g, F.s0(), F.s1(),
                             C.g, C.s0(), C.s1());
         else
             mg_restrict_const(cf.data(), u.data(), f.data(), IH[0], IH[1], IH[2], f0.data(), f1.data(),
@@ -251,7 +249,7 @@ int main() {
             const double *fp = with_f ? f.data() : nullptr;
             if (variable)
                 mg_residual_dot_var(out.data(), u.data(), fp, V.w0.data(), V.w1.data(), V.w2.data(),
-                                    V.diag.data(), V.inv.data(), own, L.s0(), L.s1(), dot.data());
+                                    V.diag.data(), own, L.s0(), L.s1(), dot.data());
             else
                 mg_residual_dot_const(out.data(), u.data(), fp, IH[0], IH[1], IH[2], c0.data(), c1.data(),
                                       c2.data(), own, L.s0(), L.s1(), dot.data());
