@@ -96,10 +96,7 @@ pub(crate) struct DeviceStep {
 /// after the other and hand it on) and 17 fields of `padded` values.
 pub(crate) fn bytes(geom: &Geometry, hier: &[&Hierarchy], padded: usize) -> u128 {
     let m = geom.region().len() as u128;
-    let mg: u128 = hier
-        .iter()
-        .map(|h| DeviceHierarchy::bytes(h) as u128)
-        .sum();
+    let mg: u128 = hier.iter().map(|h| DeviceHierarchy::bytes(h) as u128).sum();
     let work = hier
         .iter()
         .map(|h| DeviceHierarchy::pcg_bytes(h) as u128)
