@@ -19,17 +19,32 @@ __device__ __forceinline__ double inv_of(double d) {
 #define CONST_ARGS double ih0, double ih1, double ih2, const double *wall0, \
     const double *wall1, const double *wall2
 
+// The neighbour sum of padded cell x from its six neighbours' values
+// (below and above along axes 0, 1, 2), in the host's order.
+__device__ __forceinline__ double nb_var6(const double *w0, const double *w1, const double *w2,
+                                          long x, long s0, long s1, double um0, double up0,
+                                          double um1, double up1, double um2, double up2) {
+    return (w0[x] * um0 + w0[x + s0] * up0) + (w1[x] * um1 + w1[x + s1] * up1)
+        + (w2[x] * um2 + w2[x + 1] * up2);
+}
+
+__device__ __forceinline__ double nb_const6(double ih0, double ih1, double ih2, double um0,
+                                            double up0, double um1, double up1, double um2,
+                                            double up2) {
+    return ih0 * (um0 + up0) + ih1 * (um1 + up1) + ih2 * (um2 + up2);
+}
+
+// The same from the field u.
 __device__ __forceinline__ double nb_var(const double *w0, const double *w1, const double *w2,
                                          const double *u, long x, long s0, long s1) {
-    return (w0[x] * u[x - s0] + w0[x + s0] * u[x + s0])
-        + (w1[x] * u[x - s1] + w1[x + s1] * u[x + s1])
-        + (w2[x] * u[x - 1] + w2[x + 1] * u[x + 1]);
+    return nb_var6(w0, w1, w2, x, s0, s1, u[x - s0], u[x + s0], u[x - s1], u[x + s1], u[x - 1],
+                   u[x + 1]);
 }
 
 __device__ __forceinline__ double nb_const(double ih0, double ih1, double ih2, const double *u,
                                            long x, long s0, long s1) {
-    return ih0 * (u[x - s0] + u[x + s0]) + ih1 * (u[x - s1] + u[x + s1])
-        + ih2 * (u[x - 1] + u[x + 1]);
+    return nb_const6(ih0, ih1, ih2, u[x - s0], u[x + s0], u[x - s1], u[x + s1], u[x - 1],
+                     u[x + 1]);
 }
 
 // The diagonal of padded cell (i, j, k) of the constant stencil, in the
@@ -82,6 +97,21 @@ __device__ __forceinline__ double relax(double u, double gs, double omega) {
     return omega == 1.0 ? gs : u + omega * (gs - u);
 }
 
+// The relaxed Gauss-Seidel value of cell x (old value `old`, neighbour
+// sum `nb`); an inactive cell (zero inverse diagonal) is held at 0.
+__device__ __forceinline__ double gs_var(const double *f, const double *diag, long x,
+                                         double old, double nb, double omega) {
+    double inv = inv_of(diag[x]);
+    double nv = relax(old, (f[x] + nb) * inv, omega);
+    return inv == 0.0 ? 0.0 : nv;
+}
+
+__device__ __forceinline__ double gs_const(const double *f, CONST_ARGS, int i, int j, int k,
+                                           long x, double old, double nb, double omega) {
+    double inv = 1.0 / diag_const(ih0, ih1, ih2, wall0, wall1, wall2, i, j, k);
+    return relax(old, (f[x] + nb) * inv, omega);
+}
+
 extern "C" __global__ void mg_smooth_var(double *u, const double *f, VAR_ARGS, const Box3 b,
                                          long s0, long s1, int parity, int colour, double omega,
                                          long threads) {
@@ -90,11 +120,7 @@ extern "C" __global__ void mg_smooth_var(double *u, const double *f, VAR_ARGS, c
         int i, j, k;
         if (!rb_cell(b, q, parity, colour, &i, &j, &k)) continue;
         long x = i * s0 + j * s1 + k;
-        double inv = inv_of(diag[x]);
-        double gs = (f[x] + nb_var(w0, w1, w2, u, x, s0, s1)) * inv;
-        double nv = relax(u[x], gs, omega);
-        // Inactive cells (zero inverse diagonal) are held at 0.
-        u[x] = inv == 0.0 ? 0.0 : nv;
+        u[x] = gs_var(f, diag, x, u[x], nb_var(w0, w1, w2, u, x, s0, s1), omega);
     }
 }
 
@@ -106,9 +132,8 @@ extern "C" __global__ void mg_smooth_const(double *u, const double *f, CONST_ARG
         int i, j, k;
         if (!rb_cell(b, q, parity, colour, &i, &j, &k)) continue;
         long x = i * s0 + j * s1 + k;
-        double inv = 1.0 / diag_const(ih0, ih1, ih2, wall0, wall1, wall2, i, j, k);
-        double gs = (f[x] + nb_const(ih0, ih1, ih2, u, x, s0, s1)) * inv;
-        u[x] = relax(u[x], gs, omega);
+        u[x] = gs_const(f, ih0, ih1, ih2, wall0, wall1, wall2, i, j, k, x, u[x],
+                        nb_const(ih0, ih1, ih2, u, x, s0, s1), omega);
     }
 }
 
@@ -172,36 +197,6 @@ __device__ __forceinline__ void sweep_chunk(const Box3 own, int bz, int chunk, i
 __device__ __forceinline__ bool in_box(const Box3 b, int i, int j, int k) {
     return i >= b.lo0 && i < b.lo0 + b.n0 && j >= b.lo1 && j < b.lo1 + b.n1 && k >= b.lo2
         && k < b.lo2 + b.n2;
-}
-
-// The neighbour sums of padded cell x from its six neighbours' values, in
-// the order of nb_var and nb_const.
-__device__ __forceinline__ double nb_var6(const double *w0, const double *w1, const double *w2,
-                                          long x, long s0, long s1, double um0, double up0,
-                                          double um1, double up1, double um2, double up2) {
-    return (w0[x] * um0 + w0[x + s0] * up0) + (w1[x] * um1 + w1[x + s1] * up1)
-        + (w2[x] * um2 + w2[x + 1] * up2);
-}
-
-__device__ __forceinline__ double nb_const6(double ih0, double ih1, double ih2, double um0,
-                                            double up0, double um1, double up1, double um2,
-                                            double up2) {
-    return ih0 * (um0 + up0) + ih1 * (um1 + up1) + ih2 * (um2 + up2);
-}
-
-// The relaxed Gauss-Seidel value of cell x (old value `old`, neighbour
-// sum `nb`), as mg_smooth_var and mg_smooth_const.
-__device__ __forceinline__ double gs_var(const double *f, const double *diag, long x,
-                                         double old, double nb, double omega) {
-    double inv = inv_of(diag[x]);
-    double nv = relax(old, (f[x] + nb) * inv, omega);
-    return inv == 0.0 ? 0.0 : nv;
-}
-
-__device__ __forceinline__ double gs_const(const double *f, CONST_ARGS, int i, int j, int k,
-                                           long x, double old, double nb, double omega) {
-    double inv = 1.0 / diag_const(ih0, ih1, ih2, wall0, wall1, wall2, i, j, k);
-    return relax(old, (f[x] + nb) * inv, omega);
 }
 
 #define NB_VAR(x, a, b, c, d, e, g) nb_var6(w0, w1, w2, x, s0, s1, a, b, c, d, e, g)

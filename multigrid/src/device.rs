@@ -697,7 +697,6 @@ impl DeviceHierarchy {
 
     /// The fine-level vector operations over the owned cells (see
     /// `mg_axpy`): 0 `x += a p`, 1 `p = z + b p`, 2 both, 3 `x -= a`.
-    #[allow(clippy::too_many_arguments)]
     fn axpy(
         &self,
         mode: i32,
