@@ -153,12 +153,24 @@ impl FmaPeak {
     }
 
     /// `gflops` as a percentage of this peak with one decimal (`"73.4 %"`),
-    /// or `"above the probe's peak: probe unreliable"` where
-    /// [`share`](FmaPeak::share) is `None`.
+    /// or [`above`](FmaPeak::above) where [`share`](FmaPeak::share) is
+    /// `None`.
     pub fn percent(&self, gflops: f64) -> String {
         match self.share(gflops) {
             Some(s) => format!("{:.1} %", 100.0 * s),
-            None => ABOVE_PEAK.to_string(),
+            None => self.above().to_string(),
+        }
+    }
+
+    /// What a rate above this peak says: where the reading fits the CPU
+    /// family ([`Check::Plausible`]), that the rate counts more flops than
+    /// its kernel runs ([`ABOVE_COUNTED`]); otherwise that the probe may
+    /// have read low ([`ABOVE_PEAK`]).
+    pub fn above(&self) -> &'static str {
+        if self.check == Check::Plausible {
+            ABOVE_COUNTED
+        } else {
+            ABOVE_PEAK
         }
     }
 
@@ -193,8 +205,14 @@ impl FmaPeak {
     }
 }
 
-/// What [`FmaPeak::percent`] prints for a rate above the probe's peak.
+/// What [`FmaPeak::percent`] prints for a rate above a peak whose reading
+/// is not [`Check::Plausible`].
 pub const ABOVE_PEAK: &str = "above the probe's peak: probe unreliable";
+
+/// What [`FmaPeak::percent`] prints for a rate above a plausible peak: no
+/// kernel outruns the FMA units, so the rate's flop count is nominal (it
+/// counts operations the kernel does not run).
+pub const ABOVE_COUNTED: &str = "above the FMA peak: counts more flops than it runs";
 
 /// The fastest of `passes` timed runs of the chains ([`FmaPeak::chains`])
 /// of `iters` FMAs each on the widest vectors this CPU has, in GFLOP/s and
@@ -667,7 +685,10 @@ mod tests {
         assert_eq!(p.share(f64::NAN), None);
         assert_eq!(p.share(-1.0), None);
         assert_eq!(p.percent(12.05), "50.0 %");
+        p.check = Check::Low;
         assert_eq!(p.percent(35.8), ABOVE_PEAK);
+        p.check = Check::Plausible;
+        assert_eq!(p.percent(35.8), ABOVE_COUNTED);
         p.gflops = 0.0;
         assert_eq!(p.share(0.0), None);
     }

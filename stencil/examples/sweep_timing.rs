@@ -16,7 +16,7 @@
 
 use halo::{FieldLayout, Region};
 use std::time::Instant;
-use stencil::peak::{copy_streaming, flops_per_cell, fma_peak, term_rates, ABOVE_PEAK};
+use stencil::peak::{copy_streaming, flops_per_cell, fma_peak, term_rates};
 use stencil::{Kernel, Stores, Sweep};
 
 fn median(mut t: Vec<f64>) -> f64 {
@@ -76,9 +76,10 @@ fn main() {
         peak.gflops,
         peak.summary()
     );
-    // A rate as a share of the peak; none above it (the probe read low).
+    // A rate as a share of the peak; none above it (`FmaPeak::above` says
+    // why).
     let of_peak = |gflops: f64| {
-        peak.share(gflops).map_or(ABOVE_PEAK.to_string(), |s| {
+        peak.share(gflops).map_or(peak.above().to_string(), |s| {
             format!("{:>5.1}% of the FMA peak", 100.0 * s)
         })
     };

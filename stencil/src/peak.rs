@@ -9,7 +9,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-pub use simd::peak::{copy_streaming, fma_peak, Check, FmaPeak, ABOVE_PEAK};
+pub use simd::peak::{copy_streaming, fma_peak, Check, FmaPeak, ABOVE_COUNTED, ABOVE_PEAK};
 
 /// Flops per cell of the fused sweep of `order`: one multiply for the
 /// centre, then per axis and offset an add of the pair, a multiply by the

@@ -548,7 +548,7 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak
         above |= r.peak_fraction.is_none();
     }
     if above {
-        println!("%peak {ABOVE}: the sweep's rate is {}", peak::ABOVE_PEAK);
+        println!("%peak {ABOVE}: the sweep's rate is {}", best.above());
     }
     println!(
         "FMA peak (best pass before and after): {:.1} GFLOP/s ({}); the sweep's ceiling without fused multiply-adds is half of it at two operations a cycle, and its operations with their data in the L1 (%L1: of that rate) reach {}; best order: {}",
@@ -557,7 +557,7 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak
         match runs.iter().filter_map(|r| r.l1_terms_gflops).reduce(f64::max) {
             Some(c) => match best.share(c) {
                 Some(f) => format!("at most {:.1} GFLOP/s, {:.1}% of the peak", c, 100.0 * f),
-                None => format!("at most {c:.1} GFLOP/s, {}", peak::ABOVE_PEAK),
+                None => format!("at most {c:.1} GFLOP/s, {}", best.above()),
             },
             None => "- (measured with AVX-512 only)".to_string(),
         },
@@ -565,7 +565,7 @@ fn orders(bin: &Path, dir: &Path, plan: &Plan) -> Result<(Vec<OrderRun>, FmaPeak
             .max_by(|a, b| a.gflops.total_cmp(&b.gflops))
             .map_or(String::new(), |r| match r.peak_fraction {
                 Some(f) => format!("FD-{} at {:.2} GFLOP/s, {:.1}% of peak", r.order, r.gflops, 100.0 * f),
-                None => format!("FD-{} at {:.2} GFLOP/s, {}", r.order, r.gflops, peak::ABOVE_PEAK),
+                None => format!("FD-{} at {:.2} GFLOP/s, {}", r.order, r.gflops, best.above()),
             })
     );
     if let Some(r) = runs.iter().find(|r| r.order == 2) {

@@ -384,17 +384,9 @@ pub fn run(args: &Args) -> Result<()> {
     // Where our scalar time goes (the four steps timed alone, last round),
     // and the Legendre steps' nominal rate against this core's FMA peak.
     let peak = simd::peak::fma_peak(4_000_000, 5);
-    // A rate above the peak gets no percentage. Where the probe's reading
-    // fits its CPU family, the cause is the nominal flop count (the pair
-    // recurrence runs 6 of the 7 counted and the skipped polar values are
-    // counted); otherwise the probe may have read low.
-    let percent = |gflops: f64| match peak.share(gflops) {
-        Some(s) => format!("{:.1} %", 100.0 * s),
-        None if peak.check == simd::peak::Check::Plausible => {
-            "above the peak: nominal flops exceed those run".to_string()
-        }
-        None => simd::peak::ABOVE_PEAK.to_string(),
-    };
+    // A rate above a plausible peak gets no percentage (`FmaPeak::percent`):
+    // the count is nominal (the pair recurrence runs 6 of the 7 flops
+    // counted, and the skipped polar values are counted).
     println!(
         "\nours, scalar steps timed alone: Legendre / phi FFT shares; Legendre GFLOP/s (nominal 7 flops per (l, m) and latitude pair) and % of the FMA peak ({:.1} GFLOP/s; {})",
         peak.gflops,
@@ -418,9 +410,9 @@ pub fn run(args: &Args) -> Result<()> {
                 100.0 * leg / (leg + phi),
                 100.0 * phi / (leg + phi),
                 gs,
-                percent(gs),
+                peak.percent(gs),
                 ga,
-                percent(ga)
+                peak.percent(ga)
             );
         }
     }
