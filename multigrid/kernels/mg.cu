@@ -21,11 +21,17 @@ __device__ __forceinline__ double inv_of(double d) {
 
 // The neighbour sum of padded cell x from its six neighbours' values
 // (below and above along axes 0, 1, 2), in the host's order.
+__device__ __forceinline__ double nb_var_w(double a0, double b0, double a1, double b1, double a2,
+                                           double b2, double um0, double up0, double um1,
+                                           double up1, double um2, double up2) {
+    return (a0 * um0 + b0 * up0) + (a1 * um1 + b1 * up1) + (a2 * um2 + b2 * up2);
+}
+
 __device__ __forceinline__ double nb_var6(const double *w0, const double *w1, const double *w2,
                                           long x, long s0, long s1, double um0, double up0,
                                           double um1, double up1, double um2, double up2) {
-    return (w0[x] * um0 + w0[x + s0] * up0) + (w1[x] * um1 + w1[x + s1] * up1)
-        + (w2[x] * um2 + w2[x + 1] * up2);
+    return nb_var_w(w0[x], w0[x + s0], w1[x], w1[x + s1], w2[x], w2[x + 1], um0, up0, um1, up1,
+                    um2, up2);
 }
 
 __device__ __forceinline__ double nb_const6(double ih0, double ih1, double ih2, double um0,
@@ -81,11 +87,10 @@ __device__ __forceinline__ double apply_const(double ih0, double ih1, double ih2
 // colour) % 2.
 __device__ __forceinline__ bool rb_cell(const Box3 b, long q, int parity, int colour,
                                         int *pi, int *pj, int *pk) {
-    long half = (b.n2 + 1) / 2;
-    long kk = q % half;
-    long r = q / half;
-    int j = b.lo1 + (int)(r % b.n1);
-    int i = b.lo0 + (int)(r / b.n1);
+    long ii, jj, kk;
+    unflatten(q, b.n1, (b.n2 + 1) / 2, &ii, &jj, &kk);
+    int j = b.lo1 + (int)jj;
+    int i = b.lo0 + (int)ii;
     int k0 = b.lo2 + (parity + i + j + b.lo2 + colour) % 2;
     int k = k0 + 2 * (int)kk;
     if (i >= b.lo0 + b.n0 || k >= b.lo2 + b.n2) return false;
@@ -99,17 +104,28 @@ __device__ __forceinline__ double relax(double u, double gs, double omega) {
 
 // The relaxed Gauss-Seidel value of cell x (old value `old`, neighbour
 // sum `nb`); an inactive cell (zero inverse diagonal) is held at 0.
+// The same from the cell's right-hand side fx and diagonal d.
+__device__ __forceinline__ double gs_var_d(double fx, double d, double old, double nb,
+                                           double omega) {
+    double inv = inv_of(d);
+    double nv = relax(old, (fx + nb) * inv, omega);
+    return inv == 0.0 ? 0.0 : nv;
+}
+
 __device__ __forceinline__ double gs_var(const double *f, const double *diag, long x,
                                          double old, double nb, double omega) {
-    double inv = inv_of(diag[x]);
-    double nv = relax(old, (f[x] + nb) * inv, omega);
-    return inv == 0.0 ? 0.0 : nv;
+    return gs_var_d(f[x], diag[x], old, nb, omega);
+}
+
+__device__ __forceinline__ double gs_const_v(double fx, CONST_ARGS, int i, int j, int k,
+                                             double old, double nb, double omega) {
+    double inv = 1.0 / diag_const(ih0, ih1, ih2, wall0, wall1, wall2, i, j, k);
+    return relax(old, (fx + nb) * inv, omega);
 }
 
 __device__ __forceinline__ double gs_const(const double *f, CONST_ARGS, int i, int j, int k,
                                            long x, double old, double nb, double omega) {
-    double inv = 1.0 / diag_const(ih0, ih1, ih2, wall0, wall1, wall2, i, j, k);
-    return relax(old, (f[x] + nb) * inv, omega);
+    return gs_const_v(f[x], ih0, ih1, ih2, wall0, wall1, wall2, i, j, k, old, nb, omega);
 }
 
 extern "C" __global__ void mg_smooth_var(double *u, const double *f, VAR_ARGS, const Box3 b,
@@ -143,136 +159,261 @@ extern "C" __global__ void mg_smooth_const(double *u, const double *f, CONST_ARG
 // and `f`'s first ghost layer current): the first colour over `grown`
 // (the owned cells and the ghost ring on every side with a neighbour),
 // then the second colour over `own`. Where the host runs two passes, the
-// kernel reads `ua` and writes `ub` once: each block holds a tile of
-// (SWEEP_TK - 2) x (SWEEP_TJ - 2) columns (k, j) of the box R = `own`
+// kernel reads `ua` and writes `ub` once. Each block of TK x TJ threads
+// holds a tile of (TK - 2) x (TJ - 2) columns (k, j) of the box R = `own`
 // grown by 1 on every side, with a 1-cell ring of threads around it, and
-// marches along i through a chunk of R's planes. At plane i every thread
-// takes its cell's first-colour value (updated where the cell is in
-// `grown`, else the old value) into shared memory; then the tile's cells
-// of plane i - 1 are final: second-colour cells of `own` are updated from
-// the first-colour values of planes i - 2 (a register), i (a register) and
-// i - 1 (shared memory, the four neighbours in the plane); every other
-// cell keeps its value. Each cell of R is written to `ub` once, by the
-// block whose tile holds it; cells outside R are not written. The values
-// are those of the host's two passes, bit for bit: a first-colour cell
-// reads only second-colour (old) values, a second-colour cell the
-// first-colour values as updated, in the same operations and order (the
-// ring's first-colour cells of neighbouring tiles and chunks are computed
-// by each of them, from the same old values).
+// marches along i through a chunk [a, b) of R's planes, one barrier a
+// plane. At plane i a thread
+//   1. starts loading its column's old value at plane i + 2 and `f` at
+//      plane i + 1 (used one plane later, so that the loads are in flight
+//      across the barrier), and puts its old value at plane i + 1 into
+//      shared memory;
+//   2. takes its cell's first-colour value: updated where the cell is in
+//      `grown`, from its column's old values at planes i - 1 and i + 1
+//      (registers) and its in-plane neighbours' at plane i (shared
+//      memory, put there one plane earlier; a ring thread reads its
+//      outward neighbour from `ua`); else the old value. It goes into
+//      shared memory.
+// After the barrier the tile's cells of plane i - 1 are final: a
+// second-colour cell of `own` is updated from the first-colour values of
+// planes i - 2 and i (registers) and of its in-plane neighbours at plane
+// i - 1 (shared memory); every other cell keeps its value. Each cell of R
+// is written to `ub` once, by the block whose tile holds it; cells
+// outside R are not written. The values are those of the host's two
+// passes, bit for bit: a first-colour cell reads only second-colour (old)
+// values, a second-colour cell the first-colour values as updated, in the
+// same operations and order (the ring's first-colour cells of
+// neighbouring tiles and chunks are computed by each of them, from the
+// same old values).
+//
+// Shared memory: two planes of old values (plane q in slot q & 1) and
+// three of first-colour values (slots cycled with the planes). A slot is
+// rewritten only after a barrier that follows its last read.
+//
+// The kernel is a per-thread state and three steps (`sweep_begin`, then
+// per plane `sweep_first`, a barrier and `sweep_second`), so that the
+// host emulation runs a block's threads step by step, as between the
+// barriers. The work a thread does per plane is kept small (the column's
+// offsets, colour and box tests are set once; the constant stencil
+// divides only where its diagonal differs from the interior one): the
+// sweep is bound by instructions as much as by memory.
 
 #ifndef SWEEP_TK
 #define SWEEP_TK 32
 #endif
 #ifndef SWEEP_TJ
-#define SWEEP_TJ 16
+#define SWEEP_TJ 8
+#endif
+// Blocks a multiprocessor should hold, with the variable and with the
+// constant stencil (registers are limited to fit; the constant stencil
+// needs fewer).
+#ifndef SWEEP_MIN_BLOCKS_VAR
+#define SWEEP_MIN_BLOCKS_VAR 4
+#endif
+#ifndef SWEEP_MIN_BLOCKS_CONST
+#define SWEEP_MIN_BLOCKS_CONST 5
 #endif
 
-// The cell of thread (tx, ty) of block (bx, by) and the owned-plus-ring box
-// R; `inner`: the thread's cell is in its tile (not in its thread ring) and
-// in R; `pad`: the cell lies in the padded array.
-struct SweepCell {
-    int j, k;
-    bool inner, pad;
+// The variable and the constant stencil as values for the sweep; `gs`
+// takes the cell's right-hand side as a value.
+struct SweepVar {
+    const double *w0, *w1, *w2, *diag;
+    __device__ __forceinline__ double nb(long x, long s0, long s1, double um0, double up0,
+                                         double um1, double up1, double um2, double up2) const {
+        return nb_var6(w0, w1, w2, x, s0, s1, um0, up0, um1, up1, um2, up2);
+    }
+    __device__ __forceinline__ double gs(double fx, int i, int j, int k, long x, double old,
+                                         double nb, double omega) const {
+        return gs_var_d(fx, diag[x], old, nb, omega);
+    }
 };
 
-__device__ __forceinline__ SweepCell sweep_cell(const Box3 own, int bx, int by, int tx, int ty,
-                                                int p1, int p2) {
-    SweepCell c;
-    int rlo1 = own.lo1 - 1, rlo2 = own.lo2 - 1;
-    c.j = rlo1 + by * (SWEEP_TJ - 2) - 1 + ty;
-    c.k = rlo2 + bx * (SWEEP_TK - 2) - 1 + tx;
-    c.pad = c.j >= 0 && c.k >= 0 && c.j < p1 && c.k < p2;
-    c.inner = tx >= 1 && tx <= SWEEP_TK - 2 && ty >= 1 && ty <= SWEEP_TJ - 2
-        && c.j < own.lo1 + own.n1 + 1 && c.k < own.lo2 + own.n2 + 1;
-    return c;
+// The constant stencil's diagonal is 2 (ih0 + ih1 + ih2) plus the wall
+// terms, which are 0 away from the walls: there the inverse is `inv_base`
+// (the same division of the same value), elsewhere it is divided out.
+struct SweepConst {
+    double ih0, ih1, ih2;
+    const double *wall0, *wall1, *wall2;
+    double base, inv_base;
+    __device__ __forceinline__ double nb(long x, long s0, long s1, double um0, double up0,
+                                         double um1, double up1, double um2, double up2) const {
+        return nb_const6(ih0, ih1, ih2, um0, up0, um1, up1, um2, up2);
+    }
+    __device__ __forceinline__ double gs(double fx, int i, int j, int k, long x, double old,
+                                         double nb, double omega) const {
+        double d = ((base + wall0[i]) + wall1[j]) + wall2[k];
+        double inv = d == base ? inv_base : 1.0 / d;
+        return relax(old, (fx + nb) * inv, omega);
+    }
+};
+
+__device__ __forceinline__ SweepConst sweep_const_stencil(CONST_ARGS) {
+    double base = 2.0 * (ih0 + ih1 + ih2);
+    return SweepConst{ih0, ih1, ih2, wall0, wall1, wall2, base, 1.0 / base};
 }
 
-// The chunk of R's planes [a, b) of block z.
-__device__ __forceinline__ void sweep_chunk(const Box3 own, int bz, int chunk, int *a, int *b) {
-    int lo = own.lo0 - 1, hi = own.lo0 + own.n0 + 1;
-    *a = lo + bz * chunk;
-    *b = min(*a + chunk, hi);
+// A block's shared memory: old values of two planes, first-colour values
+// of three.
+template <int TK, int TJ> struct SweepShared {
+    double old[2][TK * TJ];
+    double first[3][TK * TJ];
+};
+
+// The sweep's geometry, the same for every thread; p0, p1, p2 the padded
+// extents.
+struct SweepGrid {
+    Box3 own, grown;
+    int p0, p1, p2;
+    long s0, s1;
+    int parity, first, chunk;
+    double omega;
+};
+
+// One thread's registers: its slot t in the tile and column (j, k), the
+// column's offset in the arrays, its colour parity, whether the column
+// lies in `grown` and in `own` (axes 1 and 2), its chunk [a, b) of planes;
+// at plane i: the first-colour slots of planes i and i - 1, old values at
+// planes i - 1, i and i + 1, `f` at planes i - 1 and i, first-colour values
+// at planes i - 2, i - 1 (and, between the steps, i); the loads in flight
+// (old at i + 2, `f` at i + 1).
+struct SweepThread {
+    int t, tx, ty, j, k, a, b, cpar, fs, fsm;
+    long col;
+    bool pad, inner, gcol, ocol;
+    double um, u0, up, fm, f0, below, mine, v, nu, nf;
+};
+
+// The column's value of `p` at plane i, 0 outside the padded array.
+__device__ __forceinline__ double sweep_load(const double *p, const SweepGrid &g,
+                                             const SweepThread &th, int i) {
+    return th.pad && i >= 0 && i < g.p0 ? p[i * g.s0 + th.col] : 0.0;
 }
 
-__device__ __forceinline__ bool in_box(const Box3 b, int i, int j, int k) {
-    return i >= b.lo0 && i < b.lo0 + b.n0 && j >= b.lo1 && j < b.lo1 + b.n1 && k >= b.lo2
-        && k < b.lo2 + b.n2;
+// The thread (tx, ty) of block (bx, by, bz): its column and chunk, the
+// first planes' values, and its old value at the chunk's first plane
+// a - 1 into shared memory (a barrier must follow).
+template <int TK, int TJ>
+__device__ __forceinline__ SweepThread sweep_begin(const SweepGrid &g, SweepShared<TK, TJ> *sh,
+                                                   const double *ua, const double *f, int bx,
+                                                   int by, int bz, int tx, int ty) {
+    SweepThread th;
+    th.tx = tx;
+    th.ty = ty;
+    th.t = ty * TK + tx;
+    th.j = g.own.lo1 - 2 + by * (TJ - 2) + ty;
+    th.k = g.own.lo2 - 2 + bx * (TK - 2) + tx;
+    th.col = (long)th.j * g.s1 + th.k;
+    th.cpar = (g.parity + th.j + th.k + g.first) & 1;
+    th.pad = th.j >= 0 && th.k >= 0 && th.j < g.p1 && th.k < g.p2;
+    th.inner = tx >= 1 && tx <= TK - 2 && ty >= 1 && ty <= TJ - 2
+        && th.j < g.own.lo1 + g.own.n1 + 1 && th.k < g.own.lo2 + g.own.n2 + 1;
+    th.gcol = th.pad && th.j >= g.grown.lo1 && th.j < g.grown.lo1 + g.grown.n1
+        && th.k >= g.grown.lo2 && th.k < g.grown.lo2 + g.grown.n2;
+    th.ocol = th.j >= g.own.lo1 && th.j < g.own.lo1 + g.own.n1 && th.k >= g.own.lo2
+        && th.k < g.own.lo2 + g.own.n2;
+    int lo = g.own.lo0 - 1, hi = g.own.lo0 + g.own.n0 + 1;
+    th.a = lo + bz * g.chunk;
+    th.b = min(th.a + g.chunk, hi);
+    th.um = sweep_load(ua, g, th, th.a - 2);
+    th.u0 = sweep_load(ua, g, th, th.a - 1);
+    th.up = sweep_load(ua, g, th, th.a);
+    th.f0 = sweep_load(f, g, th, th.a - 1);
+    th.fm = th.below = th.mine = th.v = th.nu = th.nf = 0.0;
+    th.fs = 0;
+    th.fsm = 2;
+    sh->old[(th.a - 1) & 1][th.t] = th.u0;
+    return th;
 }
 
-#define NB_VAR(x, a, b, c, d, e, g) nb_var6(w0, w1, w2, x, s0, s1, a, b, c, d, e, g)
-#define NB_CONST(x, a, b, c, d, e, g) nb_const6(ih0, ih1, ih2, a, b, c, d, e, g)
-#define GS_VAR(i, j, k, x, old, nb) gs_var(f, diag, x, old, nb, omega)
-#define GS_CONST(i, j, k, x, old, nb) \
-    gs_const(f, ih0, ih1, ih2, wall0, wall1, wall2, i, j, k, x, old, nb, omega)
-
-// Phase 1 at plane i: the cell's first-colour value (the old value for a
-// second-colour cell or one outside `grown`; 0 outside the array).
-#define SWEEP_FIRST(NAME, ARGS, NB, GS)                                                          \
-    __device__ __forceinline__ double NAME(const double *ua, const double *f, ARGS,              \
-                                           const Box3 grown, SweepCell c, int i, long s0,         \
-                                           long s1, int parity, int first, double omega) {        \
-        if (!c.pad) return 0.0;                                                                   \
-        long x = i * s0 + (long)c.j * s1 + c.k;                                                   \
-        double old = ua[x];                                                                       \
-        if (((parity + i + c.j + c.k) & 1) != first || !in_box(grown, i, c.j, c.k)) return old;   \
-        double nb = NB(x, ua[x - s0], ua[x + s0], ua[x - s1], ua[x + s1], ua[x - 1], ua[x + 1]);  \
-        return GS(i, c.j, c.k, x, old, nb);                                                       \
+// Step 1 at plane i (after a barrier): the loads for the next plane, the
+// old value of plane i + 1 into shared memory, the first-colour value of
+// plane i into shared memory and th.v.
+template <int TK, int TJ, class S>
+__device__ __forceinline__ void sweep_first(SweepThread &th, SweepShared<TK, TJ> *sh,
+                                            const double *ua, const double *f, const S &st,
+                                            const SweepGrid &g, int i) {
+    th.nu = sweep_load(ua, g, th, i + 2);
+    th.nf = sweep_load(f, g, th, i + 1);
+    sh->old[(i + 1) & 1][th.t] = th.up;
+    double v = th.u0;
+    if (th.gcol && ((i + th.cpar) & 1) == 0 && i >= g.grown.lo0
+        && i < g.grown.lo0 + g.grown.n0) {
+        const double *pl = sh->old[i & 1];
+        long x = i * g.s0 + th.col;
+        int t = th.t;
+        double jm = th.ty > 0 ? pl[t - TK] : ua[x - g.s1];
+        double jp = th.ty < TJ - 1 ? pl[t + TK] : ua[x + g.s1];
+        double km = th.tx > 0 ? pl[t - 1] : ua[x - 1];
+        double kp = th.tx < TK - 1 ? pl[t + 1] : ua[x + 1];
+        v = st.gs(th.f0, i, th.j, th.k, x, th.u0,
+                  st.nb(x, g.s0, g.s1, th.um, th.up, jm, jp, km, kp), g.omega);
     }
-SWEEP_FIRST(sweep_first_var, VAR_ARGS, NB_VAR, GS_VAR)
-SWEEP_FIRST(sweep_first_const, CONST_ARGS, NB_CONST, GS_CONST)
+    sh->first[th.fs][th.t] = v;
+    th.v = v;
+}
 
-// Phase 2 at plane o = i - 1 (for a cell in its tile and in R): writes
-// ub[x], the second colour updated over `own`. `pl` is plane o's shared
-// values (row stride SWEEP_TK), `below` and `above` the cell's values at
-// planes o - 1 and o + 1, `mine` its value at plane o.
-#define SWEEP_SECOND(NAME, ARGS, NB, GS)                                                         \
-    __device__ __forceinline__ void NAME(double *ub, const double *f, ARGS, const Box3 own,       \
-                                         SweepCell c, int tx, int ty, const double *pl, int o,    \
-                                         double below, double mine, double above, long s0,        \
-                                         long s1, int parity, int first, double omega) {          \
-        if (!c.inner || !c.pad) return;                                                           \
-        long x = o * s0 + (long)c.j * s1 + c.k;                                                   \
-        double v = mine;                                                                          \
-        if (((parity + o + c.j + c.k) & 1) != first && in_box(own, o, c.j, c.k)) {               \
-            int t = ty * SWEEP_TK + tx;                                                           \
-            double nb = NB(x, below, above, pl[t - SWEEP_TK], pl[t + SWEEP_TK], pl[t - 1],        \
-                           pl[t + 1]);                                                            \
-            v = GS(o, c.j, c.k, x, mine, nb);                                                     \
-        }                                                                                         \
-        ub[x] = v;                                                                                \
+// Step 2 at plane i (after the barrier): plane i - 1's cell into `ub`
+// (a cell of the tile in R), then the registers move up one plane.
+template <int TK, int TJ, class S>
+__device__ __forceinline__ void sweep_second(SweepThread &th, const SweepShared<TK, TJ> *sh,
+                                             double *ub, const S &st, const SweepGrid &g,
+                                             int i) {
+    int o = i - 1;
+    if (o >= th.a && th.inner && th.pad) {
+        long x = o * g.s0 + th.col;
+        double w = th.mine;
+        if (th.ocol && ((o + th.cpar) & 1) == 1 && o >= g.own.lo0
+            && o < g.own.lo0 + g.own.n0) {
+            const double *pl = sh->first[th.fsm];
+            int t = th.t;
+            double nb = st.nb(x, g.s0, g.s1, th.below, th.v, pl[t - TK], pl[t + TK], pl[t - 1],
+                              pl[t + 1]);
+            w = st.gs(th.fm, o, th.j, th.k, x, th.mine, nb, g.omega);
+        }
+        ub[x] = w;
     }
-SWEEP_SECOND(sweep_second_var, VAR_ARGS, NB_VAR, GS_VAR)
-SWEEP_SECOND(sweep_second_const, CONST_ARGS, NB_CONST, GS_CONST)
+    th.below = th.mine;
+    th.mine = th.v;
+    th.um = th.u0;
+    th.u0 = th.up;
+    th.up = th.nu;
+    th.fm = th.f0;
+    th.f0 = th.nf;
+    th.fsm = th.fs;
+    th.fs = th.fs == 2 ? 0 : th.fs + 1;
+}
 
-// The kernels: block (SWEEP_TK, SWEEP_TJ), grid (tiles along k, tiles
-// along j, chunks of `chunk` planes); p1, p2 the padded extents of axes 1
-// and 2.
-#define SWEEP(NAME, ARGS, FIRST, SECOND, PASS)                                                    \
-    extern "C" __global__ void NAME(double *ub, const double *ua, const double *f, ARGS,          \
-                                    const Box3 own, const Box3 grown, int p1, int p2, long s0,    \
-                                    long s1, int parity, int first, double omega, int chunk) {    \
-        __shared__ double buf[3][SWEEP_TJ * SWEEP_TK];                                            \
-        int tx = threadIdx.x, ty = threadIdx.y;                                                   \
-        SweepCell c = sweep_cell(own, blockIdx.x, blockIdx.y, tx, ty, p1, p2);                    \
-        int a, b;                                                                                 \
-        sweep_chunk(own, blockIdx.z, chunk, &a, &b);                                              \
-        double below = 0.0, mine = 0.0;                                                           \
-        for (int i = a - 1; i <= b; i++) {                                                        \
-            int slot = (i - a + 1) % 3;                                                           \
-            double v = FIRST(ua, f, PASS, grown, c, i, s0, s1, parity, first, omega);             \
-            buf[slot][ty * SWEEP_TK + tx] = v;                                                    \
-            __syncthreads();                                                                      \
-            if (i - 1 >= a)                                                                       \
-                SECOND(ub, f, PASS, own, c, tx, ty, buf[(slot + 2) % 3], i - 1, below, mine, v,   \
-                       s0, s1, parity, first, omega);                                             \
-            below = mine;                                                                         \
-            mine = v;                                                                             \
-        }                                                                                         \
+// The whole sweep of one block: grid (tiles along k, tiles along j,
+// chunks of planes), block (TK, TJ).
+template <int TK, int TJ, class S>
+__device__ __forceinline__ void sweep_block(double *ub, const double *ua, const double *f,
+                                            const S &st, const SweepGrid &g) {
+    __shared__ SweepShared<TK, TJ> sh;
+    SweepThread th = sweep_begin<TK, TJ>(g, &sh, ua, f, blockIdx.x, blockIdx.y, blockIdx.z,
+                                         threadIdx.x, threadIdx.y);
+    __syncthreads();
+    for (int i = th.a - 1; i <= th.b; i++) {
+        sweep_first<TK, TJ, S>(th, &sh, ua, f, st, g, i);
+        __syncthreads();
+        sweep_second<TK, TJ, S>(th, &sh, ub, st, g, i);
     }
-#define VAR_PASS w0, w1, w2, diag
-#define CONST_PASS ih0, ih1, ih2, wall0, wall1, wall2
-SWEEP(mg_sweep_var, VAR_ARGS, sweep_first_var, sweep_second_var, VAR_PASS)
-SWEEP(mg_sweep_const, CONST_ARGS, sweep_first_const, sweep_second_const, CONST_PASS)
+}
+
+#define SWEEP_PARAMS                                                                              \
+    const Box3 own, const Box3 grown, int p0, int p1, int p2, long s0, long s1, int parity,      \
+        int first, double omega, int chunk
+#define SWEEP_GRID SweepGrid{own, grown, p0, p1, p2, s0, s1, parity, first, chunk, omega}
+
+extern "C" __global__ void __launch_bounds__(SWEEP_TK * SWEEP_TJ, SWEEP_MIN_BLOCKS_VAR)
+    mg_sweep_var(double *ub, const double *ua, const double *f, VAR_ARGS, SWEEP_PARAMS) {
+    sweep_block<SWEEP_TK, SWEEP_TJ>(ub, ua, f, SweepVar{w0, w1, w2, diag}, SWEEP_GRID);
+}
+
+extern "C" __global__ void __launch_bounds__(SWEEP_TK * SWEEP_TJ, SWEEP_MIN_BLOCKS_CONST)
+    mg_sweep_const(double *ub, const double *ua, const double *f, CONST_ARGS, SWEEP_PARAMS) {
+    sweep_block<SWEEP_TK, SWEEP_TJ>(
+        ub, ua, f, sweep_const_stencil(ih0, ih1, ih2, wall0, wall1, wall2), SWEEP_GRID);
+}
 
 // The 8-cell average of the fine residual f - A u into the owned coarse
 // cells (n0, n1, n2 of them): fine ghost width gf and strides sf, coarse
@@ -285,9 +426,9 @@ SWEEP(mg_sweep_const, CONST_ARGS, sweep_first_const, sweep_second_const, CONST_P
         long n = (long)n0 * n1 * n2;                                                              \
         for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < n;                         \
              q += (long)gridDim.x * blockDim.x) {                                                 \
-            int ck = (int)(q % n2);                                                               \
-            long r = q / n2;                                                                      \
-            int cj = (int)(r % n1), ci = (int)(r / n1);                                           \
+            long ci_, cj_, ck_;                                                                   \
+            unflatten(q, n1, n2, &ci_, &cj_, &ck_);                                               \
+            int ci = (int)ci_, cj = (int)cj_, ck = (int)ck_;                                      \
             double rr[8];                                                                         \
             for (int t = 0; t < 8; t++) {                                                         \
                 int i = 2 * ci + gf + (t >> 2), j = 2 * cj + gf + ((t >> 1) & 1);                 \
@@ -312,9 +453,9 @@ extern "C" __global__ void mg_prolong_add(double *fine_u, const double *coarse_u
     long n = (long)n0 * n1 * n2;
     for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < n;
          q += (long)gridDim.x * blockDim.x) {
-        int k = (int)(q % n2);
-        long r = q / n2;
-        int j = (int)(r % n1), i = (int)(r / n1);
+        long i_, j_, k_;
+        unflatten(q, n1, n2, &i_, &j_, &k_);
+        int i = (int)i_, j = (int)j_, k = (int)k_;
         long di = (i % 2 == 0) ? -sc0 : sc0;
         long dj = (j % 2 == 0) ? -sc1 : sc1;
         long dk = (k % 2 == 0) ? -1 : 1;
@@ -377,60 +518,27 @@ extern "C" __global__ void mg_axpy(int mode, double *x, double *p, const double 
 //
 // A finite value is at most 2^53 times 2^sh (sh < 32) in units of limb k:
 // three signed 32-bit chunks added to limbs k, k + 1, k + 2. Each thread
-// adds its values into a window of four limbs in registers, starting at
-// limb kb (a value fits where k is kb or kb + 1; values of one thread
-// mostly share a limb, which spans 32 binary orders), and moves the window
-// into the block's limbs in shared memory when a value falls outside it;
-// then each block adds its limbs to `out`. Bounds: at most 2^30 values
-// (the caller's MAX_SUM_CELLS), chunks below 2^32 in magnitude: every sum
-// stays below 2^62.
+// keeps its values in an expansion in registers (`Exact`) and moves into
+// the block's limbs in shared memory only what the expansion cannot hold
+// exactly, and at its end the expansion (merged with the rest of its
+// warp's); then each block adds its limbs to `out`. Bounds: every value
+// deposits its chunks (each below 2^32 in magnitude) at most once, as
+// itself or as the error it leaves, and each thread at most 24 more times
+// (the errors left by five merges of four terms, and four terms at the
+// end); with at most 2^30 values (the caller's MAX_SUM_CELLS) and fewer
+// than 2^24 threads, every limb's sum stays below 2^63. Every block has a
+// whole number of warps (the merge shuffles across all 32 lanes).
 #define LIMBS 67
 #define WORDS (LIMBS + 5)
 
-__device__ __forceinline__ void flush_window(unsigned long long *acc, int kb, long long w0,
-                                             long long w1, long long w2, long long w3) {
-    if (w0) atomicAdd(&acc[kb], (unsigned long long)w0);
-    if (w1) atomicAdd(&acc[kb + 1], (unsigned long long)w1);
-    if (w2) atomicAdd(&acc[kb + 2], (unsigned long long)w2);
-    if (w3) atomicAdd(&acc[kb + 3], (unsigned long long)w3);
-}
-
-// One thread's part of an exact sum: the window of limbs kb .. kb + 3 (kb
-// <= 63: the largest exponent's limb is 63, so kb + 3 < LIMBS) and the
-// count of "anything else".
-struct Exact {
-    int kb;
-    long long w0, w1, w2, w3;
-    unsigned long long others;
-};
-
-__device__ __forceinline__ Exact exact_new() {
-    Exact e;
-    e.kb = 0;
-    e.w0 = e.w1 = e.w2 = e.w3 = 0;
-    e.others = 0;
-    return e;
-}
-
-// Adds v to the thread's window (the block's limbs `acc` take what leaves
-// it, and the counts of NaN, infinities and -0.0).
-__device__ __forceinline__ void exact_add(Exact *e, unsigned long long *acc, double v) {
+// Adds the finite value v, exactly, to the block's limbs (its three
+// chunks; nothing for +-0).
+__device__ __forceinline__ void limbs_add(unsigned long long *acc, double v) {
     unsigned long long bits = (unsigned long long)__double_as_longlong(v);
     unsigned long long ex = (bits >> 52) & 0x7ff;
-    if (ex == 0x7ff) {
-        int w = (bits & 0xfffffffffffffull) ? 0 : ((bits >> 63) ? 2 : 1);
-        atomicAdd(&acc[LIMBS + w], 1ull);
-        e->others++;
-        return;
-    }
-    if (bits == 0x8000000000000000ull) {
-        atomicAdd(&acc[LIMBS + 3], 1ull);
-        return;
-    }
-    e->others++;
     unsigned long long normal = ex != 0;
     unsigned long long m = (bits & 0xfffffffffffffull) | (normal << 52);
-    if (m == 0) return;  // +0.0
+    if (m == 0) return;
     unsigned long long pos = ex - normal;
     int k = (int)(pos >> 5);
     int sh = (int)(pos & 31);
@@ -441,21 +549,116 @@ __device__ __forceinline__ void exact_add(Exact *e, unsigned long long *acc, dou
     long long c1 = (long long)(lo64 >> 32);
     long long c2 = (long long)(hi64 & 0xffffffffull);
     if (bits >> 63) { c0 = -c0; c1 = -c1; c2 = -c2; }
-    if (k != e->kb && k != e->kb + 1) {
-        flush_window(acc, e->kb, e->w0, e->w1, e->w2, e->w3);
-        e->w0 = e->w1 = e->w2 = e->w3 = 0;
-        e->kb = k;
-    }
-    if (k == e->kb) {
-        e->w0 += c0; e->w1 += c1; e->w2 += c2;
-    } else {
-        e->w1 += c0; e->w2 += c1; e->w3 += c2;
-    }
+    if (c0) atomicAdd(&acc[k], (unsigned long long)c0);
+    if (c1) atomicAdd(&acc[k + 1], (unsigned long long)c1);
+    if (c2) atomicAdd(&acc[k + 2], (unsigned long long)c2);
 }
 
-// The thread's window into the block's limbs.
+// One thread's part of an exact sum: an expansion of four doubles whose
+// exact sum is that of the values added so far (less what went to the
+// block's limbs), and its counts of NaN, +inf, -inf, -0.0 and anything
+// else. A value goes through the terms by error-free additions (Knuth's
+// two-sum: s + e is exactly a + b, with no overflow), each term keeping
+// the rounded sum and passing the error on; what is left after the last
+// term, or a value whose addition would overflow, goes to the block's
+// limbs. Values of a few widely separated magnitudes thus stay in
+// registers.
+struct Exact {
+    double t0, t1, t2, t3;
+    unsigned long long nan, pinf, ninf, nzero, others;
+};
+
+__device__ __forceinline__ Exact exact_new() {
+    Exact e;
+    e.t0 = e.t1 = e.t2 = e.t3 = 0.0;
+    e.nan = e.pinf = e.ninf = e.nzero = e.others = 0;
+    return e;
+}
+
+// x is finite (not an infinity or NaN).
+__device__ __forceinline__ bool finite_value(double x) {
+    return x - x == 0.0;
+}
+
+// t = the rounded t + x, x = the error; false (nothing changed) where the
+// addition is not exact in two doubles (an overflow).
+__device__ __forceinline__ bool two_sum(double *t, double *x) {
+    double a = *t, b = *x;
+    double s = a + b;
+    double bb = s - a;
+    double err = (a - (s - bb)) + (b - bb);
+    if (!finite_value(s) || !finite_value(err)) return false;
+    *t = s;
+    *x = err;
+    return true;
+}
+
+// Adds the finite value x to the expansion; what it cannot hold goes to
+// the block's limbs.
+__device__ __forceinline__ void exact_insert(Exact *e, unsigned long long *acc, double x) {
+    if (x == 0.0) return;
+    if (two_sum(&e->t0, &x) && (x == 0.0 || (two_sum(&e->t1, &x)
+        && (x == 0.0 || (two_sum(&e->t2, &x) && (x == 0.0 || two_sum(&e->t3, &x)))))))
+        if (x == 0.0) return;
+    limbs_add(acc, x);
+}
+
+// Adds v to the thread's part.
+__device__ __forceinline__ void exact_add(Exact *e, unsigned long long *acc, double v) {
+    unsigned long long bits = (unsigned long long)__double_as_longlong(v);
+    if (((bits >> 52) & 0x7ff) == 0x7ff) {
+        if (bits & 0xfffffffffffffull) e->nan++;
+        else if (bits >> 63) e->ninf++;
+        else e->pinf++;
+        e->others++;
+        return;
+    }
+    if (bits == 0x8000000000000000ull) {
+        e->nzero++;
+        return;
+    }
+    e->others++;
+    exact_insert(e, acc, v);
+}
+
+// The thread's part into the block's limbs. Every thread of the block
+// calls it: the parts of a warp are first merged into its first lane's
+// (term by term, exactly), which alone adds to the limbs, so that the
+// block's limbs take few atomic additions.
 __device__ __forceinline__ void exact_flush(Exact *e, unsigned long long *acc) {
-    flush_window(acc, e->kb, e->w0, e->w1, e->w2, e->w3);
+#ifndef MG_EMULATE
+    const unsigned full = 0xffffffffu;
+    int lane = threadIdx.x & 31;
+    for (int d = 16; d >= 1; d >>= 1) {
+        double y0 = __shfl_down_sync(full, e->t0, d), y1 = __shfl_down_sync(full, e->t1, d);
+        double y2 = __shfl_down_sync(full, e->t2, d), y3 = __shfl_down_sync(full, e->t3, d);
+        unsigned long long c0 = __shfl_down_sync(full, e->nan, d);
+        unsigned long long c1 = __shfl_down_sync(full, e->pinf, d);
+        unsigned long long c2 = __shfl_down_sync(full, e->ninf, d);
+        unsigned long long c3 = __shfl_down_sync(full, e->nzero, d);
+        unsigned long long c4 = __shfl_down_sync(full, e->others, d);
+        if (lane < d) {
+            exact_insert(e, acc, y0);
+            exact_insert(e, acc, y1);
+            exact_insert(e, acc, y2);
+            exact_insert(e, acc, y3);
+            e->nan += c0;
+            e->pinf += c1;
+            e->ninf += c2;
+            e->nzero += c3;
+            e->others += c4;
+        }
+    }
+    if (lane != 0) return;
+#endif
+    limbs_add(acc, e->t0);
+    limbs_add(acc, e->t1);
+    limbs_add(acc, e->t2);
+    limbs_add(acc, e->t3);
+    if (e->nan) atomicAdd(&acc[LIMBS], e->nan);
+    if (e->pinf) atomicAdd(&acc[LIMBS + 1], e->pinf);
+    if (e->ninf) atomicAdd(&acc[LIMBS + 2], e->ninf);
+    if (e->nzero) atomicAdd(&acc[LIMBS + 3], e->nzero);
     if (e->others) atomicAdd(&acc[LIMBS + 4], e->others);
 }
 
@@ -521,9 +724,9 @@ extern "C" __global__ void mg_exact_sum2(unsigned long long *out, const double *
         long n = (long)b.n0 * b.n1 * b.n2;                                                        \
         for (long q = blockIdx.x * (long)blockDim.x + threadIdx.x; q < n;                         \
              q += (long)gridDim.x * blockDim.x) {                                                 \
-            long kq = q % b.n2, r = q / b.n2;                                                     \
-            int j = b.lo1 + (int)(r % b.n1), i = b.lo0 + (int)(r / b.n1);                         \
-            int k = b.lo2 + (int)kq;                                                              \
+            long iq, jq, kq;                                                                      \
+            unflatten(q, b.n1, b.n2, &iq, &jq, &kq);                                              \
+            int i = b.lo0 + (int)iq, j = b.lo1 + (int)jq, k = b.lo2 + (int)kq;                    \
             long x = i * s0 + j * s1 + k;                                                         \
             double au = APPLY(u, i, j, k, x, s0, s1);                                             \
             double o = f ? f[x] - au : au;                                                        \

@@ -42,7 +42,9 @@ const MODULE: &str = "multigrid_f64";
 
 fn source() -> String {
     format!(
-        "{}{}",
+        "#define SWEEP_TK {}\n#define SWEEP_TJ {}\n{}{}",
+        SWEEP_BLOCK.0,
+        SWEEP_BLOCK.1,
         halo::DeviceRegion::SOURCE,
         include_str!("../kernels/mg.cu")
     )
@@ -104,11 +106,26 @@ struct Kernels {
     residual_dot_var: CudaFunction,
     residual_dot_const: CudaFunction,
     update_dot: CudaFunction,
+    /// Blocks of `mg_sweep_var` and `mg_sweep_const` a multiprocessor
+    /// holds at once.
+    sweep_blocks: (usize, usize),
 }
 
 impl Kernels {
     fn new(d: &Device) -> Result<Self, MgError> {
         let f = |e: &str| d.function(MODULE, source, e).map_err(MgError::from);
+        let (sweep_var, sweep_const) = (f("mg_sweep_var")?, f("mg_sweep_const")?);
+        let threads = SWEEP_BLOCK.0 * SWEEP_BLOCK.1;
+        let per_sm = |k: &CudaFunction| {
+            k.occupancy_max_active_blocks_per_multiprocessor(threads, 0, None)
+                .map(|b| (b as usize).max(1))
+                .map_err(|e| {
+                    MgError::Device(format!(
+                        "cuOccupancyMaxActiveBlocksPerMultiprocessor: {e:?}"
+                    ))
+                })
+        };
+        let sweep_blocks = (per_sm(&sweep_var)?, per_sm(&sweep_const)?);
         Ok(Kernels {
             smooth_var: f("mg_smooth_var")?,
             smooth_const: f("mg_smooth_const")?,
@@ -119,12 +136,13 @@ impl Kernels {
             copy: f("mg_copy")?,
             axpy: f("mg_axpy")?,
             exact: f("mg_exact_sum")?,
-            sweep_var: f("mg_sweep_var")?,
-            sweep_const: f("mg_sweep_const")?,
+            sweep_var,
+            sweep_const,
             exact2: f("mg_exact_sum2")?,
             residual_dot_var: f("mg_residual_dot_var")?,
             residual_dot_const: f("mg_residual_dot_const")?,
             update_dot: f("mg_update_dot")?,
+            sweep_blocks,
         })
     }
 }
@@ -214,7 +232,11 @@ struct DevLevel {
 
 /// The thread block of `mg_sweep_*` (`SWEEP_TK` x `SWEEP_TJ` of
 /// `kernels/mg.cu`): a tile of 30 x 14 columns with a 1-cell ring.
-const SWEEP_BLOCK: (u32, u32) = (32, 16);
+const SWEEP_BLOCK: (u32, u32) = (32, 8);
+
+/// The one-pass sweep's grid: about this many times as many blocks as
+/// the multiprocessors hold at once.
+const SWEEP_WAVES: usize = 3;
 
 /// Message channels a device level takes (faces, the child's full halo,
 /// the 2-deep halo of the one-pass sweep).
@@ -494,6 +516,10 @@ impl DeviceHierarchy {
     ) -> Result<(), MgError> {
         let sms = self.device.info().multiprocessors.max(1);
         let lv = &mut self.levels[l];
+        let (kernel, per_sm) = match lv.stencil {
+            DevStencil::Var { .. } => (&self.k.sweep_var, self.k.sweep_blocks.0),
+            DevStencil::Const { .. } => (&self.k.sweep_const, self.k.sweep_blocks.1),
+        };
         let ca = lv.ca.as_mut().expect("a communication-avoiding level");
         ca.ex.exchange(comm, &mut [&mut lv.u])?;
         self.events.0 += 1;
@@ -502,10 +528,15 @@ impl DeviceHierarchy {
         let n = own.shape().map(|x| x + 2);
         let (tk, tj) = (SWEEP_BLOCK.0 as usize - 2, SWEEP_BLOCK.1 as usize - 2);
         let (gx, gy) = (n[2].div_ceil(tk), n[1].div_ceil(tj));
-        // Chunks of planes: about four blocks per multiprocessor, each
-        // chunk at least 8 planes (every chunk recomputes the first
-        // colour of its two neighbouring planes).
-        let chunks = (4 * sms).div_ceil(gx * gy).clamp(1, (n[0] / 8).max(1));
+        // Chunks of planes: SWEEP_WAVES times as many blocks as the
+        // multiprocessors hold at once, each chunk at least 2 planes
+        // (every chunk recomputes the first colour of its two
+        // neighbouring planes). A block marches through its planes one
+        // after the other, so on a small level short chunks keep the
+        // sweep from waiting out a memory latency per plane of the level.
+        let chunks = (SWEEP_WAVES * per_sm * sms)
+            .div_ceil(gx * gy)
+            .clamp(1, (n[0] / 2).max(1));
         let chunk = n[0].div_ceil(chunks);
         let gz = n[0].div_ceil(chunk);
         let cfg = LaunchConfig {
@@ -518,23 +549,27 @@ impl DeviceHierarchy {
         let parity = (lv.geom.parity() % 2) as i32;
         let (first, chunk) = (first as i32, chunk as i32);
         let (ob, gb) = (DeviceRegion::from(&own), DeviceRegion::from(&ca.grown));
-        let kernel = match lv.stencil {
-            DevStencil::Var { .. } => &self.k.sweep_var,
-            DevStencil::Const { .. } => &self.k.sweep_const,
-        };
         let stream = self.device.main();
         let mut a = stream.launch_builder(kernel);
         a.arg(ca.u2.data_mut()).arg(lv.u.data()).arg(lv.f.data());
         lv.stencil.push_args(&mut a);
-        a.arg(&ob).arg(&gb).arg(&p[1]).arg(&p[2]).arg(&s0).arg(&s1);
+        a.arg(&ob)
+            .arg(&gb)
+            .arg(&p[0])
+            .arg(&p[1])
+            .arg(&p[2])
+            .arg(&s0)
+            .arg(&s1);
         a.arg(&parity).arg(&first).arg(&omega).arg(&chunk);
         // SAFETY: the arguments match `mg_sweep_var` or `mg_sweep_const`;
         // the layout's ghost width is 2 (a communication-avoiding level),
         // so the owned box grown by 2 lies in the padded arrays: the kernel
         // reads `u` there (the cells of `grown`, within 1 of the owned box,
         // and their neighbours) and writes `u2` only in the owned box grown
-        // by 1; both fields and the stencil have the level's layout; the
-        // block is the kernel's SWEEP_TK x SWEEP_TJ.
+        // by 1 (its loads ahead stay within the padded extents p0, p1,
+        // p2); both fields and the stencil have the level's layout; the
+        // block is the kernel's SWEEP_TK x SWEEP_TJ (defined from
+        // SWEEP_BLOCK in `source`).
         unsafe { a.launch(cfg) }.map_err(dev)?;
         std::mem::swap(&mut lv.u, &mut ca.u2);
         Ok(())

@@ -102,7 +102,7 @@ fn harness() -> Option<HashMap<String, Vec<u64>>> {
     std::fs::write(dir.join("region.cuh"), halo::kernels::REGION_SOURCE).unwrap();
     let built = Command::new("g++")
         .args([
-            "-std=c++14",
+            "-std=c++17",
             "-O1",
             "-ffp-contract=off",
             "-fno-fast-math",

@@ -12,6 +12,7 @@
 #define __device__
 #define __forceinline__ inline
 #define __shared__ static
+#define __launch_bounds__(...)
 struct Dim { unsigned x, y, z; };
 static Dim blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0}, blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
 static inline unsigned long long atomicAdd(unsigned long long *a, unsigned long long v) {
@@ -25,9 +26,11 @@ static inline long long __double_as_longlong(double d) {
     return x;
 }
 static inline void __syncthreads() {}
+using std::max;
 using std::min;
 // Small sweep tiles (interior 6 x 2 columns), so that the little boxes
 // below span several tiles along j and k.
+#define MG_EMULATE
 #define SWEEP_TK 8
 #define SWEEP_TJ 4
 #include <algorithm>
@@ -92,6 +95,51 @@ static std::vector<double> walls(long n, unsigned long long seed, int g) {
     return w;
 }
 
+// The one-pass sweep (variable or constant stencil) over the owned box
+// `own` of L into ub: the first colour over `grown`, on blocks of several
+// tiles and chunks of 3 planes; every block's threads run step by step,
+// as between the kernel's barriers (within a step no thread writes what
+// another reads). Shared memory starts as NaN, so that a value read
+// before it is written shows in the result.
+template <bool VAR>
+static void emulate_sweep(const Lay &L, Box3 own, Box3 grown, const VarArrays &V,
+                          const std::vector<double> &c0, const std::vector<double> &c1,
+                          const std::vector<double> &c2, std::vector<double> &ub) {
+    const double IH[3] = {1.5, 2.25, 0.75};
+    const int chunk = 3, TK = SWEEP_TK, TJ = SWEEP_TJ;
+    size_t n = L.len();
+    int gx = (L.o[2] + 2 + TK - 3) / (TK - 2), gy = (L.o[1] + 2 + TJ - 3) / (TJ - 2);
+    int gz = (L.o[0] + 2 + chunk - 1) / chunk;
+    int first = VAR ? 0 : 1;
+    std::vector<double> ua = arr(n, 1), f = arr(n, 2);
+    SweepGrid g{own, grown, (int)L.p(0), (int)L.p(1), (int)L.p(2), L.s0(), L.s1(), 3, first, chunk, 1.15};
+    SweepVar sv{V.w0.data(), V.w1.data(), V.w2.data(), V.diag.data()};
+    SweepConst sc = sweep_const_stencil(IH[0], IH[1], IH[2], c0.data(), c1.data(), c2.data());
+    for (int bz = 0; bz < gz; bz++)
+        for (int by = 0; by < gy; by++)
+            for (int bx = 0; bx < gx; bx++) {
+                SweepShared<TK, TJ> sh;
+                for (double &x : sh.old[0]) x = NAN;
+                for (double &x : sh.old[1]) x = NAN;
+                for (int q = 0; q < 3; q++)
+                    for (double &x : sh.first[q]) x = NAN;
+                std::vector<SweepThread> th(TK * TJ);
+                for (int ty = 0; ty < TJ; ty++)
+                    for (int tx = 0; tx < TK; tx++)
+                        th[ty * TK + tx] = sweep_begin<TK, TJ>(g, &sh, ua.data(), f.data(), bx, by, bz, tx, ty);
+                for (int i = th[0].a - 1; i <= th[0].b; i++) {
+                    for (SweepThread &t : th) {
+                        if (VAR) sweep_first<TK, TJ>(t, &sh, ua.data(), f.data(), sv, g, i);
+                        else sweep_first<TK, TJ>(t, &sh, ua.data(), f.data(), sc, g, i);
+                    }
+                    for (SweepThread &t : th) {
+                        if (VAR) sweep_second<TK, TJ>(t, &sh, ub.data(), sv, g, i);
+                        else sweep_second<TK, TJ>(t, &sh, ub.data(), sc, g, i);
+                    }
+                }
+            }
+}
+
 int main() {
     const double IH[3] = {1.5, 2.25, 0.75};
     // Smoothing on a 6 x 5 x 7 box, ghost width 2.
@@ -116,64 +164,16 @@ int main() {
     }
     // The one-pass sweep: the first colour over `grown` (the owned box
     // grown by 1 along axes 0 and 2, and on the high side of axis 1), the
-    // second over the owned box, on blocks of several tiles and chunks of
-    // 3 planes; every block's threads run phase by phase, as between the
-    // kernel's barriers. ub starts as other values: the cells outside R
-    // (owned grown by 1) must keep them.
+    // second over the owned box (see emulate_sweep). ub starts as other
+    // values: the cells outside R (owned grown by 1) must keep them.
     {
         Box3 grown{L.g - 1, L.g, L.g - 1, L.o[0] + 2, L.o[1] + 1, L.o[2] + 2};
-        const int chunk = 3, TK = SWEEP_TK, TJ = SWEEP_TJ;
-        int gx = (L.o[2] + 2 + TK - 3) / (TK - 2), gy = (L.o[1] + 2 + TJ - 3) / (TJ - 2);
-        int gz = (L.o[0] + 2 + chunk - 1) / chunk;
-        int p1 = (int)L.p(1), p2 = (int)L.p(2);
         for (int variable = 1; variable >= 0; variable--) {
-            int first = variable ? 0 : 1;
-            double omega = 1.15;
-            std::vector<double> ua = arr(n, 1), f = arr(n, 2), ub = arr(n, 99);
-            for (int bz = 0; bz < gz; bz++)
-                for (int by = 0; by < gy; by++)
-                    for (int bx = 0; bx < gx; bx++) {
-                        int a, b;
-                        sweep_chunk(own, bz, chunk, &a, &b);
-                        std::vector<double> buf(3 * TJ * TK), below(TJ * TK, 0.0), mine(TJ * TK, 0.0),
-                            cur(TJ * TK);
-                        for (int i = a - 1; i <= b; i++) {
-                            int slot = (i - a + 1) % 3;
-                            for (int ty = 0; ty < TJ; ty++)
-                                for (int tx = 0; tx < TK; tx++) {
-                                    SweepCell c = sweep_cell(own, bx, by, tx, ty, p1, p2);
-                                    int t = ty * TK + tx;
-                                    cur[t] = variable
-                                        ? sweep_first_var(ua.data(), f.data(), V.w0.data(), V.w1.data(),
-                                                          V.w2.data(), V.diag.data(), grown,
-                                                          c, i, L.s0(), L.s1(), 3, first, omega)
-                                        : sweep_first_const(ua.data(), f.data(), IH[0], IH[1], IH[2],
-                                                            c0.data(), c1.data(), c2.data(), grown, c, i,
-                                                            L.s0(), L.s1(), 3, first, omega);
-                                    buf[slot * TJ * TK + t] = cur[t];
-                                }
-                            for (int ty = 0; ty < TJ; ty++)
-                                for (int tx = 0; tx < TK; tx++) {
-                                    SweepCell c = sweep_cell(own, bx, by, tx, ty, p1, p2);
-                                    int t = ty * TK + tx;
-                                    const double *pl = &buf[((slot + 2) % 3) * TJ * TK];
-                                    if (i - 1 >= a) {
-                                        if (variable)
-                                            sweep_second_var(ub.data(), f.data(), V.w0.data(), V.w1.data(),
-                                                             V.w2.data(), V.diag.data(), own,
-                                                             c, tx, ty, pl, i - 1, below[t], mine[t], cur[t],
-                                                             L.s0(), L.s1(), 3, first, omega);
-                                        else
-                                            sweep_second_const(ub.data(), f.data(), IH[0], IH[1], IH[2],
-                                                               c0.data(), c1.data(), c2.data(), own, c, tx,
-                                                               ty, pl, i - 1, below[t], mine[t], cur[t],
-                                                               L.s0(), L.s1(), 3, first, omega);
-                                    }
-                                    below[t] = mine[t];
-                                    mine[t] = cur[t];
-                                }
-                        }
-                    }
+            std::vector<double> ub = arr(n, 99);
+            if (variable)
+                emulate_sweep<true>(L, own, grown, V, c0, c1, c2, ub);
+            else
+                emulate_sweep<false>(L, own, grown, V, c0, c1, c2, ub);
             print(variable ? "sweep_var" : "sweep_const", ub);
         }
     }
