@@ -771,10 +771,13 @@ impl DeviceHierarchy {
     }
 
     /// The fine level's owned box, its strides, and the launch of a pass
-    /// with exact sums over it (about four blocks of 256 a multiprocessor,
+    /// with exact sums over it (`blocks_per_sm` blocks of 256 a multiprocessor,
     /// grid-stride), with the sums' words zeroed; an error past
     /// `MAX_SUM_CELLS` owned cells.
-    fn sum_pass(&mut self) -> Result<(DeviceRegion, (i64, i64), LaunchConfig), MgError> {
+    fn sum_pass(
+        &mut self,
+        blocks_per_sm: usize,
+    ) -> Result<(DeviceRegion, (i64, i64), LaunchConfig), MgError> {
         let lay = self.layout();
         let n = lay.owned.iter().product::<usize>();
         if n > MAX_SUM_CELLS {
@@ -788,7 +791,7 @@ impl DeviceHierarchy {
             .map_err(dev)?;
         let blocks = n
             .div_ceil(256)
-            .clamp(1, 4 * self.device.info().multiprocessors.max(1));
+            .clamp(1, blocks_per_sm * self.device.info().multiprocessors.max(1));
         let cfg = LaunchConfig {
             grid_dim: (blocks as u32, 1, 1),
             block_dim: (256, 1, 1),
@@ -821,7 +824,7 @@ impl DeviceHierarchy {
         items: &[(i32, &DeviceField, Option<&DeviceField>)],
     ) -> Result<Vec<f64>, MgError> {
         debug_assert!(items.len() <= 2);
-        let (b, (s0, s1), cfg) = self.sum_pass()?;
+        let (b, (s0, s1), cfg) = self.sum_pass(4)?;
         let stream = self.device.main();
         for (t, (mode, a, bf)) in items.iter().enumerate() {
             let mut out = self.sums.slice_mut(t * WORDS..(t + 1) * WORDS);
@@ -850,7 +853,10 @@ impl DeviceHierarchy {
         b: &DeviceField,
         c: &DeviceField,
     ) -> Result<[f64; 2], MgError> {
-        let (bx, (s0, s1), cfg) = self.sum_pass()?;
+        // Two sums a thread hold more registers: twice the blocks (measured
+        // on an H100 at 256^3: 0.34 ms against 0.41 ms with four a
+        // multiprocessor).
+        let (bx, (s0, s1), cfg) = self.sum_pass(8)?;
         let mut l = self.device.main().launch_builder(&self.k.exact2);
         l.arg(&mut self.sums)
             .arg(a.data())
@@ -874,7 +880,7 @@ impl DeviceHierarchy {
         u: &DeviceField,
         f: Option<&DeviceField>,
     ) -> Result<f64, MgError> {
-        let (b, (s0, s1), cfg) = self.sum_pass()?;
+        let (b, (s0, s1), cfg) = self.sum_pass(4)?;
         let lv = &self.levels[0];
         let kernel = match lv.stencil {
             DevStencil::Var { .. } => &self.k.residual_dot_var,
@@ -908,7 +914,7 @@ impl DeviceHierarchy {
         p: &DeviceField,
         alpha: f64,
     ) -> Result<f64, MgError> {
-        let (b, (s0, s1), cfg) = self.sum_pass()?;
+        let (b, (s0, s1), cfg) = self.sum_pass(4)?;
         let mut a = self.device.main().launch_builder(&self.k.update_dot);
         a.arg(r.data_mut()).arg(o.data()).arg(p.data()).arg(&alpha);
         a.arg(&b).arg(&s0).arg(&s1).arg(&mut self.sums);
