@@ -42,6 +42,10 @@ pub mod x86;
 #[cfg(target_arch = "x86_64")]
 pub use x86::{Avx2Token, Avx512Token, F64x4, F64x8};
 
+/// The environment variable that caps the instruction set
+/// [`Isa::detect`] returns.
+pub const CAP_VAR: &str = "PARNUM_ISA";
+
 /// An instruction set of the CPU kernels, ordered by vector width
 /// (`Portable < Avx2 < Avx512`).
 ///
@@ -68,8 +72,18 @@ impl Isa {
     /// Every set, narrowest vectors first.
     pub const ALL: [Isa; 3] = [Isa::Portable, Isa::Avx2, Isa::Avx512];
 
-    /// The widest set this build has and this CPU runs.
+    /// The widest set this build has and this CPU runs, at most the
+    /// [`cap`](Isa::cap) where one is set: with `PARNUM_ISA=avx2` an
+    /// AVX-512 CPU runs every kernel's AVX2 path (to measure another CPU
+    /// family's path, say). The kernels give the same bits on every set,
+    /// so a cap changes only the speed.
     pub fn detect() -> Isa {
+        let hw = Isa::hardware();
+        Isa::cap().map_or(hw, |c| c.min(hw))
+    }
+
+    /// The widest set this build has and this CPU runs, whatever the cap.
+    pub fn hardware() -> Isa {
         #[cfg(target_arch = "x86_64")]
         {
             if Avx512Token::detect().is_some() {
@@ -80,6 +94,24 @@ impl Isa {
             }
         }
         Isa::Portable
+    }
+
+    /// The cap the environment variable [`CAP_VAR`] sets (`portable`,
+    /// `scalar`, `avx2` or `avx512`), read once; `None` where it is unset
+    /// or empty. A value that names no set is reported on standard error
+    /// once (with the names it takes) and sets no cap.
+    pub fn cap() -> Option<Isa> {
+        static CAP: std::sync::OnceLock<Option<Isa>> = std::sync::OnceLock::new();
+        *CAP.get_or_init(|| match std::env::var(CAP_VAR) {
+            Ok(v) if !v.trim().is_empty() => match v.trim().parse::<Isa>() {
+                Ok(i) => Some(i),
+                Err(e) => {
+                    eprintln!("{CAP_VAR}: {e}; no cap is set");
+                    None
+                }
+            },
+            _ => None,
+        })
     }
 
     /// Whether this build has the set and this CPU runs it.
@@ -239,6 +271,8 @@ mod tests {
     #[test]
     fn detection_agrees_with_the_cpu_flags() {
         let best = Isa::detect();
+        // Under a cap (PARNUM_ISA) the sets above it are not available.
+        let capped = |i: Isa| Isa::cap().is_none_or(|c| i <= c);
         assert!(Isa::Portable.available());
         #[cfg(target_arch = "x86_64")]
         {
@@ -249,10 +283,17 @@ mod tests {
                 _ => unreachable!(),
             };
             let avx2 = has("avx2") && has("fma");
-            assert_eq!(Isa::Avx2.available(), avx2);
-            assert_eq!(Isa::Avx512.available(), avx2 && has("avx512f"));
+            assert_eq!(Isa::Avx2.available(), avx2 && capped(Isa::Avx2));
+            assert_eq!(
+                Isa::Avx512.available(),
+                avx2 && has("avx512f") && capped(Isa::Avx512)
+            );
             assert_eq!(Avx2Token::detect().is_some(), avx2);
-            assert_eq!(Avx512Token::detect().is_some(), Isa::Avx512.available());
+            assert_eq!(
+                Avx512Token::detect().is_some(),
+                Isa::hardware() == Isa::Avx512
+            );
+            assert_eq!(best, Isa::hardware().min(Isa::cap().unwrap_or(Isa::Avx512)));
         }
         assert_eq!(Isa::available_all().last(), Some(best));
         for i in Isa::ALL {

@@ -333,6 +333,11 @@ pub struct CpuFamily {
     pub family: u32,
     /// The display model.
     pub model: u32,
+    /// Whether the CPU has AMX tiles (CPUID leaf 7): only Intel's Xeon
+    /// parts from Sapphire Rapids on do, whatever model a hypervisor
+    /// reports (one seen here reports 0xa7, a client model, for a Xeon
+    /// with AMX and two 512-bit FMA units).
+    pub amx: bool,
     /// The microarchitecture, e.g. `"AMD Zen 3"`, or `"unknown"`.
     pub name: &'static str,
 }
@@ -358,20 +363,31 @@ impl CpuFamily {
                 _ => Vendor::Other,
             };
             let (family, model) = display_family_model(l1.eax);
-            CpuFamily::new(vendor, family, model)
+            // SAFETY: as above; leaf 7 exists where leaf 0 says so.
+            #[allow(unused_unsafe)]
+            let amx = l0.eax >= 7
+                && unsafe { std::arch::x86_64::__cpuid_count(7, 0) }.edx & (1 << 24) != 0;
+            CpuFamily::with_amx(vendor, family, model, amx)
         }
         #[cfg(not(target_arch = "x86_64"))]
         CpuFamily::new(Vendor::Other, 0, 0)
     }
 
     /// The family of `vendor`, `family` and `model` (display values),
-    /// named where the probe knows it.
+    /// without AMX, named where the probe knows it.
     pub fn new(vendor: Vendor, family: u32, model: u32) -> CpuFamily {
+        CpuFamily::with_amx(vendor, family, model, false)
+    }
+
+    /// The same, with or without AMX tiles (an Intel CPU with them is a
+    /// Xeon of Sapphire Rapids or later, whatever its model).
+    pub fn with_amx(vendor: Vendor, family: u32, model: u32, amx: bool) -> CpuFamily {
         CpuFamily {
             vendor,
             family,
             model,
-            name: table(vendor, family, model).map_or("unknown", |e| e.name),
+            amx,
+            name: table(vendor, family, model, amx).map_or("unknown", |e| e.name),
         }
     }
 
@@ -386,7 +402,7 @@ impl CpuFamily {
     /// on Xeon Scalable parts with two 512-bit units and on Zen 5
     /// desktop and server parts.
     pub fn fma_rate(&self, isa: Isa) -> Option<FmaRate> {
-        let e = table(self.vendor, self.family, self.model)?;
+        let e = table(self.vendor, self.family, self.model, self.amx)?;
         let (min, max) = match isa {
             Isa::Portable => return None,
             Isa::Avx2 => e.avx2,
@@ -423,9 +439,14 @@ struct Entry {
 }
 
 /// The families the probe knows.
-fn table(vendor: Vendor, family: u32, model: u32) -> Option<Entry> {
+fn table(vendor: Vendor, family: u32, model: u32, amx: bool) -> Option<Entry> {
     let e = |name, avx2, avx512| Some(Entry { name, avx2, avx512 });
     match (vendor, family, model) {
+        (Vendor::Intel, 6, _) if amx => e(
+            "Intel Xeon with AMX (Sapphire Rapids or later)",
+            (16.0, 16.0),
+            Some((16.0, 32.0)),
+        ),
         (Vendor::Amd, 0x17, 0x00..=0x2f) => e("AMD Zen / Zen+", (8.0, 8.0), None),
         (Vendor::Amd, 0x17, _) => e("AMD Zen 2", (16.0, 16.0), None),
         (Vendor::Amd, 0x19, 0x10..=0x1f | 0x60..=0x7f | 0xa0..=0xaf) => {
@@ -728,6 +749,16 @@ mod tests {
         assert_eq!(rate(Vendor::Amd, 0x19, 0x01, Isa::Portable), None);
         assert_eq!(rate(Vendor::Other, 0x19, 0x01, Isa::Avx2), None);
         assert_eq!(CpuFamily::new(Vendor::Intel, 0x13, 0x01).name, "unknown");
+        // AMX makes an Intel core a Xeon with two 512-bit units, whatever
+        // model it reports (a client model here, as a hypervisor did).
+        let amx = CpuFamily::with_amx(Vendor::Intel, 6, 0xa7, true);
+        assert_eq!(amx.name, "Intel Xeon with AMX (Sapphire Rapids or later)");
+        let r = amx.fma_rate(Isa::Avx512).map(|r| (r.min, r.max));
+        assert_eq!(r, Some((16.0, 32.0)));
+        assert_eq!(
+            CpuFamily::with_amx(Vendor::Amd, 0x19, 0x01, true).name,
+            "AMD Zen 3"
+        );
         assert!(turbo_allowance() >= TURBO_ALLOWANCE);
     }
 
