@@ -24,7 +24,7 @@
 //!
 //! `cargo xtask bench fft` runs it, adds scipy's pocketfft and draws the plot.
 
-use dfft::{Fft3d, FftError, Kind, Layout, Normalization, Options};
+use dfft::{Fft3d, FftError, Layout, Normalization, Options};
 use num_complex::Complex64;
 use std::ffi::{c_int, c_uint, c_void};
 use std::time::Instant;
@@ -95,6 +95,19 @@ impl Drop for Plan {
     }
 }
 
+/// The CPU's model name as Linux reports it.
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_string())
+}
+
 fn version() -> String {
     // SAFETY: FFTW exports its version as a NUL-terminated static array.
     unsafe {
@@ -104,32 +117,46 @@ fn version() -> String {
     }
 }
 
-/// Timings of one direction: every repeat, in seconds.
+/// Timings of one direction: every repeat of every round, in seconds.
 #[derive(Default)]
-struct Times(Vec<f64>);
+struct Times(Vec<Vec<f64>>);
+
+fn median_of(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
 
 impl Times {
+    fn all(&self) -> Vec<f64> {
+        self.0.concat()
+    }
     fn best(&self) -> f64 {
-        self.0.iter().copied().fold(f64::INFINITY, f64::min)
+        self.all().into_iter().fold(f64::INFINITY, f64::min)
     }
     fn median(&self) -> f64 {
-        let mut v = self.0.clone();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
+        median_of(&self.all())
+    }
+    fn reps(&self) -> usize {
+        self.0.iter().map(Vec::len).sum()
+    }
+    /// Each round's median repeat.
+    fn rounds(&self) -> Vec<f64> {
+        self.0.iter().map(|r| median_of(r)).collect()
     }
 }
 
 /// Runs `f` until it has taken `min_time` seconds and at least 3 times;
-/// appends each repeat to `t`.
+/// each repeat goes into a new round of `t`.
 fn time(t: &mut Times, min_time: f64, mut f: impl FnMut()) {
     let start = Instant::now();
-    let mut k = 0;
-    while k < 3 || start.elapsed().as_secs_f64() < min_time {
+    let mut round = vec![];
+    while round.len() < 3 || start.elapsed().as_secs_f64() < min_time {
         let s = Instant::now();
         f();
-        t.0.push(s.elapsed().as_secs_f64());
-        k += 1;
+        round.push(s.elapsed().as_secs_f64());
     }
+    t.0.push(round);
 }
 
 struct Config {
@@ -229,14 +256,14 @@ fn time_fresh<T: Copy>(
     mut f: impl FnMut(&mut [T]),
 ) {
     let start = Instant::now();
-    let mut k = 0;
-    while k < 3 || start.elapsed().as_secs_f64() < min_time {
+    let mut round = vec![];
+    while round.len() < 3 || start.elapsed().as_secs_f64() < min_time {
         w.copy_from_slice(from);
         let s = Instant::now();
         f(w);
-        t.0.push(s.elapsed().as_secs_f64());
-        k += 1;
+        round.push(s.elapsed().as_secs_f64());
     }
+    t.0.push(round);
 }
 
 /// One size and kind: the repeats of forward ours, forward FFTW, backward
@@ -396,6 +423,17 @@ fn case(
 fn main() {
     let cfg = parse();
     let ver = version();
+    let family = simd::peak::CpuFamily::detect();
+    let isa = simd::Isa::detect();
+    let cap = match simd::Isa::cap() {
+        Some(c) if isa < simd::Isa::hardware() => format!(" ({}={c})", simd::CAP_VAR),
+        _ => String::new(),
+    };
+    println!(
+        "CPU: {} ({}); dfft's ISA path: {isa}{cap}",
+        cpu_model(),
+        family.name
+    );
     println!("{ver}, FFTW_MEASURE, out of place, one thread; dfft Fft3d on one rank, unnormalised");
     if cfg.overwrite {
         println!(
@@ -428,21 +466,31 @@ fn main() {
                     f.median(),
                     o.median() / f.median()
                 );
+                let list = |v: Vec<f64>| {
+                    v.iter()
+                        .map(|x| x.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                };
                 rows.push(format!(
-                    "{{\"kind\":\"{kind}\",\"n\":{n},\"direction\":\"{dir}\",\"ours_best_s\":{},\"ours_median_s\":{},\"fftw_best_s\":{},\"fftw_median_s\":{},\"ours_reps\":{},\"fftw_reps\":{}}}",
+                    "{{\"kind\":\"{kind}\",\"n\":{n},\"direction\":\"{dir}\",\"ours_best_s\":{},\"ours_median_s\":{},\"fftw_best_s\":{},\"fftw_median_s\":{},\"ours_reps\":{},\"fftw_reps\":{},\"ours_rounds_s\":[{}],\"fftw_rounds_s\":[{}]}}",
                     o.best(),
                     o.median(),
                     f.best(),
                     f.median(),
-                    o.0.len(),
-                    f.0.len()
+                    o.reps(),
+                    f.reps(),
+                    list(o.rounds()),
+                    list(f.rounds())
                 ));
             }
         }
     }
     if let Some(path) = cfg.json {
         let text = format!(
-            "{{\"fftw_version\":\"{ver}\",\"rows\":[\n{}\n]}}\n",
+            "{{\"fftw_version\":\"{ver}\",\"cpu\":\"{}\",\"cpu_family\":\"{}\",\"isa\":\"{isa}{cap}\",\"rows\":[\n{}\n]}}\n",
+            cpu_model().replace('"', "'"),
+            family.name,
             rows.join(",\n")
         );
         std::fs::write(&path, text).unwrap_or_else(|e| panic!("cannot write {path}: {e}"));
