@@ -27,8 +27,12 @@
 //! warm-up, in each of `--rounds` (default 3) interleaved rounds of ours,
 //! ducc0 and SHTns; the table shows the best repeat of the best round (the
 //! JSON also has that round's median).
-//! The ratio is ours over the faster reference: below 1 means faster.
+//! The ratio is ours over the faster reference: each round's best against
+//! the same round's, the median over the rounds with its spread; the goal
+//! is met where every round is within it, undecided where the spread
+//! crosses it. The CPU, its family and the ISA path head the table.
 
+use crate::bench::fft::Verdict;
 use crate::util;
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
@@ -269,6 +273,9 @@ fn ms(x: Option<f64>) -> String {
     x.map_or("-".to_string(), |v| format!("{:.3}", v * 1e3))
 }
 
+/// One round's rows: ours, and ducc0's and SHTns's where they ran.
+type Round = (Vec<Value>, [Option<Vec<Value>>; 2]);
+
 /// Runs the bench.
 pub fn run(args: &Args) -> Result<()> {
     let start = Instant::now();
@@ -286,9 +293,13 @@ pub fn run(args: &Args) -> Result<()> {
         ("ducc0", Err("not run".into())),
         ("shtns", Err("not run".into())),
     ];
+    // Every round's rows, ours and each reference's (None where it did
+    // not run), for the per-round ratios.
+    let mut per_round: Vec<Round> = vec![];
     for round in 0..args.rounds.max(1) {
         println!("round {} of {}", round + 1, args.rounds.max(1));
         let o = ours(args, &out_dir.join("ours.json"))?;
+        let mut this_round = (o.clone(), [None, None]);
         ours_rows = Some(match ours_rows {
             None => o,
             Some(prev) => keep_best(prev, o),
@@ -303,6 +314,7 @@ pub fn run(args: &Args) -> Result<()> {
                 continue;
             }
             let r = reference(which, args);
+            this_round.1[k] = r.as_ref().ok().cloned();
             refs[k].1 = match (std::mem::replace(&mut refs[k].1, Err(String::new())), r) {
                 (Ok(prev), Ok(new)) => Ok(keep_best(prev, new)),
                 (_, r) => r,
@@ -311,17 +323,24 @@ pub fn run(args: &Args) -> Result<()> {
                 println!("{which} skipped: {why}");
             }
         }
+        per_round.push(this_round);
     }
     let ours = ours_rows.context("no rounds")?;
     let reference_row =
         |k: usize, i: usize| -> Option<&Value> { refs[k].1.as_ref().ok().map(|v| &v[i]) };
 
     println!(
-        "\nsht: synthesis + analysis of one field (radial level), one core, grid ntheta = 3(lmax+1)/2, nphi = 2 ntheta;"
+        "\nsht: CPU {} ({}), ISA path {}",
+        util::cpu_model(),
+        simd::peak::CpuFamily::detect().name,
+        simd::Isa::detect()
     );
-    println!("best of the repeats in ms; ratio = ours / faster reference (goal <= {GOAL_RATIO})");
     println!(
-        "{:>5} {:>5} {:>5} | {:>8} {:>8} {:>8} {:>6} | {:>8} {:>8} {:>8} {:>6}",
+        "synthesis + analysis of one field (radial level), one core, grid ntheta = 3(lmax+1)/2, nphi = 2 ntheta;"
+    );
+    println!("best of the repeats in ms; ratio = ours / faster reference, each round's best against the same round's, the median over the rounds (spread: min-max); goal <= {GOAL_RATIO}: met where every round is within it, undecided where the spread crosses it");
+    println!(
+        "{:>5} {:>5} {:>5} | {:>8} {:>8} {:>8} {:>6} {:>9} {:>9} | {:>8} {:>8} {:>8} {:>6} {:>9} {:>9}",
         "lmax",
         "nth",
         "nphi",
@@ -329,10 +348,14 @@ pub fn run(args: &Args) -> Result<()> {
         "ducc0",
         "SHTns",
         "ratio",
+        "spread",
+        "goal",
         "vector",
         "ducc0",
         "SHTns",
-        "ratio"
+        "ratio",
+        "spread",
+        "goal"
     );
     let mut table = Vec::new();
     for (i, row) in ours.iter().enumerate() {
@@ -357,20 +380,40 @@ pub fn run(args: &Args) -> Result<()> {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            let ratio = o.zip(faster).map(|(o, f)| o / f);
+            // Each round: ours against the faster reference of that round.
+            let rounds: Vec<f64> = per_round
+                .iter()
+                .filter_map(|(o, r)| {
+                    let f = r
+                        .iter()
+                        .filter_map(|rows| rows.as_ref().and_then(|v| best(&v[i], kind)))
+                        .reduce(f64::min)?;
+                    Some(best(&o[i], kind)? / f)
+                })
+                .collect();
+            let v = Verdict::of(&rounds, GOAL_RATIO);
+            let ratio = (!rounds.is_empty()).then_some(v.median);
             line += &format!(
-                " | {:>8} {:>8} {:>8} {:>6}",
+                " | {:>8} {:>8} {:>8} {:>6} {:>9} {:>9}",
                 ms(o),
                 ms(d),
                 ms(s),
-                ratio.map_or("-".to_string(), |r| format!("{r:.2}"))
+                ratio.map_or("-".to_string(), |r| format!("{r:.2}")),
+                if rounds.is_empty() {
+                    "-".to_string()
+                } else {
+                    format!("{:.2}-{:.2}", v.min, v.max)
+                },
+                v.word
             );
             entry[kind] = json!({
                 "ours_best_s": o,
                 "ducc0_best_s": d,
                 "shtns_best_s": s,
                 "ratio_to_faster": ratio,
-                "goal_met": ratio.map(|r| r <= GOAL_RATIO),
+                "round_ratios": rounds,
+                "best_ratio": o.zip(faster).map(|(o, f)| o / f),
+                "goal": v.word,
             });
         }
         for (k, (which, _)) in refs.iter().enumerate() {
@@ -427,7 +470,10 @@ pub fn run(args: &Args) -> Result<()> {
     let report = json!({
         "grid": "Gauss-Legendre, ntheta = 3(lmax+1)/2, nphi = 2 ntheta, one field",
         "threads": 1,
-        "timing": "synthesis + analysis, best of >= 5 repeats and >= 0.4 s after a warm-up, best of the interleaved rounds (that round's median also kept)",
+        "timing": "synthesis + analysis, best of >= 5 repeats and >= 0.4 s after a warm-up, in interleaved rounds; times: the best round (that round's median also kept); ratio_to_faster: the median over the rounds of ours / the faster reference of the same round, goal met where every round is within it, not met where none is, else undecided",
+        "cpu": util::cpu_model(),
+        "cpu_family": simd::peak::CpuFamily::detect().name,
+        "isa": simd::Isa::detect().name(),
         "rounds": args.rounds.max(1),
         "shtns_polar_opt": args.polar_opt,
         "ours_polar": args.ours_polar,
