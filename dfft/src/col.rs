@@ -13,10 +13,11 @@
 //! and written in runs of whole cache lines.
 //!
 //! Contiguous lines take the same passes with the vectors along each line
-//! ([`ColFft::lines`], AVX-512F): the passes but the last have at least
-//! four rows a group next to each other in the line, and the last pass
-//! (one row a group) takes four groups at a time, their inputs transposed
-//! in registers. Elsewhere contiguous lines are transposed into columns.
+//! ([`ColFft::lines`], AVX-512F or AVX2): the passes but the last have at
+//! least four rows a group next to each other in the line, and the last
+//! pass (one row a group) takes four groups at a time with AVX-512F and
+//! two with AVX2, their inputs transposed in registers. Elsewhere (the
+//! portable code) contiguous lines are transposed into columns.
 //!
 //! Real lines ([`RealCol`]) are read as complex values in pairs,
 //! transformed at half the length and untangled into the half spectrum
@@ -171,12 +172,12 @@ impl ColFft {
     }
 
     /// Whether [`ColFft::lines`] runs with vectors along each line (else it
-    /// transposes lines into columns): with AVX-512F, for lengths of 32 or
-    /// more, whose passes but the last have at least four rows a group
-    /// and whose last pass has at least four groups.
+    /// transposes lines into columns): with AVX-512F or AVX2, for lengths
+    /// of 32 or more, whose passes but the last have at least four rows a
+    /// group and whose last pass has at least four groups.
     pub(crate) fn line_form(&self) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if self.isa == Isa::Avx512 {
+        if matches!(self.isa, Isa::Avx512 | Isa::Avx2) {
             return self.n >= 32;
         }
         false
@@ -224,13 +225,14 @@ impl ColFft {
             };
             let count = dst.len() / n;
             // SAFETY: the `count` lines lie within `dst`, the buffers hold
-            // `n` values each and overlap it not; AVX-512F is present
-            // (`line_form`).
+            // `n` values each and overlap it not; the plan's instruction
+            // set, AVX-512F or AVX2, is present (`line_form`).
             unsafe {
-                if self.forward {
-                    x86::lines512::<true>(self, &io, count);
-                } else {
-                    x86::lines512::<false>(self, &io, count);
+                match (self.isa, self.forward) {
+                    (Isa::Avx512, true) => x86::lines512::<true>(self, &io, count),
+                    (Isa::Avx512, false) => x86::lines512::<false>(self, &io, count),
+                    (_, true) => x86::lines256::<true>(self, &io, count),
+                    (_, false) => x86::lines256::<false>(self, &io, count),
                 }
             }
         }
@@ -1186,14 +1188,16 @@ mod x86 {
         unsafe { simd::x86::transpose_pairs4(z) }
     }
 
-    /// A pass of the line form with at least four rows a group: vectors
-    /// along `t`, the rows of a group next to each other in the line.
+    /// A pass of the line form with at least `C::LANES` rows a group:
+    /// vectors along `t`, the rows of a group next to each other in the
+    /// line.
     ///
     /// # Safety
     /// `src` and `dst` valid for `n` values (the same line, or apart); `tw`
-    /// the pass's twiddles; `m = n / (l R)` a multiple of 4.
+    /// the pass's twiddles; `m = n / (l R)` a multiple of `C::LANES`; the
+    /// instruction set of `C` present.
     #[inline(always)]
-    unsafe fn pass_t<const R: usize, const FWD: bool>(
+    unsafe fn pass_t<C: Cv, const R: usize, const FWD: bool>(
         n: usize,
         l: usize,
         tw: *const [f64; 4],
@@ -1211,17 +1215,17 @@ mod x86 {
                 let dp = dst.add(k * m);
                 let mut t = 0;
                 while t < m {
-                    let mut a: [Z; R] = std::array::from_fn(|v| Z::load(sp.add(t + m * v)));
+                    let mut a: [C; R] = std::array::from_fn(|v| C::load(sp.add(t + m * v)));
                     if k > 0 {
                         for (v, x) in a.iter_mut().enumerate().skip(1) {
                             *x = x.twiddle(tk.add(v - 1));
                         }
                     }
-                    let b = super::dft::<Z, R, FWD>(a);
+                    let b = super::dft::<C, R, FWD>(a);
                     for (q, y) in b.into_iter().enumerate() {
                         y.store(dp.add(t + l * m * q));
                     }
-                    t += 4;
+                    t += C::LANES;
                 }
             }
         }
@@ -1320,9 +1324,9 @@ mod x86 {
                         let tw = plan.tw.as_ptr().add(plan.tw_at[i]);
                         let dst = bufs[i % 2];
                         match r {
-                            4 => pass_t::<4, FWD>(n, l, tw, src, dst),
-                            8 => pass_t::<8, FWD>(n, l, tw, src, dst),
-                            _ => pass_t::<16, FWD>(n, l, tw, src, dst),
+                            4 => pass_t::<Z, 4, FWD>(n, l, tw, src, dst),
+                            8 => pass_t::<Z, 8, FWD>(n, l, tw, src, dst),
+                            _ => pass_t::<Z, 16, FWD>(n, l, tw, src, dst),
                         }
                     } else {
                         let dst = io.dst.0.wrapping_add(line * n);
@@ -1331,6 +1335,111 @@ mod x86 {
                             (8, Some(s)) => pass_k::<8, FWD, true>(n, twl, src, dst, s),
                             (_, None) => pass_k::<16, FWD, false>(n, twl, src, dst, 1.0),
                             (_, Some(s)) => pass_k::<16, FWD, true>(n, twl, src, dst, s),
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The last pass of the line form with AVX2 (one row a group, `l = n /
+    /// R` groups): vectors along `k`, two groups' inputs transposed from the
+    /// `2 R` values they occupy; the twiddles from `tw_lines` (the half of
+    /// a group of four that the pair is); the group `k = 0` left
+    /// untwiddled, as in the column form.
+    ///
+    /// # Safety
+    /// `src` and `dst` valid for `n` values and apart; `twl` the line
+    /// form's twiddles of a pass with `l >= 4` groups; AVX2 present.
+    #[inline(always)]
+    unsafe fn pass_k2<const R: usize, const FWD: bool, const SCALED: bool>(
+        n: usize,
+        twl: *const f64,
+        src: *const Complex64,
+        dst: *mut Complex64,
+        scale: f64,
+    ) {
+        let l = n / R;
+        let mut k0 = 0;
+        while k0 < l {
+            // SAFETY: values `2 R` from `k0 R < n` of the source line, the
+            // output's `k0 + l q + 1 < n`, and the line form's twiddles of
+            // group `k0 / 4` (the caller's contract).
+            unsafe {
+                let sp = src.add(k0 * R);
+                let mut a = [Y(_mm256_setzero_pd()); R];
+                for h in 0..R / 2 {
+                    let z0 = _mm256_loadu_pd(sp.add(2 * h).cast());
+                    let z1 = _mm256_loadu_pd(sp.add(R + 2 * h).cast());
+                    a[2 * h] = Y(_mm256_permute2f128_pd::<0x20>(z0, z1));
+                    a[2 * h + 1] = Y(_mm256_permute2f128_pd::<0x31>(z0, z1));
+                }
+                let tg = twl.add((k0 / 4) * (R - 1) * 16 + (k0 % 4) * 2);
+                for (v, x) in a.iter_mut().enumerate().skip(1) {
+                    let wr = _mm256_loadu_pd(tg.add((v - 1) * 16));
+                    let wi = _mm256_loadu_pd(tg.add((v - 1) * 16 + 8));
+                    let sw = _mm256_permute_pd::<0b0101>(x.0);
+                    let t = _mm256_add_pd(_mm256_mul_pd(x.0, wr), _mm256_mul_pd(sw, wi));
+                    // The first pair's first group is k = 0: untwiddled.
+                    *x = if k0 == 0 {
+                        Y(_mm256_blend_pd::<0b0011>(t, x.0))
+                    } else {
+                        Y(t)
+                    };
+                }
+                let b = super::dft::<Y, R, FWD>(a);
+                for (q, y) in b.into_iter().enumerate() {
+                    let y = if SCALED { y.scale(scale) } else { y };
+                    y.store(dst.add(k0 + l * q));
+                }
+            }
+            k0 += 2;
+        }
+    }
+
+    /// [`lines512`] with AVX2 vectors (two complex values).
+    ///
+    /// # Safety
+    /// As [`lines512`], with AVX2 present instead of AVX-512F.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn lines256<const FWD: bool>(plan: &ColFft, io: &Chunk, count: usize) {
+        let n = plan.n;
+        let np = plan.passes.len();
+        let scale = (io.scale != 1.0).then_some(io.scale);
+        let bufs = [io.a, io.b];
+        let twl = plan.tw_lines.as_ptr();
+        let ahead = io.src.0 != io.dst.0.cast_const();
+        for line in 0..count {
+            if ahead && line + 1 < count {
+                for c in (0..n).step_by(4) {
+                    super::prefetch_r(io.src.0.wrapping_add((line + 1) * n + c));
+                    super::prefetch_w(io.dst.0.wrapping_add((line + 1) * n + c));
+                }
+            }
+            for (i, &(r, l)) in plan.passes.iter().enumerate() {
+                let src = if i == 0 {
+                    io.src.0.wrapping_add(line * n)
+                } else {
+                    bufs[(i - 1) % 2].cast_const()
+                };
+                // SAFETY: as in `lines512`; AVX2 is present here.
+                unsafe {
+                    if i + 1 < np {
+                        let tw = plan.tw.as_ptr().add(plan.tw_at[i]);
+                        let dst = bufs[i % 2];
+                        match r {
+                            2 => pass_t::<Y, 2, FWD>(n, l, tw, src, dst),
+                            4 => pass_t::<Y, 4, FWD>(n, l, tw, src, dst),
+                            8 => pass_t::<Y, 8, FWD>(n, l, tw, src, dst),
+                            _ => pass_t::<Y, 16, FWD>(n, l, tw, src, dst),
+                        }
+                    } else {
+                        let dst = io.dst.0.wrapping_add(line * n);
+                        match (r, scale) {
+                            (8, None) => pass_k2::<8, FWD, false>(n, twl, src, dst, 1.0),
+                            (8, Some(s)) => pass_k2::<8, FWD, true>(n, twl, src, dst, s),
+                            (_, None) => pass_k2::<16, FWD, false>(n, twl, src, dst, 1.0),
+                            (_, Some(s)) => pass_k2::<16, FWD, true>(n, twl, src, dst, s),
                         }
                     }
                 }
@@ -1552,39 +1661,46 @@ mod tests {
 
     #[test]
     fn the_line_form_has_the_bits_of_the_column_form_in_and_out_of_place() {
+        let mut ran = 0;
         for e in 5..=12 {
             let n = 1usize << e;
             for fwd in [true, false] {
-                let plan = ColFft::new(n, fwd).expect("power of two");
-                if !plan.line_form() {
-                    // The line form exists only with AVX-512F (and from
-                    // length 32, which every length here has).
-                    eprintln!("no AVX-512F here: no line form to compare (skipped)");
-                    return;
-                }
-                let count = 3;
-                let data = signal(n * count, e);
-                let mut scratch = vec![Complex64::default(); 2 * n + 5];
-                let mut got = data.clone();
-                plan.lines(None, &mut got, 0.5, &mut scratch[1..]);
-                // Out of place, into an output that is not the input.
-                let mut out = vec![Complex64::new(f64::NAN, 0.0); n * count];
-                plan.lines(Some(&data), &mut out, 0.5, &mut scratch[1..]);
-                for (i, l) in data.chunks_exact(n).enumerate() {
-                    let mut want = l.to_vec();
-                    plan.line(&mut want, 0.5);
-                    assert_eq!(
-                        bits(&got[i * n..][..n]),
-                        bits(&want),
-                        "n {n} fwd {fwd} line {i}"
-                    );
-                    assert_eq!(
-                        bits(&out[i * n..][..n]),
-                        bits(&want),
-                        "n {n} fwd {fwd} line {i} out of place"
-                    );
+                // The portable column form: the bits every path must give.
+                let reference = ColFft::with_isa(n, fwd, Isa::Portable);
+                for isa in isas() {
+                    let plan = ColFft::with_isa(n, fwd, isa);
+                    if !plan.line_form() {
+                        continue;
+                    }
+                    ran += 1;
+                    let count = 3;
+                    let data = signal(n * count, e);
+                    let mut scratch = vec![Complex64::default(); 2 * n + 5];
+                    let mut got = data.clone();
+                    plan.lines(None, &mut got, 0.5, &mut scratch[1..]);
+                    // Out of place, into an output that is not the input.
+                    let mut out = vec![Complex64::new(f64::NAN, 0.0); n * count];
+                    plan.lines(Some(&data), &mut out, 0.5, &mut scratch[1..]);
+                    for (i, l) in data.chunks_exact(n).enumerate() {
+                        let mut want = l.to_vec();
+                        reference.line(&mut want, 0.5);
+                        assert_eq!(
+                            bits(&got[i * n..][..n]),
+                            bits(&want),
+                            "n {n} fwd {fwd} {isa:?} line {i}"
+                        );
+                        assert_eq!(
+                            bits(&out[i * n..][..n]),
+                            bits(&want),
+                            "n {n} fwd {fwd} {isa:?} line {i} out of place"
+                        );
+                    }
                 }
             }
+        }
+        if ran == 0 {
+            // The line form exists only with AVX2 or AVX-512F.
+            eprintln!("no AVX2 here: no line form to compare (skipped)");
         }
     }
 
