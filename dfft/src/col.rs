@@ -466,6 +466,8 @@ pub(crate) struct RealCol {
     /// parts, as the vector untangling's registers hold them.
     w4: Vec<f64>,
     wb4: Vec<f64>,
+    /// The instruction set of the vector untangling and tangling.
+    isa: Isa,
     /// The `k` from which the scalar untangling and tangling take over
     /// from the vector ones (see [`vector_end`]). The untangling stops
     /// before the group that meets its mirror: it writes the field's
@@ -485,19 +487,29 @@ pub(crate) struct RealCol {
 /// [`RealCol::scalar_from`]).
 fn vector_end(h: usize, isa: Isa, to_middle: bool) -> usize {
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx512 {
+    if let Some(w) = untangle_width(isa) {
         let mut k = 1;
         while if to_middle {
-            k + 3 <= h / 2
+            k + w - 1 <= h / 2
         } else {
-            2 * k + 6 < h
+            2 * k + 2 * w - 2 < h
         } {
-            k += 4;
+            k += w;
         }
         return k;
     }
     let _ = (h, isa, to_middle);
     1
+}
+
+/// The values the vector untangling and tangling take at a time on `isa`:
+/// four with AVX-512F, two with AVX2; `None` for the portable code.
+fn untangle_width(isa: Isa) -> Option<usize> {
+    match isa {
+        Isa::Avx512 => Some(4),
+        Isa::Avx2 => Some(2),
+        Isa::Portable => None,
+    }
 }
 
 impl RealCol {
@@ -532,6 +544,7 @@ impl RealCol {
             wb,
             w4,
             wb4,
+            isa,
             vend_u: vector_end(h, isa, false),
             vend_t: vector_end(h, isa, true),
         })
@@ -549,6 +562,7 @@ impl RealCol {
     #[cfg(test)]
     fn with_isa(n: usize, isa: Isa) -> RealCol {
         RealCol {
+            isa,
             vend_u: vector_end(n / 2, isa, false),
             vend_t: vector_end(n / 2, isa, true),
             ..RealCol::new(n).expect("power of two")
@@ -572,10 +586,17 @@ impl RealCol {
         let k1 = self.vend_u;
         #[cfg(target_arch = "x86_64")]
         if k1 > 1 {
-            // SAFETY: AVX-512F is present (`vector_end` > 1 only then);
-            // the groups `k .. k + 4` and their mirrors lie within `z` and
-            // `x` (`k + 3 < h - k - 3`), and `w4` holds their twiddles.
-            unsafe { x86::untangle512(z, x, &self.w4, k1, scale) };
+            // SAFETY: the set is present (`vector_end` > 1 only with one);
+            // the groups `k .. k + w` and their mirrors lie within `z` and
+            // `x` (`k + w - 1 < h - k - w + 1`), and `w4` holds their
+            // twiddles.
+            unsafe {
+                if self.isa == Isa::Avx512 {
+                    x86::untangle512(z, x, &self.w4, k1, scale)
+                } else {
+                    x86::untangle256(z, x, &self.w4, k1, scale)
+                }
+            };
         }
         for k in k1..=h / 2 {
             let j = h - k;
@@ -607,11 +628,17 @@ impl RealCol {
         let k1 = self.vend_t;
         #[cfg(target_arch = "x86_64")]
         if k1 > 1 {
-            // SAFETY: AVX-512F is present (`vector_end` > 1 only then);
-            // the groups `k .. k + 4` and their mirrors lie within `x` and
-            // `z` (`k + 3 <= h / 2 <= h - k - 3`), and `wb4` holds their
-            // twiddles.
-            unsafe { x86::tangle512(x, z, &self.wb4, k1) };
+            // SAFETY: the set is present (`vector_end` > 1 only with one);
+            // the groups `k .. k + w` and their mirrors lie within `x` and
+            // `z` (`k + w - 1 <= h / 2 <= h - k - w + 1`), and `wb4` holds
+            // their twiddles.
+            unsafe {
+                if self.isa == Isa::Avx512 {
+                    x86::tangle512(x, z, &self.wb4, k1)
+                } else {
+                    x86::tangle256(x, z, &self.wb4, k1)
+                }
+            };
         }
         for k in std::iter::once(0).chain(self.scalar_from()..=h / 2) {
             let j = h - k;
@@ -1177,6 +1204,100 @@ mod x86 {
                 _mm512_storeu_pd(zp.add(h - k - 3).cast(), rev(zj));
             }
             k += 4;
+        }
+    }
+
+    /// Swaps the two complex values of a register.
+    #[inline(always)]
+    fn rev2(a: __m256d) -> __m256d {
+        // SAFETY: inside the AVX2 functions below.
+        unsafe { _mm256_permute2f128_pd::<0x01>(a, a) }
+    }
+
+    /// Negates the imaginary parts.
+    #[inline(always)]
+    fn conj2(a: __m256d) -> __m256d {
+        // SAFETY: inside the AVX2 functions below.
+        unsafe { _mm256_xor_pd(a, _mm256_set_pd(-0.0, 0.0, -0.0, 0.0)) }
+    }
+
+    /// [`untangle512`] two at a time with AVX2, each value with the scalar
+    /// code's operations; the twiddles from the same packing (half of a
+    /// group of four).
+    ///
+    /// # Safety
+    /// AVX2 present; for every group `k .. k + 2` below `k1` (`k` odd),
+    /// `k + 1 < h - k - 1`; `w4` the packed twiddles of those groups.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn untangle256(
+        z: &[Complex64],
+        x: &mut [Complex64],
+        w4: &[f64],
+        k1: usize,
+        scale: f64,
+    ) {
+        let h = z.len();
+        let (zp, xp) = (z.as_ptr(), x.as_mut_ptr());
+        let half = _mm256_set1_pd(0.5);
+        let s = _mm256_set1_pd(scale);
+        let mut k = 1;
+        while k < k1 {
+            // SAFETY: values `k .. k + 2` and `h - k - 1 .. h - k + 1` of
+            // `z` (`h` long) and `x` (`h + 1` long), and the group's packed
+            // twiddles (the caller's contract).
+            unsafe {
+                let a = _mm256_loadu_pd(zp.add(k).cast());
+                let b = conj2(rev2(_mm256_loadu_pd(zp.add(h - k - 1).cast())));
+                let e = _mm256_mul_pd(_mm256_add_pd(a, b), half);
+                let d = Y(_mm256_mul_pd(_mm256_sub_pd(a, b), half));
+                let o = d.rot::<true>().0;
+                let tw = w4.as_ptr().add((k - 1) / 4 * 16 + (k - 1) % 4 * 2);
+                let (wr, wi) = (_mm256_loadu_pd(tw), _mm256_loadu_pd(tw.add(8)));
+                let sw = _mm256_permute_pd::<0b0101>(o);
+                let t = _mm256_add_pd(_mm256_mul_pd(o, wr), _mm256_mul_pd(sw, wi));
+                let mut xk = _mm256_add_pd(e, t);
+                let mut xj = conj2(_mm256_sub_pd(e, t));
+                if scale != 1.0 {
+                    xk = _mm256_mul_pd(xk, s);
+                    xj = _mm256_mul_pd(xj, s);
+                }
+                _mm256_storeu_pd(xp.add(k).cast(), xk);
+                _mm256_storeu_pd(xp.add(h - k - 1).cast(), rev2(xj));
+            }
+            k += 2;
+        }
+    }
+
+    /// [`tangle512`] two at a time with AVX2, each value with the scalar
+    /// code's operations.
+    ///
+    /// # Safety
+    /// As [`untangle256`], with `x` `h + 1` long and `z` `h` long, except
+    /// that the groups need only `k + 1 <= h / 2`: the last may share value
+    /// `h / 2` with its mirror, which then holds the mirror's formula.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn tangle256(x: &[Complex64], z: &mut [Complex64], wb4: &[f64], k1: usize) {
+        let h = z.len();
+        let (xp, zp) = (x.as_ptr(), z.as_mut_ptr());
+        let mut k = 1;
+        while k < k1 {
+            // SAFETY: as in `untangle256`.
+            unsafe {
+                let a = _mm256_loadu_pd(xp.add(k).cast());
+                let b = conj2(rev2(_mm256_loadu_pd(xp.add(h - k - 1).cast())));
+                let s = _mm256_add_pd(a, b);
+                let d = _mm256_sub_pd(a, b);
+                let tw = wb4.as_ptr().add((k - 1) / 4 * 16 + (k - 1) % 4 * 2);
+                let (wr, wi) = (_mm256_loadu_pd(tw), _mm256_loadu_pd(tw.add(8)));
+                let sw = _mm256_permute_pd::<0b0101>(d);
+                let u = _mm256_add_pd(_mm256_mul_pd(d, wr), _mm256_mul_pd(sw, wi));
+                // z_k = s + i u; z_j = conj(s) + (u.im, u.re).
+                let zk = _mm256_add_pd(s, Y(u).rot::<false>().0);
+                let zj = _mm256_add_pd(conj2(s), _mm256_permute_pd::<0b0101>(u));
+                _mm256_storeu_pd(zp.add(k).cast(), zk);
+                _mm256_storeu_pd(zp.add(h - k - 1).cast(), rev2(zj));
+            }
+            k += 2;
         }
     }
 
