@@ -288,6 +288,9 @@ pub fn run(args: &Args) -> Result<()> {
     };
     std::fs::create_dir_all(&out_dir)
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
+    // Absolute: the bench binary runs in the crate's folder.
+    let out_dir = std::fs::canonicalize(&out_dir)
+        .with_context(|| format!("cannot resolve {}", out_dir.display()))?;
     let mut ours_rows: Option<Vec<Value>> = None;
     let mut refs: Vec<(&str, std::result::Result<Vec<Value>, String>)> = vec![
         ("ducc0", Err("not run".into())),
