@@ -1406,15 +1406,57 @@ mod x86 {
         }
     }
 
-    /// Every pass of `plan` on `count` contiguous lines, in the line form:
-    /// line `i` from `io.src.0 + i n` to `io.dst.0 + i n`.
+    /// The line form's last pass on vectors of this type: [`pass_k`] with
+    /// AVX-512F, [`pass_k2`] with AVX2.
+    trait LastPass: Cv {
+        /// # Safety
+        /// As [`pass_k`].
+        unsafe fn last<const R: usize, const FWD: bool, const SCALED: bool>(
+            n: usize,
+            twl: *const f64,
+            src: *const Complex64,
+            dst: *mut Complex64,
+            scale: f64,
+        );
+    }
+
+    impl LastPass for Z {
+        #[inline(always)]
+        unsafe fn last<const R: usize, const FWD: bool, const SCALED: bool>(
+            n: usize,
+            twl: *const f64,
+            src: *const Complex64,
+            dst: *mut Complex64,
+            scale: f64,
+        ) {
+            // SAFETY: the caller's contract.
+            unsafe { pass_k::<R, FWD, SCALED>(n, twl, src, dst, scale) }
+        }
+    }
+
+    impl LastPass for Y {
+        #[inline(always)]
+        unsafe fn last<const R: usize, const FWD: bool, const SCALED: bool>(
+            n: usize,
+            twl: *const f64,
+            src: *const Complex64,
+            dst: *mut Complex64,
+            scale: f64,
+        ) {
+            // SAFETY: the caller's contract.
+            unsafe { pass_k2::<R, FWD, SCALED>(n, twl, src, dst, scale) }
+        }
+    }
+
+    /// Every pass of `plan` on `count` contiguous lines, in the line form
+    /// on vectors `C`: line `i` from `io.src.0 + i n` to `io.dst.0 + i n`.
     ///
     /// # Safety
-    /// AVX-512F present; the lines valid for reads at `io.src.0` and writes
-    /// at `io.dst.0` (the same lines or apart), `io.a`/`io.b` for `n`
-    /// values each, apart from all.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn lines512<const FWD: bool>(plan: &ColFft, io: &Chunk, count: usize) {
+    /// The instruction set of `C` present; the lines valid for reads at
+    /// `io.src.0` and writes at `io.dst.0` (the same lines or apart),
+    /// `io.a`/`io.b` for `n` values each, apart from all.
+    #[inline(always)]
+    unsafe fn lines_on<C: LastPass, const FWD: bool>(plan: &ColFft, io: &Chunk, count: usize) {
         let n = plan.n;
         let np = plan.passes.len();
         let scale = (io.scale != 1.0).then_some(io.scale);
@@ -1422,7 +1464,8 @@ mod x86 {
         let twl = plan.tw_lines.as_ptr();
         // Out of place, the lines are likely cold: ask for the next one's
         // input, and its output with intent to write, a line ahead (a
-        // measured optimum: two lines ahead or the input alone were slower).
+        // measured optimum with AVX-512F: two lines ahead or the input
+        // alone were slower).
         let ahead = io.src.0 != io.dst.0.cast_const();
         for line in 0..count {
             if ahead && line + 1 < count {
@@ -1439,28 +1482,50 @@ mod x86 {
                 };
                 // SAFETY: line `line < count` and the buffers as the caller
                 // guarantees; `tw_at[i]` starts the pass's twiddles, and a
-                // plan in the line form has `tw_lines` for its last pass.
+                // plan in the line form (length 32 or more: radices 4, 8
+                // and 16, every pass but the last with at least four rows a
+                // group) has `tw_lines` for its last pass.
                 unsafe {
                     if i + 1 < np {
                         let tw = plan.tw.as_ptr().add(plan.tw_at[i]);
                         let dst = bufs[i % 2];
                         match r {
-                            4 => pass_t::<Z, 4, FWD>(n, l, tw, src, dst),
-                            8 => pass_t::<Z, 8, FWD>(n, l, tw, src, dst),
-                            _ => pass_t::<Z, 16, FWD>(n, l, tw, src, dst),
+                            4 => pass_t::<C, 4, FWD>(n, l, tw, src, dst),
+                            8 => pass_t::<C, 8, FWD>(n, l, tw, src, dst),
+                            _ => pass_t::<C, 16, FWD>(n, l, tw, src, dst),
                         }
                     } else {
                         let dst = io.dst.0.wrapping_add(line * n);
                         match (r, scale) {
-                            (8, None) => pass_k::<8, FWD, false>(n, twl, src, dst, 1.0),
-                            (8, Some(s)) => pass_k::<8, FWD, true>(n, twl, src, dst, s),
-                            (_, None) => pass_k::<16, FWD, false>(n, twl, src, dst, 1.0),
-                            (_, Some(s)) => pass_k::<16, FWD, true>(n, twl, src, dst, s),
+                            (8, None) => C::last::<8, FWD, false>(n, twl, src, dst, 1.0),
+                            (8, Some(s)) => C::last::<8, FWD, true>(n, twl, src, dst, s),
+                            (_, None) => C::last::<16, FWD, false>(n, twl, src, dst, 1.0),
+                            (_, Some(s)) => C::last::<16, FWD, true>(n, twl, src, dst, s),
                         }
                     }
                 }
             }
         }
+    }
+
+    /// [`lines_on`] with AVX-512F vectors (four complex values).
+    ///
+    /// # Safety
+    /// As [`lines_on`]; AVX-512F present.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn lines512<const FWD: bool>(plan: &ColFft, io: &Chunk, count: usize) {
+        // SAFETY: the caller's contract, and the feature is enabled here.
+        unsafe { lines_on::<Z, FWD>(plan, io, count) }
+    }
+
+    /// [`lines_on`] with AVX2 vectors (two complex values).
+    ///
+    /// # Safety
+    /// As [`lines_on`]; AVX2 present.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn lines256<const FWD: bool>(plan: &ColFft, io: &Chunk, count: usize) {
+        // SAFETY: the caller's contract, and the feature is enabled here.
+        unsafe { lines_on::<Y, FWD>(plan, io, count) }
     }
 
     /// The last pass of the line form with AVX2 (one row a group, `l = n /
@@ -1515,56 +1580,6 @@ mod x86 {
                 }
             }
             k0 += 2;
-        }
-    }
-
-    /// [`lines512`] with AVX2 vectors (two complex values).
-    ///
-    /// # Safety
-    /// As [`lines512`], with AVX2 present instead of AVX-512F.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn lines256<const FWD: bool>(plan: &ColFft, io: &Chunk, count: usize) {
-        let n = plan.n;
-        let np = plan.passes.len();
-        let scale = (io.scale != 1.0).then_some(io.scale);
-        let bufs = [io.a, io.b];
-        let twl = plan.tw_lines.as_ptr();
-        let ahead = io.src.0 != io.dst.0.cast_const();
-        for line in 0..count {
-            if ahead && line + 1 < count {
-                for c in (0..n).step_by(4) {
-                    super::prefetch_r(io.src.0.wrapping_add((line + 1) * n + c));
-                    super::prefetch_w(io.dst.0.wrapping_add((line + 1) * n + c));
-                }
-            }
-            for (i, &(r, l)) in plan.passes.iter().enumerate() {
-                let src = if i == 0 {
-                    io.src.0.wrapping_add(line * n)
-                } else {
-                    bufs[(i - 1) % 2].cast_const()
-                };
-                // SAFETY: as in `lines512`; AVX2 is present here.
-                unsafe {
-                    if i + 1 < np {
-                        let tw = plan.tw.as_ptr().add(plan.tw_at[i]);
-                        let dst = bufs[i % 2];
-                        match r {
-                            2 => pass_t::<Y, 2, FWD>(n, l, tw, src, dst),
-                            4 => pass_t::<Y, 4, FWD>(n, l, tw, src, dst),
-                            8 => pass_t::<Y, 8, FWD>(n, l, tw, src, dst),
-                            _ => pass_t::<Y, 16, FWD>(n, l, tw, src, dst),
-                        }
-                    } else {
-                        let dst = io.dst.0.wrapping_add(line * n);
-                        match (r, scale) {
-                            (8, None) => pass_k2::<8, FWD, false>(n, twl, src, dst, 1.0),
-                            (8, Some(s)) => pass_k2::<8, FWD, true>(n, twl, src, dst, s),
-                            (_, None) => pass_k2::<16, FWD, false>(n, twl, src, dst, 1.0),
-                            (_, Some(s)) => pass_k2::<16, FWD, true>(n, twl, src, dst, s),
-                        }
-                    }
-                }
-            }
         }
     }
 
