@@ -231,7 +231,8 @@ struct DevLevel {
 }
 
 /// The thread block of `mg_sweep_*` (`SWEEP_TK` x `SWEEP_TJ` of
-/// `kernels/mg.cu`): a tile of 30 x 14 columns with a 1-cell ring.
+/// `kernels/mg.cu`): a tile of 30 x 6 columns with a 1-cell ring; the
+/// kernel source is given these values (`source`).
 const SWEEP_BLOCK: (u32, u32) = (32, 8);
 
 /// The one-pass sweep's grid: about this many times as many blocks as
